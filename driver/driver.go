@@ -1,0 +1,211 @@
+// Package driver defines the interface that dlock backends implement.
+//
+// Users never call a driver directly: they use package dlock, which validates
+// input, keeps reentrancy counts where the store cannot, schedules renewals,
+// signals lost leases and waits for locks. A driver only talks to its store.
+//
+// # Contracts
+//
+// Every method must be safe for concurrent use. A method that fails must say
+// whether the failure is certain:
+//
+//   - ErrLeaseLost (or an error wrapping it) means the store said the caller does
+//     not hold the lock: it expired, was deleted, or belongs to another owner.
+//   - ErrNotAcquired is not used by drivers: a failed attempt is a Grant with
+//     Acquired false.
+//   - Any other error (a timeout, a reset connection) is uncertain: the
+//     operation may or may not have taken effect. dlock retries renewals that
+//     fail this way and only declares a lease lost when it can no longer be
+//     sure it is still held.
+//
+// Time: a grant or renewal is valid for its TTL counted from the moment the
+// request was sent (dlock measures that on its monotonic clock), unless the
+// driver returns a shorter Validity.
+package driver
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"time"
+)
+
+// Sentinel errors shared by drivers and package dlock (which re-exports them).
+var (
+	// ErrNotAcquired means the lock is held by another owner.
+	ErrNotAcquired = errors.New("lock not acquired: held by another owner")
+	// ErrLeaseLost means the caller's hold on the lock ended without Unlock.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrNotHeld means the caller does not hold the lock it tried to release.
+	ErrNotHeld = errors.New("lock not held")
+	// ErrClosed means the client or driver was closed.
+	ErrClosed = errors.New("client closed")
+	// ErrInvalidName means the lock name is empty, malformed or too long.
+	ErrInvalidName = errors.New("invalid lock name")
+	// ErrInvalidTTL means the TTL is not positive or cannot be kept by the store.
+	ErrInvalidTTL = errors.New("invalid TTL")
+	// ErrInvalidOwner means the owner id is empty or too long.
+	ErrInvalidOwner = errors.New("invalid owner id")
+	// ErrInvalidURL means a backend URL is malformed or has bad parameters.
+	ErrInvalidURL = errors.New("invalid backend URL")
+	// ErrUnsupported means the backend cannot do what was asked.
+	ErrUnsupported = errors.New("unsupported by this backend")
+	// ErrUnknownScheme means no backend is registered for a URL scheme.
+	ErrUnknownScheme = errors.New("unknown backend scheme")
+)
+
+// Kind is the kind of hold a request asks for.
+type Kind int
+
+const (
+	// Exclusive is a mutex hold: one owner at a time.
+	Exclusive Kind = iota
+	// Shared is a reader hold of a read-write lock: any number of shared
+	// owners, none while an Exclusive owner holds the same name.
+	Shared
+	// Permit is one of Request.Limit permits of a counting semaphore.
+	Permit
+)
+
+// Request asks for a hold on a lock.
+type Request struct {
+	Name  string        // lock name, validated by dlock against Caps
+	Owner string        // owner id; a second request by the same owner re-enters
+	TTL   time.Duration // lease length, validated by dlock against Caps
+	Kind  Kind          // Exclusive unless the driver's Caps list other kinds
+	Limit int           // number of permits, for Kind Permit
+	// Wait asks the driver to block until the hold is granted or ctx ends.
+	// dlock sets it only when Caps.Blocking is true. A driver that returns
+	// because ctx ended must leave nothing of the request behind in the store.
+	Wait bool
+}
+
+// Grant is the answer to a Request.
+type Grant struct {
+	// Acquired reports whether the hold was granted.
+	Acquired bool
+	// Token is the fencing token of the hold: greater than the token of every
+	// earlier holder of the name. A re-entry returns the first hold's token.
+	Token uint64
+	// Holds is the owner's hold count after the request (1 on a first grant),
+	// for stores that keep counts (Caps.Reentrant).
+	Holds int
+	// Validity, when positive, is how long the hold is known to be valid
+	// counted from the moment the request was sent. Zero means the TTL.
+	Validity time.Duration
+	// Retry, when the hold was not granted, is the time left on the current
+	// holder's lease if the store knows it; waiters retry no later than that.
+	Retry time.Duration
+	// Lost, if not nil, is closed when the store signals that the hold is gone
+	// (a session expired, a lease was revoked). Holds of one session should
+	// share one channel: dlock watches each distinct channel once.
+	Lost <-chan struct{}
+	// Handle is the driver's own state for the hold; dlock passes it back in
+	// Renewal and Release.
+	Handle any
+}
+
+// Held names a hold the caller has, for Renew and Release.
+type Held struct {
+	Name   string
+	Owner  string
+	TTL    time.Duration
+	Kind   Kind
+	Token  uint64
+	Handle any
+}
+
+// RenewResult is the outcome of renewing one hold.
+type RenewResult struct {
+	// Err is nil when the hold was extended by its TTL, ErrLeaseLost when the
+	// store says it is no longer held, or another (uncertain) error.
+	Err error
+	// Validity is as in Grant.
+	Validity time.Duration
+}
+
+// Info describes the state of a lock, for operators.
+type Info struct {
+	Name    string
+	Held    bool
+	Owner   string        // the holder's owner id
+	Holds   int           // the holder's hold count
+	Token   uint64        // the holder's fencing token
+	TTL     time.Duration // time left on the holder's lease; 0 if unknown
+	Waiters int           // waiters queued in the store, if it keeps a queue
+	// Notes carries backend-specific remarks, such as a warning that the
+	// store may evict lock keys.
+	Notes []string
+}
+
+// Caps describes what a driver's store can do and keep.
+type Caps struct {
+	// MaxNameLen is the longest name in bytes the store accepts (0: 1024).
+	MaxNameLen int
+	// MinTTL, MaxTTL and TTLResolution bound the TTLs the store can keep.
+	// A TTL that is not a multiple of TTLResolution is rejected.
+	MinTTL, MaxTTL, TTLResolution time.Duration
+	// Reentrant reports that the store keeps a hold count per owner, so that
+	// re-entries by one owner from several processes are counted there.
+	// Otherwise dlock counts re-entries within one client.
+	Reentrant bool
+	// Blocking reports that Acquire honours Request.Wait by queueing in the
+	// store itself (etcd, ZooKeeper, database row locks). Otherwise dlock
+	// waits with Notifier subscriptions, or by polling with backoff.
+	Blocking bool
+	// Kinds lists the kinds beyond Exclusive the driver supports.
+	Kinds []Kind
+}
+
+// Driver is an open connection to a lock store.
+type Driver interface {
+	// Caps returns the store's capabilities; it must not change after Open.
+	Caps() Caps
+	// Acquire makes one attempt at a hold (or, with Request.Wait, blocks).
+	Acquire(ctx context.Context, req Request) (Grant, error)
+	// Renew extends every hold in the batch by its TTL, in as few calls to
+	// the store as it allows, and returns one result per hold, in order.
+	Renew(ctx context.Context, batch []Held) []RenewResult
+	// Release drops count holds of h's owner (all of them when count is at
+	// least the hold count) and returns the holds left. It must never release
+	// another owner's hold: that returns ErrLeaseLost.
+	Release(ctx context.Context, h Held, count int) (remaining int, err error)
+	// Inspect describes the lock named name.
+	Inspect(ctx context.Context, name string) (Info, error)
+	// Close releases the driver's connections. It does not release holds.
+	Close() error
+	// As lets users reach driver-specific types (see package dlock's As).
+	As(target any) bool
+}
+
+// Notifier is implemented by drivers whose store can announce releases.
+type Notifier interface {
+	// Subscribe starts listening for releases of name. The subscription must
+	// be in place when Subscribe returns, so a release after it is not missed.
+	Subscribe(ctx context.Context, name string) (Subscription, error)
+}
+
+// Subscription delivers release notifications for one name.
+type Subscription interface {
+	// C receives a value (coalesced) after a release of the name.
+	C() <-chan struct{}
+	// Close stops the subscription.
+	Close() error
+}
+
+// ForceReleaser is implemented by drivers that can delete a lock whatever its
+// owner, for operators (dlock unlock --force).
+type ForceReleaser interface {
+	ForceRelease(ctx context.Context, name string) error
+}
+
+// Opener opens a driver for a URL whose scheme it was registered under.
+type Opener interface {
+	OpenDriver(ctx context.Context, u *url.URL) (Driver, error)
+}
+
+// OpenerFunc adapts a function to Opener.
+type OpenerFunc func(ctx context.Context, u *url.URL) (Driver, error)
+
+// OpenDriver calls f.
+func (f OpenerFunc) OpenDriver(ctx context.Context, u *url.URL) (Driver, error) { return f(ctx, u) }

@@ -1,0 +1,60 @@
+// Package drivertest is the conformance suite every dlock backend runs
+// against a real server of its kind:
+//
+//	func TestConformance(t *testing.T) { drivertest.Run(t, newHarness) }
+//
+// The harness opens clients of the store under test and simulates the faults
+// the suite needs (a holder's connections cut, a lock removed behind its
+// holder's back). Capabilities let the suite skip what a backend honestly
+// cannot do; the backend's package doc must say the same.
+package drivertest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
+)
+
+// Harness gives the suite access to one store under test.
+type Harness interface {
+	// NewClient opens a new client of the store, with its own connections,
+	// as another process would.
+	NewClient(ctx context.Context) (*dlock.Client, error)
+	// Cut cuts c's connections as if its process had died or been
+	// partitioned away: c can reach the store no more and releases nothing.
+	Cut(ctx context.Context, c *dlock.Client) error
+	// Remove deletes the lock named name behind its holder's back.
+	Remove(ctx context.Context, name string) error
+	// Caps says what the backend can do.
+	Caps() Caps
+}
+
+// Caps are the capabilities and timings of a backend under test.
+type Caps struct {
+	// TTL is the short lease TTL the expiry tests use. Default 500ms.
+	TTL time.Duration
+	// Slack is how long after a TTL ends a lock may still be held (the
+	// store's expiry granularity and detection delays). Default 250ms.
+	Slack time.Duration
+	// StoreReentrant reports that hold counts live in the store, so re-entry
+	// by one owner works across clients (processes).
+	StoreReentrant bool
+	// QueueInStore reports that waiters keep a record in the store (a queue
+	// node or key) that Inspect counts in Waiters.
+	QueueInStore bool
+}
+
+// NewHarness makes a harness; it registers its own cleanup with t.
+type NewHarness func(ctx context.Context, t *testing.T) (Harness, error)
+
+func (c Caps) withDefaults() Caps {
+	if c.TTL <= 0 {
+		c.TTL = 500 * time.Millisecond
+	}
+	if c.Slack <= 0 {
+		c.Slack = 250 * time.Millisecond
+	}
+	return c
+}

@@ -1,0 +1,65 @@
+package dlock
+
+import (
+	"fmt"
+
+	"github.com/dlock/dlock/driver"
+)
+
+// Sentinel errors, for errors.Is. Errors returned by dlock wrap one of these
+// together with the lock name and backend; the store's own error, where there
+// is one, stays reachable with errors.As.
+var (
+	// ErrNotAcquired is returned by TryLock when another owner holds the lock.
+	ErrNotAcquired = driver.ErrNotAcquired
+	// ErrLeaseLost means a lease ended without Unlock: it expired, a renewal
+	// could not be confirmed in time, the store's session ended, or the lock
+	// was removed behind the holder's back.
+	ErrLeaseLost = driver.ErrLeaseLost
+	// ErrNotHeld is returned by Unlock on a lease that was already unlocked.
+	ErrNotHeld = driver.ErrNotHeld
+	// ErrClosed is returned after Client.Close, and by Err of the leases the
+	// close released.
+	ErrClosed = driver.ErrClosed
+	// ErrInvalidName means an empty, malformed or too long lock name.
+	ErrInvalidName = driver.ErrInvalidName
+	// ErrInvalidTTL means a TTL that is not positive or that the backend
+	// cannot keep (too short, too long, or finer than its resolution).
+	ErrInvalidTTL = driver.ErrInvalidTTL
+	// ErrInvalidOwner means an empty or too long owner id.
+	ErrInvalidOwner = driver.ErrInvalidOwner
+	// ErrInvalidURL means a malformed backend URL or bad URL parameters.
+	ErrInvalidURL = driver.ErrInvalidURL
+	// ErrUnsupported means the backend cannot do what was asked.
+	ErrUnsupported = driver.ErrUnsupported
+	// ErrUnknownScheme means no backend is registered for a URL's scheme.
+	ErrUnknownScheme = driver.ErrUnknownScheme
+	// ErrNilContext is returned when a nil context is passed.
+	ErrNilContext = errNilContext
+)
+
+var errNilContext = fmt.Errorf("nil context")
+
+// Error is the error type of lock operations: it names the operation, the
+// backend and the lock.
+type Error struct {
+	Op      string // "lock", "trylock", "unlock", "inspect", ...
+	Backend string // the URL scheme of the backend, e.g. "redis"
+	Name    string // the lock name
+	Err     error  // the cause; wraps a sentinel error
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	return fmt.Sprintf("dlock: %s %q (%s): %v", e.Op, e.Name, e.Backend, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+func (c *Client) wrap(op, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &Error{Op: op, Backend: c.scheme, Name: name, Err: err}
+}

@@ -1,0 +1,179 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/dlock/dlock/driver"
+)
+
+// errUnlocked is the cause of a lease context ended by Unlock.
+var errUnlocked = errors.New("unlocked")
+
+// Lease is one hold on a lock, returned by Lock or TryLock. Its methods are
+// safe for concurrent use.
+type Lease struct {
+	h      *hold
+	ctx    context.Context // cancelled, with the reason as cause, when the lease ends
+	cancel context.CancelCauseFunc
+	ended  bool // guarded by h.c.mu
+}
+
+// hold is what a client holds in the store for one (name, owner): one or
+// more leases (re-entries) share it, with one fencing token and one renewal.
+type hold struct {
+	c        *Client
+	name     string
+	owner    string
+	ttl      time.Duration
+	kind     driver.Kind
+	renew    bool
+	token    uint64
+	handle   any
+	lostCh   <-chan struct{}
+	acquired time.Time
+
+	// guarded by c.mu
+	detached bool
+	leases   []*Lease
+
+	// guarded by the scheduler's mutex
+	expiry   time.Time // the store keeps the hold at least until then
+	deadline time.Time // loss is signalled then, a margin before expiry
+	next     time.Time // when the scheduler next looks at the hold
+	idx      int       // index in the scheduler's heap, -1 when not in it
+	removed  bool      // unscheduled for good
+}
+
+func (h *hold) held() driver.Held {
+	return driver.Held{Name: h.name, Owner: h.owner, TTL: h.ttl, Kind: h.kind, Token: h.token, Handle: h.handle}
+}
+
+// newLease adds a lease to h. c.mu must be held.
+func (h *hold) newLease() *Lease {
+	l := &Lease{h: h}
+	l.ctx, l.cancel = context.WithCancelCause(context.Background())
+	h.leases = append(h.leases, l)
+	return l
+}
+
+// storeHolds is how many holds the client has in the store for h.
+func (h *hold) storeHolds() int {
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	if h.c.caps.Reentrant {
+		return max(len(h.leases), 1)
+	}
+	return 1
+}
+
+// end ends every lease of h with cause.
+func (h *hold) end(cause error) {
+	h.c.mu.Lock()
+	ls := h.leases
+	h.leases = nil
+	for _, l := range ls {
+		l.ended = true
+	}
+	h.c.mu.Unlock()
+	for _, l := range ls {
+		l.cancel(cause)
+	}
+}
+
+// Name returns the lock's name.
+func (l *Lease) Name() string { return l.h.name }
+
+// Owner returns the owner id holding the lease.
+func (l *Lease) Owner() string { return l.h.owner }
+
+// Token returns the fencing token: strictly greater than the token of every
+// earlier holder of this lock name. Pass it to the protected resource and have
+// it reject writes carrying a token lower than the highest it has seen.
+// Re-entries share the token of the first hold. How far the guarantee holds
+// across store failures depends on the backend: see its package doc.
+func (l *Lease) Token() uint64 { return l.h.token }
+
+// Done is closed when the lease ends: by Unlock, Client.Close, expiry, a
+// renewal that could not be confirmed in time, or the end of the store's
+// session. Protected work should stop when it closes.
+func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+
+// Err returns nil while the lease is live and after Unlock; after a loss, an
+// error wrapping ErrLeaseLost; after Client.Close, one wrapping ErrClosed.
+func (l *Lease) Err() error {
+	select {
+	case <-l.ctx.Done():
+	default:
+		return nil
+	}
+	if cause := context.Cause(l.ctx); cause != errUnlocked {
+		return cause
+	}
+	return nil
+}
+
+// As exposes the backend's own view of the lease (see the backend's package
+// doc for the types it supports) and reports whether it could set target.
+func (l *Lease) As(target any) bool {
+	if a, ok := l.h.handle.(interface{ As(any) bool }); ok {
+		return a.As(target)
+	}
+	return false
+}
+
+// Unlock ends the lease. The lock is released in the store when the owner's
+// last lease on it is unlocked; Unlock never releases another owner's hold.
+// It returns an error wrapping ErrLeaseLost if the lease had been lost, and
+// ErrNotHeld if it was already unlocked. If the store cannot be reached, the
+// lease still ends and is no longer renewed, so the lock frees itself at
+// expiry; the error says so.
+func (l *Lease) Unlock(ctx context.Context) error {
+	h, c := l.h, l.h.c
+	if ctx == nil {
+		return c.wrap("unlock", h.name, ErrNilContext)
+	}
+	c.mu.Lock()
+	if l.ended {
+		c.mu.Unlock()
+		if err := l.Err(); err != nil {
+			return err
+		}
+		return c.wrap("unlock", h.name, ErrNotHeld)
+	}
+	l.ended = true
+	for i, x := range h.leases {
+		if x == l {
+			h.leases = append(h.leases[:i], h.leases[i+1:]...)
+			break
+		}
+	}
+	last := len(h.leases) == 0
+	c.mu.Unlock()
+
+	if last && !c.detach(h) { // lost or closed while we unlocked
+		cause := context.Cause(l.ctx)
+		l.cancel(errUnlocked)
+		return cause
+	}
+	var err error
+	if last || c.caps.Reentrant {
+		_, err = c.drv.Release(ctx, h.held(), 1)
+	}
+	if err != nil {
+		err = c.wrap("unlock", h.name, err)
+		if errors.Is(err, ErrLeaseLost) {
+			l.cancel(err)
+			if !last {
+				c.lost(h, err)
+			}
+			return err
+		}
+	}
+	l.cancel(errUnlocked)
+	if c.hooks.Released != nil {
+		c.hooks.Released(h.name, h.token, time.Since(h.acquired))
+	}
+	return err
+}

@@ -1,0 +1,126 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dlock/dlock/driver"
+)
+
+// Locker is what Do locks: a Mutex, or any lock with the same Lock method.
+type Locker interface {
+	Lock(ctx context.Context) (*Lease, error)
+}
+
+// Mutex is a distributed mutual-exclusion lock, made by Client.Mutex. Its
+// methods are safe for concurrent use; each successful Lock or TryLock returns
+// a Lease that must be unlocked.
+type Mutex struct {
+	c    *Client
+	name string
+	opts mutexOptions
+	err  error // invalid arguments, reported by every method
+}
+
+// Name returns the lock's name.
+func (m *Mutex) Name() string { return m.name }
+
+// Owner returns the owner id the Mutex locks as.
+func (m *Mutex) Owner() string { return m.opts.owner }
+
+// Lock blocks until the lock is held and returns its lease. ctx bounds the
+// wait only: the lease lasts until Unlock, Client.Close or its loss. When ctx
+// ends first, Lock returns ctx's error and leaves nothing behind in the store.
+// The owner re-enters a lock it already holds at once.
+func (m *Mutex) Lock(ctx context.Context) (*Lease, error) { return m.acquire(ctx, "lock", false) }
+
+// TryLock makes one attempt: it returns an error wrapping ErrNotAcquired when
+// another owner holds the lock.
+func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) { return m.acquire(ctx, "trylock", true) }
+
+func (m *Mutex) acquire(ctx context.Context, op string, try bool) (*Lease, error) {
+	c := m.c
+	if ctx == nil {
+		return nil, c.wrap(op, m.name, ErrNilContext)
+	}
+	if m.err != nil {
+		return nil, c.wrap(op, m.name, m.err)
+	}
+	k := holdKey{m.name, m.opts.owner}
+	e, err := c.enter(ctx, k, try)
+	if err != nil {
+		return nil, c.wrap(op, m.name, err)
+	}
+	defer c.leave(k, e)
+	req := driver.Request{Name: m.name, Owner: m.opts.owner, TTL: m.opts.ttl, Kind: driver.Exclusive}
+
+	if l, err := c.reenter(ctx, e, req); l != nil || err != nil {
+		return l, c.wrap(op, m.name, err)
+	}
+	began := time.Now()
+	g, sent, err := c.obtain(ctx, e, req, try)
+	if err != nil {
+		return nil, c.wrap(op, m.name, err)
+	}
+	l, err := c.grant(e, req, g, sent, !m.opts.noRenewal)
+	if err != nil {
+		return nil, c.wrap(op, m.name, err)
+	}
+	if c.hooks.Acquired != nil {
+		c.hooks.Acquired(m.name, g.Token, time.Since(began))
+	}
+	return l, nil
+}
+
+// reenter gives the owner a new lease on the hold it has, if it has one.
+func (c *Client) reenter(ctx context.Context, e *entry, req driver.Request) (*Lease, error) {
+	c.mu.Lock()
+	h := e.hold
+	c.mu.Unlock()
+	if h == nil {
+		return nil, nil
+	}
+	if c.caps.Reentrant { // the store counts holds: count this one there too
+		g, err := c.drv.Acquire(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		if !g.Acquired { // the store says another owner has it: ours is gone
+			c.lost(h, fmt.Errorf("%w: re-entry found another holder", ErrLeaseLost))
+			return nil, nil
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h.detached { // lost meanwhile
+		return nil, nil
+	}
+	return h.newLease(), nil
+}
+
+// grant turns a granted request into a hold, registered with the scheduler.
+func (c *Client) grant(e *entry, req driver.Request, g driver.Grant, sent time.Time, renew bool) (*Lease, error) {
+	validity := req.TTL
+	if g.Validity > 0 && g.Validity < validity {
+		validity = g.Validity
+	}
+	h := &hold{
+		c: c, name: req.Name, owner: req.Owner, ttl: req.TTL, kind: req.Kind, renew: renew,
+		token: g.Token, handle: g.Handle, lostCh: g.Lost, acquired: sent,
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := c.drv.Release(ctx, h.held(), 1)
+		return nil, errors.Join(ErrClosed, err)
+	}
+	e.hold = h
+	l := h.newLease()
+	c.mu.Unlock()
+	c.sched.add(h, sent, validity)
+	return l, nil
+}

@@ -1,0 +1,288 @@
+package dlock
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/dlock/dlock/driver"
+)
+
+// scheduler renews every lease of a client from one goroutine: it keeps the
+// holds in a heap ordered by when each needs attention, and at each tick sends
+// all renewals that are due (or nearly due) to the driver as one batch. It also
+// signals loss: a hold whose renewal could not be confirmed is declared lost a
+// margin before it could expire in the store, never after.
+type scheduler struct {
+	c    *Client
+	mu   sync.Mutex
+	h    holdHeap
+	wake chan struct{}
+	quit chan struct{}
+	done chan struct{}
+	// session-loss channels from Grant.Lost, each watched by one goroutine
+	watchers map[<-chan struct{}]*watcher
+	pending  []lostHold // found lost during a tick, signalled after it
+}
+
+type watcher struct {
+	holds map[*hold]struct{}
+	stop  chan struct{}
+}
+
+func newScheduler(c *Client) *scheduler {
+	s := &scheduler{c: c, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
+		watchers: map[<-chan struct{}]*watcher{}}
+	go s.run()
+	return s
+}
+
+// renewEvery is the renewal interval of a lease of TTL ttl.
+func renewEvery(ttl time.Duration) time.Duration { return ttl / 3 }
+
+// margin is how long before its expiry a lease that could not be renewed is
+// declared lost: room for clock drift and scheduling delay.
+func margin(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+// add schedules h, granted by a request sent at sent and valid for validity.
+func (s *scheduler) add(h *hold, sent time.Time, validity time.Duration) {
+	s.mu.Lock()
+	s.setExpiry(h, sent, validity)
+	heap.Push(&s.h, h)
+	if h.lostCh != nil {
+		w := s.watchers[h.lostCh]
+		if w == nil {
+			w = &watcher{holds: map[*hold]struct{}{}, stop: make(chan struct{})}
+			s.watchers[h.lostCh] = w
+			go s.watch(h.lostCh, w)
+		}
+		w.holds[h] = struct{}{}
+	}
+	first := s.h[0] == h
+	s.mu.Unlock()
+	if first {
+		s.poke()
+	}
+}
+
+// setExpiry records a successful grant or renewal. s.mu must be held.
+func (s *scheduler) setExpiry(h *hold, sent time.Time, validity time.Duration) {
+	h.expiry = sent.Add(validity)
+	h.deadline = h.expiry.Add(-margin(h.ttl))
+	if h.renew {
+		h.next = sent.Add(min(renewEvery(h.ttl), validity-margin(h.ttl)))
+	} else {
+		h.next = h.deadline
+	}
+}
+
+// remove unschedules h (unlocked, lost or closed).
+func (s *scheduler) remove(h *hold) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h.idx >= 0 && h.idx < len(s.h) && s.h[h.idx] == h {
+		heap.Remove(&s.h, h.idx)
+	}
+	h.idx = -1
+	h.removed = true
+	if w := s.watchers[h.lostCh]; w != nil {
+		delete(w.holds, h)
+		if len(w.holds) == 0 {
+			close(w.stop)
+			delete(s.watchers, h.lostCh)
+		}
+	}
+}
+
+func (s *scheduler) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *scheduler) stop() {
+	close(s.quit)
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch, w := range s.watchers {
+		close(w.stop)
+		delete(s.watchers, ch)
+	}
+}
+
+func (s *scheduler) run() {
+	defer close(s.done)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		d := time.Hour
+		if len(s.h) > 0 {
+			d = time.Until(s.h[0].next)
+		}
+		s.mu.Unlock()
+		timer.Reset(max(d, 0))
+		select {
+		case <-s.quit:
+			return
+		case <-s.wake:
+			continue
+		case <-timer.C:
+		}
+		s.tick()
+	}
+}
+
+// tick handles every hold that is due: the lost are signalled, the rest are
+// renewed in one batch.
+func (s *scheduler) tick() {
+	now := time.Now()
+	var batch, lost []*hold
+	earliest := now.Add(time.Hour)
+	s.mu.Lock()
+	for len(s.h) > 0 {
+		h := s.h[0]
+		// Renewals due within a tenth of their interval join this batch.
+		window := renewEvery(h.ttl) / 10
+		if !h.renew {
+			window = 0
+		}
+		if h.next.After(now.Add(window)) {
+			break
+		}
+		heap.Pop(&s.h)
+		if !now.Before(h.deadline) || !h.renew {
+			lost = append(lost, h)
+			continue
+		}
+		batch = append(batch, h)
+		earliest = minTime(earliest, h.deadline)
+	}
+	s.mu.Unlock()
+	for _, h := range lost {
+		s.c.lost(h, expiredErr(h))
+	}
+	if len(batch) == 0 {
+		return
+	}
+	helds := make([]driver.Held, len(batch))
+	for i, h := range batch {
+		helds[i] = h.held()
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), earliest)
+	res := s.c.drv.Renew(ctx, helds)
+	cancel()
+	after := time.Now()
+	s.mu.Lock()
+	for i, h := range batch {
+		if h.removed { // unlocked, lost or closed while renewing
+			continue
+		}
+		var r driver.RenewResult
+		if i < len(res) {
+			r = res[i]
+		} else {
+			r.Err = errors.New("driver returned too few renewal results")
+		}
+		switch {
+		case r.Err == nil:
+			v := h.ttl
+			if r.Validity > 0 && r.Validity < v {
+				v = r.Validity
+			}
+			s.setExpiry(h, now, v)
+		case errors.Is(r.Err, ErrLeaseLost):
+			s.lostLater(h, r.Err)
+			continue
+		case !after.Before(h.deadline):
+			s.lostLater(h, fmt.Errorf("%w: renewal not confirmed before expiry: %w", ErrLeaseLost, r.Err))
+			continue
+		default: // uncertain: try again soon, ownership is re-checked by the renewal itself
+			h.next = minTime(after.Add(max(renewEvery(h.ttl)/10, time.Millisecond)), h.deadline)
+			s.c.log.Debug("dlock: renewal failed; retrying", "backend", s.c.scheme, "name", h.name, "err", r.Err)
+		}
+		heap.Push(&s.h, h)
+	}
+	s.mu.Unlock()
+	s.flushLost()
+}
+
+// lostLater queues h to be declared lost once s.mu is released.
+func (s *scheduler) lostLater(h *hold, err error) {
+	s.pending = append(s.pending, lostHold{h, err})
+}
+
+func (s *scheduler) flushLost() {
+	s.mu.Lock()
+	p := s.pending
+	s.pending = nil
+	s.mu.Unlock()
+	for _, x := range p {
+		s.c.lost(x.h, x.err)
+	}
+}
+
+type lostHold struct {
+	h   *hold
+	err error
+}
+
+func expiredErr(h *hold) error {
+	if h.renew {
+		return fmt.Errorf("%w: not renewed in time", ErrLeaseLost)
+	}
+	return fmt.Errorf("%w: expired (TTL %v, no renewal)", ErrLeaseLost, h.ttl)
+}
+
+// watch waits for a session-loss channel and declares its holds lost.
+func (s *scheduler) watch(ch <-chan struct{}, w *watcher) {
+	select {
+	case <-w.stop:
+		return
+	case <-ch:
+	}
+	s.mu.Lock()
+	var hs []*hold
+	for h := range w.holds {
+		hs = append(hs, h)
+	}
+	s.mu.Unlock()
+	for _, h := range hs {
+		s.c.lost(h, fmt.Errorf("%w: the store's session ended", ErrLeaseLost))
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// holdHeap orders holds by next.
+type holdHeap []*hold
+
+func (q holdHeap) Len() int           { return len(q) }
+func (q holdHeap) Less(i, j int) bool { return q[i].next.Before(q[j].next) }
+func (q holdHeap) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].idx, q[j].idx = i, j
+}
+func (q *holdHeap) Push(x any) {
+	h := x.(*hold)
+	h.idx = len(*q)
+	*q = append(*q, h)
+}
+func (q *holdHeap) Pop() any {
+	old := *q
+	h := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	h.idx = -1
+	return h
+}

@@ -1,0 +1,62 @@
+package dlock
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+const (
+	defaultMaxNameLen = 1024 // bytes, when a driver does not say
+	maxOwnerLen       = 256  // bytes
+)
+
+// NewOwnerID returns a fresh random owner id: 128 bits from crypto/rand, in
+// hex. Mutexes made without WithOwner use one each.
+func NewOwnerID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return hex.EncodeToString(b[:])
+}
+
+func (c *Client) validateName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty", ErrInvalidName)
+	case len(name) > c.caps.MaxNameLen:
+		return fmt.Errorf("%w: %d bytes, over the backend's limit of %d", ErrInvalidName, len(name), c.caps.MaxNameLen)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: not valid UTF-8", ErrInvalidName)
+	case strings.ContainsRune(name, 0):
+		return fmt.Errorf("%w: contains a NUL byte", ErrInvalidName)
+	}
+	return nil
+}
+
+func (c *Client) validate(name string, o mutexOptions) error {
+	if err := c.validateName(name); err != nil {
+		return err
+	}
+	if len(o.owner) > maxOwnerLen || !utf8.ValidString(o.owner) || strings.ContainsRune(o.owner, 0) {
+		return fmt.Errorf("%w: want 1 to %d bytes of UTF-8 without NUL", ErrInvalidOwner, maxOwnerLen)
+	}
+	return c.validateTTL(o.ttl)
+}
+
+func (c *Client) validateTTL(ttl time.Duration) error {
+	caps := c.caps
+	switch {
+	case ttl <= 0:
+		return fmt.Errorf("%w: %v is not positive", ErrInvalidTTL, ttl)
+	case caps.MinTTL > 0 && ttl < caps.MinTTL:
+		return fmt.Errorf("%w: %v is shorter than the backend's minimum %v", ErrInvalidTTL, ttl, caps.MinTTL)
+	case caps.MaxTTL > 0 && ttl > caps.MaxTTL:
+		return fmt.Errorf("%w: %v is longer than the backend's maximum %v", ErrInvalidTTL, ttl, caps.MaxTTL)
+	case caps.TTLResolution > 0 && ttl%caps.TTLResolution != 0:
+		return fmt.Errorf("%w: %v is finer than the backend's resolution %v", ErrInvalidTTL, ttl, caps.TTLResolution)
+	}
+	return nil
+}

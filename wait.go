@@ -1,0 +1,176 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/dlock/dlock/driver"
+)
+
+const (
+	pollMin = 5 * time.Millisecond  // first backoff step when polling
+	pollMax = time.Second           // backoff cap when polling
+	wakeMax = 5 * time.Second       // longest wait for a notification before trying again
+	errWait = 50 * time.Millisecond // first pause after a store error while waiting
+)
+
+// obtain gets a hold for req: one attempt with try, otherwise waiting until
+// granted, ctx ends or the client closes. It returns the grant and when the
+// granting request was sent.
+func (c *Client) obtain(ctx context.Context, e *entry, req driver.Request, try bool) (driver.Grant, time.Time, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(c.closing, cancel)
+	defer stop()
+
+	if !try && c.caps.Blocking { // the store queues waiters itself
+		c.setWaiting(e, true)
+		defer c.setWaiting(e, false)
+		req.Wait = true
+		sent := time.Now()
+		g, err := c.drv.Acquire(ctx, req)
+		if err == nil && !g.Acquired {
+			err = ErrNotAcquired
+		}
+		return g, sent, c.waitErr(ctx, err)
+	}
+	sent := time.Now()
+	g, err := c.drv.Acquire(ctx, req)
+	if err != nil || g.Acquired {
+		return g, sent, c.waitErr(ctx, err)
+	}
+	if try {
+		return g, sent, ErrNotAcquired
+	}
+	c.setWaiting(e, true)
+	defer c.setWaiting(e, false)
+	return c.wait(ctx, req, g.Retry)
+}
+
+// wait queues behind the client's other waiters for req.Name, so that a
+// release wakes one waiter per process, then tries again on every release
+// notification, at the holder's expiry, or with capped exponential backoff and
+// jitter where the store cannot notify.
+func (c *Client) wait(ctx context.Context, req driver.Request, retry time.Duration) (driver.Grant, time.Time, error) {
+	q, t := c.joinQueue(req.Name)
+	defer c.leaveQueue(req.Name, q, t)
+	select {
+	case <-t:
+	case <-ctx.Done():
+		return driver.Grant{}, time.Time{}, c.waitErr(ctx, nil)
+	}
+	var wake <-chan struct{}
+	if n, ok := c.drv.(driver.Notifier); ok {
+		sub, err := n.Subscribe(ctx, req.Name)
+		if err != nil {
+			c.log.Debug("dlock: subscribe failed; polling", "backend", c.scheme, "name", req.Name, "err", err)
+		} else {
+			defer sub.Close()
+			wake = sub.C()
+		}
+	}
+	backoff, errPause := pollMin, errWait
+	var lastErr error
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		sent := time.Now()
+		g, err := c.drv.Acquire(ctx, req)
+		switch {
+		case err != nil: // the store may come back before ctx ends: keep trying
+			if ctx.Err() != nil {
+				return g, sent, c.waitErr(ctx, err)
+			}
+			lastErr = err
+			c.log.Debug("dlock: acquire failed while waiting", "backend", c.scheme, "name", req.Name, "err", err)
+			retry, errPause = errPause, min(errPause*2, pollMax)
+		case g.Acquired:
+			return g, sent, nil
+		default:
+			retry, errPause = g.Retry, errWait
+		}
+		var d time.Duration
+		if wake != nil && err == nil {
+			d = wakeMax
+		} else {
+			d = jitter(backoff)
+			backoff = min(backoff*2, pollMax)
+		}
+		if retry > 0 && retry < d { // the holder's lease ends first
+			d = retry + time.Millisecond
+		}
+		timer.Reset(d)
+		select {
+		case <-wake:
+		case <-timer.C:
+		case <-ctx.Done():
+			return driver.Grant{}, time.Time{}, c.waitErr(ctx, lastErr)
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// waitErr turns the end of a wait into the error Lock returns: ErrClosed if
+// the client closed, ctx's error if it ended, else err.
+func (c *Client) waitErr(ctx context.Context, err error) error {
+	switch {
+	case c.closing.Err() != nil && ctx.Err() != nil:
+		return ErrClosed
+	case ctx.Err() != nil && err != nil && !errors.Is(err, ctx.Err()):
+		return errors.Join(ctx.Err(), err)
+	case ctx.Err() != nil:
+		return ctx.Err()
+	}
+	return err
+}
+
+// jitter returns a duration in [d/2, d).
+func jitter(d time.Duration) time.Duration {
+	return d/2 + rand.N(d/2+1)
+}
+
+// waitQueue orders one client's waiters for one name.
+type waitQueue struct {
+	tickets []chan struct{} // head first; the head's channel has a value
+}
+
+func (c *Client) joinQueue(name string) (*waitQueue, chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q := c.queues[name]
+	if q == nil {
+		q = &waitQueue{}
+		c.queues[name] = q
+	}
+	t := make(chan struct{}, 1)
+	if len(q.tickets) == 0 {
+		t <- struct{}{}
+	}
+	q.tickets = append(q.tickets, t)
+	return q, t
+}
+
+func (c *Client) leaveQueue(name string, q *waitQueue, t chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, x := range q.tickets {
+		if x != t {
+			continue
+		}
+		q.tickets = append(q.tickets[:i], q.tickets[i+1:]...)
+		if i == 0 && len(q.tickets) > 0 {
+			q.tickets[0] <- struct{}{}
+		}
+		break
+	}
+	if len(q.tickets) == 0 && c.queues[name] == q {
+		delete(c.queues, name)
+	}
+}
