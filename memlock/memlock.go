@@ -76,10 +76,11 @@ func Open(opts ...dlock.ClientOption) *dlock.Client {
 // Driver is the memlock driver. Tests reach it with Client.As to simulate
 // faults.
 type Driver struct {
-	s      *store
-	closed atomic.Bool
-	cut    atomic.Bool
-	renews atomic.Int64
+	s        *store
+	closed   atomic.Bool
+	cut      atomic.Bool
+	renews   atomic.Int64
+	acquires atomic.Int64
 }
 
 // Cut makes every later call fail with ErrCut, as if the client's connections
@@ -92,6 +93,9 @@ func (d *Driver) Heal() { d.cut.Store(false) }
 
 // RenewCalls returns how many Renew calls (batches) the driver received.
 func (d *Driver) RenewCalls() int64 { return d.renews.Load() }
+
+// AcquireCalls returns how many Acquire calls the driver received.
+func (d *Driver) AcquireCalls() int64 { return d.acquires.Load() }
 
 func (d *Driver) check() error {
 	if d.closed.Load() {
@@ -110,6 +114,7 @@ func (d *Driver) Caps() driver.Caps {
 
 // Acquire implements driver.Driver.
 func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	d.acquires.Add(1)
 	if err := d.check(); err != nil {
 		return driver.Grant{}, err
 	}

@@ -13,7 +13,9 @@ import (
 
 type harness struct{ url string }
 
-func (h *harness) NewClient(ctx context.Context) (*dlock.Client, error) { return dlock.Open(ctx, h.url) }
+func (h *harness) NewClient(ctx context.Context) (*dlock.Client, error) {
+	return dlock.Open(ctx, h.url)
+}
 
 func (h *harness) Cut(_ context.Context, c *dlock.Client) error {
 	var d *memlock.Driver

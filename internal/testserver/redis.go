@@ -1,0 +1,53 @@
+package testserver
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Redis starts a private redis-server with no persistence. extra are more
+// "--name value" arguments, e.g. "--maxmemory-policy", "allkeys-lru".
+func Redis(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	s := &Server{Name: "redis-server", bin: LookBinary(t, "redis-server")}
+	s.args = func(port int, dir string) []string {
+		return append([]string{
+			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
+			"--save", "", "--appendonly", "no", "--daemonize", "no", "--protected-mode", "yes",
+			"--logfile", "",
+		}, extra...)
+	}
+	s.ready = redisReady
+	s.start(t)
+	return s
+}
+
+// redisReady sends PING and wants PONG, which Redis answers only once it has
+// loaded its data.
+func redisReady(ctx context.Context, addr string) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+	}
+	return nil
+}

@@ -1,0 +1,186 @@
+// Package testserver starts private instances of real servers for tests: each
+// on a free loopback port, with its data in a temp dir, stopped at cleanup.
+//
+// When a server's binary is missing the test is skipped with the binary's
+// name, unless DLOCK_REQUIRE_SERVERS=1 (set by CI), which fails it instead.
+package testserver
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// RequireEnv is the environment variable that turns a missing server binary
+// from a skip into a failure.
+const RequireEnv = "DLOCK_REQUIRE_SERVERS"
+
+// Server is a running server process.
+type Server struct {
+	Name string // e.g. "redis-server"
+	Host string // always a loopback address
+	Port int
+	Dir  string // its data dir
+
+	bin   string
+	args  func(port int, dir string) []string
+	ready func(ctx context.Context, addr string) error
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	exit chan struct{}
+	log  *bytes.Buffer
+}
+
+// Addr returns host:port.
+func (s *Server) Addr() string { return net.JoinHostPort(s.Host, strconv.Itoa(s.Port)) }
+
+// LookBinary finds a server binary on PATH or in extra directories (Debian
+// keeps some, like PostgreSQL's, outside PATH). When it is missing it skips t,
+// or fails it if RequireEnv is set.
+func LookBinary(t testing.TB, name string, extra ...string) string {
+	t.Helper()
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	for _, pattern := range extra {
+		if m, _ := filepath.Glob(filepath.Join(pattern, name)); len(m) > 0 {
+			return m[len(m)-1]
+		}
+	}
+	if os.Getenv(RequireEnv) == "1" {
+		t.Fatalf("%s not found and %s=1: run scripts/install-deps.sh", name, RequireEnv)
+	}
+	t.Skipf("%s not found: run scripts/install-deps.sh (or make test), which installs it", name)
+	return ""
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// start launches the server on a fresh port, retrying if the port was taken
+// meanwhile, and registers its stop with t.
+func (s *Server) start(t testing.TB) {
+	t.Helper()
+	if s.Dir == "" {
+		s.Dir = t.TempDir()
+	}
+	s.Host = "127.0.0.1"
+	var err error
+	for range 3 {
+		if s.Port, err = FreePort(); err != nil {
+			continue
+		}
+		if err = s.Start(); err == nil {
+			t.Cleanup(s.Stop)
+			return
+		}
+	}
+	t.Fatalf("start %s: %v", s.Name, err)
+}
+
+// Start (re)starts the stopped server on its port and data dir, and waits
+// until it is ready.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		return fmt.Errorf("%s already running", s.Name)
+	}
+	s.log = &bytes.Buffer{}
+	cmd := exec.Command(s.bin, s.args(s.Port, s.Dir)...)
+	cmd.Dir = s.Dir
+	cmd.Stdout, cmd.Stderr = s.log, s.log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exit := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exit) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		err := s.ready(ctx, s.Addr())
+		if err == nil {
+			s.cmd, s.exit = cmd, exit
+			return nil
+		}
+		select {
+		case <-exit:
+			return fmt.Errorf("%s exited: %s", s.Name, tail(s.log.String()))
+		case <-ctx.Done():
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exit
+			return fmt.Errorf("%s not ready: %v: %s", s.Name, err, tail(s.log.String()))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Stop stops the server (SIGTERM, then SIGKILL after 10s) and waits for it.
+func (s *Server) Stop() { s.signalStop(syscall.SIGTERM) }
+
+// Kill kills the server at once, as a crash would.
+func (s *Server) Kill() { s.signalStop(syscall.SIGKILL) }
+
+func (s *Server) signalStop(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return
+	}
+	pid := s.cmd.Process.Pid
+	_ = syscall.Kill(-pid, syscall.SIGCONT) // a paused server cannot stop
+	_ = syscall.Kill(-pid, sig)
+	select {
+	case <-s.exit:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		<-s.exit
+	}
+	s.cmd = nil
+}
+
+// Pause freezes the server (SIGSTOP), as a long GC pause or a VM stall would.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume undoes Pause.
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		_ = syscall.Kill(-s.cmd.Process.Pid, sig)
+	}
+}
+
+// Log returns what the server printed.
+func (s *Server) Log() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.log.String()
+}
+
+func tail(s string) string {
+	if len(s) > 2000 {
+		s = "…" + s[len(s)-2000:]
+	}
+	return s
+}
