@@ -73,7 +73,7 @@ func (s *scheduler) setExpiry(h *hold, sent time.Time, validity time.Duration) {
 	h.expiry = sent.Add(validity)
 	h.deadline = h.expiry.Add(-margin(h.ttl))
 	if h.renew {
-		h.next = sent.Add(min(renewEvery(h.ttl), validity-margin(h.ttl)))
+		h.next = sent.Add(min(renewEvery(h.ttl), validity/2))
 	} else {
 		h.next = h.deadline
 	}

@@ -31,14 +31,23 @@ func (c *Client) obtain(ctx context.Context, e *entry, req driver.Request, try b
 		req.Wait = true
 		sent := time.Now()
 		g, err := c.drv.Acquire(ctx, req)
-		if err == nil && !g.Acquired {
+		switch {
+		case err == nil && g.Acquired: // kept even if ctx just ended: it is held
+			if !g.Since.IsZero() {
+				sent = g.Since
+			}
+			return g, sent, nil
+		case err == nil:
 			err = ErrNotAcquired
 		}
 		return g, sent, c.waitErr(ctx, err)
 	}
 	sent := time.Now()
 	g, err := c.drv.Acquire(ctx, req)
-	if err != nil || g.Acquired {
+	if err == nil && g.Acquired {
+		return g, sent, nil
+	}
+	if err != nil {
 		return g, sent, c.waitErr(ctx, err)
 	}
 	if try {

@@ -93,6 +93,10 @@ type Grant struct {
 	// Validity, when positive, is how long the hold is known to be valid
 	// counted from the moment the request was sent. Zero means the TTL.
 	Validity time.Duration
+	// Since, when not zero, is the moment Validity counts from, instead of
+	// the moment the Acquire call began. Blocking drivers set it to the send
+	// time of the store request after which the hold was granted.
+	Since time.Time
 	// Retry, when the hold was not granted, is the time left on the current
 	// holder's lease if the store knows it; waiters retry no later than that.
 	Retry time.Duration
