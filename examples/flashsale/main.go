@@ -28,8 +28,18 @@ type shared struct {
 	stock int
 }
 
-func (s *shared) get() int { time.Sleep(100 * time.Microsecond); s.mu.Lock(); defer s.mu.Unlock(); return s.stock }
-func (s *shared) set(v int) { time.Sleep(100 * time.Microsecond); s.mu.Lock(); s.stock = v; s.mu.Unlock() }
+func (s *shared) get() int {
+	time.Sleep(100 * time.Microsecond)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stock
+}
+func (s *shared) set(v int) {
+	time.Sleep(100 * time.Microsecond)
+	s.mu.Lock()
+	s.stock = v
+	s.mu.Unlock()
+}
 
 func main() {
 	backend := flag.String("backend", "mem://flashsale", "dlock backend URL")

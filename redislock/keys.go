@@ -1,0 +1,25 @@
+package redislock
+
+import "strings"
+
+// keys are the Redis keys of one lock. They share a hash tag, so in a
+// Cluster they live in one slot and every script touches one node.
+type keys struct {
+	lock  string // hash: owner -> hold count, "\x00t" -> token, "\x00h" -> handed-off request
+	token string // counter: the last fencing token; outlives the lock
+	queue string // list: waiting requests in arrival order
+	info  string // hash: request -> "expiry|ttl|owner"
+	chann string // pub/sub channel of releases and handoffs
+}
+
+// tagEscaper makes any name safe inside a hash tag: the tag ends at the
+// first "}", so braces (and "%", to keep the mapping one-to-one) are
+// percent-escaped.
+var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
+
+func newKeys(prefix, name string) keys {
+	base := prefix + ":{" + tagEscaper.Replace(name) + "}"
+	return keys{lock: base, token: base + ":token", queue: base + ":queue", info: base + ":queueinfo", chann: base + ":released"}
+}
+
+func (k keys) all() []string { return []string{k.lock, k.token, k.queue, k.info} }

@@ -1,0 +1,170 @@
+// Package redislock is the dlock backend for Redis: a single server,
+// Sentinel, or Cluster, through github.com/redis/go-redis/v9.
+//
+// # URLs
+//
+//	redis://[user:password@]host:6379[/db][?go-redis options]   single server
+//	rediss://…                                                  the same over TLS
+//	redis+sentinel://[user:password@]s1:26379,s2:26379/mymaster[?db=0&…]
+//	redis+cluster://[user:password@]h1:6379,h2:6379[?…]          Cluster seeds
+//
+// (and rediss+sentinel, rediss+cluster). Query parameters are go-redis's
+// (dial_timeout, read_timeout, pool_size, …), plus prefix=NAME for the key
+// prefix (default "dlock"). Users with a client already use Open.
+//
+// # Layout
+//
+// A lock is a hash "<prefix>:{<name>}" of owner id → hold count, with a
+// PEXPIRE; its fencing token comes from the counter "<prefix>:{<name>}:token",
+// taken in the same script as each new hold. Waiters queue in the list
+// "<prefix>:{<name>}:queue", and a release hands the lock to the first live
+// waiter and tells it so on the channel "<prefix>:{<name>}:released". Braces,
+// and "%", in names are percent-escaped inside the hash tag, so every key of
+// a lock stays in one Cluster slot. Acquire, re-entry, renewal and release
+// are each one Lua script (EVALSHA, falling back to EVAL on NOSCRIPT).
+//
+// # Waiting
+//
+// Waiters are served in arrival order across processes. A waiter keeps a
+// place in the queue alive by refreshing it every second; a place not
+// refreshed for 3 s expires, so a dead waiter never blocks the queue. A lock
+// handed to a waiter starts with a TTL of at most 3 s, which its new holder
+// extends at once: if the waiter died just before the handoff, the next one
+// waits at most that long. All waiters of a client share one pub/sub
+// connection. A waiter also retries when the holder's TTL runs out, since an
+// expiry sends no message.
+//
+// # Guarantees and non-guarantees
+//
+//   - Mutual exclusion holds while the Redis server (or the Cluster shard that
+//     owns the lock's slot) keeps its data. Replication is asynchronous: if a
+//     master fails over before a lock reached its replica, the new master has
+//     no such lock and grants it again. Use Redlock (package redlock) or a
+//     consensus store (etcd, ZooKeeper) where that matters, and fencing
+//     tokens in any case.
+//   - Fencing tokens strictly increase while the token counter survives. A
+//     restart without persistence (or with AOF not fsynced every write)
+//     or a failover that loses writes resets or rewinds the counter, and
+//     tokens can then repeat. Enable appendonly with appendfsync always where
+//     tokens must survive restarts.
+//   - An evicted key is a silently lost lock. Open reads maxmemory-policy; if
+//     it is not noeviction it logs a warning, and Inspect reports it in Notes.
+//   - A holder that cannot reach Redis declares its lease lost before the key
+//     can expire (see package dlock); a holder paused past its TTL cannot.
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
+	"github.com/redis/go-redis/v9"
+)
+
+// URL schemes of the backend.
+const (
+	Scheme            = "redis"
+	SchemeTLS         = "rediss"
+	SchemeSentinel    = "redis+sentinel"
+	SchemeSentinelTLS = "rediss+sentinel"
+	SchemeCluster     = "redis+cluster"
+	SchemeClusterTLS  = "rediss+cluster"
+)
+
+const (
+	defaultPrefix = "dlock"
+	waiterTTL     = 3 * time.Second // a queue place not refreshed for this long expires
+	keepAlive     = waiterTTL / 3   // how often a waiter refreshes its place
+	handoffTTL    = waiterTTL       // TTL cap of a lock handed to a waiter
+)
+
+func init() {
+	o := driver.OpenerFunc(openURL)
+	for _, s := range []string{Scheme, SchemeTLS, SchemeSentinel, SchemeSentinelTLS, SchemeCluster, SchemeClusterTLS} {
+		dlock.Register(s, o)
+	}
+}
+
+// Options configure Open.
+type Options struct {
+	// KeyPrefix starts every key dlock writes. Default "dlock".
+	KeyPrefix string
+	// Logger receives warnings such as an unsafe eviction policy. Default
+	// slog.Default().
+	Logger *slog.Logger
+	// Client are options for the dlock client.
+	Client []dlock.ClientOption
+}
+
+// Open returns a dlock client over an existing go-redis client (single,
+// Sentinel-backed or Cluster). Closing the dlock client does not close rdb.
+func Open(ctx context.Context, rdb redis.UniversalClient, opts Options) (*dlock.Client, error) {
+	d, err := newDriver(ctx, rdb, opts, false)
+	if err != nil {
+		return nil, err
+	}
+	return dlock.New(d, Scheme, opts.Client...), nil
+}
+
+func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
+	q := u.Query()
+	opts := Options{KeyPrefix: q.Get("prefix")}
+	q.Del("prefix")
+	v := *u
+	v.RawQuery = q.Encode()
+	base, _ := strings.CutSuffix(u.Scheme, "+sentinel")
+	base, _ = strings.CutSuffix(base, "+cluster")
+	v.Scheme = base
+	hosts := dlock.Hosts(u)
+	v.Host = hosts[0]
+	for _, h := range hosts[1:] {
+		q.Add("addr", h)
+	}
+	var rdb redis.UniversalClient
+	switch {
+	case strings.HasSuffix(u.Scheme, "+cluster"):
+		v.RawQuery = q.Encode()
+		o, err := redis.ParseClusterURL(v.String())
+		if err != nil {
+			return nil, fmt.Errorf("redislock: %w: %v", dlock.ErrInvalidURL, err)
+		}
+		rdb = redis.NewClusterClient(o)
+	case strings.HasSuffix(u.Scheme, "+sentinel"):
+		master := strings.Trim(u.Path, "/")
+		if master == "" || strings.Contains(master, "/") {
+			return nil, fmt.Errorf("redislock: %w: want %s://sentinel:26379,…/MASTERNAME", dlock.ErrInvalidURL, u.Scheme)
+		}
+		db := q.Get("db")
+		q.Del("db")
+		q.Set("master_name", master)
+		v.Path = "/" + db
+		v.RawQuery = q.Encode()
+		o, err := redis.ParseFailoverURL(v.String())
+		if err != nil {
+			return nil, fmt.Errorf("redislock: %w: %v", dlock.ErrInvalidURL, err)
+		}
+		// The URL's credentials are the data nodes'; sentinels usually share them.
+		o.Username, o.Password = o.SentinelUsername, o.SentinelPassword
+		rdb = redis.NewFailoverClient(o)
+	default:
+		if len(hosts) > 1 {
+			return nil, fmt.Errorf("redislock: %w: several hosts need redis+cluster:// or redis+sentinel://", dlock.ErrInvalidURL)
+		}
+		o, err := redis.ParseURL(v.String())
+		if err != nil {
+			return nil, fmt.Errorf("redislock: %w: %v", dlock.ErrInvalidURL, err)
+		}
+		rdb = redis.NewClient(o)
+	}
+	d, err := newDriver(ctx, rdb, opts, true)
+	if err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	return d, nil
+}

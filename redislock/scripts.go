@@ -1,0 +1,133 @@
+package redislock
+
+import "github.com/redis/go-redis/v9"
+
+// Every step of the lock is one Lua script, so it is atomic and costs one
+// round trip. KEYS are those of keys.all(): lock, token, queue, queue info.
+// Hash fields starting with NUL are the lock's own (owner ids cannot hold
+// NUL): "\0t" the holder's token, "\0h" the request the lock was handed to.
+
+const prelude = `
+if redis.replicate_commands then redis.replicate_commands() end
+local lock, tokk, q, qi = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- Hands the free lock to the first waiter whose place is still alive, with a
+-- TTL capped at hcap so a waiter that died just now cannot stall the queue
+-- for long; or announces that the lock is free.
+local function handoff(now, chan, hcap)
+  while true do
+    local head = redis.call('LPOP', q)
+    if not head then break end
+    local info = redis.call('HGET', qi, head)
+    redis.call('HDEL', qi, head)
+    if info then
+      local exp, ttl, owner = string.match(info, '^(%d+)|(%d+)|(.*)$')
+      if tonumber(exp) > now then
+        local token = redis.call('INCR', tokk)
+        redis.call('HSET', lock, owner, 1, '\0t', token, '\0h', head)
+        redis.call('PEXPIRE', lock, math.min(tonumber(ttl), hcap))
+        redis.call('PUBLISH', chan, 'h' .. head .. ' ' .. token)
+        return
+      end
+    end
+  end
+  redis.call('PUBLISH', chan, 'r')
+end
+`
+
+// acquireScript: ARGV owner, ttl ms, request ("" for a single attempt that
+// does not queue), waiter place TTL ms, handoff TTL cap ms, channel.
+// Returns {acquired, token, holds, pttl}.
+var acquireScript = redis.NewScript(prelude + `
+local owner, ttl, req, wttl, hcap, chan = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+if req ~= '' and redis.call('HGET', lock, '\0h') == req then
+  -- handed to this request while it waited (its message may have been lost)
+  redis.call('HDEL', lock, '\0h')
+  return {1, tonumber(redis.call('HGET', lock, '\0t')), tonumber(redis.call('HGET', lock, owner) or 1), redis.call('PTTL', lock)}
+end
+if redis.call('HEXISTS', lock, owner) == 1 then -- re-entry
+  local n = redis.call('HINCRBY', lock, owner, 1)
+  if redis.call('PTTL', lock) < ttl then redis.call('PEXPIRE', lock, ttl) end
+  return {1, tonumber(redis.call('HGET', lock, '\0t')), n, redis.call('PTTL', lock)}
+end
+local now = now_ms()
+if redis.call('EXISTS', lock) == 0 then
+  local head
+  while true do -- drop waiters at the head whose place expired
+    head = redis.call('LINDEX', q, 0)
+    if not head then break end
+    local info = redis.call('HGET', qi, head)
+    if info and tonumber(string.match(info, '^(%d+)')) > now then break end
+    redis.call('LPOP', q)
+    redis.call('HDEL', qi, head)
+  end
+  if not head or head == req then
+    if head then
+      redis.call('LPOP', q)
+      redis.call('HDEL', qi, head)
+    end
+    local token = redis.call('INCR', tokk)
+    redis.call('HSET', lock, owner, 1, '\0t', token)
+    redis.call('PEXPIRE', lock, ttl)
+    return {1, token, 1, ttl}
+  end
+  handoff(now, chan, hcap) -- it is an earlier waiter's turn: give it the lock now
+end
+if req ~= '' then -- take or keep a place in the queue
+  if redis.call('HEXISTS', qi, req) == 0 then redis.call('RPUSH', q, req) end
+  redis.call('HSET', qi, req, (now + wttl) .. '|' .. ttl .. '|' .. owner)
+  redis.call('PEXPIRE', q, wttl * 2)
+  redis.call('PEXPIRE', qi, wttl * 2)
+end
+return {0, 0, 0, redis.call('PTTL', lock)}
+`)
+
+// releaseScript: ARGV owner, count, handoff TTL cap ms, channel.
+// Returns the holds left, or -1 if owner does not hold the lock.
+var releaseScript = redis.NewScript(prelude + `
+local n = redis.call('HGET', lock, ARGV[1])
+if not n then return -1 end
+n = tonumber(n) - tonumber(ARGV[2])
+if n > 0 then
+  redis.call('HSET', lock, ARGV[1], n)
+  return n
+end
+redis.call('DEL', lock)
+handoff(now_ms(), ARGV[4], tonumber(ARGV[3]))
+return 0
+`)
+
+// renewScript: KEYS lock; ARGV owner, token, ttl ms. Returns 1 if renewed,
+// 0 if the lock is gone or belongs to another hold.
+var renewScript = redis.NewScript(`
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 and redis.call('HGET', KEYS[1], '\0t') == ARGV[2] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  return 1
+end
+return 0
+`)
+
+// cancelScript: ARGV request, handoff TTL cap ms, channel. Removes a
+// request that stopped waiting from the queue; if the lock had just been
+// handed to it, passes the lock on.
+var cancelScript = redis.NewScript(prelude + `
+redis.call('LREM', q, 0, ARGV[1])
+redis.call('HDEL', qi, ARGV[1])
+if redis.call('HGET', lock, '\0h') == ARGV[1] then
+  redis.call('DEL', lock)
+  handoff(now_ms(), ARGV[3], tonumber(ARGV[2]))
+  return 1
+end
+return 0
+`)
+
+// forceScript: ARGV handoff TTL cap ms, channel. Deletes the lock whoever
+// holds it and hands it to the next waiter.
+var forceScript = redis.NewScript(prelude + `
+if redis.call('DEL', lock) == 0 then return 0 end
+handoff(now_ms(), ARGV[2], tonumber(ARGV[1]))
+return 1
+`)
