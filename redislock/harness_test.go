@@ -109,3 +109,23 @@ func TestConformance(t *testing.T) {
 		return newSingleHarness(t, srv), nil
 	})
 }
+
+// TestCluster runs the suite's exclusion and token tests, and the rest of it,
+// against a 3-master Redis Cluster, with lock names spread over the slots.
+func TestClusterConformance(t *testing.T) {
+	nodes := testserver.RedisCluster(t, 3)
+	var addrs []string
+	for _, n := range nodes {
+		addrs = append(addrs, n.Addr())
+	}
+	drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
+		h := &harness{t: t, cutters: map[*dlock.Client]*cutter{}}
+		h.newRDB = func(dial func(context.Context, string, string) (net.Conn, error)) redis.UniversalClient {
+			return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Dialer: dial, MaxRetries: -1,
+				DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+		}
+		h.admin = h.newRDB(nil)
+		t.Cleanup(func() { _ = h.admin.Close() })
+		return h, nil
+	})
+}

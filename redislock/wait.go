@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
 	"github.com/redis/go-redis/v9"
 )
@@ -91,11 +92,12 @@ func (d *redisDriver) wait(ctx context.Context, k keys, r driver.Request) (drive
 // hub shares one pub/sub connection among every waiter of a client: it
 // subscribes to a lock's channel while someone waits for it.
 type hub struct {
-	rdb  redis.UniversalClient
-	mu   sync.Mutex
-	ps   *redis.PubSub
-	subs map[string]*channelSubs
-	done chan struct{}
+	rdb    redis.UniversalClient
+	mu     sync.Mutex
+	ps     *redis.PubSub
+	subs   map[string]*channelSubs
+	done   chan struct{}
+	closed bool
 }
 
 type channelSubs struct {
@@ -112,6 +114,10 @@ func newHub(rdb redis.UniversalClient) *hub {
 // server has confirmed the subscription.
 func (h *hub) subscribe(ctx context.Context, ch string) (chan string, error) {
 	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, dlock.ErrClosed
+	}
 	if h.ps == nil {
 		h.ps = h.rdb.Subscribe(context.WithoutCancel(ctx))
 		h.done = make(chan struct{})
@@ -149,7 +155,9 @@ func (h *hub) unsubscribe(ch string, w chan string) {
 	delete(cs.waiters, w)
 	if len(cs.waiters) == 0 {
 		delete(h.subs, ch)
-		_ = h.ps.Unsubscribe(context.Background(), ch)
+		if h.ps != nil { // nil once the hub is closed
+			_ = h.ps.Unsubscribe(context.Background(), ch)
+		}
 	}
 }
 
@@ -184,6 +192,8 @@ func (h *hub) close() {
 	h.mu.Lock()
 	ps, done := h.ps, h.done
 	h.ps = nil
+	h.subs = map[string]*channelSubs{}
+	h.closed = true
 	h.mu.Unlock()
 	if ps != nil {
 		_ = ps.Close()
