@@ -11,18 +11,21 @@ import (
 	"github.com/dlock/dlock/driver"
 )
 
-// scheduler renews every lease of a client from one goroutine: it keeps the
-// holds in a heap ordered by when each needs attention, and at each tick sends
-// all renewals that are due (or nearly due) to the driver as one batch. It also
+// scheduler renews every lease of a client from one timer: it keeps the holds
+// in a heap ordered by when each needs attention, and at each tick sends all
+// renewals that are due (or nearly due) to the driver as one batch. The timer
+// is reset only when the earliest deadline moves, so taking and releasing
+// leases costs no goroutine switch, and no goroutine runs between ticks. It also
 // signals loss: a hold whose renewal could not be confirmed is declared lost a
 // margin before it could expire in the store, never after.
 type scheduler struct {
-	c    *Client
-	mu   sync.Mutex
-	h    holdHeap
-	wake chan struct{}
-	quit chan struct{}
-	done chan struct{}
+	c       *Client
+	mu      sync.Mutex
+	h       holdHeap
+	timer   *time.Timer
+	at      time.Time // when the timer fires; zero when it is stopped
+	stopped bool
+	ticking sync.Mutex // held while a tick runs: ticks never overlap
 	// session-loss channels from Grant.Lost, each watched by one goroutine
 	watchers map[<-chan struct{}]*watcher
 	pending  []lostHold // found lost during a tick, signalled after it
@@ -34,9 +37,9 @@ type watcher struct {
 }
 
 func newScheduler(c *Client) *scheduler {
-	s := &scheduler{c: c, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
-		watchers: map[<-chan struct{}]*watcher{}}
-	go s.run()
+	s := &scheduler{c: c, watchers: map[<-chan struct{}]*watcher{}}
+	s.timer = time.AfterFunc(time.Hour, s.fire)
+	s.timer.Stop()
 	return s
 }
 
@@ -61,10 +64,20 @@ func (s *scheduler) add(h *hold, sent time.Time, validity time.Duration) {
 		}
 		w.holds[h] = struct{}{}
 	}
-	first := s.h[0] == h
+	s.arm()
 	s.mu.Unlock()
-	if first {
-		s.poke()
+}
+
+// arm sets the timer for the earliest hold, if that is sooner than it is set
+// for. s.mu must be held.
+func (s *scheduler) arm() {
+	if s.stopped || len(s.h) == 0 {
+		return
+	}
+	next := s.h[0].next
+	if s.at.IsZero() || next.Before(s.at) {
+		s.at = next
+		s.timer.Reset(time.Until(next))
 	}
 }
 
@@ -97,45 +110,35 @@ func (s *scheduler) remove(h *hold) {
 	}
 }
 
-func (s *scheduler) poke() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
-
+// stop stops the timer and waits for a running tick to finish.
 func (s *scheduler) stop() {
-	close(s.quit)
-	<-s.done
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.stopped = true
+	s.timer.Stop()
 	for ch, w := range s.watchers {
 		close(w.stop)
 		delete(s.watchers, ch)
 	}
+	s.mu.Unlock()
+	s.ticking.Lock()
+	s.ticking.Unlock() //nolint:staticcheck // waits for a running tick
 }
 
-func (s *scheduler) run() {
-	defer close(s.done)
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		s.mu.Lock()
-		d := time.Hour
-		if len(s.h) > 0 {
-			d = time.Until(s.h[0].next)
-		}
-		s.mu.Unlock()
-		timer.Reset(max(d, 0))
-		select {
-		case <-s.quit:
-			return
-		case <-s.wake:
-			continue
-		case <-timer.C:
-		}
-		s.tick()
+// fire runs a tick and sets the timer for the next one.
+func (s *scheduler) fire() {
+	s.ticking.Lock()
+	defer s.ticking.Unlock()
+	s.mu.Lock()
+	s.at = time.Time{}
+	stopped := s.stopped
+	s.mu.Unlock()
+	if stopped {
+		return
 	}
+	s.tick()
+	s.mu.Lock()
+	s.arm()
+	s.mu.Unlock()
 }
 
 // tick handles every hold that is due: the lost are signalled, the rest are

@@ -71,12 +71,11 @@ func newSingleHarness(t *testing.T, srv *testserver.Server) *harness {
 func (h *harness) NewClient(ctx context.Context) (*dlock.Client, error) {
 	cu := &cutter{}
 	rdb := h.newRDB(cu.dial)
-	c, err := redislock.Open(ctx, rdb, redislock.Options{})
+	c, err := redislock.Open(ctx, rdb, redislock.Options{CloseClient: true})
 	if err != nil {
 		_ = rdb.Close()
 		return nil, err
 	}
-	h.t.Cleanup(func() { _ = rdb.Close() })
 	h.mu.Lock()
 	h.cutters[c] = cu
 	h.mu.Unlock()

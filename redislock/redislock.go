@@ -99,12 +99,16 @@ type Options struct {
 	Logger *slog.Logger
 	// Client are options for the dlock client.
 	Client []dlock.ClientOption
+	// CloseClient makes Close of the dlock client close the go-redis client
+	// too.
+	CloseClient bool
 }
 
 // Open returns a dlock client over an existing go-redis client (single,
-// Sentinel-backed or Cluster). Closing the dlock client does not close rdb.
+// Sentinel-backed or Cluster). Closing the dlock client does not close rdb
+// unless opts.CloseClient is set.
 func Open(ctx context.Context, rdb redis.UniversalClient, opts Options) (*dlock.Client, error) {
-	d, err := newDriver(ctx, rdb, opts, false)
+	d, err := newDriver(ctx, rdb, opts, opts.CloseClient)
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,8 @@ local function now_ms()
 end
 -- Hands the free lock to the first waiter whose place is still alive, with a
 -- TTL capped at hcap so a waiter that died just now cannot stall the queue
--- for long; or announces that the lock is free.
+-- for long. Every waiter has a place in the queue, so when no live place is
+-- left, nobody waits and nothing is published.
 local function handoff(now, chan, hcap)
   while true do
     local head = redis.call('LPOP', q)
@@ -34,7 +35,6 @@ local function handoff(now, chan, hcap)
       end
     end
   end
-  redis.call('PUBLISH', chan, 'r')
 end
 `
 
@@ -43,6 +43,12 @@ end
 // Returns {acquired, token, holds, pttl}.
 var acquireScript = redis.NewScript(prelude + `
 local owner, ttl, req, wttl, hcap, chan = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+if redis.call('EXISTS', lock, q) == 0 then -- free, nobody waiting: the common case
+  local token = redis.call('INCR', tokk)
+  redis.call('HSET', lock, owner, 1, '\0t', token)
+  redis.call('PEXPIRE', lock, ttl)
+  return {1, token, 1, ttl}
+end
 if req ~= '' and redis.call('HGET', lock, '\0h') == req then
   -- handed to this request while it waited (its message may have been lost)
   redis.call('HDEL', lock, '\0h')
@@ -96,7 +102,9 @@ if n > 0 then
   return n
 end
 redis.call('DEL', lock)
-handoff(now_ms(), ARGV[4], tonumber(ARGV[3]))
+if redis.call('EXISTS', q) == 1 then -- nobody waits when the queue is empty
+  handoff(now_ms(), ARGV[4], tonumber(ARGV[3]))
+end
 return 0
 `)
 

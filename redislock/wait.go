@@ -73,9 +73,7 @@ func (d *redisDriver) wait(ctx context.Context, k keys, r driver.Request) (drive
 						Validity: min(r.TTL, handoffTTL), Since: sent}, nil
 				}
 			}
-			if msg != "r" { // handed to another waiter: keep waiting
-				goto listen
-			}
+			goto listen // handed to another waiter: keep waiting
 		case <-timer.C:
 		case <-ctx.Done():
 			return driver.Grant{}, ctx.Err()

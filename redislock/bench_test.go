@@ -1,0 +1,167 @@
+package redislock_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/internal/testserver"
+	"github.com/dlock/dlock/redislock"
+	"github.com/redis/go-redis/v9"
+)
+
+// The physical limit: the minimal commands a Redis lock needs, SET NX PX
+// and a compare-and-delete script, on the same connection pool.
+var plainDelete = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+
+func plainLockUnlock(ctx context.Context, rdb *redis.Client, key, val string) error {
+	ok, err := rdb.SetNX(ctx, key, val, 30*time.Second).Result()
+	if err != nil || !ok {
+		return fmt.Errorf("SET NX: %v %v", ok, err)
+	}
+	return plainDelete.Run(ctx, rdb, []string{key}, val).Err()
+}
+
+func benchClient(b *testing.B, srv *testserver.Server) (*dlock.Client, *redis.Client) {
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 32})
+	b.Cleanup(func() { _ = rdb.Close() })
+	c, err := redislock.Open(b.Context(), rdb, redislock.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Close() })
+	return c, rdb
+}
+
+// BenchmarkUncontended: one goroutine, Lock+Unlock on one name.
+func BenchmarkUncontended(b *testing.B) {
+	srv := testserver.Redis(b)
+	c, rdb := benchClient(b, srv)
+	ctx := b.Context()
+	b.Run("dlock", func(b *testing.B) {
+		m := c.Mutex("bench/uncontended")
+		for b.Loop() {
+			l, err := m.Lock(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("plain", func(b *testing.B) {
+		val := dlock.NewOwnerID()
+		for b.Loop() {
+			if err := plainLockUnlock(ctx, rdb, "bench/plain", val); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkDistinct16: 16 goroutines, each on its own name.
+func BenchmarkDistinct16(b *testing.B) {
+	srv := testserver.Redis(b)
+	c, rdb := benchClient(b, srv)
+	ctx := b.Context()
+	run := func(b *testing.B, op func(g int) error) {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		b.ResetTimer()
+		for g := range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for next.Add(1) <= int64(b.N) {
+					if err := op(g); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	b.Run("dlock", func(b *testing.B) {
+		ms := make([]*dlock.Mutex, 16)
+		for i := range ms {
+			ms[i] = c.Mutex(fmt.Sprintf("bench/distinct/%d", i))
+		}
+		run(b, func(g int) error {
+			l, err := ms[g].Lock(ctx)
+			if err != nil {
+				return err
+			}
+			return l.Unlock(ctx)
+		})
+	})
+	b.Run("plain", func(b *testing.B) {
+		val := dlock.NewOwnerID()
+		run(b, func(g int) error { return plainLockUnlock(ctx, rdb, fmt.Sprintf("bench/plain/%d", g), val) })
+	})
+}
+
+// pipelineCounter counts the pipelines and commands go-redis sends.
+type pipelineCounter struct{ pipelines, cmds atomic.Int64 }
+
+func (p *pipelineCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (p *pipelineCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { p.cmds.Add(1); return next(ctx, cmd) }
+}
+func (p *pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		p.pipelines.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// BenchmarkManyLeases holds 10,000 renewed leases on one client and reports
+// heap per lease, goroutines, and pipelines per renewal tick.
+func BenchmarkManyLeases(b *testing.B) {
+	srv := testserver.Redis(b)
+	ctx := b.Context()
+	const n = 10000
+	const ttl = 3 * time.Second
+	for b.Loop() {
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Dialer: (&net.Dialer{}).DialContext})
+		counter := &pipelineCounter{}
+		rdb.AddHook(counter)
+		c, err := redislock.Open(ctx, rdb, redislock.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		g0 := runtime.NumGoroutine()
+		leases := make([]*dlock.Lease, n)
+		for i := range leases {
+			if leases[i], err = c.Mutex(fmt.Sprintf("bench/many/%d", i), dlock.WithTTL(ttl)).TryLock(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		goroutines := runtime.NumGoroutine() - g0
+		p0 := counter.pipelines.Load()
+		time.Sleep(2 * ttl / 3) // two renewal intervals
+		ticks := counter.pipelines.Load() - p0
+		for _, l := range leases {
+			if l.Err() != nil {
+				b.Fatalf("lease lost: %v", l.Err())
+			}
+		}
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/lease")
+		b.ReportMetric(float64(goroutines), "extra-goroutines")
+		b.ReportMetric(float64(ticks)/2, "pipelines/interval")
+		_ = c.Close()
+		_ = rdb.Close()
+	}
+}
