@@ -63,10 +63,18 @@ func (d *redisDriver) Caps() driver.Caps {
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
+// keysOf returns the keys of a held lock, kept in its handle by Acquire.
+func (d *redisDriver) keysOf(h driver.Held) keys {
+	if k, ok := h.Handle.(keys); ok {
+		return k
+	}
+	return newKeys(d.prefix, h.Name)
+}
+
 // try runs the acquire script once; req is "" for an attempt that does not
 // queue.
 func (d *redisDriver) try(ctx context.Context, k keys, r driver.Request, req string) (driver.Grant, error) {
-	res, err := acquireScript.Run(ctx, d.rdb, k.all(), r.Owner, ms(r.TTL), req, ms(waiterTTL), ms(handoffTTL), k.chann).Int64Slice()
+	res, err := acquireScript.Run(ctx, d.rdb, k.all(), r.Owner, ms(r.TTL), req).Int64Slice()
 	if err != nil {
 		return driver.Grant{}, fmt.Errorf("redislock: acquire: %w", err)
 	}
@@ -77,7 +85,7 @@ func (d *redisDriver) try(ctx context.Context, k keys, r driver.Request, req str
 	if res[0] == 0 {
 		return driver.Grant{Retry: pttl}, nil
 	}
-	return driver.Grant{Acquired: true, Token: uint64(res[1]), Holds: int(res[2]), Validity: min(r.TTL, pttl)}, nil
+	return driver.Grant{Acquired: true, Token: uint64(res[1]), Holds: int(res[2]), Validity: min(r.TTL, pttl), Handle: k}, nil
 }
 
 func (d *redisDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
@@ -99,7 +107,7 @@ func (d *redisDriver) Renew(ctx context.Context, batch []driver.Held) []driver.R
 	cmds := make([]*redis.Cmd, len(batch))
 	pipe := d.rdb.Pipeline()
 	for i, h := range batch {
-		cmds[i] = renewScript.EvalSha(ctx, pipe, []string{newKeys(d.prefix, h.Name).lock}, h.Owner, h.Token, ms(h.TTL))
+		cmds[i] = renewScript.EvalSha(ctx, pipe, []string{d.keysOf(h).lock}, h.Owner, h.Token, ms(h.TTL))
 	}
 	_, _ = pipe.Exec(ctx)
 	var retry []int
@@ -112,7 +120,7 @@ func (d *redisDriver) Renew(ctx context.Context, batch []driver.Held) []driver.R
 		pipe = d.rdb.Pipeline()
 		for _, i := range retry {
 			h := batch[i]
-			cmds[i] = renewScript.Eval(ctx, pipe, []string{newKeys(d.prefix, h.Name).lock}, h.Owner, h.Token, ms(h.TTL))
+			cmds[i] = renewScript.Eval(ctx, pipe, []string{d.keysOf(h).lock}, h.Owner, h.Token, ms(h.TTL))
 		}
 		_, _ = pipe.Exec(ctx)
 	}
@@ -129,8 +137,8 @@ func (d *redisDriver) Renew(ctx context.Context, batch []driver.Held) []driver.R
 }
 
 func (d *redisDriver) Release(ctx context.Context, h driver.Held, count int) (int, error) {
-	k := newKeys(d.prefix, h.Name)
-	n, err := releaseScript.Run(ctx, d.rdb, k.all(), h.Owner, count, ms(handoffTTL), k.chann).Int64()
+	k := d.keysOf(h)
+	n, err := releaseScript.Run(ctx, d.rdb, k.all(), h.Owner, count).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("redislock: release: %w", err)
 	}
@@ -142,7 +150,7 @@ func (d *redisDriver) Release(ctx context.Context, h driver.Held, count int) (in
 
 func (d *redisDriver) ForceRelease(ctx context.Context, name string) error {
 	k := newKeys(d.prefix, name)
-	if err := forceScript.Run(ctx, d.rdb, k.all(), ms(handoffTTL), k.chann).Err(); err != nil {
+	if err := forceScript.Run(ctx, d.rdb, k.all()).Err(); err != nil {
 		return fmt.Errorf("redislock: force release: %w", err)
 	}
 	return nil

@@ -5,6 +5,7 @@ import "strings"
 // keys are the Redis keys of one lock. They share a hash tag, so in a
 // Cluster they live in one slot and every script touches one node.
 type keys struct {
+	list  []string // lock, token, queue, info: the KEYS of every script
 	lock  string // hash: owner -> hold count, "\x00t" -> token, "\x00h" -> handed-off request
 	token string // counter: the last fencing token; outlives the lock
 	queue string // list: waiting requests in arrival order
@@ -19,7 +20,9 @@ var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 
 func newKeys(prefix, name string) keys {
 	base := prefix + ":{" + tagEscaper.Replace(name) + "}"
-	return keys{lock: base, token: base + ":token", queue: base + ":queue", info: base + ":queueinfo", chann: base + ":released"}
+	k := keys{lock: base, token: base + ":token", queue: base + ":queue", info: base + ":queueinfo", chann: base + ":released"}
+	k.list = []string{k.lock, k.token, k.queue, k.info}
+	return k
 }
 
-func (k keys) all() []string { return []string{k.lock, k.token, k.queue, k.info} }
+func (k keys) all() []string { return k.list }

@@ -1,15 +1,27 @@
 package redislock
 
-import "github.com/redis/go-redis/v9"
+import (
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // Every step of the lock is one Lua script, so it is atomic and costs one
 // round trip. KEYS are those of keys.all(): lock, token, queue, queue info.
 // Hash fields starting with NUL are the lock's own (owner ids cannot hold
 // NUL): "\0t" the holder's token, "\0h" the request the lock was handed to.
 
+// prelude binds the keys; helpers defines the slow-path functions. Lua
+// builds a script's local functions on every call, so the fast paths of
+// acquire and release return before reaching them.
 const prelude = `
-if redis.replicate_commands then redis.replicate_commands() end
 local lock, tokk, q, qi = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local wttl, hcap, chan = WAITER_TTL, HANDOFF_TTL, lock .. ':released'
+`
+
+const helpers = `
+if redis.replicate_commands then redis.replicate_commands() end
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -18,7 +30,7 @@ end
 -- TTL capped at hcap so a waiter that died just now cannot stall the queue
 -- for long. Every waiter has a place in the queue, so when no live place is
 -- left, nobody waits and nothing is published.
-local function handoff(now, chan, hcap)
+local function handoff(now)
   while true do
     local head = redis.call('LPOP', q)
     if not head then break end
@@ -39,16 +51,17 @@ end
 `
 
 // acquireScript: ARGV owner, ttl ms, request ("" for a single attempt that
-// does not queue), waiter place TTL ms, handoff TTL cap ms, channel.
+// does not queue).
 // Returns {acquired, token, holds, pttl}.
-var acquireScript = redis.NewScript(prelude + `
-local owner, ttl, req, wttl, hcap, chan = ARGV[1], tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+var acquireScript = newScript(prelude + `
+local owner, ttl, req = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 if redis.call('EXISTS', lock, q) == 0 then -- free, nobody waiting: the common case
   local token = redis.call('INCR', tokk)
   redis.call('HSET', lock, owner, 1, '\0t', token)
   redis.call('PEXPIRE', lock, ttl)
   return {1, token, 1, ttl}
 end
+` + helpers + `
 if req ~= '' and redis.call('HGET', lock, '\0h') == req then
   -- handed to this request while it waited (its message may have been lost)
   redis.call('HDEL', lock, '\0h')
@@ -80,7 +93,7 @@ if redis.call('EXISTS', lock) == 0 then
     redis.call('PEXPIRE', lock, ttl)
     return {1, token, 1, ttl}
   end
-  handoff(now, chan, hcap) -- it is an earlier waiter's turn: give it the lock now
+  handoff(now) -- it is an earlier waiter's turn: give it the lock now
 end
 if req ~= '' then -- take or keep a place in the queue
   if redis.call('HEXISTS', qi, req) == 0 then redis.call('RPUSH', q, req) end
@@ -91,9 +104,9 @@ end
 return {0, 0, 0, redis.call('PTTL', lock)}
 `)
 
-// releaseScript: ARGV owner, count, handoff TTL cap ms, channel.
+// releaseScript: ARGV owner, count.
 // Returns the holds left, or -1 if owner does not hold the lock.
-var releaseScript = redis.NewScript(prelude + `
+var releaseScript = newScript(prelude + `
 local n = redis.call('HGET', lock, ARGV[1])
 if not n then return -1 end
 n = tonumber(n) - tonumber(ARGV[2])
@@ -102,15 +115,15 @@ if n > 0 then
   return n
 end
 redis.call('DEL', lock)
-if redis.call('EXISTS', q) == 1 then -- nobody waits when the queue is empty
-  handoff(now_ms(), ARGV[4], tonumber(ARGV[3]))
-end
+if redis.call('EXISTS', q) == 0 then return 0 end -- nobody waits
+` + helpers + `
+handoff(now_ms())
 return 0
 `)
 
 // renewScript: KEYS lock; ARGV owner, token, ttl ms. Returns 1 if renewed,
 // 0 if the lock is gone or belongs to another hold.
-var renewScript = redis.NewScript(`
+var renewScript = newScript(`
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 and redis.call('HGET', KEYS[1], '\0t') == ARGV[2] then
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
   return 1
@@ -118,24 +131,33 @@ end
 return 0
 `)
 
-// cancelScript: ARGV request, handoff TTL cap ms, channel. Removes a
+// cancelScript: ARGV request. Removes a
 // request that stopped waiting from the queue; if the lock had just been
 // handed to it, passes the lock on.
-var cancelScript = redis.NewScript(prelude + `
+var cancelScript = newScript(prelude + helpers + `
 redis.call('LREM', q, 0, ARGV[1])
 redis.call('HDEL', qi, ARGV[1])
 if redis.call('HGET', lock, '\0h') == ARGV[1] then
   redis.call('DEL', lock)
-  handoff(now_ms(), ARGV[3], tonumber(ARGV[2]))
+  handoff(now_ms())
   return 1
 end
 return 0
 `)
 
-// forceScript: ARGV handoff TTL cap ms, channel. Deletes the lock whoever
+// forceScript: no ARGV. Deletes the lock whoever
 // holds it and hands it to the next waiter.
-var forceScript = redis.NewScript(prelude + `
+var forceScript = newScript(prelude + helpers + `
 if redis.call('DEL', lock) == 0 then return 0 end
-handoff(now_ms(), ARGV[2], tonumber(ARGV[1]))
+handoff(now_ms())
 return 1
 `)
+
+// newScript fills in the timing constants, so scripts need no arguments for
+// them.
+func newScript(src string) *redis.Script {
+	return redis.NewScript(strings.NewReplacer(
+		"WAITER_TTL", strconv.FormatInt(ms(waiterTTL), 10),
+		"HANDOFF_TTL", strconv.FormatInt(ms(handoffTTL), 10),
+	).Replace(src))
+}

@@ -32,7 +32,7 @@ func (d *redisDriver) wait(ctx context.Context, k keys, r driver.Request) (drive
 		if !granted { // leave the queue; pass the lock on if it was just handed to us
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 			defer cancel()
-			_ = cancelScript.Run(cctx, d.rdb, k.all(), req, ms(handoffTTL), k.chann).Err()
+			_ = cancelScript.Run(cctx, d.rdb, k.all(), req).Err()
 		}
 	}()
 	sub, err := d.hub.subscribe(ctx, k.chann)
@@ -70,7 +70,7 @@ func (d *redisDriver) wait(ctx context.Context, k keys, r driver.Request) (drive
 				if err == nil {
 					granted = true
 					return driver.Grant{Acquired: true, Token: token, Holds: 1,
-						Validity: min(r.TTL, handoffTTL), Since: sent}, nil
+						Validity: min(r.TTL, handoffTTL), Since: sent, Handle: k}, nil
 				}
 			}
 			goto listen // handed to another waiter: keep waiting
