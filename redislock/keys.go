@@ -6,11 +6,11 @@ import "strings"
 // Cluster they live in one slot and every script touches one node.
 type keys struct {
 	list  []string // lock, token, queue, info: the KEYS of every script
-	lock  string // hash: owner -> hold count, "\x00t" -> token, "\x00h" -> handed-off request
-	token string // counter: the last fencing token; outlives the lock
-	queue string // list: waiting requests in arrival order
-	info  string // hash: request -> "expiry|ttl|owner"
-	chann string // pub/sub channel of releases and handoffs
+	lock  string   // hash: owner -> hold count, "\x00t" -> token, "\x00h" -> handed-off request
+	token string   // counter: the last fencing token; outlives the lock
+	queue string   // list: waiting requests in arrival order
+	info  string   // hash: request -> "expiry|ttl|owner"
+	chann string   // pub/sub channel of releases and handoffs
 }
 
 // tagEscaper makes any name safe inside a hash tag: the tag ends at the

@@ -318,3 +318,28 @@ func TestClusterNamesAndBraces(t *testing.T) {
 		}
 	}
 }
+
+// The Sentinel URL form finds the master through a sentinel and locks on it.
+func TestSentinelURL(t *testing.T) {
+	master := testserver.Redis(t)
+	sentinel := testserver.RedisSentinel(t, master, "mymaster")
+	ctx := t.Context()
+	c, err := dlock.Open(ctx, "redis+sentinel://"+sentinel.Addr()+"/mymaster?db=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l, err := c.Mutex("via-sentinel").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	rdb := redis.NewClient(&redis.Options{Addr: master.Addr(), DB: 1})
+	defer rdb.Close()
+	if n, err := rdb.Exists(ctx, "dlock:{via-sentinel}").Result(); err != nil || n != 1 {
+		t.Fatalf("lock key on the master's db 1: %d, %v", n, err)
+	}
+	if _, err := dlock.Open(ctx, "redis+sentinel://"+sentinel.Addr()); !errors.Is(err, dlock.ErrInvalidURL) {
+		t.Fatalf("sentinel URL without master name: %v", err)
+	}
+}
