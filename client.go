@@ -25,6 +25,8 @@ type Client struct {
 	closing context.Context
 	cancel  context.CancelFunc
 
+	cleanup sync.WaitGroup // best-effort releases of lost holds
+
 	mu      sync.Mutex
 	closed  bool
 	entries map[holdKey]*entry    // per (name, owner): re-entry and its hold
@@ -143,6 +145,7 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	c.cancel()
 	c.sched.stop()
+	c.cleanup.Wait()
 
 	var errs []error
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -264,5 +267,13 @@ func (c *Client) lost(h *hold, err error) {
 	if c.hooks.Lost != nil {
 		c.hooks.Lost(h.name, h.token, err)
 	}
+	n := h.storeHolds()
 	h.end(err)
+	c.cleanup.Add(1)
+	go func() { // let the driver free the hold's state; the store refuses it if it changed hands
+		defer c.cleanup.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, _ = c.drv.Release(ctx, h.held(), n)
+	}()
 }

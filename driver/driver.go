@@ -172,7 +172,10 @@ type Driver interface {
 	Renew(ctx context.Context, batch []Held) []RenewResult
 	// Release drops count holds of h's owner (all of them when count is at
 	// least the hold count) and returns the holds left. It must never release
-	// another owner's hold: that returns ErrLeaseLost.
+	// another owner's hold, nor a later hold of the same name: that returns
+	// ErrLeaseLost (check the token). dlock also calls Release, best-effort,
+	// for a hold it has declared lost, so the driver can free what it keeps
+	// for the hold and the store can drop what is left of it.
 	Release(ctx context.Context, h Held, count int) (remaining int, err error)
 	// Inspect describes the lock named name.
 	Inspect(ctx context.Context, name string) (Info, error)

@@ -143,7 +143,7 @@ func (d *Driver) Release(_ context.Context, h driver.Held, count int) (int, erro
 	if err := d.check(); err != nil {
 		return 0, err
 	}
-	return d.s.release(h.Name, h.Owner, count)
+	return d.s.release(h.Name, h.Owner, h.Token, count)
 }
 
 // ForceRelease implements driver.ForceReleaser.

@@ -74,11 +74,11 @@ func (s *store) renew(batch []driver.Held, res []driver.RenewResult) {
 	}
 }
 
-func (s *store) release(name, owner string, count int) (int, error) {
+func (s *store) release(name, owner string, token uint64, count int) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.live(name, time.Now())
-	if e == nil || e.owner != owner {
+	if e == nil || e.owner != owner || e.token != token {
 		return 0, dlock.ErrLeaseLost
 	}
 	e.holds -= count

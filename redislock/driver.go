@@ -138,7 +138,7 @@ func (d *redisDriver) Renew(ctx context.Context, batch []driver.Held) []driver.R
 
 func (d *redisDriver) Release(ctx context.Context, h driver.Held, count int) (int, error) {
 	k := d.keysOf(h)
-	n, err := releaseScript.Run(ctx, d.rdb, k.all(), h.Owner, count).Int64()
+	n, err := releaseScript.Run(ctx, d.rdb, k.all(), h.Owner, count, h.Token).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("redislock: release: %w", err)
 	}

@@ -104,11 +104,11 @@ end
 return {0, 0, 0, redis.call('PTTL', lock)}
 `)
 
-// releaseScript: ARGV owner, count.
-// Returns the holds left, or -1 if owner does not hold the lock.
+// releaseScript: ARGV owner, count, token.
+// Returns the holds left, or -1 if owner does not hold the lock with token.
 var releaseScript = newScript(prelude + `
 local n = redis.call('HGET', lock, ARGV[1])
-if not n then return -1 end
+if not n or redis.call('HGET', lock, '\0t') ~= ARGV[3] then return -1 end
 n = tonumber(n) - tonumber(ARGV[2])
 if n > 0 then
   redis.call('HSET', lock, ARGV[1], n)
