@@ -1,0 +1,147 @@
+// Package etcdlock is the dlock backend for etcd (v3 API), through
+// go.etcd.io/etcd/client/v3.
+//
+// # URLs
+//
+//	etcd://[user:password@]host:2379[,host2:2379…][/prefix][?dial_timeout=5s]
+//	etcds://…?ca=ca.pem&cert=client.pem&key=client-key.pem   TLS (files)
+//
+// Users with a client already use Open.
+//
+// # Layout: the same as etcd's own lock
+//
+// A contender puts the key "<prefix><name>/<lease id in hex>" under its
+// session's lease, with its owner id as the value; the key with the lowest
+// create revision holds the lock, and each waiter watches only the key just
+// before its own. That is the layout of etcd's client/v3/concurrency Mutex and
+// of `etcdctl lock`, so their holders and dlock's exclude each other (with the
+// default empty prefix, `etcdctl lock NAME` is dlock's lock NAME).
+//
+// # Sessions
+//
+// A client keeps one lease per distinct lock TTL (its session), refreshed
+// every TTL/3 by one goroutine per session (not per lock); every lock of that
+// TTL is a key under it. When a session's lease expires or is revoked, Done closes on every
+// lease of it. Because a key is per lease, one client has at most one key per
+// name: its other contenders for that name queue inside the client, behind
+// it, so a release wakes one waiter per client.
+//
+// # Guarantees and non-guarantees
+//
+//   - Mutual exclusion holds through etcd's Raft consensus: a lock granted by a
+//     majority survives the loss of a minority of members; without a majority
+//     no lock is granted (Lock waits until its ctx ends).
+//   - Fencing token = the create revision of the holder's key: global across
+//     the cluster and strictly increasing with each new holder, and it
+//     survives restarts (etcd persists it with fsync). It is safe for fencing.
+//     Guard a write to etcd itself with Lease.As(*etcdlock.Lease) and
+//     Lease.IsOwner in a transaction.
+//   - A lease is declared lost before etcd can expire it: its validity is
+//     counted from the sending of the last refresh etcd answered.
+//   - Re-entry by owner is counted within a client, not in etcd: processes
+//     sharing an owner id do not re-enter each other's holds.
+//   - TTLs are whole seconds, at least 2 s (etcd raises shorter leases to its
+//     minimum).
+package etcdlock
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	"go.uber.org/zap"
+)
+
+// URL schemes of the backend.
+const (
+	Scheme    = "etcd"
+	SchemeTLS = "etcds"
+)
+
+func init() {
+	dlock.Register(Scheme, driver.OpenerFunc(openURL))
+	dlock.Register(SchemeTLS, driver.OpenerFunc(openURL))
+}
+
+// Options configure Open.
+type Options struct {
+	// Prefix starts every lock key; "" (the default) matches etcdctl lock.
+	Prefix string
+	// Client are options for the dlock client.
+	Client []dlock.ClientOption
+	// CloseClient makes Close of the dlock client close cli too.
+	CloseClient bool
+}
+
+// Open returns a dlock client over an existing etcd client.
+func Open(ctx context.Context, cli *clientv3.Client, opts Options) (*dlock.Client, error) {
+	d, err := newDriver(ctx, cli, opts.Prefix, opts.CloseClient)
+	if err != nil {
+		return nil, err
+	}
+	return dlock.New(d, Scheme, opts.Client...), nil
+}
+
+func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
+	q := u.Query()
+	cfg := clientv3.Config{DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	scheme := "http://"
+	if u.Scheme == SchemeTLS {
+		scheme = "https://"
+		tlsInfo := transport.TLSInfo{TrustedCAFile: q.Get("ca"), CertFile: q.Get("cert"), KeyFile: q.Get("key")}
+		var tc *tls.Config
+		var err error
+		if tlsInfo.CertFile != "" || tlsInfo.TrustedCAFile != "" {
+			tc, err = tlsInfo.ClientConfig()
+		} else {
+			tc = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("etcdlock: %w: TLS files: %v", dlock.ErrInvalidURL, err)
+		}
+		cfg.TLS = tc
+	}
+	for k := range q {
+		switch k {
+		case "ca", "cert", "key":
+		case "dial_timeout":
+			d, err := time.ParseDuration(q.Get(k))
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("etcdlock: %w: dial_timeout %q", dlock.ErrInvalidURL, q.Get(k))
+			}
+			cfg.DialTimeout = d
+		default:
+			return nil, fmt.Errorf("etcdlock: %w: unknown parameter %q", dlock.ErrInvalidURL, k)
+		}
+	}
+	for _, h := range dlock.Hosts(u) {
+		if h == "" || strings.ContainsAny(h, "/ ") {
+			return nil, fmt.Errorf("etcdlock: %w: bad host", dlock.ErrInvalidURL)
+		}
+		cfg.Endpoints = append(cfg.Endpoints, scheme+h)
+	}
+	if len(cfg.Endpoints) == 0 {
+		return nil, fmt.Errorf("etcdlock: %w: want etcd://host:2379[,host:2379…]", dlock.ErrInvalidURL)
+	}
+	if u.User != nil {
+		cfg.Username = u.User.Username()
+		cfg.Password, _ = u.User.Password()
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("etcdlock: connect: %w", err)
+	}
+	d, err := newDriver(ctx, cli, strings.TrimPrefix(u.Path, "/"), true)
+	if err != nil {
+		_ = cli.Close()
+		return nil, err
+	}
+	return d, nil
+}

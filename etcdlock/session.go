@@ -1,0 +1,96 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// session is one lease, kept alive every TTL/3 and shared by every lock of
+// one TTL.
+type session struct {
+	id     clientv3.LeaseID
+	ttl    time.Duration
+	lost   chan struct{} // closed when the lease expired or was revoked
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the keepalive loop ends
+
+	mu   sync.Mutex
+	safe time.Time // the lease lives at least until then
+}
+
+// newSession grants a lease of ttl and keeps it alive.
+func newSession(ctx context.Context, cli *clientv3.Client, ttl time.Duration) (*session, error) {
+	sent := time.Now()
+	g, err := cli.Grant(ctx, int64(ttl/time.Second))
+	if err != nil {
+		return nil, err
+	}
+	kctx, cancel := context.WithCancel(context.Background())
+	s := &session{id: g.ID, ttl: ttl, lost: make(chan struct{}), cancel: cancel, done: make(chan struct{}),
+		safe: sent.Add(ttl)}
+	go s.keepAlive(kctx, cli)
+	return s, nil
+}
+
+// keepAlive refreshes the lease every TTL/3 (sooner after a failure). The
+// server restarts the lease's TTL when it handles a refresh, which is after
+// the refresh was sent: so the lease lives at least TTL past the send.
+func (s *session) keepAlive(ctx context.Context, cli *clientv3.Client) {
+	defer close(s.done)
+	wait := s.ttl / 3
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		sent := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, s.ttl/3)
+		resp, err := cli.KeepAliveOnce(rctx, s.id)
+		cancel()
+		switch {
+		case err == nil && resp.TTL > 0:
+			s.mu.Lock()
+			s.safe = sent.Add(time.Duration(resp.TTL) * time.Second)
+			s.mu.Unlock()
+			wait = s.ttl / 3
+		case errors.Is(err, rpctypes.ErrLeaseNotFound) || err == nil:
+			close(s.lost) // expired or revoked
+			return
+		case ctx.Err() != nil:
+			return
+		default: // uncertain: try again soon; dlock declares loss at the safe expiry
+			wait = s.ttl / 10
+		}
+	}
+}
+
+// validity returns how long past from the lease is known to live.
+func (s *session) validity(from time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return max(s.safe.Sub(from), time.Millisecond)
+}
+
+func (s *session) isLost() bool {
+	select {
+	case <-s.lost:
+		return true
+	default:
+		return false
+	}
+}
+
+// close stops the keepalive and revokes the lease, which deletes its keys.
+func (s *session) close(cli *clientv3.Client) {
+	s.cancel()
+	<-s.done
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, _ = cli.Revoke(ctx, s.id)
+}

@@ -1,0 +1,48 @@
+package testserver
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Etcd starts a private single-member etcd from the etcd binary (Debian's
+// etcd-server package).
+func Etcd(t testing.TB) *Server {
+	t.Helper()
+	s := &Server{Name: "etcd", bin: LookBinary(t, "etcd")}
+	s.args = func(port int, dir string) []string {
+		peer, _ := FreePort()
+		curl := "http://127.0.0.1:" + strconv.Itoa(port)
+		purl := "http://127.0.0.1:" + strconv.Itoa(peer)
+		return []string{"--name", "dlocktest", "--data-dir", dir + "/data",
+			"--listen-client-urls", curl, "--advertise-client-urls", curl,
+			"--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
+			"--initial-cluster", "dlocktest=" + purl, "--log-level", "error"}
+	}
+	s.ready = etcdReady
+	s.start(t)
+	return s
+}
+
+// etcdReady asks /health, which says true once the member has a leader.
+func etcdReady(ctx context.Context, addr string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/health", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), `"health":"true"`) {
+		return fmt.Errorf("etcd health: %s", body)
+	}
+	return nil
+}
