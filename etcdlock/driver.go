@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -43,6 +44,14 @@ type Lease struct {
 	sess *session
 	free func()
 	once sync.Once
+}
+
+// release frees the client's slot for the name, once.
+func (l *Lease) release() {
+	l.once.Do(func() {
+		l.sess.untrack(l)
+		l.free()
+	})
 }
 
 // IsOwner is a comparison that holds while this lease holds the lock: put it
@@ -132,22 +141,32 @@ func (d *etcdDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gran
 	if r.Kind != driver.Exclusive {
 		return driver.Grant{}, dlock.ErrUnsupported
 	}
-	sess, err := d.session(ctx, r.TTL)
-	if err != nil {
-		return driver.Grant{}, err
-	}
 	free, ok, err := d.takeSlot(ctx, r.Name, r.Wait)
 	if err != nil || !ok {
 		return driver.Grant{}, err
 	}
 	pfx := d.prefix + r.Name + "/"
-	key := fmt.Sprintf("%s%x", pfx, int64(sess.id))
 	owner := clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)
-	resp, err := d.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, r.Owner, clientv3.WithLease(sess.id)), owner).
-		Else(clientv3.OpGet(key), owner).
-		Commit()
+	var sess *session
+	var key string
+	var resp *clientv3.TxnResponse
+	for attempt := 0; ; attempt++ {
+		if sess, err = d.session(ctx, r.TTL); err != nil {
+			free()
+			return driver.Grant{}, err
+		}
+		key = fmt.Sprintf("%s%x", pfx, int64(sess.id))
+		resp, err = d.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, r.Owner, clientv3.WithLease(sess.id)), owner).
+			Else(clientv3.OpGet(key), owner).
+			Commit()
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
+			sess.markLost() // revoked or expired before the keepalive noticed: start a new session
+			continue
+		}
+		break
+	}
 	if err != nil { // the put may have happened: take the key back
 		d.deleteKey(key, 0)
 		free()
@@ -175,6 +194,7 @@ func (d *etcdDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gran
 }
 
 func (d *etcdDriver) grant(l *Lease) driver.Grant {
+	l.sess.track(l)
 	now := time.Now()
 	return driver.Grant{Acquired: true, Token: uint64(l.Revision), Holds: 1, Since: now,
 		Validity: l.sess.validity(now), Lost: l.sess.lost, Handle: l}
@@ -255,6 +275,7 @@ func (d *etcdDriver) Renew(ctx context.Context, batch []driver.Held) []driver.Re
 				kvs := resp.Responses[i].GetResponseRange().Kvs
 				if len(kvs) == 0 || kvs[0].CreateRevision != l.Revision {
 					r.Err = fmt.Errorf("etcdlock: %w: the key was deleted", dlock.ErrLeaseLost)
+					l.release() // known gone: the name is free for this client again
 				} else {
 					r.Validity = l.sess.validity(sent)
 				}
@@ -273,10 +294,10 @@ func (d *etcdDriver) Release(ctx context.Context, h driver.Held, _ int) (int, er
 	if err != nil {
 		// Uncertain: the key may remain until the session ends; free the slot
 		// only once it is known gone.
-		go func() { d.deleteKey(l.Key, l.Revision); l.once.Do(l.free) }()
+		go func() { d.deleteKey(l.Key, l.Revision); l.release() }()
 		return 0, fmt.Errorf("etcdlock: release: %w", err)
 	}
-	l.once.Do(l.free)
+	l.release()
 	if !resp.Succeeded {
 		return 0, fmt.Errorf("etcdlock: release: %w: the key was already gone", dlock.ErrLeaseLost)
 	}

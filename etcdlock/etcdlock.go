@@ -54,8 +54,8 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
 

@@ -19,8 +19,44 @@ type session struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the keepalive loop ends
 
-	mu   sync.Mutex
-	safe time.Time // the lease lives at least until then
+	mu       sync.Mutex
+	safe     time.Time // the lease lives at least until then
+	holds    map[*Lease]struct{}
+	lostOnce sync.Once
+}
+
+// markLost records that the lease is gone, with every key under it: the
+// client's slots for those names are free again at once.
+func (s *session) markLost() {
+	s.lostOnce.Do(func() {
+		close(s.lost)
+		s.mu.Lock()
+		hs := s.holds
+		s.holds = nil
+		s.mu.Unlock()
+		for l := range hs {
+			l.release()
+		}
+	})
+}
+
+// track records a hold on the session, until it is released.
+func (s *session) track(l *Lease) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.holds == nil {
+		if s.isLost() {
+			return
+		}
+		s.holds = map[*Lease]struct{}{}
+	}
+	s.holds[l] = struct{}{}
+}
+
+func (s *session) untrack(l *Lease) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.holds, l)
 }
 
 // newSession grants a lease of ttl and keeps it alive.
@@ -60,7 +96,7 @@ func (s *session) keepAlive(ctx context.Context, cli *clientv3.Client) {
 			s.mu.Unlock()
 			wait = s.ttl / 3
 		case errors.Is(err, rpctypes.ErrLeaseNotFound) || err == nil:
-			close(s.lost) // expired or revoked
+			s.markLost() // expired or revoked
 			return
 		case ctx.Err() != nil:
 			return

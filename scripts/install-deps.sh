@@ -7,6 +7,8 @@ set -euo pipefail
 declare -A pkgs=(
   [redis-server]=redis-server
   [redis-cli]=redis-tools
+  [etcd]=etcd-server
+  [etcdctl]=etcd-client
 )
 
 missing=()
@@ -27,7 +29,7 @@ echo "install-deps: installing ${uniq[*]}"
 $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${uniq[@]}" >/dev/null
 # Debian starts packaged servers as services; tests start their own private ones.
-for svc in redis-server; do
+for svc in redis-server etcd; do
   $sudo service "$svc" stop >/dev/null 2>&1 || true
 done
 echo "install-deps: done"
