@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -211,19 +212,35 @@ func (d *etcdDriver) waitTurn(ctx context.Context, pfx string, rev, seen int64) 
 		if len(resp.Kvs) == 0 {
 			return nil
 		}
-		if err := d.waitDelete(ctx, string(resp.Kvs[0].Key), resp.Header.Revision); err != nil {
+		if err := d.waitDelete(ctx, resp.Kvs[0]); err != nil {
 			return err
 		}
 	}
 }
 
-// waitDelete waits for key to be deleted after revision rev.
-func (d *etcdDriver) waitDelete(ctx context.Context, key string, rev int64) error {
+// waitDelete waits until the key kv is deleted. Its watch starts at the
+// store's current revision (a watch from an older revision is one etcd
+// catches up only every 100ms); once the watch is in place, one read tells
+// whether the key went before it.
+func (d *etcdDriver) waitDelete(ctx context.Context, kv *mvccpb.KeyValue) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for wr := range d.cli.Watch(wctx, key, clientv3.WithRev(rev+1), clientv3.WithFilterPut()) {
+	key := string(kv.Key)
+	wch := d.cli.Watch(wctx, key, clientv3.WithCreatedNotify(), clientv3.WithFilterPut())
+	created := false
+	for wr := range wch {
 		if err := wr.Err(); err != nil {
 			return err
+		}
+		if wr.Created && !created {
+			created = true
+			resp, err := d.cli.Get(ctx, key)
+			if err != nil {
+				return err
+			}
+			if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != kv.CreateRevision {
+				return nil // gone before the watch started
+			}
 		}
 		for _, ev := range wr.Events {
 			if ev.Type == clientv3.EventTypeDelete {

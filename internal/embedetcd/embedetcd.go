@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 )
 
 // Member is one running etcd member.
@@ -38,6 +39,9 @@ type Options struct {
 	Dir string
 	// Timeout bounds the wait for the cluster to be ready. Default 60s.
 	Timeout time.Duration
+	// NoFsync skips fsync: much faster and losing data on a crash, for a
+	// throwaway server such as the demo's.
+	NoFsync bool
 }
 
 // Start runs a single-member etcd.
@@ -80,8 +84,8 @@ func StartCluster(n int, opts Options) ([]*Member, error) {
 		cfg := embed.NewConfig()
 		cfg.Name = m.Name
 		cfg.Dir = m.Dir
-		cfg.LogLevel = "error"
-		cfg.Logger = "zap"
+		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+		cfg.UnsafeNoFsync = opts.NoFsync
 		curl := url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(cport)}
 		purl := url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(pport)}
 		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{curl}, []url.URL{curl}

@@ -1,0 +1,481 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/internal/embedetcd"
+	"github.com/spf13/cobra"
+)
+
+// allModes are the demo's modes, in the order they run.
+var allModes = []string{"local", "trylock", "lock", "segmented", "cas", "fenced"}
+
+type demoConfig struct {
+	backend, store string
+	instances      int
+	buyers         int
+	requests       int
+	stock          int
+	segments       int
+	modes          []string
+	json           bool
+	timeout        time.Duration
+}
+
+func demoCmd() *cobra.Command {
+	cfg := demoConfig{}
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Reproduce the flash-sale experiment: oversell without a distributed lock, none with one",
+		Long: `Demo starts --instances app instances, each its own process with an HTTP server
+(POST /deduct_stock: read the stock, check it, write stock-1), behind a
+round-robin load balancer, and fires --buyers concurrent buyers sending
+--requests purchases at a stock of --stock, once per mode:
+
+  local      a mutex in each instance only (the articles' synchronized): oversells
+  trylock    a dlock TryLock: fails fast with "busy, try later", like SETNX
+  lock       a blocking dlock Mutex: every sale correct
+  segmented  the stock split into --segments parts, each with its own lock
+  cas        no lock: a write only if the stock is unchanged since the read
+  fenced     lock, and a store write that refuses a stale fencing token
+
+With no --backend it starts an etcd inside this process (nothing to install);
+--backend all also tries redis://127.0.0.1:6379 and etcd://127.0.0.1:2379.
+The stock lives in that etcd unless --store names etcd://… or redis://….
+Exit status 1 if any mode but local oversells, loses a sale or fails.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, m := range cfg.modes {
+				if !slices.Contains(allModes, m) {
+					return fail(exitUsage, "unknown mode %q (want %s)", m, strings.Join(allModes, ","))
+				}
+			}
+			if cfg.instances < 1 || cfg.buyers < 1 || cfg.requests < 1 || cfg.stock < 1 || cfg.segments < 1 || cfg.timeout <= 0 {
+				return fail(exitUsage, "--instances, --buyers, --requests, --stock, --segments and --timeout must be positive")
+			}
+			return runDemo(cmd.Context(), cfg, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.backend, "backend", "", "lock backend URL, or all (default: an embedded etcd)")
+	f.StringVar(&cfg.store, "store", "", "stock store: etcd://… or redis://… (default: the embedded etcd)")
+	f.IntVar(&cfg.instances, "instances", 2, "app instances (processes)")
+	f.IntVar(&cfg.buyers, "buyers", 30, "concurrent buyers")
+	f.IntVar(&cfg.requests, "requests", 300, "purchase requests per mode")
+	f.IntVar(&cfg.stock, "stock", 100, "initial stock")
+	f.IntVar(&cfg.segments, "segments", 4, "stock segments in segmented mode")
+	f.StringSliceVar(&cfg.modes, "modes", allModes, "modes to run")
+	f.BoolVar(&cfg.json, "json", false, "print results as JSON")
+	f.DurationVar(&cfg.timeout, "timeout", 30*time.Second, "time limit of each mode")
+	return cmd
+}
+
+// demoRow is one backend and mode's result.
+type demoRow struct {
+	Backend    string  `json:"backend"`
+	Mode       string  `json:"mode"`
+	Requests   int     `json:"requests"`
+	Sold       int     `json:"sold"`
+	Busy       int     `json:"busy"`
+	SoldOut    int     `json:"sold_out"`
+	Stale      int     `json:"stale_rejected"`
+	Errors     int     `json:"errors"`
+	FinalStock int     `json:"final_stock"`
+	Oversold   int     `json:"oversold"`
+	Lost       int     `json:"lost"`
+	RPS        float64 `json:"rps"`
+	P50ms      float64 `json:"p50_ms"`
+	P99ms      float64 `json:"p99_ms"`
+}
+
+// bad reports a wrong result in a mode that should be correct.
+func (r demoRow) bad() bool { return r.Mode != "local" && (r.Oversold > 0 || r.Lost > 0 || r.Errors > 0) }
+
+func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) error {
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var emb *embedetcd.Member
+	embedded := func() (string, error) {
+		if emb == nil {
+			progressf("starting an embedded etcd…")
+			m, err := embedetcd.Start(embedetcd.Options{NoFsync: true})
+			if err != nil {
+				return "", err
+			}
+			emb = m
+		}
+		return "etcd://" + strings.TrimPrefix(emb.ClientURL, "http://"), nil
+	}
+	defer func() {
+		if emb != nil {
+			emb.Close()
+		}
+	}()
+
+	type target struct{ label, url string }
+	var targets []target
+	switch cfg.backend {
+	case "":
+		u, err := embedded()
+		if err != nil {
+			return fail(exitFailed, "embedded etcd: %v", err)
+		}
+		targets = append(targets, target{"etcd (embedded, no fsync)", u})
+	case "all":
+		u, err := embedded()
+		if err != nil {
+			return fail(exitFailed, "embedded etcd: %v", err)
+		}
+		targets = append(targets, target{"etcd (embedded, no fsync)", u})
+		for _, u := range []string{"redis://127.0.0.1:6379", "etcd://127.0.0.1:2379"} {
+			if reachable(u) {
+				targets = append(targets, target{u, u})
+			}
+		}
+	default:
+		u, err := dlock.ParseURL(cfg.backend)
+		if err != nil {
+			return fail(exitUsage, "%v", err)
+		}
+		targets = append(targets, target{u.Redacted(), cfg.backend})
+	}
+	storeURL := cfg.store
+	if storeURL == "" {
+		u, err := embedded()
+		if err != nil {
+			return fail(exitFailed, "embedded etcd: %v", err)
+		}
+		storeURL = u
+	}
+
+	var rows []demoRow
+	for _, t := range targets {
+		r, err := demoBackend(ctx, cfg, t.label, t.url, storeURL)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, r...)
+	}
+	if cfg.json {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rows); err != nil {
+			return err
+		}
+	} else {
+		printTable(out, rows, cfg)
+	}
+	for _, r := range rows {
+		if r.bad() {
+			return fail(exitFailed, "%s mode on %s: oversold %d, lost %d, errors %d", r.Mode, r.Backend, r.Oversold, r.Lost, r.Errors)
+		}
+	}
+	return nil
+}
+
+// reachable reports whether a TCP connection to the URL's host succeeds.
+func reachable(rawURL string) bool {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return false
+	}
+	conn, err := net.DialTimeout("tcp", u.Host, 300*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
+}
+
+// demoBackend runs every mode against one lock backend.
+func demoBackend(ctx context.Context, cfg demoConfig, label, backendURL, storeURL string) ([]demoRow, error) {
+	st, err := openStore(ctx, storeURL)
+	if err != nil {
+		return nil, fail(exitUsage, "%v", err)
+	}
+	defer st.close()
+	progressf("%s: starting %d instances…", label, cfg.instances)
+	addrs, stopInstances, alive, err := startInstances(ctx, cfg, backendURL, storeURL)
+	defer stopInstances()
+	if err != nil {
+		return nil, err
+	}
+	lb, err := startBalancer(addrs)
+	if err != nil {
+		return nil, fail(exitFailed, "load balancer: %v", err)
+	}
+	defer lb.Close()
+
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	run := hex.EncodeToString(b[:])
+	var rows []demoRow
+	for _, mode := range cfg.modes {
+		keys := stockKeys(run, mode, cfg.segments)
+		parts := []int{cfg.stock}
+		if mode == "segmented" {
+			parts = splitStock(cfg.stock, cfg.segments)
+		}
+		for i, k := range keys {
+			if err := st.reset(ctx, k, parts[i]); err != nil {
+				return nil, fail(exitFailed, "store: %v", err)
+			}
+		}
+		row := buy(ctx, cfg, "http://"+lb.Addr+"/deduct_stock?run="+run+"&mode="+mode, label, mode)
+		for _, k := range keys {
+			v, _, err := st.get(ctx, k)
+			if err != nil {
+				return nil, fail(exitFailed, "store: %v", err)
+			}
+			row.FinalStock += v
+		}
+		decrements := cfg.stock - row.FinalStock
+		row.Oversold = max(row.Sold-cfg.stock, row.Sold-decrements, 0)
+		row.Lost = max(decrements-row.Sold, 0)
+		rows = append(rows, row)
+		if err := alive(); err != nil {
+			return nil, fail(exitFailed, "%s mode: %v", mode, err)
+		}
+		if ctx.Err() != nil {
+			return nil, fail(exitFailed, "interrupted")
+		}
+	}
+	return rows, nil
+}
+
+// startInstances starts the app instances, each this binary re-executed,
+// and returns their addresses, a function that stops them and one that
+// reports an instance that died, with what it printed.
+func startInstances(ctx context.Context, cfg demoConfig, backendURL, storeURL string) ([]string, func(), func() error, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, func() {}, nil, fail(exitFailed, "%v", err)
+	}
+	type proc struct {
+		cmd    *exec.Cmd
+		exited chan struct{}
+		stderr *syncBuffer
+	}
+	var procs []proc
+	stop := func() {
+		for _, p := range procs {
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		}
+		for _, p := range procs {
+			select {
+			case <-p.exited:
+			case <-time.After(3 * time.Second):
+				_ = p.cmd.Process.Kill()
+				<-p.exited
+			}
+		}
+	}
+	alive := func() error {
+		for _, p := range procs {
+			select {
+			case <-p.exited:
+				return fmt.Errorf("an instance died: %s", tail(p.stderr.String()))
+			default:
+			}
+		}
+		return nil
+	}
+	var addrs []string
+	for range cfg.instances {
+		c := exec.Command(exe, "__demo-instance", "--backend", backendURL, "--store", storeURL,
+			"--segments", fmt.Sprint(cfg.segments))
+		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the demo
+		stderr := &syncBuffer{}
+		c.Stderr = stderr
+		stdout, err := c.StdoutPipe()
+		if err != nil {
+			return nil, stop, alive, fail(exitFailed, "%v", err)
+		}
+		if err := c.Start(); err != nil {
+			return nil, stop, alive, fail(exitFailed, "start instance: %v", err)
+		}
+		p := proc{cmd: c, exited: make(chan struct{}), stderr: stderr}
+		procs = append(procs, p)
+		go func() { _ = c.Wait(); close(p.exited) }()
+		line := make(chan string, 1)
+		go func() {
+			s := bufio.NewScanner(stdout)
+			if s.Scan() {
+				line <- s.Text()
+			}
+			close(line)
+			_, _ = io.Copy(io.Discard, stdout)
+		}()
+		select {
+		case l, ok := <-line:
+			addr, found := strings.CutPrefix(l, "listening ")
+			if !ok || !found {
+				<-p.exited
+				return nil, stop, alive, fail(exitUsage, "instance failed: %s", tail(stderr.String()))
+			}
+			addrs = append(addrs, addr)
+		case <-time.After(30 * time.Second):
+			return nil, stop, alive, fail(exitFailed, "instance did not start in 30s: %s", tail(stderr.String()))
+		case <-ctx.Done():
+			return nil, stop, alive, fail(exitFailed, "interrupted")
+		}
+	}
+	return addrs, stop, alive, nil
+}
+
+// syncBuffer is a bytes.Buffer safe for the writer and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// tail returns the last line of s, an instance's last words.
+func tail(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndex(s, "\n"); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
+}
+
+// balancer is the articles' nginx: round-robin over the instances.
+type balancer struct {
+	Addr string
+	srv  *http.Server
+}
+
+func startBalancer(addrs []string) (*balancer, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	var next atomic.Uint64
+	targets := make([]*url.URL, len(addrs))
+	for i, a := range addrs {
+		targets[i] = &url.URL{Scheme: "http", Host: a}
+	}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(targets[(next.Add(1)-1)%uint64(len(targets))])
+		},
+		Transport: &http.Transport{MaxIdleConnsPerHost: 256},
+		ErrorLog:  log.New(io.Discard, "", 0), // failed requests are counted as errors
+	}
+	b := &balancer{Addr: ln.Addr().String(), srv: &http.Server{Handler: proxy, ReadHeaderTimeout: 10 * time.Second}}
+	go func() { _ = b.srv.Serve(ln) }()
+	return b, nil
+}
+
+func (b *balancer) Close() { _ = b.srv.Close() }
+
+// buy fires cfg.requests purchases from cfg.buyers concurrent buyers.
+func buy(ctx context.Context, cfg demoConfig, target, label, mode string) demoRow {
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.buyers}}
+	defer client.CloseIdleConnections()
+	row := demoRow{Backend: label, Mode: mode}
+	var (
+		mu        sync.Mutex
+		latencies []time.Duration
+		next      atomic.Int64
+		done      atomic.Int64
+		wg        sync.WaitGroup
+	)
+	bar := startProgress(label, mode, cfg.requests, &done)
+	start := time.Now()
+	for range cfg.buyers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(cfg.requests) && ctx.Err() == nil {
+				t0 := time.Now()
+				res := purchase(ctx, client, target)
+				d := time.Since(t0)
+				mu.Lock()
+				latencies = append(latencies, d)
+				row.Requests++
+				switch res {
+				case resSold:
+					row.Sold++
+				case resSoldOut:
+					row.SoldOut++
+				case resBusy:
+					row.Busy++
+				case resStale:
+					row.Stale++
+				default:
+					row.Errors++
+				}
+				mu.Unlock()
+				done.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	bar.finish(elapsed)
+	row.RPS = float64(row.Requests) / elapsed.Seconds()
+	slices.Sort(latencies)
+	row.P50ms, row.P99ms = percentile(latencies, 0.50), percentile(latencies, 0.99)
+	return row
+}
+
+func purchase(ctx context.Context, client *http.Client, target string) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, nil)
+	if err != nil {
+		return ""
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var body struct{ Result string }
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&body) != nil {
+		return ""
+	}
+	return body.Result
+}
+
+func percentile(sorted []time.Duration, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := min(int(float64(len(sorted))*p), len(sorted)-1)
+	return float64(sorted[i].Microseconds()) / 1000
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+)
+
+// stderrIsTerminal reports whether progress can be redrawn in place.
+func stderrIsTerminal() bool {
+	fi, err := os.Stderr.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func progressf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+
+// progress draws a bar for one mode on stderr: redrawn in place on a
+// terminal, a line per second otherwise.
+type progress struct {
+	label, mode string
+	total       int
+	done        *atomic.Int64
+	stop        chan struct{}
+	stopped     chan struct{}
+}
+
+func startProgress(label, mode string, total int, done *atomic.Int64) *progress {
+	p := &progress{label: label, mode: mode, total: total, done: done, stop: make(chan struct{}), stopped: make(chan struct{})}
+	go p.run()
+	return p
+}
+
+func (p *progress) line() string {
+	n := int(p.done.Load())
+	const width = 30
+	fill := width * n / max(p.total, 1)
+	return fmt.Sprintf("  %-10s [%s%s] %4d/%d", p.mode, strings.Repeat("#", fill), strings.Repeat(".", width-fill), n, p.total)
+}
+
+func (p *progress) run() {
+	defer close(p.stopped)
+	tty := stderrIsTerminal()
+	every := time.Second
+	if tty {
+		every = 100 * time.Millisecond
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+			if tty {
+				fmt.Fprint(os.Stderr, "\r"+p.line())
+			} else {
+				fmt.Fprintln(os.Stderr, p.line())
+			}
+		}
+	}
+}
+
+func (p *progress) finish(elapsed time.Duration) {
+	close(p.stop)
+	<-p.stopped
+	end := "\n"
+	if stderrIsTerminal() {
+		end = "\r" + p.line() + fmt.Sprintf(" %v\n", elapsed.Round(time.Millisecond))
+		fmt.Fprint(os.Stderr, end)
+		return
+	}
+	fmt.Fprintf(os.Stderr, "%s %v\n", p.line(), elapsed.Round(time.Millisecond))
+}
+
+// printTable prints one table per backend.
+func printTable(out io.Writer, rows []demoRow, cfg demoConfig) {
+	var last string
+	var w *tabwriter.Writer
+	for _, r := range rows {
+		if r.Backend != last {
+			if w != nil {
+				w.Flush()
+				fmt.Fprintln(out)
+			}
+			last = r.Backend
+			fmt.Fprintf(out, "backend %s — stock %d, %d instances, %d buyers, %d requests per mode\n",
+				r.Backend, cfg.stock, cfg.instances, cfg.buyers, cfg.requests)
+			w = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(w, "mode\trequests\tsold\tbusy\tsold out\tstale\terrors\tfinal stock\toversold\treq/s\tp50 ms\tp99 ms\t")
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.1f\t%.1f\t\n", r.Mode, r.Requests, r.Sold, r.Busy,
+			r.SoldOut, r.Stale, r.Errors, r.FinalStock, r.Oversold+r.Lost, r.RPS, r.P50ms, r.P99ms)
+	}
+	if w != nil {
+		w.Flush()
+	}
+}
