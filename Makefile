@@ -13,4 +13,4 @@ test: deps vet
 	$(GO) test -race -count=1 ./...
 
 demo:
-	$(GO) run ./examples/flashsale
+	$(GO) run ./cmd/dlock demo

@@ -111,7 +111,9 @@ type demoRow struct {
 }
 
 // bad reports a wrong result in a mode that should be correct.
-func (r demoRow) bad() bool { return r.Mode != "local" && (r.Oversold > 0 || r.Lost > 0 || r.Errors > 0) }
+func (r demoRow) bad() bool {
+	return r.Mode != "local" && (r.Oversold > 0 || r.Lost > 0 || r.Errors > 0)
+}
 
 func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
@@ -244,6 +246,9 @@ func demoBackend(ctx context.Context, cfg demoConfig, label, backendURL, storeUR
 			}
 		}
 		row := buy(ctx, cfg, "http://"+lb.Addr+"/deduct_stock?run="+run+"&mode="+mode, label, mode)
+		if ctx.Err() != nil {
+			return nil, fail(exitFailed, "interrupted")
+		}
 		for _, k := range keys {
 			v, _, err := st.get(ctx, k)
 			if err != nil {
@@ -257,9 +262,6 @@ func demoBackend(ctx context.Context, cfg demoConfig, label, backendURL, storeUR
 		rows = append(rows, row)
 		if err := alive(); err != nil {
 			return nil, fail(exitFailed, "%s mode: %v", mode, err)
-		}
-		if ctx.Err() != nil {
-			return nil, fail(exitFailed, "interrupted")
 		}
 	}
 	return rows, nil

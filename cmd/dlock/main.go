@@ -10,10 +10,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	_ "github.com/dlock/dlock/etcdlock"
@@ -42,7 +45,14 @@ func fail(code int, format string, args ...any) error {
 	return &exitError{code: code, err: fmt.Errorf(format, args...)}
 }
 
+// quietRedis drops go-redis's own log lines (pool dial retries): the
+// command reports errors itself, in one line.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
+
 func main() {
+	redis.SetLogger(quietRedis{})
 	root := &cobra.Command{
 		Use:           "dlock",
 		Short:         "Distributed locks over Redis, etcd and more",
@@ -59,8 +69,11 @@ func main() {
 	if errors.As(err, &ee) {
 		code = ee.code
 	}
-	if ee == nil || ee.err.Error() != "" {
-		fmt.Fprintln(os.Stderr, "dlock:", err)
+	if msg := err.Error(); msg != "" {
+		if !strings.HasPrefix(msg, "dlock: ") {
+			msg = "dlock: " + msg
+		}
+		fmt.Fprintln(os.Stderr, msg)
 	}
 	os.Exit(code)
 }

@@ -1,0 +1,302 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
+	_ "github.com/dlock/dlock/redislock"
+	"github.com/dlock/dlock/internal/testserver"
+)
+
+var bin string // the dlock binary under test
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "dlock-cli-test-")
+	if err != nil {
+		panic(err)
+	}
+	bin = filepath.Join(dir, "dlock")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		panic("go build: " + err.Error() + "\n" + string(out))
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func dlockCmd(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("dlock %v: %v", args, err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+func redisURL(t *testing.T) string {
+	return "redis://" + testserver.Redis(t).Addr()
+}
+
+func client(t *testing.T, url string) *dlock.Client {
+	c, err := dlock.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+type demoRow struct {
+	Backend    string  `json:"backend"`
+	Mode       string  `json:"mode"`
+	Requests   int     `json:"requests"`
+	Sold       int     `json:"sold"`
+	Busy       int     `json:"busy"`
+	SoldOut    int     `json:"sold_out"`
+	FinalStock int     `json:"final_stock"`
+	Oversold   int     `json:"oversold"`
+	Lost       int     `json:"lost"`
+	Errors     int     `json:"errors"`
+	RPS        float64 `json:"rps"`
+	P50        float64 `json:"p50_ms"`
+	P99        float64 `json:"p99_ms"`
+}
+
+// The demo with its defaults: no oversell in any protected mode, an
+// oversell with only local locks (over a few runs), and nothing left behind.
+func TestDemoDefaults(t *testing.T) {
+	localOversold := false
+	for run := 0; run < 3 && !localOversold; run++ {
+		tmp := t.TempDir()
+		r := dlockCmd(t, []string{"TMPDIR=" + tmp}, "demo", "--json")
+		if r.code != 0 {
+			t.Fatalf("demo exit %d: %s", r.code, r.stderr)
+		}
+		var rows []demoRow
+		if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
+			t.Fatalf("demo --json: %v\n%s", err, r.stdout)
+		}
+		if len(rows) != 6 {
+			t.Fatalf("want 6 modes, got %d", len(rows))
+		}
+		for _, row := range rows {
+			if row.Requests != 300 || row.Backend == "" || row.RPS <= 0 || row.P99 < row.P50 {
+				t.Errorf("implausible row %+v", row)
+			}
+			switch row.Mode {
+			case "local":
+				localOversold = localOversold || row.Oversold > 0
+			case "trylock":
+				if row.Oversold != 0 || row.Lost != 0 || row.Sold+row.FinalStock != 100 {
+					t.Errorf("trylock: %+v", row)
+				}
+			default:
+				if row.Oversold != 0 || row.Lost != 0 || row.Errors != 0 || row.Sold != 100 || row.FinalStock != 0 {
+					t.Errorf("%s mode sold wrong: %+v", row.Mode, row)
+				}
+			}
+		}
+		if left, _ := os.ReadDir(tmp); len(left) != 0 {
+			t.Errorf("demo left %d entries in TMPDIR", len(left))
+		}
+		if out, _ := exec.Command("pgrep", "-f", bin+" __demo-instance").Output(); len(out) != 0 {
+			t.Errorf("demo left instance processes: %s", out)
+		}
+	}
+	if !localOversold {
+		t.Error("local mode never oversold in 3 runs: the demo does not show the race")
+	}
+}
+
+func TestDemoTable(t *testing.T) {
+	r := dlockCmd(t, nil, "demo", "--modes", "local,lock", "--requests", "60", "--stock", "20")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{"backend etcd (embedded", "oversold", "local", "lock"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stderr, "[##############################]") {
+		t.Errorf("no progress bar on stderr:\n%s", r.stderr)
+	}
+	if r := dlockCmd(t, nil, "demo", "--modes", "bogus"); r.code != 2 {
+		t.Errorf("unknown mode: exit %d", r.code)
+	}
+}
+
+// The demo against Redis, with the stock in Redis too.
+func TestDemoRedis(t *testing.T) {
+	u := redisURL(t)
+	r := dlockCmd(t, nil, "demo", "--json", "--backend", u, "--store", u, "--modes", "lock,fenced,cas", "--requests", "100", "--stock", "50")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var rows []demoRow
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rows {
+		if row.Sold != 50 || row.Oversold != 0 || row.FinalStock != 0 || !strings.HasPrefix(row.Backend, "redis://") {
+			t.Errorf("%+v", row)
+		}
+	}
+}
+
+func TestRunPassesTokenAndExitStatus(t *testing.T) {
+	u := redisURL(t)
+	r := dlockCmd(t, []string{"DLOCK_URL=" + u}, "run", "job", "--", "sh", "-c", `echo "$DLOCK_NAME $DLOCK_TOKEN"; exit 7`)
+	if r.code != 7 || r.stdout != "job 1\n" {
+		t.Fatalf("run: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if info, _ := client(t, u).Inspect(t.Context(), "job"); info.Held {
+		t.Fatal("lock still held after run")
+	}
+}
+
+func TestRunNotAcquired(t *testing.T) {
+	u := redisURL(t)
+	l, err := client(t, u).Mutex("busy").Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(t.Context())
+	if r := dlockCmd(t, nil, "run", "--backend", u, "--no-wait", "busy", "--", "true"); r.code != 3 {
+		t.Fatalf("--no-wait on a held lock: exit %d (%s)", r.code, r.stderr)
+	}
+	if r := dlockCmd(t, nil, "run", "--backend", u, "--wait", "300ms", "busy", "--", "true"); r.code != 3 {
+		t.Fatalf("--wait elapsed: exit %d (%s)", r.code, r.stderr)
+	}
+}
+
+// When the lock is removed behind it, run stops its command with SIGTERM
+// and exits 4.
+func TestRunLeaseLostKillsChild(t *testing.T) {
+	u := redisURL(t)
+	c := client(t, u)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "run", "--backend", u, "--ttl", "1s", "--grace", "5s", "cron",
+		"--", "sh", "-c", `trap 'echo got-TERM; exit 0' TERM; echo started; while :; do sleep 0.05; done`)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for !strings.Contains(out.String(), "started") {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := c.ForceUnlock(ctx, "cron"); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 4 {
+		t.Fatalf("run after losing its lease: %v; want exit 4\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "got-TERM") {
+		t.Fatalf("child was not sent SIGTERM:\n%s", out.String())
+	}
+}
+
+func TestInspectAndForceUnlock(t *testing.T) {
+	u := redisURL(t)
+	c := client(t, u)
+	l, err := c.Mutex("orders", dlock.WithOwner("op-test")).Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := dlockCmd(t, nil, "inspect", "--backend", u, "-o", "json", "orders")
+	var info struct {
+		Held  bool   `json:"held"`
+		Owner string `json:"owner"`
+		Token uint64 `json:"token"`
+		TTLMs int64  `json:"ttl_ms"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &info) != nil || !info.Held || info.Owner != "op-test" || info.Token != l.Token() || info.TTLMs <= 0 {
+		t.Fatalf("inspect: exit %d, %q, %+v", r.code, r.stdout, info)
+	}
+	if r := dlockCmd(t, nil, "inspect", "--backend", u, "orders"); !strings.Contains(r.stdout, "held by op-test") {
+		t.Fatalf("inspect text: %q", r.stdout)
+	}
+	if r := dlockCmd(t, nil, "unlock", "--backend", u, "orders"); r.code != 2 {
+		t.Fatalf("unlock without --force: exit %d", r.code)
+	}
+	if r := dlockCmd(t, nil, "unlock", "--backend", u, "--force", "--yes", "orders"); r.code != 0 {
+		t.Fatalf("unlock --force: exit %d %s", r.code, r.stderr)
+	}
+	if r := dlockCmd(t, nil, "inspect", "--backend", u, "orders"); !strings.Contains(r.stdout, "free") {
+		t.Fatalf("after force unlock: %q", r.stdout)
+	}
+	select {
+	case <-l.Done():
+	case <-time.After(15 * time.Second):
+		t.Fatal("holder not told its lock was force-released")
+	}
+}
+
+// Bad or unreachable backends: one line, exit 2, no password, no stack trace.
+func TestBadBackends(t *testing.T) {
+	for _, tc := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, []string{"inspect", "--backend", "redis://user:s3cret@127.0.0.1:1/0?dial_timeout=200ms", "x"}, "connect"},
+		{nil, []string{"inspect", "--backend", "nosuch://h", "x"}, "forgotten import"},
+		{nil, []string{"inspect", "--backend", "redis://user:s3cret@[::1", "x"}, "invalid backend URL"},
+		{[]string{"DLOCK_URL="}, []string{"inspect", "x"}, "no backend"},
+		{nil, []string{"run", "--backend", "mem://", "x", "true"}, "usage"},
+	} {
+		r := dlockCmd(t, tc.env, tc.args...)
+		lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+		if r.code != 2 || len(lines) != 1 || !strings.Contains(r.stderr, tc.want) ||
+			strings.Contains(r.stderr, "s3cret") || strings.Contains(r.stderr, "goroutine") {
+			t.Errorf("dlock %v: exit %d, stderr %q; want exit 2 and one line with %q", tc.args, r.code, r.stderr, tc.want)
+		}
+	}
+}
+
+// syncBuffer is a buffer the child writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
