@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
-	_ "github.com/dlock/dlock/redislock"
 	"github.com/dlock/dlock/internal/testserver"
+	_ "github.com/dlock/dlock/redislock"
 )
 
 var bin string // the dlock binary under test
