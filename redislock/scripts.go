@@ -51,15 +51,21 @@ end
 `
 
 // acquireScript: ARGV owner, ttl ms, request ("" for a single attempt that
-// does not queue).
+// does not queue), token ("" to take the next of the node's counter; else a
+// token chosen by the caller, which raises the counter to it).
 // Returns {acquired, token, holds, pttl}.
 var acquireScript = newScript(prelude + `
 local owner, ttl, req = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 if redis.call('EXISTS', lock, q) == 0 then -- free, nobody waiting: the common case
-  local token = redis.call('INCR', tokk)
+  local token = ARGV[4]
+  if token == nil or token == '' then
+    token = redis.call('INCR', tokk)
+  elseif tonumber(token) > tonumber(redis.call('GET', tokk) or '0') then
+    redis.call('SET', tokk, token) -- a token chosen across nodes (Redlock)
+  end
   redis.call('HSET', lock, owner, 1, '\0t', token)
   redis.call('PEXPIRE', lock, ttl)
-  return {1, token, 1, ttl}
+  return {1, tonumber(token), 1, ttl}
 end
 ` + helpers + `
 if req ~= '' and redis.call('HGET', lock, '\0h') == req then
@@ -88,10 +94,15 @@ if redis.call('EXISTS', lock) == 0 then
       redis.call('LPOP', q)
       redis.call('HDEL', qi, head)
     end
-    local token = redis.call('INCR', tokk)
+    local token = ARGV[4]
+    if token == nil or token == '' then
+      token = redis.call('INCR', tokk)
+    elseif tonumber(token) > tonumber(redis.call('GET', tokk) or '0') then
+      redis.call('SET', tokk, token) -- a token chosen across nodes (Redlock)
+    end
     redis.call('HSET', lock, owner, 1, '\0t', token)
     redis.call('PEXPIRE', lock, ttl)
-    return {1, token, 1, ttl}
+    return {1, tonumber(token), 1, ttl}
   end
   handoff(now) -- it is an earlier waiter's turn: give it the lock now
 end
@@ -104,7 +115,8 @@ end
 return {0, 0, 0, redis.call('PTTL', lock)}
 `)
 
-// releaseScript: ARGV owner, count, token.
+// releaseScript: ARGV owner, count, token, notify ("1": announce the release
+// even with nobody queued, for waiters that do not queue: Redlock's).
 // Returns the holds left, or -1 if owner does not hold the lock with token.
 var releaseScript = newScript(prelude + `
 local n = redis.call('HGET', lock, ARGV[1])
@@ -115,7 +127,10 @@ if n > 0 then
   return n
 end
 redis.call('DEL', lock)
-if redis.call('EXISTS', q) == 0 then return 0 end -- nobody waits
+if redis.call('EXISTS', q) == 0 then -- nobody queued
+  if ARGV[4] == '1' then redis.call('PUBLISH', chan, 'r') end
+  return 0
+end
 ` + helpers + `
 handoff(now_ms())
 return 0

@@ -1,0 +1,196 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
+	"github.com/redis/go-redis/v9"
+)
+
+// Node runs dlock's lock scripts on one Redis deployment (a server, a
+// Sentinel-managed master or a Cluster). The Redis backend uses one; the
+// Redlock backend (package redlock) uses one per independent master, so both
+// share one layout and one set of scripts.
+type Node struct {
+	rdb    redis.UniversalClient
+	prefix string
+}
+
+// NewNode returns a Node over rdb with the key prefix ("" for "dlock").
+func NewNode(rdb redis.UniversalClient, keyPrefix string) *Node {
+	if keyPrefix == "" {
+		keyPrefix = defaultPrefix
+	}
+	return &Node{rdb: rdb, prefix: keyPrefix}
+}
+
+// Client returns the node's go-redis client.
+func (n *Node) Client() redis.UniversalClient { return n.rdb }
+
+// Channel returns the pub/sub channel on which releases of name are
+// announced.
+func (n *Node) Channel(name string) string { return newKeys(n.prefix, name).chann }
+
+// NodeGrant is the answer of one node to an acquire.
+type NodeGrant struct {
+	Acquired bool
+	Token    uint64        // the hold's token
+	Holds    int           // the owner's hold count
+	TTL      time.Duration // the hold's TTL left, or the holder's when not acquired
+}
+
+// TryAcquire makes one attempt, without queueing. A token of 0 takes the
+// node's next counter value; another is used as the hold's token and raises
+// the node's counter to it.
+func (n *Node) TryAcquire(ctx context.Context, name, owner string, ttl time.Duration, token uint64) (NodeGrant, error) {
+	return n.acquire(ctx, newKeys(n.prefix, name), owner, ttl, "", token)
+}
+
+func (n *Node) acquire(ctx context.Context, k keys, owner string, ttl time.Duration, req string, token uint64) (NodeGrant, error) {
+	tok := ""
+	if token > 0 {
+		tok = strconv.FormatUint(token, 10)
+	}
+	res, err := acquireScript.Run(ctx, n.rdb, k.all(), owner, ms(ttl), req, tok).Int64Slice()
+	if err != nil {
+		return NodeGrant{}, fmt.Errorf("redislock: acquire: %w", err)
+	}
+	if len(res) != 4 {
+		return NodeGrant{}, fmt.Errorf("redislock: acquire: unexpected reply %v", res)
+	}
+	g := NodeGrant{Acquired: res[0] == 1, Token: uint64(res[1]), Holds: int(res[2]),
+		TTL: time.Duration(max(res[3], 0)) * time.Millisecond}
+	return g, nil
+}
+
+// Counter returns the node's last token for name (0 if none).
+func (n *Node) Counter(ctx context.Context, name string) (uint64, error) {
+	v, err := n.rdb.Get(ctx, newKeys(n.prefix, name).token).Uint64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return v, err
+}
+
+// Renew extends owner's hold with token by ttl; false if it is not held.
+func (n *Node) Renew(ctx context.Context, name, owner string, token uint64, ttl time.Duration) (bool, error) {
+	v, err := renewScript.Run(ctx, n.rdb, []string{newKeys(n.prefix, name).lock}, owner, token, ms(ttl)).Int64()
+	return v == 1, err
+}
+
+// Release drops count holds of owner's hold with token and returns the
+// holds left; an error wrapping dlock.ErrLeaseLost if the hold is not there.
+// With notify, the release is announced even if no waiter is queued.
+func (n *Node) Release(ctx context.Context, name, owner string, token uint64, count int, notify bool) (int, error) {
+	return n.release(ctx, newKeys(n.prefix, name), owner, token, count, notify)
+}
+
+func (n *Node) release(ctx context.Context, k keys, owner string, token uint64, count int, notify bool) (int, error) {
+	flag := "0"
+	if notify {
+		flag = "1"
+	}
+	left, err := releaseScript.Run(ctx, n.rdb, k.all(), owner, count, token, flag).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("redislock: release: %w", err)
+	}
+	if left < 0 {
+		return 0, fmt.Errorf("redislock: release: %w: held by another owner or expired", dlock.ErrLeaseLost)
+	}
+	return int(left), nil
+}
+
+// ForceRelease deletes the lock whoever holds it, handing it to the next
+// queued waiter.
+func (n *Node) ForceRelease(ctx context.Context, name string) error {
+	if err := forceScript.Run(ctx, n.rdb, newKeys(n.prefix, name).all()).Err(); err != nil {
+		return fmt.Errorf("redislock: force release: %w", err)
+	}
+	return nil
+}
+
+// NodeHold names a hold to renew.
+type NodeHold struct {
+	Name  string
+	Owner string
+	Token uint64
+	TTL   time.Duration
+	keys  keys // set by the Redis backend, which keeps them per hold
+}
+
+// RenewMany renews every hold in one pipeline (in a Cluster, go-redis sends
+// one per node) and returns, per hold, nil, an error wrapping
+// dlock.ErrLeaseLost if the hold is gone, or another error. Renewals that
+// meet NOSCRIPT (after SCRIPT FLUSH or a failover) are sent again with EVAL.
+func (n *Node) RenewMany(ctx context.Context, holds []NodeHold) []error {
+	keysOf := func(h NodeHold) []string {
+		if h.keys.lock == "" {
+			return []string{newKeys(n.prefix, h.Name).lock}
+		}
+		return []string{h.keys.lock}
+	}
+	cmds := make([]*redis.Cmd, len(holds))
+	pipe := n.rdb.Pipeline()
+	for i, h := range holds {
+		cmds[i] = renewScript.EvalSha(ctx, pipe, keysOf(h), h.Owner, h.Token, ms(h.TTL))
+	}
+	_, _ = pipe.Exec(ctx)
+	var retry []int
+	for i, c := range cmds {
+		if err := c.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			retry = append(retry, i)
+		}
+	}
+	if len(retry) > 0 {
+		pipe = n.rdb.Pipeline()
+		for _, i := range retry {
+			h := holds[i]
+			cmds[i] = renewScript.Eval(ctx, pipe, keysOf(h), h.Owner, h.Token, ms(h.TTL))
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+	errs := make([]error, len(holds))
+	for i, c := range cmds {
+		v, err := c.Int64()
+		switch {
+		case err != nil:
+			errs[i] = fmt.Errorf("redislock: renew: %w", err)
+		case v != 1:
+			errs[i] = fmt.Errorf("redislock: renew: %w: the key is gone or held by another owner", dlock.ErrLeaseLost)
+		}
+	}
+	return errs
+}
+
+// Inspect describes the lock named name on this node.
+func (n *Node) Inspect(ctx context.Context, name string) (driver.Info, error) {
+	k := newKeys(n.prefix, name)
+	pipe := n.rdb.Pipeline()
+	all := pipe.HGetAll(ctx, k.lock)
+	pttl := pipe.PTTL(ctx, k.lock)
+	waiters := pipe.LLen(ctx, k.queue)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return driver.Info{}, fmt.Errorf("redislock: inspect: %w", err)
+	}
+	info := driver.Info{Name: name, Waiters: int(waiters.Val())}
+	for f, v := range all.Val() {
+		switch {
+		case f == "\x00t":
+			info.Token, _ = strconv.ParseUint(v, 10, 64)
+		case strings.HasPrefix(f, "\x00"):
+		default:
+			info.Held, info.Owner = true, f
+			info.Holds, _ = strconv.Atoi(v)
+		}
+	}
+	if info.Held && pttl.Val() > 0 {
+		info.TTL = pttl.Val()
+	}
+	return info, nil
+}
