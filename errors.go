@@ -30,6 +30,9 @@ var (
 	ErrInvalidOwner = driver.ErrInvalidOwner
 	// ErrInvalidURL means a malformed backend URL or bad URL parameters.
 	ErrInvalidURL = driver.ErrInvalidURL
+	// ErrInvalidConfig means a configuration the backend cannot work with,
+	// such as too few Redlock nodes.
+	ErrInvalidConfig = driver.ErrInvalidConfig
 	// ErrUnsupported means the backend cannot do what was asked.
 	ErrUnsupported = driver.ErrUnsupported
 	// ErrUnknownScheme means no backend is registered for a URL's scheme.

@@ -44,13 +44,12 @@ func (c *Client) obtain(ctx context.Context, e *entry, req driver.Request, try b
 	}
 	sent := time.Now()
 	g, err := c.drv.Acquire(ctx, req)
-	if err == nil && g.Acquired {
+	switch {
+	case err == nil && g.Acquired:
 		return g, sent, nil
-	}
-	if err != nil {
+	case err != nil && (try || permanent(err) || ctx.Err() != nil):
 		return g, sent, c.waitErr(ctx, err)
-	}
-	if try {
+	case try:
 		return g, sent, ErrNotAcquired
 	}
 	c.setWaiting(e, true)
@@ -124,6 +123,16 @@ func (c *Client) wait(ctx context.Context, req driver.Request, retry time.Durati
 			}
 		}
 	}
+}
+
+// permanent reports an error that waiting will not cure.
+func permanent(err error) bool {
+	for _, e := range []error{ErrUnsupported, ErrInvalidName, ErrInvalidTTL, ErrInvalidOwner, ErrInvalidConfig, ErrClosed} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // waitErr turns the end of a wait into the error Lock returns: ErrClosed if

@@ -48,6 +48,9 @@ var (
 	ErrInvalidOwner = errors.New("invalid owner id")
 	// ErrInvalidURL means a backend URL is malformed or has bad parameters.
 	ErrInvalidURL = errors.New("invalid backend URL")
+	// ErrInvalidConfig means a backend was given a configuration it cannot
+	// work with, such as too few Redlock nodes.
+	ErrInvalidConfig = errors.New("invalid backend configuration")
 	// ErrUnsupported means the backend cannot do what was asked.
 	ErrUnsupported = errors.New("unsupported by this backend")
 	// ErrUnknownScheme means no backend is registered for a URL scheme.

@@ -47,7 +47,8 @@ type NodeGrant struct {
 
 // TryAcquire makes one attempt, without queueing. A token of 0 takes the
 // node's next counter value; another is used as the hold's token and raises
-// the node's counter to it.
+// the node's counter to it, and the attempt fails if the node's counter is
+// already at or above it (that token was given out).
 func (n *Node) TryAcquire(ctx context.Context, name, owner string, ttl time.Duration, token uint64) (NodeGrant, error) {
 	return n.acquire(ctx, newKeys(n.prefix, name), owner, ttl, "", token)
 }

@@ -52,7 +52,8 @@ end
 
 // acquireScript: ARGV owner, ttl ms, request ("" for a single attempt that
 // does not queue), token ("" to take the next of the node's counter; else a
-// token chosen by the caller, which raises the counter to it).
+// token chosen by the caller, which raises the counter to it and is refused
+// if the counter is already at or above it).
 // Returns {acquired, token, holds, pttl}.
 var acquireScript = newScript(prelude + `
 local owner, ttl, req = ARGV[1], tonumber(ARGV[2]), ARGV[3]
@@ -62,6 +63,8 @@ if redis.call('EXISTS', lock, q) == 0 then -- free, nobody waiting: the common c
     token = redis.call('INCR', tokk)
   elseif tonumber(token) > tonumber(redis.call('GET', tokk) or '0') then
     redis.call('SET', tokk, token) -- a token chosen across nodes (Redlock)
+  else -- this token, or a later one, was already given out here
+    return {0, 0, 0, redis.call('PTTL', lock)}
   end
   redis.call('HSET', lock, owner, 1, '\0t', token)
   redis.call('PEXPIRE', lock, ttl)
@@ -99,6 +102,8 @@ if redis.call('EXISTS', lock) == 0 then
       token = redis.call('INCR', tokk)
     elseif tonumber(token) > tonumber(redis.call('GET', tokk) or '0') then
       redis.call('SET', tokk, token) -- a token chosen across nodes (Redlock)
+    else -- this token, or a later one, was already given out here
+      return {0, 0, 0, redis.call('PTTL', lock)}
     end
     redis.call('HSET', lock, owner, 1, '\0t', token)
     redis.call('PEXPIRE', lock, ttl)

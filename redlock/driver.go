@@ -1,0 +1,335 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/redislock"
+	"github.com/redis/go-redis/v9"
+)
+
+type redlockDriver struct {
+	nodes       []*redislock.Node
+	clients     []redis.UniversalClient
+	owned       bool
+	quorum      int
+	nodeTimeout time.Duration
+}
+
+func newDriver(ctx context.Context, clients []redis.UniversalClient, opts Options) (*redlockDriver, error) {
+	addrs := make([]string, len(clients))
+	for i, c := range clients {
+		if cl, ok := c.(*redis.Client); ok {
+			addrs[i] = cl.Options().Addr
+		} else {
+			addrs[i] = fmt.Sprintf("client %p", c)
+		}
+	}
+	if err := checkNodes(addrs); err != nil {
+		return nil, err
+	}
+	d := &redlockDriver{clients: clients, owned: opts.CloseClients, quorum: len(clients)/2 + 1, nodeTimeout: opts.NodeTimeout}
+	for _, c := range clients {
+		d.nodes = append(d.nodes, redislock.NewNode(c, opts.KeyPrefix))
+	}
+	_, errs := each(ctx, d, 2*time.Second, func(ctx context.Context, n *redislock.Node) (struct{}, error) {
+		return struct{}{}, n.Client().Ping(ctx).Err()
+	})
+	if up := countNil(errs); up < d.quorum {
+		return nil, fmt.Errorf("redlock: connect: only %d of %d nodes answered: %w", up, len(d.nodes), errors.Join(errs...))
+	}
+	return d, nil
+}
+
+// timeout is the per-node timeout for a lock of ttl.
+func (d *redlockDriver) timeout(ttl time.Duration) time.Duration {
+	if d.nodeTimeout > 0 {
+		return d.nodeTimeout
+	}
+	return max(min(ttl/20, 50*time.Millisecond), 2*time.Millisecond)
+}
+
+// drift is the specification's allowance for clock drift.
+func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+// each runs f on every node at once and returns at timeout even if some
+// node has not answered (its error is then a timeout): one slow node must
+// not slow the lock.
+func each[T any](ctx context.Context, d *redlockDriver, timeout time.Duration, f func(context.Context, *redislock.Node) (T, error)) ([]T, []error) {
+	type answer struct {
+		i   int
+		v   T
+		err error
+	}
+	answers := make(chan answer, len(d.nodes))
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for i, n := range d.nodes {
+		go func() {
+			v, err := f(ctx, n)
+			answers <- answer{i, v, err}
+		}()
+	}
+	res := make([]T, len(d.nodes))
+	errs := make([]error, len(d.nodes))
+	for i := range errs {
+		errs[i] = fmt.Errorf("redlock: node %d: no answer in %v", i, timeout)
+	}
+	for range d.nodes {
+		select {
+		case a := <-answers:
+			res[a.i], errs[a.i] = a.v, a.err
+		case <-ctx.Done():
+			return res, errs
+		}
+	}
+	return res, errs
+}
+
+func countNil(errs []error) int {
+	n := 0
+	for _, e := range errs {
+		if e == nil {
+			n++
+		}
+	}
+	return n
+}
+
+func (d *redlockDriver) Caps() driver.Caps {
+	return driver.Caps{MaxNameLen: 1024, MinTTL: 10 * time.Millisecond, TTLResolution: time.Millisecond, Reentrant: true}
+}
+
+func (d *redlockDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	if r.Kind != driver.Exclusive {
+		return driver.Grant{}, dlock.ErrUnsupported
+	}
+	start := time.Now()
+	to := d.timeout(r.TTL)
+	// The token: above every counter of a majority.
+	counters, errs := each(ctx, d, to, func(ctx context.Context, n *redislock.Node) (uint64, error) {
+		return n.Counter(ctx, r.Name)
+	})
+	if up := countNil(errs); up < d.quorum {
+		return driver.Grant{}, fmt.Errorf("redlock: acquire: only %d of %d nodes answered", up, len(d.nodes))
+	}
+	var token uint64
+	for i, c := range counters {
+		if errs[i] == nil {
+			token = max(token, c)
+		}
+	}
+	token++
+	grants, _ := each(ctx, d, to, func(ctx context.Context, n *redislock.Node) (redislock.NodeGrant, error) {
+		return n.TryAcquire(ctx, r.Name, r.Owner, r.TTL, token)
+	})
+	var won int
+	var got redislock.NodeGrant
+	var retry time.Duration
+	for _, g := range grants {
+		switch {
+		case g.Acquired:
+			won++
+			got.Token, got.Holds = max(got.Token, g.Token), max(got.Holds, g.Holds)
+		case g.TTL > 0 && (retry == 0 || g.TTL < retry):
+			retry = g.TTL
+		}
+	}
+	if won >= d.quorum && time.Since(start) < r.TTL-drift(r.TTL) {
+		return driver.Grant{Acquired: true, Token: got.Token, Holds: got.Holds,
+			Validity: r.TTL - drift(r.TTL), Since: start}, nil
+	}
+	// No majority in time: undo what was granted, on every node at once.
+	_, _ = each(context.WithoutCancel(ctx), d, to, func(ctx context.Context, n *redislock.Node) (int, error) {
+		for i, m := range d.nodes {
+			if m == n && grants[i].Acquired {
+				return n.Release(ctx, r.Name, r.Owner, grants[i].Token, 1, true)
+			}
+		}
+		return 0, nil
+	})
+	return driver.Grant{Retry: retry}, nil
+}
+
+// Renew renews every hold of the batch on every node (one pipeline per
+// node); a hold keeps its lease while a majority renewed it in time.
+func (d *redlockDriver) Renew(ctx context.Context, batch []driver.Held) []driver.RenewResult {
+	holds := make([]redislock.NodeHold, len(batch))
+	var longest time.Duration
+	for i, h := range batch {
+		holds[i] = redislock.NodeHold{Name: h.Name, Owner: h.Owner, Token: h.Token, TTL: h.TTL}
+		longest = max(longest, h.TTL)
+	}
+	start := time.Now()
+	per, _ := each(ctx, d, d.timeout(longest), func(ctx context.Context, n *redislock.Node) ([]error, error) {
+		return n.RenewMany(ctx, holds), nil
+	})
+	res := make([]driver.RenewResult, len(batch))
+	for i, h := range batch {
+		var ok, gone int
+		var last error
+		for _, errs := range per {
+			switch {
+			case errs == nil:
+			case errs[i] == nil:
+				ok++
+			case errors.Is(errs[i], dlock.ErrLeaseLost):
+				gone++
+			default:
+				last = errs[i]
+			}
+		}
+		switch {
+		case ok >= d.quorum && time.Since(start) < h.TTL-drift(h.TTL):
+			res[i].Validity = h.TTL - drift(h.TTL)
+		case gone > len(d.nodes)-d.quorum:
+			res[i].Err = fmt.Errorf("redlock: %w: held on %d of %d nodes", dlock.ErrLeaseLost, ok, len(d.nodes))
+		default:
+			res[i].Err = fmt.Errorf("redlock: renew: %d of %d nodes confirmed: %v", ok, len(d.nodes), last)
+		}
+	}
+	return res
+}
+
+func (d *redlockDriver) Release(ctx context.Context, h driver.Held, count int) (int, error) {
+	left, errs := each(ctx, d, d.timeout(h.TTL), func(ctx context.Context, n *redislock.Node) (int, error) {
+		return n.Release(ctx, h.Name, h.Owner, h.Token, count, true)
+	})
+	var held, remaining int
+	var other error
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			held++
+			remaining = max(remaining, left[i])
+		case !errors.Is(err, dlock.ErrLeaseLost):
+			other = err
+		}
+	}
+	switch {
+	case held >= d.quorum:
+		return remaining, nil
+	case other != nil:
+		return 0, fmt.Errorf("redlock: release on %d of %d nodes: %w", held, len(d.nodes), other)
+	}
+	return 0, fmt.Errorf("redlock: release: %w: held on %d of %d nodes", dlock.ErrLeaseLost, held, len(d.nodes))
+}
+
+// Inspect reports the holder that a majority of nodes agree on.
+func (d *redlockDriver) Inspect(ctx context.Context, name string) (driver.Info, error) {
+	infos, errs := each(ctx, d, time.Second, func(ctx context.Context, n *redislock.Node) (driver.Info, error) {
+		return n.Inspect(ctx, name)
+	})
+	if up := countNil(errs); up < d.quorum {
+		return driver.Info{}, fmt.Errorf("redlock: inspect: only %d of %d nodes answered", up, len(d.nodes))
+	}
+	type holder struct {
+		owner string
+		token uint64
+	}
+	votes := map[holder][]driver.Info{}
+	for i, in := range infos {
+		if errs[i] == nil && in.Held {
+			k := holder{in.Owner, in.Token}
+			votes[k] = append(votes[k], in)
+		}
+	}
+	info := driver.Info{Name: name}
+	for _, ins := range votes {
+		if len(ins) >= d.quorum {
+			info.Held, info.Owner, info.Token, info.Holds = true, ins[0].Owner, ins[0].Token, ins[0].Holds
+			info.TTL = ins[0].TTL
+			for _, in := range ins {
+				info.TTL = min(info.TTL, in.TTL)
+			}
+		}
+	}
+	info.Notes = []string{fmt.Sprintf("%d of %d nodes answered; quorum %d", countNil(errs), len(d.nodes), d.quorum)}
+	return info, nil
+}
+
+func (d *redlockDriver) ForceRelease(ctx context.Context, name string) error {
+	_, errs := each(ctx, d, time.Second, func(ctx context.Context, n *redislock.Node) (struct{}, error) {
+		return struct{}{}, n.ForceRelease(ctx, name)
+	})
+	if up := countNil(errs); up < d.quorum {
+		return fmt.Errorf("redlock: force release on %d of %d nodes: %w", up, len(d.nodes), errors.Join(errs...))
+	}
+	return nil
+}
+
+func (d *redlockDriver) Close() error {
+	if !d.owned {
+		return nil
+	}
+	var errs []error
+	for _, c := range d.clients {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// As sets *[]redis.UniversalClient targets to the nodes' clients.
+func (d *redlockDriver) As(target any) bool {
+	if p, ok := target.(*[]redis.UniversalClient); ok {
+		*p = d.clients
+		return true
+	}
+	return false
+}
+
+// Subscribe listens for releases of name on every node that answers.
+func (d *redlockDriver) Subscribe(ctx context.Context, name string) (driver.Subscription, error) {
+	s := &subscription{c: make(chan struct{}, 1)}
+	ch := d.nodes[0].Channel(name)
+	pss, _ := each(ctx, d, time.Second, func(ctx context.Context, n *redislock.Node) (*redis.PubSub, error) {
+		ps := n.Client().Subscribe(ctx, ch)
+		if _, err := ps.Receive(ctx); err != nil { // the confirmation
+			_ = ps.Close()
+			return nil, err
+		}
+		return ps, nil
+	})
+	for _, ps := range pss {
+		if ps == nil {
+			continue
+		}
+		s.pss = append(s.pss, ps)
+		msgs := ps.Channel()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			for range msgs {
+				select {
+				case s.c <- struct{}{}:
+				default:
+				}
+			}
+		}()
+	}
+	if len(s.pss) == 0 {
+		return nil, errors.New("redlock: subscribe: no node answered")
+	}
+	return s, nil
+}
+
+type subscription struct {
+	c   chan struct{}
+	pss []*redis.PubSub
+	wg  sync.WaitGroup
+}
+
+func (s *subscription) C() <-chan struct{} { return s.c }
+
+func (s *subscription) Close() error {
+	for _, ps := range s.pss {
+		_ = ps.Close()
+	}
+	s.wg.Wait()
+	return nil
+}

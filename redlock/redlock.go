@@ -1,0 +1,162 @@
+// Package redlock is the dlock backend for Redlock: a lock held on a
+// majority of N independent Redis masters, as the Redlock specification
+// states it, using the Redis backend's layout and scripts on each node
+// (redislock.Node).
+//
+// # URLs
+//
+//	redlock://[user:password@]h1:6379,h2:6379,h3:6379[/db][?tls=true&node_timeout=50ms&prefix=dlock]
+//
+// At least 3 distinct nodes; an odd number (5 is usual). Users needing other
+// settings per node (each its own password, TLS or db) pass their clients to
+// Open, and should set ContextTimeoutEnabled on them so the per-node
+// timeout also bounds socket reads.
+//
+// # The algorithm
+//
+//   - Acquire: try every node in parallel, each with a timeout much smaller
+//     than the TTL (node_timeout, default min(TTL/20, 50ms)). The lock is
+//     held only if N/2+1 nodes granted it and time is left: validity =
+//     TTL − elapsed − drift, drift = TTL/100 + 2ms. Otherwise it is released
+//     on every node at once. The lease's expiry is computed from the
+//     validity on the client's monotonic clock.
+//   - Renew: on every node, with the same rule; a lease that no longer holds
+//     a majority is lost. Release: on every node.
+//   - Waiting: waiters subscribe to the lock's release channel on every node
+//     and retry on the first message, or when the holder's TTL runs out.
+//   - Re-entry by owner is counted on each node.
+//
+// # Fencing tokens across nodes
+//
+// No single node orders holders, so before granting, dlock reads the token
+// counters of a majority and takes max+1, and sets it on the nodes it locks
+// (the acquire script raises each node's counter to it). Any two majorities
+// share a node, so a new holder's token is above every earlier holder's —
+// as long as a majority keeps its data. A node restarted without fsync'd
+// persistence comes back with a lower counter (or none): if that breaks the
+// majority that saw the last token, tokens can go backwards (the case
+// Martin Kleppmann raised); TestRestartedNodesCanRewindTokens shows it. The
+// same restart can grant the lock twice unless the node stays down for at
+// least the longest TTL before rejoining (antirez's "delayed restart" rule),
+// which dlock cannot enforce: run Redis with appendonly yes and appendfsync
+// always, or delay restarts.
+//
+// Redlock assumes bounded clock drift and process pauses shorter than the
+// validity; where that cannot be assumed, use a consensus store (etcd,
+// ZooKeeper) and fencing tokens.
+package redlock
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
+	"github.com/redis/go-redis/v9"
+)
+
+// Scheme is the URL scheme of the backend.
+const Scheme = "redlock"
+
+func init() { dlock.Register(Scheme, driver.OpenerFunc(openURL)) }
+
+// Options configure Open.
+type Options struct {
+	// KeyPrefix starts every key; default "dlock".
+	KeyPrefix string
+	// NodeTimeout bounds each node's answer to one request; default
+	// min(TTL/20, 50ms).
+	NodeTimeout time.Duration
+	// Client are options for the dlock client.
+	Client []dlock.ClientOption
+	// CloseClients makes Close of the dlock client close the clients too.
+	CloseClients bool
+}
+
+// Open returns a dlock client over independent Redis masters, one client
+// each. It refuses fewer than 3 clients.
+func Open(ctx context.Context, clients []redis.UniversalClient, opts Options) (*dlock.Client, error) {
+	d, err := newDriver(ctx, clients, opts)
+	if err != nil {
+		return nil, err
+	}
+	return dlock.New(d, Scheme, opts.Client...), nil
+}
+
+func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
+	q := u.Query()
+	opts := Options{KeyPrefix: q.Get("prefix"), CloseClients: true}
+	// Per-node timeouts are contexts: have go-redis honour them on sockets.
+	base := redis.Options{DialTimeout: 2 * time.Second, ContextTimeoutEnabled: true}
+	if u.User != nil {
+		base.Username = u.User.Username()
+		base.Password, _ = u.User.Password()
+	}
+	if db := strings.Trim(u.Path, "/"); db != "" {
+		n, err := strconv.Atoi(db)
+		if err != nil {
+			return nil, fmt.Errorf("redlock: %w: db %q", dlock.ErrInvalidURL, db)
+		}
+		base.DB = n
+	}
+	for k, v := range q {
+		switch k {
+		case "prefix":
+		case "tls":
+			if v[0] == "true" {
+				base.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+			}
+		case "node_timeout":
+			d, err := time.ParseDuration(v[0])
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("redlock: %w: node_timeout %q", dlock.ErrInvalidURL, v[0])
+			}
+			opts.NodeTimeout = d
+		default:
+			return nil, fmt.Errorf("redlock: %w: unknown parameter %q", dlock.ErrInvalidURL, k)
+		}
+	}
+	hosts := dlock.Hosts(u)
+	if err := checkNodes(hosts); err != nil {
+		return nil, err
+	}
+	clients := make([]redis.UniversalClient, len(hosts))
+	for i, h := range hosts {
+		o := base
+		o.Addr = h
+		if o.TLSConfig != nil {
+			o.TLSConfig = o.TLSConfig.Clone()
+			o.TLSConfig.ServerName = strings.Split(h, ":")[0]
+		}
+		clients[i] = redis.NewClient(&o)
+	}
+	d, err := newDriver(ctx, clients, opts)
+	if err != nil {
+		for _, c := range clients {
+			_ = c.Close()
+		}
+		return nil, err
+	}
+	return d, nil
+}
+
+// checkNodes refuses fewer than 3 nodes and duplicates.
+func checkNodes(addrs []string) error {
+	if len(addrs) < 3 {
+		return fmt.Errorf("redlock: %w: %d nodes; Redlock needs at least 3 independent masters", dlock.ErrInvalidConfig, len(addrs))
+	}
+	seen := map[string]bool{}
+	for _, a := range addrs {
+		k := strings.ToLower(a)
+		if seen[k] {
+			return fmt.Errorf("redlock: %w: node %s listed twice", dlock.ErrInvalidConfig, a)
+		}
+		seen[k] = true
+	}
+	return nil
+}

@@ -1,0 +1,260 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
+	"github.com/dlock/dlock/internal/testserver"
+	"github.com/dlock/dlock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// cutter is a dialer whose connections can all be cut at once.
+type cutter struct {
+	mu    sync.Mutex
+	conns []net.Conn
+	cut   bool
+}
+
+func (c *cutter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cut {
+		return nil, errors.New("connections cut by the test")
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, addr)
+	if err == nil {
+		c.conns = append(c.conns, conn)
+	}
+	return conn, err
+}
+
+func (c *cutter) cutAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cut = true
+	for _, conn := range c.conns {
+		_ = conn.Close()
+	}
+}
+
+type harness struct {
+	addrs   []string
+	mu      sync.Mutex
+	cutters map[*dlock.Client]*cutter
+}
+
+func (h *harness) clients(dial func(context.Context, string, string) (net.Conn, error)) []redis.UniversalClient {
+	cs := make([]redis.UniversalClient, len(h.addrs))
+	for i, a := range h.addrs {
+		cs[i] = redis.NewClient(&redis.Options{Addr: a, Dialer: dial, MaxRetries: -1,
+			DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	}
+	return cs
+}
+
+func (h *harness) NewClient(ctx context.Context) (*dlock.Client, error) {
+	cu := &cutter{}
+	c, err := redlock.Open(ctx, h.clients(cu.dial), redlock.Options{CloseClients: true})
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	h.cutters[c] = cu
+	h.mu.Unlock()
+	return c, nil
+}
+
+func (h *harness) Cut(_ context.Context, c *dlock.Client) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cutters[c].cutAll()
+	return nil
+}
+
+func (h *harness) Remove(ctx context.Context, name string) error {
+	c, err := h.NewClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.ForceUnlock(ctx, name)
+}
+
+func (h *harness) Caps() drivertest.Caps {
+	return drivertest.Caps{TTL: 500 * time.Millisecond, Slack: 100 * time.Millisecond, StoreReentrant: true}
+}
+
+func fiveNodes(t *testing.T) ([]*testserver.Server, []string) {
+	var srvs []*testserver.Server
+	var addrs []string
+	for range 5 {
+		s := testserver.Redis(t)
+		srvs = append(srvs, s)
+		addrs = append(addrs, s.Addr())
+	}
+	return srvs, addrs
+}
+
+func TestConformance(t *testing.T) {
+	_, addrs := fiveNodes(t)
+	drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
+		return &harness{addrs: addrs, cutters: map[*dlock.Client]*cutter{}}, nil
+	})
+}
+
+func open(t *testing.T, addrs []string) *dlock.Client {
+	t.Helper()
+	c, err := dlock.Open(t.Context(), "redlock://"+strings.Join(addrs, ","))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// With 2 of 5 nodes down locking goes on; with 3 down Lock fails by its
+// deadline and nothing is granted.
+func TestMinorityAndMajorityDown(t *testing.T) {
+	srvs, addrs := fiveNodes(t)
+	a, b := open(t, addrs), open(t, addrs)
+	ctx := t.Context()
+	srvs[0].Stop()
+	srvs[1].Stop()
+	l, err := a.Mutex("quorum").Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock with 3 of 5 nodes: %v", err)
+	}
+	if _, err := b.Mutex("quorum").TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("second holder with 3 of 5 nodes: %v", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srvs[2].Stop()
+	lctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if l, err := a.Mutex("quorum").Lock(lctx); err == nil {
+		_ = l.Unlock(ctx)
+		t.Fatal("Lock granted with 2 of 5 nodes")
+	} else if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock with 2 of 5 nodes: %v; want the deadline", err)
+	}
+}
+
+// delayProxy forwards to addr, delaying every read from the server by d.
+func delayProxy(t *testing.T, addr string, d time.Duration) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", addr)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			go func() { _, _ = io.Copy(s, c); _ = s.Close() }()
+			go func() {
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := s.Read(buf)
+					if n > 0 {
+						time.Sleep(d)
+						if _, err := c.Write(buf[:n]); err != nil {
+							break
+						}
+					}
+					if err != nil {
+						break
+					}
+				}
+				_ = c.Close()
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// A node slower than the per-node timeout does not stop the lock: the
+// majority answers in time.
+func TestSlowNode(t *testing.T) {
+	_, addrs := fiveNodes(t)
+	addrs[4] = delayProxy(t, addrs[4], 300*time.Millisecond)
+	c, err := dlock.Open(t.Context(), "redlock://"+strings.Join(addrs, ",")+"?node_timeout=50ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	l, err := c.Mutex("slow", dlock.WithTTL(5*time.Second)).Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 250*time.Millisecond {
+		t.Fatalf("Lock took %v: waited for the slow node", d)
+	}
+	_ = l.Unlock(t.Context())
+}
+
+// Nodes restarted empty can rewind fencing tokens: the documented
+// limit of Redlock without fsync'd persistence.
+func TestRestartedNodesCanRewindTokens(t *testing.T) {
+	srvs, addrs := fiveNodes(t)
+	c := open(t, addrs)
+	ctx := t.Context()
+	var last uint64
+	for range 5 {
+		l, err := c.Mutex("rewind").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = l.Token()
+		_ = l.Unlock(ctx)
+	}
+	// A majority restarts without persistence while the other two are down.
+	srvs[3].Stop()
+	srvs[4].Stop()
+	for _, s := range srvs[:3] {
+		s.Stop()
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := c.Mutex("rewind").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	if l.Token() > last {
+		t.Fatalf("token %d after %d: expected the rewind this test documents", l.Token(), last)
+	}
+	t.Logf("token went from %d back to %d after a majority restarted empty", last, l.Token())
+}
+
+func TestOpenRefusesBadNodeSets(t *testing.T) {
+	ctx := t.Context()
+	for _, u := range []string{"redlock://127.0.0.1:1,127.0.0.1:2", "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:1"} {
+		if _, err := dlock.Open(ctx, u); !errors.Is(err, dlock.ErrInvalidConfig) {
+			t.Errorf("Open(%q) = %v; want ErrInvalidConfig", u, err)
+		}
+	}
+	if _, err := dlock.Open(ctx, "redlock://h1:1,h2:2,h3:3?bogus=1"); !errors.Is(err, dlock.ErrInvalidURL) {
+		t.Errorf("unknown parameter: %v", err)
+	}
+}
