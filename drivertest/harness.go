@@ -41,6 +41,9 @@ type Caps struct {
 	// StoreReentrant reports that hold counts live in the store, so re-entry
 	// by one owner works across clients (processes).
 	StoreReentrant bool
+	// EarlyExpiry is how long before its TTL the store may drop a lock
+	// (memcached's one-second clock); fixed leases end that much early.
+	EarlyExpiry time.Duration
 	// QueueInStore reports that waiters keep a record in the store (a queue
 	// node or key) that Inspect counts in Waiters.
 	QueueInStore bool

@@ -318,7 +318,7 @@ func (s *suite) testWithoutRenewal(t *testing.T) {
 	start := time.Now()
 	l := mustLock(t, a.Mutex(name, dlock.WithTTL(s.caps.TTL), dlock.WithoutRenewal()))
 	waitDone(t, l, s.caps.TTL+s.caps.Slack, "fixed lease")
-	if d := time.Since(start); d < s.caps.TTL*9/10 {
+	if d := time.Since(start); d < (s.caps.TTL-s.caps.EarlyExpiry)*9/10 {
 		t.Fatalf("fixed lease of TTL %v ended after %v", s.caps.TTL, d)
 	}
 	if !errors.Is(l.Err(), dlock.ErrLeaseLost) {

@@ -9,6 +9,7 @@ declare -A pkgs=(
   [redis-cli]=redis-tools
   [etcd]=etcd-server
   [etcdctl]=etcd-client
+  [memcached]=memcached
 )
 
 missing=()
@@ -29,7 +30,7 @@ echo "install-deps: installing ${uniq[*]}"
 $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${uniq[@]}" >/dev/null
 # Debian starts packaged servers as services; tests start their own private ones.
-for svc in redis-server etcd; do
+for svc in redis-server etcd memcached; do
   $sudo service "$svc" stop >/dev/null 2>&1 || true
 done
 echo "install-deps: done"

@@ -20,8 +20,10 @@ import (
 	"github.com/spf13/cobra"
 
 	_ "github.com/dlock/dlock/etcdlock"
+	_ "github.com/dlock/dlock/memcachedlock"
 	_ "github.com/dlock/dlock/memlock"
 	_ "github.com/dlock/dlock/redislock"
+	_ "github.com/dlock/dlock/redlock"
 )
 
 // Exit statuses.

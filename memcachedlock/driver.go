@@ -1,0 +1,249 @@
+package memcachedlock
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
+)
+
+const (
+	resolution = time.Second
+	maxTTL     = 30 * 24 * time.Hour // memcached reads longer expirations as Unix times
+)
+
+type mcDriver struct {
+	mc     *memcache.Client
+	prefix string
+	owned  bool
+}
+
+// value is what a lock item holds.
+type value struct {
+	Owner   string `json:"o"`
+	Holds   int    `json:"n"`
+	Token   uint64 `json:"t"`
+	Expires int64  `json:"e"` // Unix ms by the writer's clock: a hint for waiters and Inspect
+}
+
+func newDriver(mc *memcache.Client, opts Options) (*mcDriver, error) {
+	if err := mc.Ping(); err != nil {
+		return nil, fmt.Errorf("memcachedlock: connect: %w", err)
+	}
+	d := &mcDriver{mc: mc, prefix: opts.KeyPrefix, owned: opts.CloseClient}
+	if d.prefix == "" {
+		d.prefix = "dlock"
+	}
+	return d, nil
+}
+
+// key maps any name to a valid memcached key (≤ 250 bytes, no spaces or
+// control characters).
+func (d *mcDriver) key(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return d.prefix + ":" + hex.EncodeToString(sum[:16])
+}
+
+func (d *mcDriver) Caps() driver.Caps {
+	return driver.Caps{MaxNameLen: 1024, MinTTL: 2 * time.Second, MaxTTL: maxTTL, TTLResolution: resolution, Reentrant: true}
+}
+
+// validity is how long an item of ttl is sure to live: memcached's clock
+// ticks once a second, so it may drop the item up to a second early.
+func validity(ttl time.Duration) time.Duration { return ttl - resolution }
+
+func expiration(ttl time.Duration) int32 { return int32(ttl / time.Second) }
+
+func encode(v value, ttl time.Duration) []byte {
+	v.Expires = time.Now().Add(ttl).UnixMilli()
+	b, _ := json.Marshal(v)
+	return b
+}
+
+func decode(it *memcache.Item) (value, error) {
+	var v value
+	err := json.Unmarshal(it.Value, &v)
+	return v, err
+}
+
+func (v value) retry() time.Duration {
+	return max(time.Until(time.UnixMilli(v.Expires)), 0)
+}
+
+// nextToken increments the name's counter, creating it at 0 if missing.
+func (d *mcDriver) nextToken(key string) (uint64, error) {
+	tk := key + ":token"
+	n, err := d.mc.Increment(tk, 1)
+	if errors.Is(err, memcache.ErrCacheMiss) {
+		if err := d.mc.Add(&memcache.Item{Key: tk, Value: []byte("0")}); err != nil && !errors.Is(err, memcache.ErrNotStored) {
+			return 0, err
+		}
+		n, err = d.mc.Increment(tk, 1)
+	}
+	return n, err
+}
+
+func (d *mcDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	if r.Kind != driver.Exclusive {
+		return driver.Grant{}, dlock.ErrUnsupported
+	}
+	if err := ctx.Err(); err != nil {
+		return driver.Grant{}, err
+	}
+	key := d.key(r.Name)
+	tok, err := d.nextToken(key)
+	if err != nil {
+		return driver.Grant{}, fmt.Errorf("memcachedlock: token: %w", err)
+	}
+	err = d.mc.Add(&memcache.Item{Key: key, Value: encode(value{Owner: r.Owner, Holds: 1, Token: tok}, r.TTL), Expiration: expiration(r.TTL)})
+	switch {
+	case err == nil:
+		return driver.Grant{Acquired: true, Token: tok, Holds: 1, Validity: validity(r.TTL)}, nil
+	case !errors.Is(err, memcache.ErrNotStored):
+		return driver.Grant{}, fmt.Errorf("memcachedlock: add: %w", err)
+	}
+	// Held: by this owner (a re-entry) or another.
+	for range 10 {
+		it, err := d.mc.Get(key)
+		if errors.Is(err, memcache.ErrCacheMiss) {
+			return driver.Grant{}, nil // freed just now: the caller tries again
+		}
+		if err != nil {
+			return driver.Grant{}, fmt.Errorf("memcachedlock: get: %w", err)
+		}
+		v, err := decode(it)
+		if err != nil {
+			return driver.Grant{}, fmt.Errorf("memcachedlock: %s holds no lock: %w", key, err)
+		}
+		if v.Owner != r.Owner {
+			return driver.Grant{Retry: v.retry()}, nil
+		}
+		v.Holds++
+		it.Value, it.Expiration = encode(v, r.TTL), expiration(r.TTL)
+		switch err := d.mc.CompareAndSwap(it); {
+		case err == nil:
+			return driver.Grant{Acquired: true, Token: v.Token, Holds: v.Holds, Validity: validity(r.TTL)}, nil
+		case errors.Is(err, memcache.ErrCASConflict), errors.Is(err, memcache.ErrNotStored):
+			continue // changed meanwhile: look again
+		default:
+			return driver.Grant{}, fmt.Errorf("memcachedlock: cas: %w", err)
+		}
+	}
+	return driver.Grant{}, errors.New("memcachedlock: re-entry kept conflicting")
+}
+
+// update applies f to the hold's item with gets + cas, retrying on
+// conflict. f returns the new value and expiration, or an error wrapping
+// ErrLeaseLost.
+func (d *mcDriver) update(h driver.Held, f func(value) (value, int32, error)) (value, error) {
+	key := d.key(h.Name)
+	for range 10 {
+		it, err := d.mc.Get(key)
+		if errors.Is(err, memcache.ErrCacheMiss) {
+			return value{}, fmt.Errorf("memcachedlock: %w: the lock is gone (expired, evicted or the server restarted)", dlock.ErrLeaseLost)
+		}
+		if err != nil {
+			return value{}, err
+		}
+		v, err := decode(it)
+		if err != nil || v.Owner != h.Owner || v.Token != h.Token {
+			return value{}, fmt.Errorf("memcachedlock: %w: held by another owner", dlock.ErrLeaseLost)
+		}
+		nv, exp, err := f(v)
+		if err != nil {
+			return value{}, err
+		}
+		it.Value, it.Expiration = encode(nv, time.Duration(max(exp, 0))*time.Second), exp
+		switch err := d.mc.CompareAndSwap(it); {
+		case err == nil:
+			return nv, nil
+		case errors.Is(err, memcache.ErrCASConflict):
+			continue
+		case errors.Is(err, memcache.ErrNotStored):
+			return value{}, fmt.Errorf("memcachedlock: %w: the lock is gone", dlock.ErrLeaseLost)
+		default:
+			return value{}, err
+		}
+	}
+	return value{}, errors.New("memcachedlock: update kept conflicting")
+}
+
+// Renew renews each hold with gets + cas. (Memcached has no batched cas:
+// one round trip pair per hold.)
+func (d *mcDriver) Renew(ctx context.Context, batch []driver.Held) []driver.RenewResult {
+	res := make([]driver.RenewResult, len(batch))
+	for i, h := range batch {
+		if err := ctx.Err(); err != nil {
+			res[i].Err = err
+			continue
+		}
+		_, err := d.update(h, func(v value) (value, int32, error) { return v, expiration(h.TTL), nil })
+		if err != nil {
+			res[i].Err = fmt.Errorf("memcachedlock: renew: %w", err)
+		} else {
+			res[i].Validity = validity(h.TTL)
+		}
+	}
+	return res
+}
+
+func (d *mcDriver) Release(_ context.Context, h driver.Held, count int) (int, error) {
+	v, err := d.update(h, func(v value) (value, int32, error) {
+		v.Holds -= count
+		if v.Holds > 0 {
+			return v, expiration(h.TTL), nil
+		}
+		return v, -1, nil // a negative expiration drops the item: a delete checked by cas
+	})
+	if err != nil {
+		return 0, fmt.Errorf("memcachedlock: release: %w", err)
+	}
+	return max(v.Holds, 0), nil
+}
+
+func (d *mcDriver) ForceRelease(_ context.Context, name string) error {
+	if err := d.mc.Delete(d.key(name)); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
+		return fmt.Errorf("memcachedlock: force release: %w", err)
+	}
+	return nil
+}
+
+func (d *mcDriver) Inspect(_ context.Context, name string) (driver.Info, error) {
+	info := driver.Info{Name: name, Notes: []string{"memcached: tokens reset on restart or eviction; TTL left is the writer's estimate"}}
+	it, err := d.mc.Get(d.key(name))
+	if errors.Is(err, memcache.ErrCacheMiss) {
+		return info, nil
+	}
+	if err != nil {
+		return driver.Info{}, fmt.Errorf("memcachedlock: inspect: %w", err)
+	}
+	v, err := decode(it)
+	if err != nil {
+		return driver.Info{}, fmt.Errorf("memcachedlock: inspect: %w", err)
+	}
+	info.Held, info.Owner, info.Holds, info.Token, info.TTL = true, v.Owner, v.Holds, v.Token, v.retry()
+	return info, nil
+}
+
+func (d *mcDriver) Close() error {
+	if d.owned {
+		return d.mc.Close()
+	}
+	return nil
+}
+
+// As sets **memcache.Client targets.
+func (d *mcDriver) As(target any) bool {
+	if p, ok := target.(**memcache.Client); ok {
+		*p = d.mc
+		return true
+	}
+	return false
+}

@@ -1,0 +1,98 @@
+// Package memcachedlock is the dlock backend for Memcached, through
+// github.com/bradfitz/gomemcache: the articles' `add` lock, which succeeds
+// only if the key is absent.
+//
+// # URLs
+//
+//	memcached://host:11211[,host2:11211…][?timeout=500ms&prefix=dlock]
+//
+// With several servers a lock lives on the one server its key hashes to:
+// that server alone decides it, and if it is lost the locks on it are lost.
+//
+// # Layout
+//
+// A lock is the item "<prefix>:<sha256 of the name>" holding its owner id,
+// hold count and fencing token, with the TTL as its expiration; acquire is
+// `add`, and re-entry, renewal and release are `gets` + `cas` checked
+// against the owner and token (release is a `cas` to an expiration in the
+// past, so it never deletes another owner's lock). The fencing token is an
+// `incr` of the counter item "<key>:token".
+//
+// # Guarantees and non-guarantees
+//
+//   - Expiry has a 1 s resolution and memcached may expire an item up to 1 s
+//     before its TTL (its clock ticks once a second), so a TTL must be whole
+//     seconds, at least 2 s, and at most 30 days (memcached reads longer ones
+//     as absolute times); dlock counts a lease valid for TTL−1s.
+//   - Memcached has no notifications: waiters poll with capped exponential
+//     backoff and jitter.
+//   - Eviction and restarts silently drop locks and reset token counters.
+//     Run memcached with -M (no eviction: writes fail instead when memory is
+//     full), and know that a restart frees every lock at once (holders learn
+//     of it at their next renewal). Fencing tokens here are NOT safe for
+//     fencing: after a restart or an eviction of the counter they start over.
+package memcachedlock
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
+)
+
+// Scheme is the URL scheme of the backend.
+const Scheme = "memcached"
+
+func init() { dlock.Register(Scheme, driver.OpenerFunc(openURL)) }
+
+// Options configure Open.
+type Options struct {
+	// KeyPrefix starts every key; default "dlock".
+	KeyPrefix string
+	// Client are options for the dlock client.
+	Client []dlock.ClientOption
+	// CloseClient makes Close of the dlock client close mc too.
+	CloseClient bool
+}
+
+// Open returns a dlock client over an existing memcache client.
+func Open(ctx context.Context, mc *memcache.Client, opts Options) (*dlock.Client, error) {
+	d, err := newDriver(mc, opts)
+	if err != nil {
+		return nil, err
+	}
+	return dlock.New(d, Scheme, opts.Client...), nil
+}
+
+func openURL(_ context.Context, u *url.URL) (driver.Driver, error) {
+	q := u.Query()
+	opts := Options{KeyPrefix: q.Get("prefix"), CloseClient: true}
+	timeout := 500 * time.Millisecond
+	for k, v := range q {
+		switch k {
+		case "prefix":
+		case "timeout":
+			d, err := time.ParseDuration(v[0])
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("memcachedlock: %w: timeout %q", dlock.ErrInvalidURL, v[0])
+			}
+			timeout = d
+		default:
+			return nil, fmt.Errorf("memcachedlock: %w: unknown parameter %q", dlock.ErrInvalidURL, k)
+		}
+	}
+	if u.User != nil || (u.Path != "" && u.Path != "/") {
+		return nil, fmt.Errorf("memcachedlock: %w: want memcached://host:11211[,host:11211…]", dlock.ErrInvalidURL)
+	}
+	hosts := dlock.Hosts(u)
+	if len(hosts) == 0 {
+		return nil, fmt.Errorf("memcachedlock: %w: no server", dlock.ErrInvalidURL)
+	}
+	mc := memcache.New(hosts...)
+	mc.Timeout = timeout
+	return newDriver(mc, opts)
+}
