@@ -121,6 +121,19 @@ func (c *Client) ForceUnlock(ctx context.Context, name string) error {
 	return c.wrap("force-unlock", name, fr.ForceRelease(ctx, name))
 }
 
+// Migrate creates what the backend's store needs (the SQL backends' tables)
+// if it is missing; backends that need nothing return ErrUnsupported.
+func (c *Client) Migrate(ctx context.Context) error {
+	if ctx == nil {
+		return c.wrap("migrate", "", ErrNilContext)
+	}
+	m, ok := c.drv.(driver.Migrator)
+	if !ok {
+		return c.wrap("migrate", "", ErrUnsupported)
+	}
+	return c.wrap("migrate", "", m.Migrate(ctx))
+}
+
 // As exposes the backend's own types: it sets target, a pointer to a
 // backend-specific type its package documents, and reports whether it could.
 func (c *Client) As(target any) bool { return c.drv.As(target) }

@@ -209,6 +209,12 @@ type ForceReleaser interface {
 	ForceRelease(ctx context.Context, name string) error
 }
 
+// Migrator is implemented by drivers whose store needs a schema (the SQL
+// backends): Migrate creates what is missing and is safe to run again.
+type Migrator interface {
+	Migrate(ctx context.Context) error
+}
+
 // Opener opens a driver for a URL whose scheme it was registered under.
 type Opener interface {
 	OpenDriver(ctx context.Context, u *url.URL) (Driver, error)

@@ -44,6 +44,11 @@ type Caps struct {
 	// EarlyExpiry is how long before its TTL the store may drop a lock
 	// (memcached's one-second clock); fixed leases end that much early.
 	EarlyExpiry time.Duration
+	// ConnBound reports a lock held by a connection (database row and
+	// session locks): the server frees it the moment the connection dies,
+	// so a holder whose connection was cut learns of it only at its next
+	// renewal (within TTL/3), possibly after a waiter got the lock.
+	ConnBound bool
 	// QueueInStore reports that waiters keep a record in the store (a queue
 	// node or key) that Inspect counts in Waiters.
 	QueueInStore bool

@@ -34,6 +34,7 @@ type Server struct {
 	bin   string
 	args  func(port int, dir string) []string
 	ready func(ctx context.Context, addr string) error
+	cred  *syscall.Credential // run as this user (servers that refuse root)
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -107,7 +108,7 @@ func (s *Server) Start() error {
 	cmd := exec.Command(s.bin, s.args(s.Port, s.Dir)...)
 	cmd.Dir = s.Dir
 	cmd.Stdout, cmd.Stderr = s.log, s.log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: s.cred}
 	if err := cmd.Start(); err != nil {
 		return err
 	}

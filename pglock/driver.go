@@ -1,0 +1,188 @@
+package pglock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+type pgDriver struct {
+	pool  *pgxpool.Pool
+	owned bool
+	mode  Mode
+	slots chan struct{} // row and session modes: one per held connection
+	hub   *hub          // table mode: LISTEN dlock_release
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS dlock_locks (
+  name       text PRIMARY KEY,
+  owner      text NOT NULL,
+  holds      integer NOT NULL,
+  token      bigint NOT NULL,
+  expires_at timestamptz NOT NULL
+);
+CREATE TABLE IF NOT EXISTS dlock_tokens (
+  name       text PRIMARY KEY,
+  token      bigint NOT NULL,
+  owner      text,
+  holder_pid integer
+);
+CREATE TABLE IF NOT EXISTS dlock_rows (name text PRIMARY KEY);
+`
+
+func newDriver(ctx context.Context, pool *pgxpool.Pool, opts Options) (*pgDriver, error) {
+	switch opts.Mode {
+	case "":
+		opts.Mode = ModeTable
+	case ModeTable, ModeRow, ModeSession:
+	default:
+		return nil, fmt.Errorf("pglock: %w: mode %q (want table, row or session)", dlock.ErrInvalidURL, opts.Mode)
+	}
+	if opts.MaxHeld <= 0 {
+		opts.MaxHeld = 16
+	}
+	d := &pgDriver{pool: pool, owned: opts.ClosePool, mode: opts.Mode, slots: make(chan struct{}, opts.MaxHeld)}
+	if err := d.Migrate(ctx); err != nil {
+		return nil, err
+	}
+	if d.mode == ModeTable {
+		d.hub = newHub(pool)
+	}
+	return d, nil
+}
+
+// Migrate creates the tables if they are missing. Concurrent callers are
+// serialised by a transaction-level advisory lock.
+func (d *pgDriver) Migrate(ctx context.Context) error {
+	tx, err := d.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pglock: connect: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('dlock schema', 0))"); err != nil {
+		return pgErr("migrate", err)
+	}
+	if _, err := tx.Exec(ctx, schema); err != nil {
+		return pgErr("create tables", err)
+	}
+	return pgErr("migrate", tx.Commit(ctx))
+}
+
+// pgErr wraps a database error, naming the privilege when it is one.
+func pgErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42501" { // insufficient_privilege
+		return fmt.Errorf("pglock: %s: permission denied (%s): the user needs SELECT, INSERT, UPDATE and DELETE on dlock_locks, dlock_tokens and dlock_rows, and CREATE on the schema to make them (or run dlock migrate as a user who can): %w",
+			op, pe.Message, err)
+	}
+	return fmt.Errorf("pglock: %s: %w", op, err)
+}
+
+func (d *pgDriver) Caps() driver.Caps {
+	if d.mode == ModeTable {
+		return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Millisecond, Reentrant: true}
+	}
+	return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Millisecond, Blocking: true}
+}
+
+func (d *pgDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	if r.Kind != driver.Exclusive {
+		return driver.Grant{}, dlock.ErrUnsupported
+	}
+	if d.mode == ModeTable {
+		return d.acquireRow(ctx, r)
+	}
+	return d.acquireConn(ctx, r)
+}
+
+func (d *pgDriver) Renew(ctx context.Context, batch []driver.Held) []driver.RenewResult {
+	if d.mode == ModeTable {
+		return d.renewRows(ctx, batch)
+	}
+	res := make([]driver.RenewResult, len(batch))
+	for i, h := range batch {
+		res[i].Err = h.Handle.(*Lease).check(ctx)
+	}
+	return res
+}
+
+func (d *pgDriver) Release(ctx context.Context, h driver.Held, count int) (int, error) {
+	if d.mode == ModeTable {
+		return d.releaseRow(ctx, h, count)
+	}
+	l, ok := h.Handle.(*Lease)
+	if !ok {
+		return 0, fmt.Errorf("pglock: release: %w", dlock.ErrLeaseLost)
+	}
+	return 0, l.release(ctx)
+}
+
+// nextToken takes the name's next token, recording the holder (for Inspect
+// and ForceRelease in row and session modes). It commits on its own.
+func (d *pgDriver) nextToken(ctx context.Context, name, owner string, pid uint32) (uint64, error) {
+	var tok int64
+	err := d.pool.QueryRow(ctx, `INSERT INTO dlock_tokens AS t (name, token, owner, holder_pid) VALUES ($1, 1, $2, $3)
+ON CONFLICT (name) DO UPDATE SET token = t.token + 1, owner = EXCLUDED.owner, holder_pid = EXCLUDED.holder_pid
+RETURNING token`, name, owner, int32(pid)).Scan(&tok)
+	return uint64(tok), pgErr("token", err)
+}
+
+func (d *pgDriver) Inspect(ctx context.Context, name string) (driver.Info, error) {
+	switch d.mode {
+	case ModeTable:
+		return d.inspectRow(ctx, name)
+	default:
+		return d.inspectConn(ctx, name)
+	}
+}
+
+func (d *pgDriver) ForceRelease(ctx context.Context, name string) error {
+	if d.mode == ModeTable {
+		_, err := d.pool.Exec(ctx, `WITH x AS (DELETE FROM dlock_locks WHERE name = $1 RETURNING name)
+SELECT pg_notify('dlock_release', name) FROM x`, name)
+		return pgErr("force release", err)
+	}
+	pid, err := d.holderPID(ctx, name)
+	if err != nil || pid == 0 {
+		return err
+	}
+	_, err = d.pool.Exec(ctx, "SELECT pg_terminate_backend($1)", pid)
+	return pgErr("force release (pg_terminate_backend needs pg_signal_backend)", err)
+}
+
+func (d *pgDriver) Close() error {
+	if d.hub != nil {
+		d.hub.close()
+	}
+	if d.owned {
+		d.pool.Close()
+	}
+	return nil
+}
+
+// As sets **pgxpool.Pool targets.
+func (d *pgDriver) As(target any) bool {
+	if p, ok := target.(**pgxpool.Pool); ok {
+		*p = d.pool
+		return true
+	}
+	return false
+}
+
+// Subscribe implements driver.Notifier (table mode).
+func (d *pgDriver) Subscribe(ctx context.Context, name string) (driver.Subscription, error) {
+	if d.hub == nil {
+		return nil, dlock.ErrUnsupported
+	}
+	return d.hub.subscribe(ctx, name)
+}

@@ -1,0 +1,132 @@
+package pglock
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/dlock/dlock/driver"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// hub keeps one connection per client listening on dlock_release and
+// passes each release to the waiters of its name. If the connection fails it
+// reconnects; waiters meanwhile fall back to their timers.
+type hub struct {
+	pool   *pgxpool.Pool
+	mu     sync.Mutex
+	subs   map[string]map[*sub]struct{}
+	ready  chan struct{} // closed once LISTEN is in place
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type sub struct {
+	h    *hub
+	name string
+	c    chan struct{}
+	once sync.Once
+}
+
+func newHub(pool *pgxpool.Pool) *hub {
+	return &hub{pool: pool, subs: map[string]map[*sub]struct{}{}}
+}
+
+func (h *hub) subscribe(ctx context.Context, name string) (driver.Subscription, error) {
+	h.mu.Lock()
+	if h.done == nil { // start listening on first use
+		lctx, cancel := context.WithCancel(context.Background())
+		h.cancel, h.done, h.ready = cancel, make(chan struct{}), make(chan struct{})
+		go h.listen(lctx)
+	}
+	s := &sub{h: h, name: name, c: make(chan struct{}, 1)}
+	if h.subs[name] == nil {
+		h.subs[name] = map[*sub]struct{}{}
+	}
+	h.subs[name][s] = struct{}{}
+	ready := h.ready
+	h.mu.Unlock()
+	select {
+	case <-ready:
+		return s, nil
+	case <-ctx.Done():
+		_ = s.Close()
+		return nil, ctx.Err()
+	}
+}
+
+func (h *hub) listen(ctx context.Context) {
+	defer close(h.done)
+	var once sync.Once
+	for ctx.Err() == nil {
+		conn, err := h.pool.Acquire(ctx)
+		if err == nil {
+			_, err = conn.Exec(ctx, "LISTEN dlock_release")
+			if err == nil {
+				once.Do(func() { close(h.ready) })
+				h.wakeAll() // releases may have been missed while reconnecting
+				for err == nil {
+					var n *pgconn.Notification
+					n, err = conn.Conn().WaitForNotification(ctx)
+					if err == nil {
+						h.wake(n.Payload)
+					}
+				}
+			}
+			_ = conn.Conn().Close(context.Background()) // never pool a listening connection
+			conn.Release()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (h *hub) wake(name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.subs[name] {
+		select {
+		case s.c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (h *hub) wakeAll() {
+	h.mu.Lock()
+	names := make([]string, 0, len(h.subs))
+	for n := range h.subs {
+		names = append(names, n)
+	}
+	h.mu.Unlock()
+	for _, n := range names {
+		h.wake(n)
+	}
+}
+
+func (h *hub) close() {
+	h.mu.Lock()
+	cancel, done := h.cancel, h.done
+	h.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+func (s *sub) C() <-chan struct{} { return s.c }
+
+func (s *sub) Close() error {
+	s.once.Do(func() {
+		s.h.mu.Lock()
+		defer s.h.mu.Unlock()
+		delete(s.h.subs[s.name], s)
+		if len(s.h.subs[s.name]) == 0 {
+			delete(s.h.subs, s.name)
+		}
+	})
+	return nil
+}

@@ -1,0 +1,140 @@
+// Package pglock is the dlock backend for PostgreSQL, through
+// github.com/jackc/pgx/v5: the articles' database locks done properly, in
+// three modes.
+//
+// # URLs
+//
+//	postgres://user:password@host:5432/db?mode=table|row|session[&max_held=16][&pgx options, sslmode=…]
+//
+// (postgresql:// too). Users with a pool already use Open.
+//
+// # Modes
+//
+//	mode     how a lock is held                      a dead holder's lock ends   waiting                 cost while held
+//	table    a row in dlock_locks with an expiry     at its TTL (renewed)        LISTEN/NOTIFY + expiry  nothing
+//	row      SELECT … FOR UPDATE in an open tx       when the server sees its    in the database         one connection
+//	                                                 connection die
+//	session  pg_advisory_lock on a session           as for row                  in the database         one connection
+//
+//   - table (default): dlock_locks(name PRIMARY KEY, owner, holds, token,
+//     expires_at) and dlock_tokens(name PRIMARY KEY, token), created at Open
+//     if missing (or by `dlock migrate`). Acquire, re-entry and taking over
+//     an expired row are one statement; so are release (which NOTIFYs
+//     dlock_release) and a whole renewal batch. Expiry is judged by the
+//     database's clock_timestamp(), never the client's. One LISTEN
+//     connection per client wakes waiters.
+//   - row: the lock is the row of dlock_rows named name, locked FOR UPDATE
+//     (by its primary key: PostgreSQL locks rows, never more, whatever the
+//     plan) in a transaction held open on a dedicated connection until Unlock.
+//   - session: pg_advisory_lock(hashtextextended(name, 0)) on a dedicated
+//     connection, so plain SQL users can take the same lock:
+//     SELECT pg_advisory_lock(hashtextextended('orders/sku-42', 0)).
+//
+// row and session modes hold one connection per held lock, at most
+// max_held (default 16) at once (more Lock calls wait for a slot). When the
+// connection dies the server releases the lock at once; the holder learns of
+// it at its next renewal (within TTL/3), so there is a window in which a
+// new holder exists while the old one has not yet been told: fencing
+// tokens cover it.
+//
+// # Fencing tokens
+//
+// In every mode the token is the next value of the name's row in
+// dlock_tokens. In row and session modes it is taken, and committed, right
+// after the lock is granted, outside the lock's own transaction: were it
+// taken inside, a holder that crashed would roll it back and the next holder
+// would reuse its token.
+//
+// # Permissions
+//
+// The user needs SELECT, INSERT, UPDATE and DELETE on dlock_locks,
+// dlock_tokens and dlock_rows, and CREATE on the schema for Open to make
+// them (else run `dlock migrate` once as a user that can).
+package pglock
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// URL schemes of the backend.
+const (
+	Scheme    = "postgres"
+	SchemeAlt = "postgresql"
+)
+
+func init() {
+	dlock.Register(Scheme, driver.OpenerFunc(openURL))
+	dlock.Register(SchemeAlt, driver.OpenerFunc(openURL))
+}
+
+// Mode is how locks are held.
+type Mode string
+
+// The modes.
+const (
+	ModeTable   Mode = "table"
+	ModeRow     Mode = "row"
+	ModeSession Mode = "session"
+)
+
+// Options configure Open.
+type Options struct {
+	Mode Mode // default ModeTable
+	// MaxHeld bounds the connections row and session modes hold; default 16.
+	MaxHeld int
+	// Client are options for the dlock client.
+	Client []dlock.ClientOption
+	// ClosePool makes Close of the dlock client close the pool too.
+	ClosePool bool
+}
+
+// Open returns a dlock client over a pgx pool. Its tables are created if
+// missing.
+func Open(ctx context.Context, pool *pgxpool.Pool, opts Options) (*dlock.Client, error) {
+	d, err := newDriver(ctx, pool, opts)
+	if err != nil {
+		return nil, err
+	}
+	return dlock.New(d, Scheme, opts.Client...), nil
+}
+
+func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
+	q := u.Query()
+	opts := Options{Mode: Mode(q.Get("mode")), ClosePool: true}
+	if v := q.Get("max_held"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("pglock: %w: max_held %q", dlock.ErrInvalidURL, v)
+		}
+		opts.MaxHeld = n
+	}
+	q.Del("mode")
+	q.Del("max_held")
+	v := *u
+	v.Scheme = "postgres"
+	v.RawQuery = q.Encode()
+	cfg, err := pgxpool.ParseConfig(v.String())
+	if err != nil {
+		return nil, fmt.Errorf("pglock: %w: %v", dlock.ErrInvalidURL, err)
+	}
+	if q.Get("pool_max_conns") == "" { // room for the held connections and the rest
+		cfg.MaxConns = int32(max(opts.MaxHeld, 16) + 8)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pglock: connect: %w", err)
+	}
+	d, err := newDriver(ctx, pool, opts)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return d, nil
+}

@@ -1,0 +1,136 @@
+package pglock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
+)
+
+// acquireSQL grants a free or expired lock, or re-enters the owner's live
+// one, in one statement. A token is taken only when no live hold is seen;
+// ON CONFLICT re-checks expiry against the latest row, so two callers can
+// never both take over. Returns token, holds (0: not granted) and the
+// holder's time left in ms.
+const acquireSQL = `
+WITH cur AS (
+  SELECT owner, token, expires_at, expires_at > clock_timestamp() AS live FROM dlock_locks WHERE name = $1
+), tok AS (
+  INSERT INTO dlock_tokens AS t (name, token) SELECT $1, 1 WHERE NOT EXISTS (SELECT 1 FROM cur WHERE live)
+  ON CONFLICT (name) DO UPDATE SET token = t.token + 1, owner = NULL, holder_pid = NULL
+  RETURNING token
+), ins AS (
+  INSERT INTO dlock_locks AS l (name, owner, holds, token, expires_at)
+  SELECT $1, $2, 1, tok.token, clock_timestamp() + $3 * interval '1 millisecond' FROM tok
+  ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, holds = 1, token = EXCLUDED.token, expires_at = EXCLUDED.expires_at
+    WHERE l.expires_at <= clock_timestamp()
+  RETURNING token, holds
+), re AS (
+  UPDATE dlock_locks AS l SET holds = l.holds + 1,
+    expires_at = greatest(l.expires_at, clock_timestamp() + $3 * interval '1 millisecond')
+  FROM cur WHERE l.name = $1 AND cur.live AND cur.owner = $2 AND l.token = cur.token
+  RETURNING l.token, l.holds
+)
+SELECT coalesce((SELECT token FROM ins), (SELECT token FROM re), 0),
+       coalesce((SELECT holds FROM ins), (SELECT holds FROM re), 0),
+       coalesce((SELECT (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint FROM cur WHERE live), 0)`
+
+func (d *pgDriver) acquireRow(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	var token, holds, left int64
+	err := d.pool.QueryRow(ctx, acquireSQL, r.Name, r.Owner, r.TTL.Milliseconds()).Scan(&token, &holds, &left)
+	if err != nil {
+		return driver.Grant{}, pgErr("acquire", err)
+	}
+	if holds == 0 {
+		return driver.Grant{Retry: time.Duration(max(left, 0)) * time.Millisecond}, nil
+	}
+	return driver.Grant{Acquired: true, Token: uint64(token), Holds: int(holds)}, nil
+}
+
+// renewSQL extends every live hold of a batch in one statement and returns
+// the names it extended.
+const renewSQL = `
+UPDATE dlock_locks AS l SET expires_at = clock_timestamp() + t.ttl * interval '1 millisecond'
+FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS t(name, owner, token, ttl)
+WHERE l.name = t.name AND l.owner = t.owner AND l.token = t.token AND l.expires_at > clock_timestamp()
+RETURNING l.name`
+
+func (d *pgDriver) renewRows(ctx context.Context, batch []driver.Held) []driver.RenewResult {
+	names, owners := make([]string, len(batch)), make([]string, len(batch))
+	tokens, ttls := make([]int64, len(batch)), make([]int64, len(batch))
+	for i, h := range batch {
+		names[i], owners[i], tokens[i], ttls[i] = h.Name, h.Owner, int64(h.Token), h.TTL.Milliseconds()
+	}
+	res := make([]driver.RenewResult, len(batch))
+	rows, err := d.pool.Query(ctx, renewSQL, names, owners, tokens, ttls)
+	renewed := map[string]bool{}
+	if err == nil {
+		for rows.Next() {
+			var n string
+			if err = rows.Scan(&n); err != nil {
+				break
+			}
+			renewed[n] = true
+		}
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
+	}
+	for i, h := range batch {
+		switch {
+		case err != nil:
+			res[i].Err = pgErr("renew", err)
+		case !renewed[h.Name]:
+			res[i].Err = fmt.Errorf("pglock: %w: the row expired, was deleted or changed owner", dlock.ErrLeaseLost)
+		}
+	}
+	return res
+}
+
+// releaseSQL drops count holds: deleting the row (and notifying waiters)
+// when none are left. Returns rows deleted and the holds left (-1: not
+// held).
+const releaseSQL = `
+WITH d AS (
+  DELETE FROM dlock_locks WHERE name = $1 AND owner = $2 AND token = $3 AND holds <= $4 RETURNING name
+), u AS (
+  UPDATE dlock_locks SET holds = holds - $4 WHERE name = $1 AND owner = $2 AND token = $3 AND holds > $4 RETURNING holds
+), n AS (
+  SELECT pg_notify('dlock_release', name) FROM d
+)
+SELECT (SELECT count(*) FROM d) + (SELECT count(*) FROM n) * 0, coalesce((SELECT holds FROM u), -1)`
+
+func (d *pgDriver) releaseRow(ctx context.Context, h driver.Held, count int) (int, error) {
+	var deleted, left int64
+	if err := d.pool.QueryRow(ctx, releaseSQL, h.Name, h.Owner, int64(h.Token), count).Scan(&deleted, &left); err != nil {
+		return 0, pgErr("release", err)
+	}
+	switch {
+	case deleted > 0:
+		return 0, nil
+	case left >= 0:
+		return int(left), nil
+	}
+	return 0, fmt.Errorf("pglock: release: %w: held by another owner or deleted", dlock.ErrLeaseLost)
+}
+
+func (d *pgDriver) inspectRow(ctx context.Context, name string) (driver.Info, error) {
+	info := driver.Info{Name: name}
+	rows, err := d.pool.Query(ctx, `SELECT owner, holds, token, (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
+FROM dlock_locks WHERE name = $1 AND expires_at > clock_timestamp()`, name)
+	if err != nil {
+		return info, pgErr("inspect", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var token, left int64
+		if err := rows.Scan(&info.Owner, &info.Holds, &token, &left); err != nil {
+			return info, pgErr("inspect", err)
+		}
+		info.Held, info.Token, info.TTL = true, uint64(token), time.Duration(left)*time.Millisecond
+	}
+	return info, pgErr("inspect", rows.Err())
+}
