@@ -10,25 +10,25 @@
 //
 // # Modes
 //
-//	mode     how a lock is held                      a dead holder's lock ends   waiting                 cost while held
-//	table    a row in dlock_locks with an expiry     at its TTL (renewed)        LISTEN/NOTIFY + expiry  nothing
-//	row      SELECT … FOR UPDATE in an open tx       when the server sees its    in the database         one connection
-//	                                                 connection die
-//	session  pg_advisory_lock on a session           as for row                  in the database         one connection
+//		mode     how a lock is held                      a dead holder's lock ends   waiting                 cost while held
+//		table    a row in dlock_locks with an expiry     at its TTL (renewed)        LISTEN/NOTIFY + expiry  nothing
+//		row      SELECT … FOR UPDATE in an open tx       when the server sees its    in the database         one connection
+//		                                                 connection die
+//		session  pg_advisory_lock on a session           as for row                  in the database         one connection
 //
-//   - table (default): dlock_locks(name PRIMARY KEY, owner, holds, token,
-//     expires_at) and dlock_tokens(name PRIMARY KEY, token), created at Open
-//     if missing (or by `dlock migrate`). Acquire, re-entry and taking over
-//     an expired row are one statement; so are release (which NOTIFYs
-//     dlock_release) and a whole renewal batch. Expiry is judged by the
-//     database's clock_timestamp(), never the client's. One LISTEN
-//     connection per client wakes waiters.
-//   - row: the lock is the row of dlock_rows named name, locked FOR UPDATE
-//     (by its primary key: PostgreSQL locks rows, never more, whatever the
-//     plan) in a transaction held open on a dedicated connection until Unlock.
-//   - session: pg_advisory_lock(hashtextextended(name, 0)) on a dedicated
-//     connection, so plain SQL users can take the same lock:
-//     SELECT pg_advisory_lock(hashtextextended('orders/sku-42', 0)).
+//	  - table (default): dlock_locks(name PRIMARY KEY, owner, holds, token,
+//	    expires_at) and dlock_tokens(name PRIMARY KEY, token), created at Open
+//	    if missing (or by `dlock migrate`). Acquire, re-entry and taking over
+//	    an expired row are one statement; so are release (which NOTIFYs
+//	    dlock_release) and a whole renewal batch. Expiry is judged by the
+//	    database's clock_timestamp(), never the client's. One LISTEN
+//	    connection per client wakes waiters.
+//	  - row: the lock is the row of dlock_rows named name, locked FOR UPDATE
+//	    (by its primary key: PostgreSQL locks rows, never more, whatever the
+//	    plan) in a transaction held open on a dedicated connection until Unlock.
+//	  - session: pg_advisory_lock(hashtextextended(name, 0)) on a dedicated
+//	    connection, so plain SQL users can take the same lock:
+//	    SELECT pg_advisory_lock(hashtextextended('orders/sku-42', 0)).
 //
 // row and session modes hold one connection per held lock, at most
 // max_held (default 16) at once (more Lock calls wait for a slot). When the

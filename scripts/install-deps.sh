@@ -10,12 +10,14 @@ declare -A pkgs=(
   [etcd]=etcd-server
   [etcdctl]=etcd-client
   [memcached]=memcached
+  [psql]=postgresql-client
 )
 
 missing=()
 for bin in "${!pkgs[@]}"; do
   command -v "$bin" >/dev/null 2>&1 || missing+=("${pkgs[$bin]}")
 done
+ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all servers present"
   exit 0
@@ -30,7 +32,7 @@ echo "install-deps: installing ${uniq[*]}"
 $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${uniq[@]}" >/dev/null
 # Debian starts packaged servers as services; tests start their own private ones.
-for svc in redis-server etcd memcached; do
+for svc in redis-server etcd memcached postgresql; do
   $sudo service "$svc" stop >/dev/null 2>&1 || true
 done
 echo "install-deps: done"

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -72,6 +73,32 @@ func printInfo(cmd *cobra.Command, i dlock.Info) {
 	for _, n := range i.Notes {
 		fmt.Fprintln(w, "note:", n)
 	}
+}
+
+func migrateCmd() *cobra.Command {
+	var backend string
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Create the tables an SQL backend needs (safe to run again)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := openBackend(cmd.Context(), backend)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if err := c.Migrate(cmd.Context()); errors.Is(err, dlock.ErrUnsupported) {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s backend keeps no tables: nothing to do\n", c.Backend())
+				return nil
+			} else if err != nil {
+				return fail(exitFailed, "%v", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: tables ready\n", c.Backend())
+			return nil
+		},
+	}
+	addBackendFlag(cmd, &backend)
+	return cmd
 }
 
 func unlockCmd() *cobra.Command {

@@ -22,6 +22,7 @@ import (
 	_ "github.com/dlock/dlock/etcdlock"
 	_ "github.com/dlock/dlock/memcachedlock"
 	_ "github.com/dlock/dlock/memlock"
+	_ "github.com/dlock/dlock/pglock"
 	_ "github.com/dlock/dlock/redislock"
 	_ "github.com/dlock/dlock/redlock"
 )
@@ -61,7 +62,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(runCmd(), inspectCmd(), unlockCmd(), demoCmd(), demoInstanceCmd())
+	root.AddCommand(runCmd(), inspectCmd(), unlockCmd(), migrateCmd(), demoCmd(), demoInstanceCmd())
 	err := root.Execute()
 	if err == nil {
 		return

@@ -261,6 +261,18 @@ func TestInspectAndForceUnlock(t *testing.T) {
 	}
 }
 
+func TestMigrate(t *testing.T) {
+	pg := testserver.PostgresURL(testserver.Postgres(t))
+	for range 2 { // safe to run again
+		if r := dlockCmd(t, nil, "migrate", "--backend", pg); r.code != 0 || !strings.Contains(r.stdout, "tables ready") {
+			t.Fatalf("migrate: exit %d %q %q", r.code, r.stdout, r.stderr)
+		}
+	}
+	if r := dlockCmd(t, nil, "migrate", "--backend", redisURL(t)); r.code != 0 || !strings.Contains(r.stdout, "nothing to do") {
+		t.Fatalf("migrate on redis: exit %d %q", r.code, r.stdout)
+	}
+}
+
 // Bad or unreachable backends: one line, exit 2, no password, no stack trace.
 func TestBadBackends(t *testing.T) {
 	for _, tc := range []struct {

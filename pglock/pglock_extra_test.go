@@ -1,0 +1,205 @@
+package pglock_test
+
+import (
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/internal/testserver"
+	"github.com/dlock/dlock/pglock"
+	"github.com/jackc/pgx/v5"
+)
+
+func open(t *testing.T, url string, mode pglock.Mode) *dlock.Client {
+	t.Helper()
+	c, err := dlock.Open(t.Context(), url+"&mode="+string(mode))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Killing the holder's backend ends its row or session lock: the holder is
+// told at its next renewal and a waiter takes the lock.
+func TestKilledHolder(t *testing.T) {
+	srv := testserver.Postgres(t)
+	url := testserver.PostgresURL(srv)
+	for _, mode := range []pglock.Mode{pglock.ModeRow, pglock.ModeSession} {
+		t.Run(string(mode), func(t *testing.T) {
+			a, b := open(t, url, mode), open(t, url, mode)
+			ctx := t.Context()
+			l, err := a.Mutex("killed", dlock.WithTTL(600*time.Millisecond)).Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pl *pglock.Lease
+			if !l.As(&pl) || pl.PID == 0 {
+				t.Fatal("Lease.As(*pglock.Lease) gave no backend pid")
+			}
+			got := make(chan error, 1)
+			go func() {
+				wl, err := b.Mutex("killed").Lock(ctx)
+				if err == nil {
+					err = wl.Unlock(ctx)
+				}
+				got <- err
+			}()
+			admin, err := pgx.Connect(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer admin.Close(ctx)
+			if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend($1)", int32(pl.PID)); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-got:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("waiter did not get the lock after the holder's backend was killed")
+			}
+			select {
+			case <-l.Done():
+				if !errors.Is(l.Err(), dlock.ErrLeaseLost) {
+					t.Fatalf("Err = %v", l.Err())
+				}
+			case <-time.After(time.Second):
+				t.Fatal("holder not told within a renewal interval")
+			}
+		})
+	}
+}
+
+// In table mode a dead holder's row is taken over once it expires.
+func TestTableTakeOverAfterExpiry(t *testing.T) {
+	srv := testserver.Postgres(t)
+	url := testserver.PostgresURL(srv)
+	a, b := open(t, url, pglock.ModeTable), open(t, url, pglock.ModeTable)
+	ctx := t.Context()
+	if _, err := a.Mutex("expire", dlock.WithTTL(400*time.Millisecond), dlock.WithoutRenewal()).Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	l, err := b.Mutex("expire").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	if d := time.Since(start); d < 300*time.Millisecond || d > 2*time.Second {
+		t.Fatalf("took over after %v; want about the 400ms TTL", d)
+	}
+	if l.Token() != 2 {
+		t.Fatalf("token %d; want 2", l.Token())
+	}
+}
+
+// A plain SQL user's pg_advisory_lock (from psql) and dlock's session mode
+// exclude each other.
+func TestPsqlAdvisoryInterop(t *testing.T) {
+	psql := testserver.LookBinary(t, "psql")
+	srv := testserver.Postgres(t)
+	url := testserver.PostgresURL(srv)
+	c := open(t, url, pglock.ModeSession)
+	ctx := t.Context()
+	cmd := exec.CommandContext(ctx, psql, url, "-v", "ON_ERROR_STOP=1", "-c",
+		"SELECT pg_advisory_lock(hashtextextended('orders/sku-42', 0))", "-c", "SELECT pg_sleep(2)")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for { // until psql holds it
+		info, err := c.Inspect(ctx, "orders/sku-42")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Held {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("psql never took the advisory lock")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := c.Mutex("orders/sku-42").TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("TryLock while psql holds the advisory lock: %v", err)
+	}
+	l, err := c.Mutex("orders/sku-42").Lock(ctx) // granted when psql's session ends
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	// And the other way: psql's try fails while dlock holds.
+	out, err := exec.CommandContext(ctx, psql, url, "-tAc", "SELECT pg_try_advisory_lock(hashtextextended('orders/sku-42', 0))").Output()
+	if err != nil || strings.TrimSpace(string(out)) != "f" {
+		t.Fatalf("psql pg_try_advisory_lock while dlock holds: %q %v", out, err)
+	}
+	_ = l.Unlock(ctx)
+}
+
+// The row lock's query uses the primary key's index.
+func TestRowQueryUsesIndex(t *testing.T) {
+	srv := testserver.Postgres(t)
+	url := testserver.PostgresURL(srv)
+	_ = open(t, url, pglock.ModeRow) // creates the tables
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "INSERT INTO dlock_rows SELECT 'n' || g FROM generate_series(1, 5000) g ON CONFLICT DO NOTHING; ANALYZE dlock_rows"); err != nil {
+		t.Fatal(err)
+	}
+	var plan strings.Builder
+	rows, err := conn.Query(ctx, "EXPLAIN SELECT name FROM dlock_rows WHERE name = 'n42' FOR UPDATE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var line string
+		_ = rows.Scan(&line)
+		plan.WriteString(line + "\n")
+	}
+	if !strings.Contains(plan.String(), "Index") || !strings.Contains(plan.String(), "dlock_rows_pkey") {
+		t.Fatalf("FOR UPDATE query does not use the primary key:\n%s", plan.String())
+	}
+}
+
+// A user without privileges gets an error that names them.
+func TestMissingPrivileges(t *testing.T) {
+	srv := testserver.Postgres(t)
+	url := testserver.PostgresURL(srv)
+	ctx := t.Context()
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE ROLE weak LOGIN; REVOKE CREATE ON SCHEMA public FROM PUBLIC"); err != nil {
+		t.Fatal(err)
+	}
+	weak := strings.Replace(url, "postgres@", "weak@", 1)
+	_, err = dlock.Open(ctx, weak)
+	if err == nil || !strings.Contains(err.Error(), "permission denied") || !strings.Contains(err.Error(), "CREATE") {
+		t.Fatalf("Open as an unprivileged user: %v; want an error naming the privileges", err)
+	}
+	// Once an admin has migrated, the error names the table privileges.
+	_ = open(t, url, pglock.ModeTable)
+	_, err = dlock.Open(ctx, weak)
+	if err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("Open without table privileges: %v", err)
+	}
+}
+
+func TestBadMode(t *testing.T) {
+	srv := testserver.Postgres(t)
+	if _, err := dlock.Open(t.Context(), testserver.PostgresURL(srv)+"&mode=bogus"); !errors.Is(err, dlock.ErrInvalidURL) {
+		t.Fatalf("bad mode: %v", err)
+	}
+}
