@@ -1,0 +1,256 @@
+package mysqllock
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	sqldriver "database/sql/driver"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
+	"github.com/go-sql-driver/mysql"
+)
+
+// Lease is a row- or session-mode hold, reached with dlock's Lease.As.
+type Lease struct {
+	ConnID uint64 // the server connection holding the lock (for KILL)
+
+	d    *myDriver
+	name string
+	mu   sync.Mutex
+	conn *sql.Conn
+	tx   *sql.Tx // row mode
+	done bool
+}
+
+// As sets **Lease targets.
+func (l *Lease) As(target any) bool {
+	if p, ok := target.(**Lease); ok {
+		*p = l
+		return true
+	}
+	return false
+}
+
+// LockName is the GET_LOCK name session mode uses for name: the name itself
+// up to 64 characters, else "dlock:" and the first 58 hex digits of its
+// SHA-256.
+func LockName(name string) string {
+	if len([]rune(name)) <= 64 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return "dlock:" + hex.EncodeToString(sum[:])[:58]
+}
+
+func (d *myDriver) acquireConn(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	select { // bound the connections held
+	case d.slots <- struct{}{}:
+	default:
+		if !r.Wait {
+			return driver.Grant{}, nil
+		}
+		select {
+		case d.slots <- struct{}{}:
+		case <-ctx.Done():
+			return driver.Grant{}, ctx.Err()
+		}
+	}
+	l, ok, err := d.lockConn(ctx, r)
+	if err != nil || !ok {
+		<-d.slots
+		return driver.Grant{}, err
+	}
+	var tok uint64
+	res, err := d.db.ExecContext(ctx, `INSERT INTO dlock_tokens (name, token, owner, holder_id) VALUES (?, LAST_INSERT_ID(1), ?, ?)
+ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1), owner = VALUES(owner), holder_id = VALUES(holder_id)`, r.Name, r.Owner, l.ConnID)
+	if err == nil {
+		var id int64
+		id, err = res.LastInsertId()
+		tok = uint64(id)
+	}
+	if err != nil {
+		_ = l.release(context.WithoutCancel(ctx))
+		return driver.Grant{}, myErr("token", err)
+	}
+	return driver.Grant{Acquired: true, Token: tok, Holds: 1, Handle: l}, nil
+}
+
+func (d *myDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool, error) {
+	conn, err := d.db.Conn(ctx)
+	if err != nil {
+		return nil, false, myErr("connect", err)
+	}
+	l := &Lease{d: d, name: r.Name, conn: conn}
+	var tx *sql.Tx
+	fail := func(err error) (*Lease, bool, error) {
+		if tx != nil { // an open transaction holds the connection: end it first
+			_ = tx.Rollback()
+		}
+		l.discard()
+		if ctx.Err() != nil {
+			return nil, false, ctx.Err()
+		}
+		return nil, false, err
+	}
+	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&l.ConnID); err != nil {
+		return fail(myErr("connect", err))
+	}
+	if d.mode == ModeSession {
+		timeout := 0
+		if r.Wait {
+			timeout = 365 * 24 * 3600 // a year (MariaDB reads -1 as 0); ctx ends the wait by closing the connection
+		}
+		var got sql.NullInt64
+		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", LockName(r.Name), timeout).Scan(&got); err != nil {
+			return fail(myErr("GET_LOCK", err))
+		}
+		if got.Int64 != 1 {
+			_ = conn.Close()
+			return nil, false, nil
+		}
+		return l, true, nil
+	}
+	// Create the row if missing. A consistent read first: INSERT IGNORE on a
+	// row another transaction has locked would wait for that lock.
+	var exists int
+	err = conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM dlock_rows WHERE name = ?", r.Name).Scan(&exists)
+	if err == nil && exists == 0 {
+		_, err = conn.ExecContext(ctx, "INSERT IGNORE INTO dlock_rows (name) VALUES (?)", r.Name)
+	}
+	if err != nil {
+		return fail(myErr("row", err))
+	}
+	// database/sql rolls a transaction back when the context it began with
+	// ends: the lock's transaction must outlive this call. The wait below
+	// still ends with ctx.
+	tx, err = conn.BeginTx(context.WithoutCancel(ctx), nil)
+	if err != nil {
+		return fail(myErr("begin", err))
+	}
+	q := "SELECT name FROM dlock_rows FORCE INDEX (PRIMARY) WHERE name = ? FOR UPDATE"
+	if !r.Wait {
+		q += " NOWAIT"
+	}
+	var n string
+	if err := tx.QueryRowContext(ctx, q, r.Name).Scan(&n); err != nil {
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && (me.Number == 3572 || me.Number == 1205) { // NOWAIT: lock not available
+			_ = tx.Rollback()
+			_ = conn.Close()
+			return nil, false, nil
+		}
+		if tx == nil {
+			return fail(myErr("begin", err))
+		}
+		return fail(myErr("select for update", err))
+	}
+	l.tx = tx
+	return l, true, nil
+}
+
+// check confirms the holding connection is alive.
+func (l *Lease) check(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done {
+		return fmt.Errorf("mysqllock: %w: released", dlock.ErrLeaseLost)
+	}
+	var err error
+	if l.tx != nil {
+		_, err = l.tx.ExecContext(ctx, "SELECT 1")
+	} else {
+		err = l.conn.PingContext(ctx)
+	}
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("mysqllock: renew: %w", err) // uncertain
+	}
+	return fmt.Errorf("mysqllock: %w: the connection holding the lock failed: %v", dlock.ErrLeaseLost, err)
+}
+
+func (l *Lease) release(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done {
+		return fmt.Errorf("mysqllock: release: %w", dlock.ErrLeaseLost)
+	}
+	l.done = true
+	defer func() { <-l.d.slots }()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var err error
+	if l.tx != nil {
+		err = l.tx.Commit()
+	} else {
+		var ok sql.NullInt64
+		err = l.conn.QueryRowContext(ctx, "SELECT RELEASE_LOCK(?)", LockName(l.name)).Scan(&ok)
+		if err == nil && ok.Int64 != 1 {
+			err = errors.New("not held by this session")
+		}
+	}
+	if err != nil {
+		if l.tx != nil {
+			_ = l.tx.Rollback()
+		}
+		l.discard()
+		return fmt.Errorf("mysqllock: release: %w: %v", dlock.ErrLeaseLost, err)
+	}
+	return l.conn.Close() // back to the pool: it holds nothing now
+}
+
+// discard closes the dedicated connection instead of pooling it: nothing it
+// held survives it.
+func (l *Lease) discard() {
+	_ = l.conn.Raw(func(any) error { return sqldriver.ErrBadConn })
+	_ = l.conn.Close()
+}
+
+// holderID returns the connection holding name (0 if none).
+func (d *myDriver) holderID(ctx context.Context, name string) (uint64, error) {
+	var id sql.NullInt64
+	var err error
+	if d.mode == ModeSession {
+		err = d.db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", LockName(name)).Scan(&id)
+	} else {
+		// Held if the row exists but a shared read that skips locked rows
+		// does not see it (INNODB_TRX would be up to 0.1s stale).
+		var rows, free int
+		err = d.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM dlock_rows WHERE name = ?", name).Scan(&rows)
+		if err == nil && rows > 0 {
+			err = d.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM dlock_rows WHERE name = ? LOCK IN SHARE MODE SKIP LOCKED", name).Scan(&free)
+		}
+		if err != nil || rows == 0 || free > 0 {
+			return 0, myErr("holder", err)
+		}
+		err = d.db.QueryRowContext(ctx, "SELECT holder_id FROM dlock_tokens WHERE name = ?", name).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, nil
+		}
+	}
+	return uint64(id.Int64), myErr("holder", err)
+}
+
+func (d *myDriver) inspectConn(ctx context.Context, name string) (driver.Info, error) {
+	info := driver.Info{Name: name}
+	id, err := d.holderID(ctx, name)
+	if err != nil || id == 0 {
+		return info, err
+	}
+	var owner sql.NullString
+	var token uint64
+	err = d.db.QueryRowContext(ctx, "SELECT owner, token FROM dlock_tokens WHERE name = ?", name).Scan(&owner, &token)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return info, myErr("inspect", err)
+	}
+	info.Held, info.Holds, info.Owner, info.Token = true, 1, owner.String, token
+	info.Notes = []string{fmt.Sprintf("held by connection %d", id)}
+	return info, nil
+}

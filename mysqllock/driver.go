@@ -1,0 +1,304 @@
+package mysqllock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
+	"github.com/go-sql-driver/mysql"
+)
+
+type myDriver struct {
+	db    *sql.DB
+	owned bool
+	mode  Mode
+	slots chan struct{} // row and session modes: one per held connection
+}
+
+var schema = []string{
+	`CREATE TABLE IF NOT EXISTS dlock_locks (
+  name       VARBINARY(1024) NOT NULL PRIMARY KEY,
+  owner      VARBINARY(256) NOT NULL,
+  holds      INT NOT NULL,
+  token      BIGINT UNSIGNED NOT NULL,
+  expires_at DATETIME(6) NOT NULL
+) ENGINE=InnoDB`,
+	`CREATE TABLE IF NOT EXISTS dlock_tokens (
+  name       VARBINARY(1024) NOT NULL PRIMARY KEY,
+  token      BIGINT UNSIGNED NOT NULL,
+  owner      VARBINARY(256) NULL,
+  holder_id  BIGINT UNSIGNED NULL
+) ENGINE=InnoDB`,
+	`CREATE TABLE IF NOT EXISTS dlock_rows (
+  name VARBINARY(1024) NOT NULL PRIMARY KEY
+) ENGINE=InnoDB`,
+}
+
+func newDriver(ctx context.Context, db *sql.DB, opts Options) (*myDriver, error) {
+	switch opts.Mode {
+	case "":
+		opts.Mode = ModeTable
+	case ModeTable, ModeRow, ModeSession:
+	default:
+		return nil, fmt.Errorf("mysqllock: %w: mode %q (want table, row or session)", dlock.ErrInvalidURL, opts.Mode)
+	}
+	if opts.MaxHeld <= 0 {
+		opts.MaxHeld = 16
+	}
+	d := &myDriver{db: db, owned: opts.CloseDB, mode: opts.Mode, slots: make(chan struct{}, opts.MaxHeld)}
+	if err := db.PingContext(ctx); err != nil {
+		return nil, myErr("connect", err)
+	}
+	if d.mode == ModeSession {
+		var name, value string
+		err := db.QueryRowContext(ctx, "SHOW VARIABLES LIKE 'wsrep_on'").Scan(&name, &value)
+		if err == nil && strings.EqualFold(value, "ON") {
+			return nil, fmt.Errorf("mysqllock: session mode: %w: GET_LOCK is not supported on Galera clusters; use table mode", dlock.ErrUnsupported)
+		}
+	}
+	if err := d.Migrate(ctx); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Migrate creates the tables if they are missing.
+func (d *myDriver) Migrate(ctx context.Context) error {
+	for _, s := range schema {
+		if _, err := d.db.ExecContext(ctx, s); err != nil {
+			return myErr("create tables", err)
+		}
+	}
+	return nil
+}
+
+// myErr wraps a database error, naming the privilege when it is one.
+func myErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && (me.Number == 1142 || me.Number == 1143 || me.Number == 1044) { // command/column/db access denied
+		return fmt.Errorf("mysqllock: %s: permission denied (%s): the user needs SELECT, INSERT, UPDATE and DELETE on dlock_locks, dlock_tokens and dlock_rows, and CREATE to make them (or run dlock migrate as a user who can): %w",
+			op, me.Message, err)
+	}
+	return fmt.Errorf("mysqllock: %s: %w", op, err)
+}
+
+func (d *myDriver) Caps() driver.Caps {
+	if d.mode == ModeTable {
+		return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Microsecond, Reentrant: true}
+	}
+	return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Microsecond, Blocking: true}
+}
+
+func (d *myDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	if r.Kind != driver.Exclusive {
+		return driver.Grant{}, dlock.ErrUnsupported
+	}
+	if d.mode == ModeTable {
+		return d.acquireRow(ctx, r)
+	}
+	return d.acquireConn(ctx, r)
+}
+
+// acquireRow grants, re-enters or refuses in one short transaction that
+// locks the name's row (made once, as an expired placeholder).
+func (d *myDriver) acquireRow(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	if _, err := d.db.ExecContext(ctx, `INSERT IGNORE INTO dlock_locks (name, owner, holds, token, expires_at)
+VALUES (?, '', 0, 0, '1970-01-02')`, r.Name); err != nil {
+		return driver.Grant{}, myErr("acquire", err)
+	}
+	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return driver.Grant{}, myErr("begin", err)
+	}
+	defer tx.Rollback()
+	var owner string
+	var holds int
+	var token uint64
+	var leftUs int64
+	err = tx.QueryRowContext(ctx, `SELECT owner, holds, token, GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at), 0)
+FROM dlock_locks WHERE name = ? FOR UPDATE`, r.Name).Scan(&owner, &holds, &token, &leftUs)
+	if err != nil {
+		return driver.Grant{}, myErr("acquire", err)
+	}
+	ttlUs := r.TTL.Microseconds()
+	live := leftUs > 0 && holds > 0
+	switch {
+	case live && owner == r.Owner: // re-entry
+		holds++
+		_, err = tx.ExecContext(ctx, `UPDATE dlock_locks SET holds = ?, expires_at = GREATEST(expires_at, NOW(6) + INTERVAL ? MICROSECOND) WHERE name = ?`,
+			holds, ttlUs, r.Name)
+	case live:
+		return driver.Grant{Retry: time.Duration(leftUs) * time.Microsecond}, nil
+	default: // free or expired: a new hold with the next token
+		res, err := tx.ExecContext(ctx, `INSERT INTO dlock_tokens (name, token) VALUES (?, LAST_INSERT_ID(1))
+ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1), owner = NULL, holder_id = NULL`, r.Name)
+		if err != nil {
+			return driver.Grant{}, myErr("token", err)
+		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			return driver.Grant{}, myErr("token", err)
+		}
+		token, holds = uint64(id), 1
+		_, err = tx.ExecContext(ctx, `UPDATE dlock_locks SET owner = ?, holds = 1, token = ?, expires_at = NOW(6) + INTERVAL ? MICROSECOND WHERE name = ?`,
+			r.Owner, token, ttlUs, r.Name)
+		if err != nil {
+			return driver.Grant{}, myErr("acquire", err)
+		}
+	}
+	if err != nil {
+		return driver.Grant{}, myErr("acquire", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return driver.Grant{}, myErr("commit", err)
+	}
+	return driver.Grant{Acquired: true, Token: token, Holds: holds}, nil
+}
+
+func (d *myDriver) Renew(ctx context.Context, batch []driver.Held) []driver.RenewResult {
+	res := make([]driver.RenewResult, len(batch))
+	if d.mode != ModeTable {
+		for i, h := range batch {
+			res[i].Err = h.Handle.(*Lease).check(ctx)
+		}
+		return res
+	}
+	// One UPDATE per distinct TTL (usually one), then one SELECT of which
+	// holds are live, in a transaction.
+	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err == nil {
+		defer tx.Rollback()
+		byTTL := map[time.Duration][]driver.Held{}
+		for _, h := range batch {
+			byTTL[h.TTL] = append(byTTL[h.TTL], h)
+		}
+		for ttl, hs := range byTTL {
+			in, args := holdsIn(hs)
+			args = append([]any{ttl.Microseconds()}, args...)
+			if _, err = tx.ExecContext(ctx, `UPDATE dlock_locks SET expires_at = NOW(6) + INTERVAL ? MICROSECOND
+WHERE expires_at > NOW(6) AND (name, owner, token) IN (`+in+`)`, args...); err != nil {
+				break
+			}
+		}
+	}
+	live := map[string]bool{}
+	if err == nil {
+		in, args := holdsIn(batch)
+		var rows *sql.Rows
+		rows, err = tx.QueryContext(ctx, `SELECT name FROM dlock_locks WHERE expires_at > NOW(6) AND (name, owner, token) IN (`+in+`)`, args...)
+		if err == nil {
+			for rows.Next() {
+				var n string
+				if err = rows.Scan(&n); err != nil {
+					break
+				}
+				live[n] = true
+			}
+			rows.Close()
+		}
+	}
+	if err == nil {
+		err = tx.Commit()
+	}
+	for i, h := range batch {
+		switch {
+		case err != nil:
+			res[i].Err = myErr("renew", err)
+		case !live[h.Name]:
+			res[i].Err = fmt.Errorf("mysqllock: %w: the row expired or changed owner", dlock.ErrLeaseLost)
+		}
+	}
+	return res
+}
+
+// holdsIn returns "(?, ?, ?), …" and its arguments for a batch.
+func holdsIn(hs []driver.Held) (string, []any) {
+	parts := make([]string, len(hs))
+	args := make([]any, 0, 3*len(hs))
+	for i, h := range hs {
+		parts[i] = "(?, ?, ?)"
+		args = append(args, h.Name, h.Owner, h.Token)
+	}
+	return strings.Join(parts, ", "), args
+}
+
+func (d *myDriver) Release(ctx context.Context, h driver.Held, count int) (int, error) {
+	if d.mode != ModeTable {
+		l, ok := h.Handle.(*Lease)
+		if !ok {
+			return 0, fmt.Errorf("mysqllock: release: %w", dlock.ErrLeaseLost)
+		}
+		return 0, l.release(ctx)
+	}
+	// The row stays, expired, for the next acquire to lock.
+	res, err := d.db.ExecContext(ctx, `UPDATE dlock_locks SET
+  expires_at = IF(holds <= ?, '1970-01-02', expires_at), owner = IF(holds <= ?, '', owner), holds = GREATEST(holds - ?, 0)
+WHERE name = ? AND owner = ? AND token = ? AND holds > 0`, count, count, count, h.Name, h.Owner, h.Token)
+	if err != nil {
+		return 0, myErr("release", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return 0, fmt.Errorf("mysqllock: release: %w: held by another owner or deleted", dlock.ErrLeaseLost)
+	}
+	var left int
+	err = d.db.QueryRowContext(ctx, "SELECT holds FROM dlock_locks WHERE name = ? AND token = ?", h.Name, h.Token).Scan(&left)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return left, myErr("release", err)
+}
+
+func (d *myDriver) Inspect(ctx context.Context, name string) (driver.Info, error) {
+	if d.mode != ModeTable {
+		return d.inspectConn(ctx, name)
+	}
+	info := driver.Info{Name: name}
+	var leftUs int64
+	err := d.db.QueryRowContext(ctx, `SELECT owner, holds, token, TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at)
+FROM dlock_locks WHERE name = ? AND holds > 0 AND expires_at > NOW(6)`, name).Scan(&info.Owner, &info.Holds, &info.Token, &leftUs)
+	if errors.Is(err, sql.ErrNoRows) {
+		return info, nil
+	}
+	if err != nil {
+		return info, myErr("inspect", err)
+	}
+	info.Held, info.TTL = true, time.Duration(leftUs)*time.Microsecond
+	return info, nil
+}
+
+func (d *myDriver) ForceRelease(ctx context.Context, name string) error {
+	if d.mode == ModeTable {
+		_, err := d.db.ExecContext(ctx, "UPDATE dlock_locks SET owner = '', holds = 0, expires_at = '1970-01-02' WHERE name = ?", name)
+		return myErr("force release", err)
+	}
+	id, err := d.holderID(ctx, name)
+	if err != nil || id == 0 {
+		return err
+	}
+	_, err = d.db.ExecContext(ctx, fmt.Sprintf("KILL %d", id))
+	return myErr("force release (KILL needs the CONNECTION ADMIN or SUPER privilege)", err)
+}
+
+func (d *myDriver) Close() error {
+	if d.owned {
+		return d.db.Close()
+	}
+	return nil
+}
+
+// As sets **sql.DB targets.
+func (d *myDriver) As(target any) bool {
+	if p, ok := target.(**sql.DB); ok {
+		*p = d.db
+		return true
+	}
+	return false
+}
