@@ -11,29 +11,29 @@
 //
 // # Modes
 //
-//	mode     how a lock is held                          a dead holder's lock ends    waiting              cost while held
-//	table    a row in dlock_locks with an expiry         at its TTL (renewed)         polling + expiry     nothing
-//	row      SELECT … FOR UPDATE in an open transaction  when the server sees its     in the database      one connection
-//	                                                     connection die
-//	session  GET_LOCK(name) on a session                 as for row                   in the database      one connection
+//		mode     how a lock is held                          a dead holder's lock ends    waiting              cost while held
+//		table    a row in dlock_locks with an expiry         at its TTL (renewed)         polling + expiry     nothing
+//		row      SELECT … FOR UPDATE in an open transaction  when the server sees its     in the database      one connection
+//		                                                     connection die
+//		session  GET_LOCK(name) on a session                 as for row                   in the database      one connection
 //
-//   - table (default): dlock_locks(name PRIMARY KEY, owner, holds, token,
-//     expires_at) and dlock_tokens(name PRIMARY KEY, token), created at Open if
-//     missing (or by `dlock migrate`). The row of a name is created once, as
-//     an expired placeholder, so acquiring is one short READ COMMITTED
-//     transaction that locks that row (SELECT … FOR UPDATE), decides, and
-//     writes; expiry is judged by the database's NOW(6). Release and a whole
-//     renewal batch are one statement each. MySQL has no notifications, so
-//     waiters poll with capped backoff and jitter, and retry at the holder's
-//     expiry.
-//   - row: SELECT … FROM dlock_rows FORCE INDEX (PRIMARY) WHERE name = ? FOR
-//     UPDATE [NOWAIT] in a transaction held open on a dedicated connection.
-//     FORCE INDEX keeps InnoDB from scanning (and locking) other rows.
-//   - session: GET_LOCK(name, -1) on a dedicated connection, so plain SQL
-//     users take the same lock with SELECT GET_LOCK('orders/sku-42', 10).
-//     Names over 64 characters (MySQL's limit) become "dlock:" followed by
-//     the first 58 hex digits of their SHA-256. Not available on Galera
-//     clusters (GET_LOCK is not replicated there): Open refuses it.
+//	  - table (default): dlock_locks(name PRIMARY KEY, owner, holds, token,
+//	    expires_at) and dlock_tokens(name PRIMARY KEY, token), created at Open if
+//	    missing (or by `dlock migrate`). The row of a name is created once, as
+//	    an expired placeholder, so acquiring is one short READ COMMITTED
+//	    transaction that locks that row (SELECT … FOR UPDATE), decides, and
+//	    writes; expiry is judged by the database's NOW(6). Release and a whole
+//	    renewal batch are one statement each. MySQL has no notifications, so
+//	    waiters poll with capped backoff and jitter, and retry at the holder's
+//	    expiry.
+//	  - row: SELECT … FROM dlock_rows FORCE INDEX (PRIMARY) WHERE name = ? FOR
+//	    UPDATE [NOWAIT] in a transaction held open on a dedicated connection.
+//	    FORCE INDEX keeps InnoDB from scanning (and locking) other rows.
+//	  - session: GET_LOCK(name, -1) on a dedicated connection, so plain SQL
+//	    users take the same lock with SELECT GET_LOCK('orders/sku-42', 10).
+//	    Names over 64 characters (MySQL's limit) become "dlock:" followed by
+//	    the first 58 hex digits of their SHA-256. Not available on Galera
+//	    clusters (GET_LOCK is not replicated there): Open refuses it.
 //
 // row and session modes hold one connection per held lock, at most
 // max_held (default 16). When a connection dies the server releases its lock

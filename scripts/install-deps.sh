@@ -11,6 +11,7 @@ declare -A pkgs=(
   [etcdctl]=etcd-client
   [memcached]=memcached
   [psql]=postgresql-client
+  [mariadb]=mariadb-client
 )
 
 missing=()
@@ -18,6 +19,7 @@ for bin in "${!pkgs[@]}"; do
   command -v "$bin" >/dev/null 2>&1 || missing+=("${pkgs[$bin]}")
 done
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
+[ -x /usr/sbin/mariadbd ] || missing+=(mariadb-server)
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all servers present"
   exit 0
@@ -32,7 +34,7 @@ echo "install-deps: installing ${uniq[*]}"
 $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${uniq[@]}" >/dev/null
 # Debian starts packaged servers as services; tests start their own private ones.
-for svc in redis-server etcd memcached postgresql; do
+for svc in redis-server etcd memcached postgresql mariadb; do
   $sudo service "$svc" stop >/dev/null 2>&1 || true
 done
 echo "install-deps: done"

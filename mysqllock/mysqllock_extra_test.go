@@ -1,0 +1,182 @@
+package mysqllock_test
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/internal/testserver"
+	"github.com/dlock/dlock/mysqllock"
+)
+
+func open(t *testing.T, url string, mode mysqllock.Mode) *dlock.Client {
+	t.Helper()
+	c, err := dlock.Open(t.Context(), url+"?mode="+string(mode))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// KILL of the holder's connection ends its row or session lock.
+func TestKilledHolder(t *testing.T) {
+	srv := testserver.MariaDB(t)
+	url := testserver.MariaDBURL(t, srv, "dlock")
+	admin, err := newDB(srv.Addr(), "dlock", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	for _, mode := range []mysqllock.Mode{mysqllock.ModeRow, mysqllock.ModeSession} {
+		t.Run(string(mode), func(t *testing.T) {
+			a, b := open(t, url, mode), open(t, url, mode)
+			ctx := t.Context()
+			l, err := a.Mutex("killed", dlock.WithTTL(600*time.Millisecond)).Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ml *mysqllock.Lease
+			if !l.As(&ml) || ml.ConnID == 0 {
+				t.Fatal("Lease.As(*mysqllock.Lease) gave no connection id")
+			}
+			got := make(chan error, 1)
+			go func() {
+				wl, err := b.Mutex("killed").Lock(ctx)
+				if err == nil {
+					err = wl.Unlock(ctx)
+				}
+				got <- err
+			}()
+			if _, err := admin.ExecContext(ctx, fmt.Sprintf("KILL %d", ml.ConnID)); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-got:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("waiter did not get the lock after the holder's connection was killed")
+			}
+			select {
+			case <-l.Done():
+			case <-time.After(time.Second):
+				t.Fatal("holder not told within a renewal interval")
+			}
+		})
+	}
+}
+
+// The mariadb client's GET_LOCK and dlock's session mode exclude each other,
+// and long names are hashed as documented.
+func TestGetLockInterop(t *testing.T) {
+	client := testserver.LookBinary(t, "mariadb")
+	srv := testserver.MariaDB(t)
+	url := testserver.MariaDBURL(t, srv, "dlock")
+	c := open(t, url, mysqllock.ModeSession)
+	ctx := t.Context()
+	host, port, _ := strings.Cut(srv.Addr(), ":")
+	long := strings.Repeat("x", 80)
+	for _, name := range []string{"orders/sku-42", long} {
+		sqlName := mysqllock.LockName(name)
+		if name == long && (len(sqlName) != 64 || !strings.HasPrefix(sqlName, "dlock:")) {
+			t.Fatalf("LockName of an 80-char name = %q", sqlName)
+		}
+		cmd := exec.CommandContext(ctx, client, "-h", host, "-P", port, "-u", "root", "-N", "-e",
+			fmt.Sprintf("SELECT GET_LOCK('%s', 10); SELECT SLEEP(2);", sqlName))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			info, err := c.Inspect(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Held {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the mariadb client never took the lock")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if _, err := c.Mutex(name).TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Fatalf("TryLock while the client holds GET_LOCK: %v", err)
+		}
+		l, err := c.Mutex(name).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		out, err := exec.CommandContext(ctx, client, "-h", host, "-P", port, "-u", "root", "-N", "-e",
+			fmt.Sprintf("SELECT GET_LOCK('%s', 0)", sqlName)).Output()
+		if err != nil || strings.TrimSpace(string(out)) != "0" {
+			t.Fatalf("client GET_LOCK while dlock holds: %q %v", out, err)
+		}
+		_ = l.Unlock(ctx)
+	}
+}
+
+// The row lock's query provably uses the primary key.
+func TestRowQueryUsesPrimaryKey(t *testing.T) {
+	srv := testserver.MariaDB(t)
+	url := testserver.MariaDBURL(t, srv, "dlock")
+	_ = open(t, url, mysqllock.ModeRow)
+	db, err := newDB(srv.Addr(), "dlock", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("INSERT IGNORE INTO dlock_rows (name) VALUES ('x'), ('y'), ('z')"); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.QueryContext(t.Context(), "EXPLAIN SELECT name FROM dlock_rows FORCE INDEX (PRIMARY) WHERE name = 'x' FOR UPDATE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var plan []string
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		_ = rows.Scan(ptrs...)
+		for i, c := range cols {
+			plan = append(plan, c+"="+vals[i].String)
+		}
+	}
+	p := strings.Join(plan, " ")
+	if !strings.Contains(p, "key=PRIMARY") || !strings.Contains(p, "type=const") {
+		t.Fatalf("row lock query plan does not use the primary key: %s", p)
+	}
+}
+
+// A user without privileges gets an error that names them.
+func TestMissingPrivileges(t *testing.T) {
+	srv := testserver.MariaDB(t)
+	testserver.MariaDBURL(t, srv, "dlock")
+	admin, err := newDB(srv.Addr(), "dlock", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	for _, q := range []string{"CREATE USER 'weak'@'%'", "GRANT USAGE ON *.* TO 'weak'@'%'"} {
+		if _, err := admin.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = dlock.Open(t.Context(), "mysql://weak@"+srv.Addr()+"/dlock")
+	if err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("Open as an unprivileged user: %v; want an error naming the privileges", err)
+	}
+}
