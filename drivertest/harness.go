@@ -49,6 +49,9 @@ type Caps struct {
 	// so a holder whose connection was cut learns of it only at its next
 	// renewal (within TTL/3), possibly after a waiter got the lock.
 	ConnBound bool
+	// SessionBound reports a lock that lives while the store's session does
+	// (ZooKeeper): Inspect has no time left to report.
+	SessionBound bool
 	// QueueInStore reports that waiters keep a record in the store (a queue
 	// node or key) that Inspect counts in Waiters.
 	QueueInStore bool

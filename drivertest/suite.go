@@ -527,7 +527,7 @@ func (s *suite) testInspect(t *testing.T) {
 		t.Fatalf("Inspect: %v", err)
 	}
 	ttlOK := info.TTL > 0 && info.TTL <= 10*time.Second
-	if s.caps.ConnBound { // held while its connection lives: no time left to report
+	if s.caps.ConnBound || s.caps.SessionBound { // held while a connection or session lives: no time left
 		ttlOK = info.TTL == 0
 	}
 	if !info.Held || info.Owner != l.Owner() || info.Token != l.Token() || !ttlOK {
