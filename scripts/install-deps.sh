@@ -20,6 +20,7 @@ for bin in "${!pkgs[@]}"; do
 done
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
 [ -x /usr/sbin/mariadbd ] || missing+=(mariadb-server)
+[ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all servers present"
   exit 0
@@ -34,7 +35,7 @@ echo "install-deps: installing ${uniq[*]}"
 $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${uniq[@]}" >/dev/null
 # Debian starts packaged servers as services; tests start their own private ones.
-for svc in redis-server etcd memcached postgresql mariadb; do
+for svc in redis-server etcd memcached postgresql mariadb zookeeper; do
   $sudo service "$svc" stop >/dev/null 2>&1 || true
 done
 echo "install-deps: done"

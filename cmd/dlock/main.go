@@ -26,6 +26,7 @@ import (
 	_ "github.com/dlock/dlock/pglock"
 	_ "github.com/dlock/dlock/redislock"
 	_ "github.com/dlock/dlock/redlock"
+	_ "github.com/dlock/dlock/zklock"
 )
 
 // Exit statuses.
