@@ -1,7 +1,7 @@
 # The commands a new user runs. `make test` installs missing servers first.
 GO ?= go
 
-.PHONY: test deps vet demo
+.PHONY: test deps vet demo bench
 
 deps:
 	./scripts/install-deps.sh
@@ -10,7 +10,13 @@ vet:
 	$(GO) vet ./...
 
 test: deps vet
+	cd bench && $(GO) vet ./... # the benchmark tool is compiled, not run
 	$(GO) test -race -count=1 ./...
+
+# Runs every backend beside its peers and rewrites docs/benchmarks.md's table
+# and charts (a few minutes).
+bench: deps
+	cd bench && $(GO) run . -docs ../docs
 
 demo:
 	$(GO) run ./cmd/dlock demo

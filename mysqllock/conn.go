@@ -101,6 +101,21 @@ func (d *myDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&l.ConnID); err != nil {
 		return fail(myErr("connect", err))
 	}
+	// MySQL notices a closed client only when it next talks to it, so a
+	// cancelled wait would go on waiting on the server (and could then take
+	// the lock). When ctx ends, KILL the waiting connection from another.
+	stop := context.AfterFunc(ctx, func() {
+		kctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, _ = d.db.ExecContext(kctx, fmt.Sprintf("KILL %d", l.ConnID))
+	})
+	defer stop()
+	granted := func() (*Lease, bool, error) {
+		if !stop() { // the kill is under way: whatever was granted is going
+			return fail(ctx.Err())
+		}
+		return l, true, nil
+	}
 	if d.mode == ModeSession {
 		timeout := 0
 		if r.Wait {
@@ -114,7 +129,7 @@ func (d *myDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 			_ = conn.Close()
 			return nil, false, nil
 		}
-		return l, true, nil
+		return granted()
 	}
 	// Create the row if missing. A consistent read first: INSERT IGNORE on a
 	// row another transaction has locked would wait for that lock.
@@ -151,7 +166,7 @@ func (d *myDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 		return fail(myErr("select for update", err))
 	}
 	l.tx = tx
-	return l, true, nil
+	return granted()
 }
 
 // check confirms the holding connection is alive.

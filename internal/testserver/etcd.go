@@ -7,12 +7,11 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"testing"
 )
 
 // Etcd starts a private single-member etcd from the etcd binary (Debian's
 // etcd-server package).
-func Etcd(t testing.TB) *Server {
+func Etcd(t TB) *Server {
 	t.Helper()
 	s := &Server{Name: "etcd", bin: LookBinary(t, "etcd")}
 	s.args = func(port int, dir string) []string {

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"testing"
 
 	_ "github.com/go-sql-driver/mysql" // the readiness check's driver
 )
@@ -18,7 +17,7 @@ var sbinDirs = []string{"/usr/sbin"}
 
 // MariaDB starts a private mariadbd in a temp datadir made by
 // mariadb-install-db, with root (no password) reachable over TCP.
-func MariaDB(t testing.TB) *Server {
+func MariaDB(t TB) *Server {
 	t.Helper()
 	install := LookBinary(t, "mariadb-install-db", sbinDirs...)
 	s := &Server{Name: "mariadbd", bin: LookBinary(t, "mariadbd", sbinDirs...)}
@@ -55,15 +54,15 @@ func MariaDB(t testing.TB) *Server {
 
 // MariaDBURL is a dlock URL for the server's database db (created if
 // missing).
-func MariaDBURL(t testing.TB, s *Server, db string) string {
+func MariaDBURL(t TB, s *Server, db string) string {
 	t.Helper()
 	conn, err := sql.Open("mysql", "root@tcp("+s.Addr()+")/")
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 	defer conn.Close()
 	if _, err := conn.Exec("CREATE DATABASE IF NOT EXISTS " + db); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 	return fmt.Sprintf("mysql://root@%s/%s", s.Addr(), db)
 }

@@ -8,11 +8,10 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"testing"
 )
 
 // Memcached starts a private memcached with eviction disabled (-M).
-func Memcached(t testing.TB) *Server {
+func Memcached(t TB) *Server {
 	t.Helper()
 	s := &Server{Name: "memcached", bin: LookBinary(t, "memcached")}
 	s.args = func(port int, _ string) []string {

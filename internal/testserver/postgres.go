@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
-	"testing"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -20,13 +19,13 @@ var pgBinDirs = []string{"/usr/lib/postgresql/*/bin"}
 // Postgres starts a private PostgreSQL (initdb, then postgres) with trust
 // authentication for the superuser "postgres". PostgreSQL refuses to run as
 // root, so as root it runs as the postgres user. URL returns its address.
-func Postgres(t testing.TB) *Server {
+func Postgres(t TB) *Server {
 	t.Helper()
 	initdb := LookBinary(t, "initdb", pgBinDirs...)
 	s := &Server{Name: "postgres", bin: LookBinary(t, "postgres", pgBinDirs...)}
 	dir, err := os.MkdirTemp("", "dlock-pg-") // not t.TempDir: its parents are root's alone
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	if os.Geteuid() == 0 {
@@ -38,7 +37,7 @@ func Postgres(t testing.TB) *Server {
 		gid, _ := strconv.Atoi(u.Gid)
 		s.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 		if err := os.Chown(dir, uid, gid); err != nil {
-			t.Fatal(err)
+			t.Fatalf("%v", err)
 		}
 	}
 	data := filepath.Join(dir, "data")

@@ -7,12 +7,11 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"testing"
 )
 
 // Redis starts a private redis-server with no persistence. extra are more
 // "--name value" arguments, e.g. "--maxmemory-policy", "allkeys-lru".
-func Redis(t testing.TB, extra ...string) *Server {
+func Redis(t TB, extra ...string) *Server {
 	t.Helper()
 	s := &Server{Name: "redis-server", bin: LookBinary(t, "redis-server")}
 	s.args = func(port int, dir string) []string {

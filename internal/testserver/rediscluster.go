@@ -9,14 +9,13 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 )
 
 // RedisCluster starts n redis-servers in cluster mode (masters only) and
 // joins them with redis-cli --cluster create. Each node's cluster bus is on
 // its port + 10000, so ports are picked below 55535 with both free.
-func RedisCluster(t testing.TB, n int) []*Server {
+func RedisCluster(t TB, n int) []*Server {
 	t.Helper()
 	bin := LookBinary(t, "redis-server")
 	cli := LookBinary(t, "redis-cli")

@@ -5,12 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"testing"
 )
 
 // RedisSentinel starts a Redis Sentinel monitoring master under the name
 // masterName (quorum 1).
-func RedisSentinel(t testing.TB, master *Server, masterName string) *Server {
+func RedisSentinel(t TB, master *Server, masterName string) *Server {
 	t.Helper()
 	s := &Server{Name: "redis-sentinel", bin: LookBinary(t, "redis-server")}
 	s.args = func(port int, dir string) []string {

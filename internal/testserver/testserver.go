@@ -16,9 +16,18 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 )
+
+// TB is what the servers need from a test (testing.TB has it) or from a
+// program such as the benchmark tool.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Skipf(format string, args ...any)
+	Cleanup(func())
+	TempDir() string
+}
 
 // RequireEnv is the environment variable that turns a missing server binary
 // from a skip into a failure.
@@ -48,7 +57,7 @@ func (s *Server) Addr() string { return net.JoinHostPort(s.Host, strconv.Itoa(s.
 // LookBinary finds a server binary on PATH or in extra directories (Debian
 // keeps some, like PostgreSQL's, outside PATH). When it is missing it skips t,
 // or fails it if RequireEnv is set.
-func LookBinary(t testing.TB, name string, extra ...string) string {
+func LookBinary(t TB, name string, extra ...string) string {
 	t.Helper()
 	if p, err := exec.LookPath(name); err == nil {
 		return p
@@ -77,7 +86,7 @@ func FreePort() (int, error) {
 
 // start launches the server on a fresh port, retrying if the port was taken
 // meanwhile, and registers its stop with t.
-func (s *Server) start(t testing.TB) {
+func (s *Server) start(t TB) {
 	t.Helper()
 	if s.Dir == "" {
 		s.Dir = t.TempDir()

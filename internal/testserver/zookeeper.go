@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 )
 
@@ -19,14 +18,14 @@ const zkClasspath = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar"
 // ZooKeeper starts a private standalone ZooKeeper (Debian's zookeeper
 // package, run with java) with tickTime 250ms, so session timeouts from
 // 500ms to 5s are allowed.
-func ZooKeeper(t testing.TB) *Server {
+func ZooKeeper(t TB) *Server {
 	t.Helper()
 	java := LookBinary(t, "java")
 	if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
 		if os.Getenv(RequireEnv) == "1" {
 			t.Fatalf("zookeeper.jar not found and %s=1: run scripts/install-deps.sh", RequireEnv)
 		}
-		t.Skip("zookeeper.jar not found: run scripts/install-deps.sh (package zookeeper)")
+		t.Skipf("zookeeper.jar not found: run scripts/install-deps.sh (package zookeeper)")
 	}
 	s := &Server{Name: "zookeeper", bin: java}
 	s.args = func(port int, dir string) []string {

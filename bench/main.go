@@ -1,0 +1,273 @@
+// Command bench measures dlock side by side with the locks Go services use
+// today (redsync, bsm/redislock, etcd's concurrency.Mutex, go-zookeeper's
+// Lock) and the plain-client limit of each store, on servers it starts
+// itself on loopback, and writes docs/benchmarks.json, a Markdown table into
+// docs/benchmarks.md and SVG charts.
+//
+//	cd bench && go run .             # or: make bench
+//	go run . -only redis -runs 1     # a quick look
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// locker is one contender: its own client or session, as a process would
+// have.
+type locker interface {
+	lock(ctx context.Context) error
+	unlock(ctx context.Context) error
+}
+
+// lib makes contenders of one library on one store.
+type lib struct {
+	store, name string
+	new         func(ctx context.Context, lockName string) (locker, error)
+}
+
+// result is one library in one scenario: the median of its runs, with the
+// range.
+type result struct {
+	Store      string    `json:"store"`
+	Scenario   string    `json:"scenario"`
+	Library    string    `json:"library"`
+	OpsPerSec  float64   `json:"ops_per_sec"`
+	OpsRange   []float64 `json:"ops_range"`
+	HeldPct    float64   `json:"held_pct,omitempty"`
+	HandoffP50 float64   `json:"handoff_p50_ms,omitempty"`
+	HandoffP99 float64   `json:"handoff_p99_ms,omitempty"`
+	WaitP50    float64   `json:"wait_p50_ms,omitempty"`
+	WaitP99    float64   `json:"wait_p99_ms,omitempty"`
+	MaxMin     float64   `json:"max_min,omitempty"`
+	Reacquire  float64   `json:"reacquire_pct,omitempty"`
+	Errors     int64     `json:"errors"`
+}
+
+// run is one measurement.
+type run struct {
+	ops               float64
+	heldPct           float64
+	handoffs, waits   []time.Duration
+	maxMin, reacquire float64
+	errors            int64
+}
+
+func main() {
+	dur := flag.Duration("duration", 2*time.Second, "length of each run")
+	runs := flag.Int("runs", 3, "runs per scenario (the median is reported)")
+	only := flag.String("only", "redis,etcd,zookeeper", "stores to measure")
+	docs := flag.String("docs", "../docs", "where to write results")
+	flag.Parse()
+	ctx := context.Background()
+	env := newEnv()
+	defer env.close()
+
+	var libs []lib
+	for _, store := range strings.Split(*only, ",") {
+		switch store {
+		case "redis":
+			libs = append(libs, redisLibs(env)...)
+		case "etcd":
+			libs = append(libs, etcdLibs(env)...)
+		case "zookeeper":
+			libs = append(libs, zkLibs(env)...)
+		default:
+			log.Fatalf("unknown store %q", store)
+		}
+	}
+	var results []result
+	for _, sc := range []struct {
+		name string
+		fn   func(context.Context, lib, time.Duration) (run, error)
+	}{{"uncontended", uncontended}, {"16 names", distinct16}, {"contended", contended}} {
+		for _, l := range libs {
+			var rs []run
+			for i := range *runs {
+				fmt.Fprintf(os.Stderr, "%-10s %-12s %-22s run %d/%d…\n", l.store, sc.name, l.name, i+1, *runs)
+				r, err := sc.fn(ctx, l, *dur)
+				if err != nil {
+					log.Fatalf("%s %s %s: %v", l.store, sc.name, l.name, err)
+				}
+				rs = append(rs, r)
+			}
+			results = append(results, summarise(l, sc.name, rs))
+		}
+	}
+	if err := write(*docs, results, *dur, *runs); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// summarise reports the run with the median throughput, and the range.
+func summarise(l lib, scenario string, rs []run) result {
+	sort.Slice(rs, func(i, j int) bool { return rs[i].ops < rs[j].ops })
+	m := rs[len(rs)/2]
+	res := result{Store: l.store, Scenario: scenario, Library: l.name, OpsPerSec: m.ops,
+		OpsRange: []float64{rs[0].ops, rs[len(rs)-1].ops}, HeldPct: m.heldPct, MaxMin: m.maxMin, Reacquire: m.reacquire}
+	for _, r := range rs {
+		res.Errors += r.errors
+	}
+	res.HandoffP50, res.HandoffP99 = pct(m.handoffs, 50), pct(m.handoffs, 99)
+	res.WaitP50, res.WaitP99 = pct(m.waits, 50), pct(m.waits, 99)
+	return res
+}
+
+func pct(ds []time.Duration, p int) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return float64(s[min(len(s)*p/100, len(s)-1)].Microseconds()) / 1000
+}
+
+// uncontended: one contender locking and unlocking one name.
+func uncontended(ctx context.Context, l lib, d time.Duration) (run, error) {
+	c, err := l.new(ctx, fmt.Sprintf("bench/u/%d", time.Now().UnixNano()))
+	if err != nil {
+		return run{}, err
+	}
+	n := 0
+	start := time.Now()
+	for time.Since(start) < d {
+		if err := c.lock(ctx); err != nil {
+			return run{}, err
+		}
+		if err := c.unlock(ctx); err != nil {
+			return run{}, err
+		}
+		n++
+	}
+	return run{ops: float64(n) / time.Since(start).Seconds()}, nil
+}
+
+// distinct16: 16 contenders, each on its own name.
+func distinct16(ctx context.Context, l lib, d time.Duration) (run, error) {
+	cs := make([]locker, 16)
+	for i := range cs {
+		var err error
+		if cs[i], err = l.new(ctx, fmt.Sprintf("bench/d/%d/%d", time.Now().UnixNano(), i)); err != nil {
+			return run{}, err
+		}
+	}
+	var n, errs atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for _, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Since(start) < d {
+				if c.lock(ctx) != nil || c.unlock(ctx) != nil {
+					errs.Add(1)
+					continue
+				}
+				n.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return run{ops: float64(n.Load()) / time.Since(start).Seconds(), errors: errs.Load()}, nil
+}
+
+// contended: 16 contenders on one name, each holding it 1 ms.
+func contended(ctx context.Context, l lib, d time.Duration) (run, error) {
+	name := fmt.Sprintf("bench/c/%d", time.Now().UnixNano())
+	cs := make([]locker, 16)
+	for i := range cs {
+		var err error
+		if cs[i], err = l.new(ctx, name); err != nil {
+			return run{}, err
+		}
+	}
+	var (
+		mu       sync.Mutex
+		released time.Time
+		lastID   = -1
+		held     time.Duration
+		r        run
+		counts   = make([]int, len(cs))
+		reacq    int
+		total    int
+		wg       sync.WaitGroup
+	)
+	deadline := time.Now().Add(d)
+	start := time.Now()
+	for i, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				asked := time.Now()
+				lctx, cancel := context.WithDeadline(ctx, deadline.Add(5*time.Second))
+				err := c.lock(lctx)
+				cancel()
+				if err != nil {
+					mu.Lock()
+					r.errors++
+					mu.Unlock()
+					continue
+				}
+				got := time.Now()
+				mu.Lock()
+				r.waits = append(r.waits, got.Sub(asked))
+				if !released.IsZero() {
+					r.handoffs = append(r.handoffs, got.Sub(released))
+				}
+				if lastID == i {
+					reacq++
+				}
+				counts[i]++
+				total++
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+				mu.Lock()
+				released, lastID = time.Now(), i
+				held += released.Sub(got)
+				mu.Unlock()
+				if err := c.unlock(ctx); err != nil {
+					mu.Lock()
+					r.errors++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	lo, hi := slices.Min(counts), slices.Max(counts)
+	r.ops = float64(total) / wall.Seconds()
+	r.heldPct = 100 * held.Seconds() / wall.Seconds()
+	r.maxMin = float64(hi) / float64(max(lo, 1))
+	if lo == 0 {
+		r.maxMin = float64(hi) // someone starved: report the worst as max/1
+	}
+	r.reacquire = 100 * float64(reacq) / float64(max(total, 1))
+	return r, nil
+}
+
+func write(docs string, results []result, dur time.Duration, runs int) error {
+	b, err := json.MarshalIndent(results, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(docs, "benchmarks.json"), b, 0o644); err != nil {
+		return err
+	}
+	if err := charts(docs, results); err != nil {
+		return err
+	}
+	return writeMarkdown(filepath.Join(docs, "benchmarks.md"), results, dur, runs)
+}
