@@ -53,6 +53,7 @@ type result struct {
 	MaxMin     float64   `json:"max_min,omitempty"`
 	Reacquire  float64   `json:"reacquire_pct,omitempty"`
 	Errors     int64     `json:"errors"`
+	Failed     string    `json:"failed,omitempty"`
 }
 
 // run is one measurement.
@@ -94,13 +95,21 @@ func main() {
 	}{{"uncontended", uncontended}, {"16 names", distinct16}, {"contended", contended}} {
 		for _, l := range libs {
 			var rs []run
+			var failed error
 			for i := range *runs {
 				fmt.Fprintf(os.Stderr, "%-10s %-12s %-22s run %d/%d…\n", l.store, sc.name, l.name, i+1, *runs)
 				r, err := sc.fn(ctx, l, *dur)
-				if err != nil {
-					log.Fatalf("%s %s %s: %v", l.store, sc.name, l.name, err)
+				if err != nil { // report it and go on: one failure must not lose the rest
+					failed = err
+					fmt.Fprintf(os.Stderr, "  failed: %v\n", err)
+					break
 				}
 				rs = append(rs, r)
+			}
+			if failed != nil {
+				results = append(results, result{Store: l.store, Scenario: sc.name, Library: l.name,
+					OpsRange: []float64{0, 0}, Errors: -1, Failed: failed.Error()})
+				continue
 			}
 			results = append(results, summarise(l, sc.name, rs))
 		}

@@ -177,7 +177,16 @@ func zkLibs(e *env) []lib {
 }
 
 // ensure creates a path's nodes, for zk.Lock, which needs a ready parent.
+// A new connection's first requests fail until its session is up: wait.
 func ensure(c *zk.Conn, path string) error {
+	for i := 0; ; i++ {
+		if _, _, err := c.Exists("/"); err == nil {
+			break
+		} else if i == 100 {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	p := ""
 	for _, part := range splitPath(path) {
 		p += "/" + part

@@ -40,6 +40,9 @@ func writeMarkdown(path string, rs []result, dur time.Duration, runs int) error 
 				continue
 			}
 			rng := fmt.Sprintf("%.0f (%.0f–%.0f)", r.OpsPerSec, r.OpsRange[0], r.OpsRange[1])
+			if r.Failed != "" {
+				rng = "failed: " + r.Failed
+			}
 			if scenario == "contended" {
 				fmt.Fprintf(&b, "| %s | %s | %s | %.0f | %.1f / %.1f | %.1f / %.1f | %.2f | %.0f | %d |\n", r.Store, r.Library, rng,
 					r.HeldPct, r.HandoffP50, r.HandoffP99, r.WaitP50, r.WaitP99, r.MaxMin, r.Reacquire, r.Errors)

@@ -162,11 +162,13 @@ func (d *zkDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 	}
 	var node string
 	for attempt := 0; ; attempt++ {
-		if err := d.ensure(path); err != nil {
-			return driver.Grant{}, fmt.Errorf("zklock: create %s: %w", path, err)
-		}
+		// Create first; make the parents only when they are missing (the
+		// first lock of a name, or after the server reaped an empty one).
 		node, err = d.conn.CreateProtectedEphemeralSequential(path+"/lock-", []byte(r.Owner), d.acl)
-		if errors.Is(err, zk.ErrNoNode) && attempt < 3 { // the empty container was just reaped
+		if errors.Is(err, zk.ErrNoNode) && attempt < 3 {
+			if err := d.ensure(path); err != nil {
+				return driver.Grant{}, fmt.Errorf("zklock: create %s: %w", path, err)
+			}
 			continue
 		}
 		if err != nil {
@@ -250,13 +252,9 @@ func (d *zkDriver) Release(_ context.Context, h driver.Held, _ int) (int, error)
 	if !ok {
 		return 0, fmt.Errorf("zklock: release: %w", dlock.ErrLeaseLost)
 	}
-	ok, stat, err := d.conn.Exists(l.Path)
-	if err == nil && (!ok || stat.Czxid != l.Czxid) {
-		return 0, fmt.Errorf("zklock: release: %w: the node is gone", dlock.ErrLeaseLost)
-	}
-	if err == nil {
-		err = d.conn.Delete(l.Path, stat.Version)
-	}
+	// The path carries this contender's GUID: no one else's node can have
+	// it, so an unconditional delete only ever removes our own.
+	err := d.conn.Delete(l.Path, -1)
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
 		return 0, fmt.Errorf("zklock: release: %w: the node is gone", dlock.ErrLeaseLost)

@@ -63,7 +63,8 @@ round-robin load balancer, and fires --buyers concurrent buyers sending
 
 With no --backend it starts an etcd inside this process (nothing to install);
 --backend all also tries redis://127.0.0.1:6379 and etcd://127.0.0.1:2379.
-The stock lives in that etcd unless --store names etcd://… or redis://….
+The stock lives in that etcd unless --store names etcd://, redis://, postgres://
+or mysql:// (table dlock_demo_stock).
 Exit status 1 if any mode but local oversells, loses a sale or fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -80,7 +81,7 @@ Exit status 1 if any mode but local oversells, loses a sale or fails.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.backend, "backend", "", "lock backend URL, or all (default: an embedded etcd)")
-	f.StringVar(&cfg.store, "store", "", "stock store: etcd://… or redis://… (default: the embedded etcd)")
+	f.StringVar(&cfg.store, "store", "", "stock store: etcd://, redis://, postgres:// or mysql:// URL (default: the embedded etcd)")
 	f.IntVar(&cfg.instances, "instances", 2, "app instances (processes)")
 	f.IntVar(&cfg.buyers, "buyers", 30, "concurrent buyers")
 	f.IntVar(&cfg.requests, "requests", 300, "purchase requests per mode")

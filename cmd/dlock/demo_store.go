@@ -56,8 +56,10 @@ func openStore(ctx context.Context, rawURL string) (stockStore, error) {
 			return nil, fmt.Errorf("store: %w", err)
 		}
 		return &redisStore{rdb}, nil
+	case "postgres", "postgresql", "mysql":
+		return openSQLStore(ctx, u)
 	}
-	return nil, fmt.Errorf("store: %s:// is not a demo store (etcd:// or redis://)", u.Scheme)
+	return nil, fmt.Errorf("store: %s:// is not a demo store (etcd://, redis://, postgres:// or mysql://)", u.Scheme)
 }
 
 // Fences are stored as 20-digit strings, so etcd's byte comparison of

@@ -169,6 +169,24 @@ func TestDemoRedis(t *testing.T) {
 	}
 }
 
+// The demo on PostgreSQL: locks in table mode, stock in the same database.
+func TestDemoPostgres(t *testing.T) {
+	u := testserver.PostgresURL(testserver.Postgres(t))
+	r := dlockCmd(t, nil, "demo", "--json", "--backend", u, "--store", u, "--modes", "lock,fenced,cas", "--requests", "60", "--stock", "30")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var rows []demoRow
+	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rows {
+		if row.Sold != 30 || row.Oversold != 0 || row.FinalStock != 0 {
+			t.Errorf("%+v", row)
+		}
+	}
+}
+
 func TestRunPassesTokenAndExitStatus(t *testing.T) {
 	u := redisURL(t)
 	r := dlockCmd(t, []string{"DLOCK_URL=" + u}, "run", "job", "--", "sh", "-c", `echo "$DLOCK_NAME $DLOCK_TOKEN"; exit 7`)

@@ -30,7 +30,7 @@ func ZooKeeper(t TB) *Server {
 	s := &Server{Name: "zookeeper", bin: java}
 	s.args = func(port int, dir string) []string {
 		cfg := filepath.Join(dir, "zoo.cfg")
-		body := fmt.Sprintf("tickTime=250\ndataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n4lw.commands.whitelist=*\n",
+		body := fmt.Sprintf("tickTime=250\ndataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n4lw.commands.whitelist=*\nmaxClientCnxns=0\n",
 			filepath.Join(dir, "data"), port)
 		_ = os.WriteFile(cfg, []byte(body), 0o600)
 		return []string{"-Xmx256m", "-cp", zkClasspath, "-Dzookeeper.log.dir=" + dir,
