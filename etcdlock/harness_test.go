@@ -2,9 +2,7 @@ package etcdlock_test
 
 import (
 	"context"
-	"errors"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,41 +16,9 @@ import (
 	"google.golang.org/grpc"
 )
 
-// cutter is a dialer whose connections can all be cut at once, as if the
-// process using them had died.
-type cutter struct {
-	mu    sync.Mutex
-	conns []net.Conn
-	cut   bool
-}
-
-func (c *cutter) dial(ctx context.Context, addr string) (net.Conn, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cut {
-		return nil, errors.New("connections cut by the test")
-	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err == nil {
-		c.conns = append(c.conns, conn)
-	}
-	return conn, err
-}
-
-func (c *cutter) cutAll() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.cut = true
-	for _, conn := range c.conns {
-		_ = conn.Close()
-	}
-}
-
 type harness struct {
 	endpoints []string
-	mu        sync.Mutex
-	cutters   map[*dlock.Client]*cutter
+	drivertest.Clients
 }
 
 func newClientv3(endpoints []string, dial func(context.Context, string) (net.Conn, error)) (*clientv3.Client, error) {
@@ -65,8 +31,8 @@ func newClientv3(endpoints []string, dial func(context.Context, string) (net.Con
 }
 
 func (h *harness) NewClient(ctx context.Context) (*dlock.Client, error) {
-	cu := &cutter{}
-	cli, err := newClientv3(h.endpoints, cu.dial)
+	cu := &drivertest.Cutter{}
+	cli, err := newClientv3(h.endpoints, cu.DialAddr)
 	if err != nil {
 		return nil, err
 	}
@@ -75,26 +41,12 @@ func (h *harness) NewClient(ctx context.Context) (*dlock.Client, error) {
 		_ = cli.Close()
 		return nil, err
 	}
-	h.mu.Lock()
-	h.cutters[c] = cu
-	h.mu.Unlock()
+	h.Track(c, cu)
 	return c, nil
 }
 
-func (h *harness) Cut(_ context.Context, c *dlock.Client) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.cutters[c].cutAll()
-	return nil
-}
-
 func (h *harness) Remove(ctx context.Context, name string) error {
-	c, err := h.NewClient(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return c.ForceUnlock(ctx, name)
+	return drivertest.RemoveWith(ctx, h.NewClient, name)
 }
 
 func (h *harness) Caps() drivertest.Caps {
@@ -115,13 +67,13 @@ func embedded(t *testing.T) []string {
 func TestConformanceEmbedded(t *testing.T) {
 	eps := embedded(t)
 	drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return &harness{endpoints: eps, cutters: map[*dlock.Client]*cutter{}}, nil
+		return &harness{endpoints: eps}, nil
 	})
 }
 
 func TestConformanceDebianEtcd(t *testing.T) {
 	srv := testserver.Etcd(t)
 	drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return &harness{endpoints: []string{"http://" + srv.Addr()}, cutters: map[*dlock.Client]*cutter{}}, nil
+		return &harness{endpoints: []string{"http://" + srv.Addr()}}, nil
 	})
 }

@@ -3,8 +3,6 @@ package memcachedlock_test
 import (
 	"context"
 	"errors"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,70 +13,26 @@ import (
 	"github.com/dlock/dlock/memcachedlock"
 )
 
-type cutter struct {
-	mu    sync.Mutex
-	conns []net.Conn
-	cut   bool
-}
-
-func (c *cutter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cut {
-		return nil, errors.New("connections cut by the test")
-	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, network, addr)
-	if err == nil {
-		c.conns = append(c.conns, conn)
-	}
-	return conn, err
-}
-
-func (c *cutter) cutAll() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.cut = true
-	for _, conn := range c.conns {
-		_ = conn.Close()
-	}
-}
-
 type harness struct {
-	addr    string
-	mu      sync.Mutex
-	cutters map[*dlock.Client]*cutter
+	addr string
+	drivertest.Clients
 }
 
 func (h *harness) NewClient(ctx context.Context) (*dlock.Client, error) {
-	cu := &cutter{}
+	cu := &drivertest.Cutter{}
 	mc := memcache.New(h.addr)
-	mc.DialContext = cu.dial
+	mc.DialContext = cu.Dial
 	mc.Timeout = 500 * time.Millisecond
 	c, err := memcachedlock.Open(ctx, mc, memcachedlock.Options{CloseClient: true})
 	if err != nil {
 		return nil, err
 	}
-	h.mu.Lock()
-	h.cutters[c] = cu
-	h.mu.Unlock()
+	h.Track(c, cu)
 	return c, nil
 }
 
-func (h *harness) Cut(_ context.Context, c *dlock.Client) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.cutters[c].cutAll()
-	return nil
-}
-
 func (h *harness) Remove(ctx context.Context, name string) error {
-	c, err := h.NewClient(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return c.ForceUnlock(ctx, name)
+	return drivertest.RemoveWith(ctx, h.NewClient, name)
 }
 
 func (h *harness) Caps() drivertest.Caps {
@@ -89,7 +43,7 @@ func (h *harness) Caps() drivertest.Caps {
 func TestConformance(t *testing.T) {
 	srv := testserver.Memcached(t)
 	drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return &harness{addr: srv.Addr(), cutters: map[*dlock.Client]*cutter{}}, nil
+		return &harness{addr: srv.Addr()}, nil
 	})
 }
 

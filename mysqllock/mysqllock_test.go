@@ -3,10 +3,8 @@ package mysqllock_test
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,35 +15,6 @@ import (
 	"github.com/dlock/dlock/mysqllock"
 	"github.com/go-sql-driver/mysql"
 )
-
-type cutter struct {
-	mu    sync.Mutex
-	conns []net.Conn
-	cut   bool
-}
-
-func (c *cutter) dial(ctx context.Context, addr string) (net.Conn, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cut {
-		return nil, errors.New("connections cut by the test")
-	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err == nil {
-		c.conns = append(c.conns, conn)
-	}
-	return conn, err
-}
-
-func (c *cutter) cutAll() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.cut = true
-	for _, conn := range c.conns {
-		_ = conn.Close()
-	}
-}
 
 var nets atomic.Int64
 
@@ -68,15 +37,14 @@ func newDB(addr, dbName string, dial func(context.Context, string) (net.Conn, er
 }
 
 type harness struct {
-	addr    string
-	mode    mysqllock.Mode
-	mu      sync.Mutex
-	cutters map[*dlock.Client]*cutter
+	addr string
+	mode mysqllock.Mode
+	drivertest.Clients
 }
 
 func (h *harness) NewClient(ctx context.Context) (*dlock.Client, error) {
-	cu := &cutter{}
-	db, err := newDB(h.addr, "dlock", cu.dial)
+	cu := &drivertest.Cutter{}
+	db, err := newDB(h.addr, "dlock", cu.DialAddr)
 	if err != nil {
 		return nil, err
 	}
@@ -85,26 +53,12 @@ func (h *harness) NewClient(ctx context.Context) (*dlock.Client, error) {
 		_ = db.Close()
 		return nil, err
 	}
-	h.mu.Lock()
-	h.cutters[c] = cu
-	h.mu.Unlock()
+	h.Track(c, cu)
 	return c, nil
 }
 
-func (h *harness) Cut(_ context.Context, c *dlock.Client) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.cutters[c].cutAll()
-	return nil
-}
-
 func (h *harness) Remove(ctx context.Context, name string) error {
-	c, err := h.NewClient(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return c.ForceUnlock(ctx, name)
+	return drivertest.RemoveWith(ctx, h.NewClient, name)
 }
 
 func (h *harness) Caps() drivertest.Caps {
@@ -120,7 +74,7 @@ func TestConformance(t *testing.T) {
 	for _, mode := range []mysqllock.Mode{mysqllock.ModeTable, mysqllock.ModeRow, mysqllock.ModeSession} {
 		t.Run(string(mode), func(t *testing.T) {
 			drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-				return &harness{addr: srv.Addr(), mode: mode, cutters: map[*dlock.Client]*cutter{}}, nil
+				return &harness{addr: srv.Addr(), mode: mode}, nil
 			})
 		})
 	}

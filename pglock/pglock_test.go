@@ -2,9 +2,7 @@ package pglock_test
 
 import (
 	"context"
-	"errors"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,40 +13,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-type cutter struct {
-	mu    sync.Mutex
-	conns []net.Conn
-	cut   bool
-}
-
-func (c *cutter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cut {
-		return nil, errors.New("connections cut by the test")
-	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, network, addr)
-	if err == nil {
-		c.conns = append(c.conns, conn)
-	}
-	return conn, err
-}
-
-func (c *cutter) cutAll() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.cut = true
-	for _, conn := range c.conns {
-		_ = conn.Close()
-	}
-}
-
 type harness struct {
-	url     string
-	mode    pglock.Mode
-	mu      sync.Mutex
-	cutters map[*dlock.Client]*cutter
+	url  string
+	mode pglock.Mode
+	drivertest.Clients
 }
 
 func pool(ctx context.Context, url string, dial func(context.Context, string, string) (net.Conn, error)) (*pgxpool.Pool, error) {
@@ -65,8 +33,8 @@ func pool(ctx context.Context, url string, dial func(context.Context, string, st
 }
 
 func (h *harness) NewClient(ctx context.Context) (*dlock.Client, error) {
-	cu := &cutter{}
-	p, err := pool(ctx, h.url, cu.dial)
+	cu := &drivertest.Cutter{}
+	p, err := pool(ctx, h.url, cu.Dial)
 	if err != nil {
 		return nil, err
 	}
@@ -75,26 +43,12 @@ func (h *harness) NewClient(ctx context.Context) (*dlock.Client, error) {
 		p.Close()
 		return nil, err
 	}
-	h.mu.Lock()
-	h.cutters[c] = cu
-	h.mu.Unlock()
+	h.Track(c, cu)
 	return c, nil
 }
 
-func (h *harness) Cut(_ context.Context, c *dlock.Client) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.cutters[c].cutAll()
-	return nil
-}
-
 func (h *harness) Remove(ctx context.Context, name string) error {
-	c, err := h.NewClient(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return c.ForceUnlock(ctx, name)
+	return drivertest.RemoveWith(ctx, h.NewClient, name)
 }
 
 func (h *harness) Caps() drivertest.Caps {
@@ -109,7 +63,7 @@ func TestConformance(t *testing.T) {
 	for _, mode := range []pglock.Mode{pglock.ModeTable, pglock.ModeRow, pglock.ModeSession} {
 		t.Run(string(mode), func(t *testing.T) {
 			drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-				return &harness{url: testserver.PostgresURL(srv), mode: mode, cutters: map[*dlock.Client]*cutter{}}, nil
+				return &harness{url: testserver.PostgresURL(srv), mode: mode}, nil
 			})
 		})
 	}

@@ -2,9 +2,7 @@ package redislock_test
 
 import (
 	"context"
-	"errors"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,50 +13,16 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// cutter is a dialer whose connections can all be cut at once, as if the
-// process using them had died.
-type cutter struct {
-	mu    sync.Mutex
-	conns []net.Conn
-	cut   bool
-}
-
-var errCut = errors.New("connections cut by the test")
-
-func (c *cutter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cut {
-		return nil, errCut
-	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, network, addr)
-	if err == nil {
-		c.conns = append(c.conns, conn)
-	}
-	return conn, err
-}
-
-func (c *cutter) cutAll() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.cut = true
-	for _, conn := range c.conns {
-		_ = conn.Close()
-	}
-}
-
 // harness runs the conformance suite against one redis-server (or cluster).
 type harness struct {
-	t       *testing.T
-	mu      sync.Mutex
-	cutters map[*dlock.Client]*cutter
-	newRDB  func(dial func(context.Context, string, string) (net.Conn, error)) redis.UniversalClient
-	admin   redis.UniversalClient
+	t *testing.T
+	drivertest.Clients
+	newRDB func(dial func(context.Context, string, string) (net.Conn, error)) redis.UniversalClient
+	admin  redis.UniversalClient
 }
 
 func newSingleHarness(t *testing.T, srv *testserver.Server) *harness {
-	h := &harness{t: t, cutters: map[*dlock.Client]*cutter{}}
+	h := &harness{t: t}
 	h.newRDB = func(dial func(context.Context, string, string) (net.Conn, error)) redis.UniversalClient {
 		return redis.NewClient(&redis.Options{Addr: srv.Addr(), Dialer: dial, MaxRetries: -1,
 			DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
@@ -69,33 +33,19 @@ func newSingleHarness(t *testing.T, srv *testserver.Server) *harness {
 }
 
 func (h *harness) NewClient(ctx context.Context) (*dlock.Client, error) {
-	cu := &cutter{}
-	rdb := h.newRDB(cu.dial)
+	cu := &drivertest.Cutter{}
+	rdb := h.newRDB(cu.Dial)
 	c, err := redislock.Open(ctx, rdb, redislock.Options{CloseClient: true})
 	if err != nil {
 		_ = rdb.Close()
 		return nil, err
 	}
-	h.mu.Lock()
-	h.cutters[c] = cu
-	h.mu.Unlock()
+	h.Track(c, cu)
 	return c, nil
 }
 
-func (h *harness) Cut(_ context.Context, c *dlock.Client) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.cutters[c].cutAll()
-	return nil
-}
-
 func (h *harness) Remove(ctx context.Context, name string) error {
-	c, err := redislock.Open(ctx, h.admin, redislock.Options{})
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return c.ForceUnlock(ctx, name)
+	return drivertest.RemoveWith(ctx, h.NewClient, name)
 }
 
 func (h *harness) Caps() drivertest.Caps {
@@ -118,7 +68,7 @@ func TestClusterConformance(t *testing.T) {
 		addrs = append(addrs, n.Addr())
 	}
 	drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		h := &harness{t: t, cutters: map[*dlock.Client]*cutter{}}
+		h := &harness{t: t}
 		h.newRDB = func(dial func(context.Context, string, string) (net.Conn, error)) redis.UniversalClient {
 			return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, Dialer: dial, MaxRetries: -1,
 				DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,40 +16,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// cutter is a dialer whose connections can all be cut at once.
-type cutter struct {
-	mu    sync.Mutex
-	conns []net.Conn
-	cut   bool
-}
-
-func (c *cutter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cut {
-		return nil, errors.New("connections cut by the test")
-	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, network, addr)
-	if err == nil {
-		c.conns = append(c.conns, conn)
-	}
-	return conn, err
-}
-
-func (c *cutter) cutAll() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.cut = true
-	for _, conn := range c.conns {
-		_ = conn.Close()
-	}
-}
-
 type harness struct {
-	addrs   []string
-	mu      sync.Mutex
-	cutters map[*dlock.Client]*cutter
+	addrs []string
+	drivertest.Clients
 }
 
 func (h *harness) clients(dial func(context.Context, string, string) (net.Conn, error)) []redis.UniversalClient {
@@ -63,31 +31,17 @@ func (h *harness) clients(dial func(context.Context, string, string) (net.Conn, 
 }
 
 func (h *harness) NewClient(ctx context.Context) (*dlock.Client, error) {
-	cu := &cutter{}
-	c, err := redlock.Open(ctx, h.clients(cu.dial), redlock.Options{CloseClients: true})
+	cu := &drivertest.Cutter{}
+	c, err := redlock.Open(ctx, h.clients(cu.Dial), redlock.Options{CloseClients: true})
 	if err != nil {
 		return nil, err
 	}
-	h.mu.Lock()
-	h.cutters[c] = cu
-	h.mu.Unlock()
+	h.Track(c, cu)
 	return c, nil
 }
 
-func (h *harness) Cut(_ context.Context, c *dlock.Client) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.cutters[c].cutAll()
-	return nil
-}
-
 func (h *harness) Remove(ctx context.Context, name string) error {
-	c, err := h.NewClient(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return c.ForceUnlock(ctx, name)
+	return drivertest.RemoveWith(ctx, h.NewClient, name)
 }
 
 func (h *harness) Caps() drivertest.Caps {
@@ -108,7 +62,7 @@ func fiveNodes(t *testing.T) ([]*testserver.Server, []string) {
 func TestConformance(t *testing.T) {
 	_, addrs := fiveNodes(t)
 	drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return &harness{addrs: addrs, cutters: map[*dlock.Client]*cutter{}}, nil
+		return &harness{addrs: addrs}, nil
 	})
 }
 

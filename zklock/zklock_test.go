@@ -3,8 +3,6 @@ package zklock_test
 import (
 	"context"
 	"errors"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,42 +15,13 @@ import (
 
 const sessionTimeout = 2 * time.Second
 
-type cutter struct {
-	mu    sync.Mutex
-	conns []net.Conn
-	cut   bool
-}
-
-func (c *cutter) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cut {
-		return nil, errors.New("connections cut by the test")
-	}
-	conn, err := net.DialTimeout(network, addr, timeout)
-	if err == nil {
-		c.conns = append(c.conns, conn)
-	}
-	return conn, err
-}
-
-func (c *cutter) cutAll() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.cut = true
-	for _, conn := range c.conns {
-		_ = conn.Close()
-	}
-}
-
 type quiet struct{}
 
 func (quiet) Printf(string, ...any) {}
 
 type harness struct {
-	addr    string
-	mu      sync.Mutex
-	cutters map[*dlock.Client]*cutter
+	addr string
+	drivertest.Clients
 }
 
 func connect(addr string, dial zk.Dialer) (*zk.Conn, <-chan zk.Event, error) {
@@ -63,8 +32,8 @@ func connect(addr string, dial zk.Dialer) (*zk.Conn, <-chan zk.Event, error) {
 }
 
 func (h *harness) NewClient(ctx context.Context) (*dlock.Client, error) {
-	cu := &cutter{}
-	conn, events, err := connect(h.addr, cu.dial)
+	cu := &drivertest.Cutter{}
+	conn, events, err := connect(h.addr, cu.DialTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -73,26 +42,12 @@ func (h *harness) NewClient(ctx context.Context) (*dlock.Client, error) {
 		conn.Close()
 		return nil, err
 	}
-	h.mu.Lock()
-	h.cutters[c] = cu
-	h.mu.Unlock()
+	h.Track(c, cu)
 	return c, nil
 }
 
-func (h *harness) Cut(_ context.Context, c *dlock.Client) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.cutters[c].cutAll()
-	return nil
-}
-
 func (h *harness) Remove(ctx context.Context, name string) error {
-	c, err := h.NewClient(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return c.ForceUnlock(ctx, name)
+	return drivertest.RemoveWith(ctx, h.NewClient, name)
 }
 
 func (h *harness) Caps() drivertest.Caps {
@@ -103,7 +58,7 @@ func (h *harness) Caps() drivertest.Caps {
 func TestConformance(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
 	drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return &harness{addr: srv.Addr(), cutters: map[*dlock.Client]*cutter{}}, nil
+		return &harness{addr: srv.Addr()}, nil
 	})
 }
 
@@ -111,7 +66,7 @@ func TestConformance(t *testing.T) {
 // children, exclude each other on the same path.
 func TestZkLockInterop(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
-	h := &harness{addr: srv.Addr(), cutters: map[*dlock.Client]*cutter{}}
+	h := &harness{addr: srv.Addr()}
 	c, err := h.NewClient(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +130,7 @@ func TestZkLockInterop(t *testing.T) {
 // Names that are not ZooKeeper paths are refused with ErrInvalidName.
 func TestBadNames(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
-	h := &harness{addr: srv.Addr(), cutters: map[*dlock.Client]*cutter{}}
+	h := &harness{addr: srv.Addr()}
 	c, err := h.NewClient(t.Context())
 	if err != nil {
 		t.Fatal(err)
