@@ -1,0 +1,200 @@
+package drivertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
+	"go.uber.org/goleak"
+)
+
+// 8. Re-entry by owner counts holds; the lock is released at zero.
+func (s *suite) testReentrancy(t *testing.T) {
+	name := lockName(t)
+	a, b := s.client(t), s.client(t)
+	owner := dlock.NewOwnerID()
+	m := a.Mutex(name, dlock.WithOwner(owner))
+	l1 := mustLock(t, m)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	l2, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatalf("re-entrant Lock: %v", err)
+	}
+	l3, err := a.Mutex(name, dlock.WithOwner(owner)).TryLock(ctx)
+	if err != nil {
+		t.Fatalf("re-entrant TryLock through another Mutex of the owner: %v", err)
+	}
+	if s.caps.StoreReentrant {
+		info, err := a.Inspect(t.Context(), name)
+		if err != nil || info.Holds != 3 || info.Owner != owner {
+			t.Fatalf("Inspect = %+v, %v; want 3 holds by %s", info, err, owner)
+		}
+		// Another client (process) with the same owner id re-enters too.
+		l4, err := b.Mutex(name, dlock.WithOwner(owner)).TryLock(ctx)
+		if err != nil {
+			t.Fatalf("re-entry from another client: %v", err)
+		}
+		unlock(t, l4)
+	}
+	unlock(t, l1)
+	wantNotAcquired(t, b, name)
+	unlock(t, l3)
+	wantNotAcquired(t, b, name)
+	if l2.Err() != nil {
+		t.Fatalf("remaining hold ended: %v", l2.Err())
+	}
+	unlock(t, l2)
+	wantAcquired(t, b, name)
+}
+
+// 8b. Client.Close releases everything it held.
+func (s *suite) testCloseReleases(t *testing.T) {
+	base := lockName(t)
+	a, b := s.client(t), s.client(t)
+	var leases []*dlock.Lease
+	for i := range 3 {
+		leases = append(leases, mustLock(t, a.Mutex(fmt.Sprintf("%s/%d", base, i))))
+	}
+	leases = append(leases, mustLock(t, a.Mutex(base+"/r", dlock.WithOwner("same"))),
+		mustLock(t, a.Mutex(base+"/r", dlock.WithOwner("same"))))
+	if err := a.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for _, l := range leases {
+		select {
+		case <-l.Done():
+		default:
+			t.Fatalf("lease %s live after Close", l.Name())
+		}
+		if !errors.Is(l.Err(), dlock.ErrClosed) {
+			t.Fatalf("lease Err after Close = %v; want ErrClosed", l.Err())
+		}
+	}
+	for i := range 3 {
+		wantAcquired(t, b, fmt.Sprintf("%s/%d", base, i))
+	}
+	wantAcquired(t, b, base+"/r")
+	if _, err := a.Mutex(base).TryLock(t.Context()); !errors.Is(err, dlock.ErrClosed) {
+		t.Fatalf("TryLock after Close = %v; want ErrClosed", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// Inspect reports the holder, its token and a positive time left.
+func (s *suite) testInspect(t *testing.T) {
+	name := lockName(t)
+	a, b := s.client(t), s.client(t)
+	info, err := b.Inspect(t.Context(), name)
+	if err != nil || info.Held {
+		t.Fatalf("Inspect of a free lock = %+v, %v", info, err)
+	}
+	l := mustLock(t, a.Mutex(name, dlock.WithTTL(10*time.Second)))
+	info, err = b.Inspect(t.Context(), name)
+	if err != nil {
+		t.Fatalf("Inspect: %v", err)
+	}
+	ttlOK := info.TTL > 0 && info.TTL <= 10*time.Second
+	if s.caps.ConnBound || s.caps.SessionBound { // held while a connection or session lives: no time left
+		ttlOK = info.TTL == 0
+	}
+	if !info.Held || info.Owner != l.Owner() || info.Token != l.Token() || !ttlOK {
+		t.Fatalf("Inspect = %+v; want held by %s with token %d and 0 < TTL <= 10s (0 if connection-bound)", info, l.Owner(), l.Token())
+	}
+	unlock(t, l)
+}
+
+// 9. Bad input gives typed errors, never a panic.
+func (s *suite) testBadInput(t *testing.T) {
+	a := s.client(t)
+	ctx := t.Context()
+	var nilCtx context.Context
+	name := lockName(t)
+	for _, tc := range []struct {
+		what string
+		m    *dlock.Mutex
+		want error
+	}{
+		{"empty name", a.Mutex(""), dlock.ErrInvalidName},
+		{"8 KiB name", a.Mutex(strings.Repeat("n", 8<<10)), dlock.ErrInvalidName},
+		{"NUL in name", a.Mutex("a\x00b"), dlock.ErrInvalidName},
+		{"invalid UTF-8", a.Mutex("a\xffb"), dlock.ErrInvalidName},
+		{"zero TTL", a.Mutex(name, dlock.WithTTL(0)), dlock.ErrInvalidTTL},
+		{"negative TTL", a.Mutex(name, dlock.WithTTL(-time.Second)), dlock.ErrInvalidTTL},
+		{"1ns TTL", a.Mutex(name, dlock.WithTTL(time.Nanosecond)), dlock.ErrInvalidTTL},
+		{"long owner", a.Mutex(name, dlock.WithOwner(strings.Repeat("o", 4096))), dlock.ErrInvalidOwner},
+		{"nil context", a.Mutex(name), dlock.ErrNilContext},
+	} {
+		c := ctx
+		if tc.want == dlock.ErrNilContext {
+			c = nilCtx
+		}
+		if _, err := tc.m.Lock(c); !errors.Is(err, tc.want) {
+			t.Errorf("%s: Lock = %v; want %v", tc.what, err, tc.want)
+		}
+		if _, err := tc.m.TryLock(c); !errors.Is(err, tc.want) {
+			t.Errorf("%s: TryLock = %v; want %v", tc.what, err, tc.want)
+		}
+	}
+	if _, err := a.Inspect(ctx, ""); !errors.Is(err, dlock.ErrInvalidName) {
+		t.Errorf("Inspect(\"\") = %v; want ErrInvalidName", err)
+	}
+	if _, err := a.Inspect(nilCtx, name); !errors.Is(err, dlock.ErrNilContext) {
+		t.Errorf("Inspect(nil ctx) = %v; want ErrNilContext", err)
+	}
+	if err := dlock.Do(nilCtx, a.Mutex(name), nil); !errors.Is(err, dlock.ErrNilContext) {
+		t.Errorf("Do(nil ctx) = %v; want ErrNilContext", err)
+	}
+	l := mustLock(t, a.Mutex(name))
+	if err := l.Unlock(nilCtx); !errors.Is(err, dlock.ErrNilContext) {
+		t.Errorf("Unlock(nil ctx) = %v; want ErrNilContext", err)
+	}
+	unlock(t, l)
+	// The name in errors, for operators.
+	_, err := a.Mutex("").Lock(ctx)
+	var de *dlock.Error
+	if !errors.As(err, &de) || de.Backend != a.Backend() || de.Op != "lock" {
+		t.Errorf("error %v is not a *dlock.Error naming op and backend", err)
+	}
+}
+
+// 10. Nothing is left running after Close.
+func (s *suite) testNoLeak(t *testing.T) {
+	opts := goleak.IgnoreCurrent()
+	name := lockName(t)
+	a, err := s.h.NewClient(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.h.NewClient(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := mustLock(t, a.Mutex(name, dlock.WithTTL(s.caps.TTL)))
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	_, _ = b.Mutex(name).Lock(ctx) // a wait that times out
+	cancel()
+	waitc := make(chan error, 1)
+	go func() { _, err := b.Mutex(name).Lock(t.Context()); waitc <- err }() // a wait that Close ends
+	time.Sleep(50 * time.Millisecond)
+	unlock(t, l)
+	_ = mustLock(t, a.Mutex(name+"/held", dlock.WithTTL(s.caps.TTL)))
+	if err := a.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case <-waitc:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Lock still waiting after its client closed")
+	}
+	goleak.VerifyNone(t, opts)
+}
