@@ -49,21 +49,12 @@ func LockName(name string) string {
 }
 
 func (d *myDriver) acquireConn(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	select { // bound the connections held
-	case d.slots <- struct{}{}:
-	default:
-		if !r.Wait {
-			return driver.Grant{}, nil
-		}
-		select {
-		case d.slots <- struct{}{}:
-		case <-ctx.Done():
-			return driver.Grant{}, ctx.Err()
-		}
+	if ok, err := d.slots.Take(ctx, r.Wait); !ok { // bound the connections held
+		return driver.Grant{}, err
 	}
 	l, ok, err := d.lockConn(ctx, r)
 	if err != nil || !ok {
-		<-d.slots
+		d.slots.Give()
 		return driver.Grant{}, err
 	}
 	var tok uint64
@@ -198,7 +189,7 @@ func (l *Lease) release(ctx context.Context) error {
 		return fmt.Errorf("mysqllock: release: %w", dlock.ErrLeaseLost)
 	}
 	l.done = true
-	defer func() { <-l.d.slots }()
+	defer l.d.slots.Give()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	var err error

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/slots"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -17,7 +18,7 @@ type myDriver struct {
 	db    *sql.DB
 	owned bool
 	mode  Mode
-	slots chan struct{} // row and session modes: one per held connection
+	slots slots.Slots // row and session modes: one per held connection
 }
 
 var schema = []string{
@@ -50,7 +51,7 @@ func newDriver(ctx context.Context, db *sql.DB, opts Options) (*myDriver, error)
 	if opts.MaxHeld <= 0 {
 		opts.MaxHeld = 16
 	}
-	d := &myDriver{db: db, owned: opts.CloseDB, mode: opts.Mode, slots: make(chan struct{}, opts.MaxHeld)}
+	d := &myDriver{db: db, owned: opts.CloseDB, mode: opts.Mode, slots: slots.New(opts.MaxHeld)}
 	if err := db.PingContext(ctx); err != nil {
 		return nil, myErr("connect", err)
 	}

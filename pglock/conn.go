@@ -40,21 +40,12 @@ func (l *Lease) As(target any) bool {
 const advisoryKey = "hashtextextended($1, 0)"
 
 func (d *pgDriver) acquireConn(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	select { // bound the connections held
-	case d.slots <- struct{}{}:
-	default:
-		if !r.Wait {
-			return driver.Grant{}, nil
-		}
-		select {
-		case d.slots <- struct{}{}:
-		case <-ctx.Done():
-			return driver.Grant{}, ctx.Err()
-		}
+	if ok, err := d.slots.Take(ctx, r.Wait); !ok { // bound the connections held
+		return driver.Grant{}, err
 	}
 	l, ok, err := d.lockConn(ctx, r)
 	if err != nil || !ok {
-		<-d.slots
+		d.slots.Give()
 		return driver.Grant{}, err
 	}
 	tok, err := d.nextToken(ctx, r.Name, r.Owner, l.PID)
@@ -155,7 +146,7 @@ func (l *Lease) release(ctx context.Context) error {
 		return fmt.Errorf("pglock: release: %w", dlock.ErrLeaseLost)
 	}
 	l.done = true
-	defer func() { <-l.d.slots }()
+	defer l.d.slots.Give()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	var err error

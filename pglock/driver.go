@@ -8,6 +8,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/slots"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -16,8 +17,8 @@ type pgDriver struct {
 	pool  *pgxpool.Pool
 	owned bool
 	mode  Mode
-	slots chan struct{} // row and session modes: one per held connection
-	hub   *hub          // table mode: LISTEN dlock_release
+	slots slots.Slots // row and session modes: one per held connection
+	hub   *hub        // table mode: LISTEN dlock_release
 }
 
 const schema = `
@@ -48,7 +49,7 @@ func newDriver(ctx context.Context, pool *pgxpool.Pool, opts Options) (*pgDriver
 	if opts.MaxHeld <= 0 {
 		opts.MaxHeld = 16
 	}
-	d := &pgDriver{pool: pool, owned: opts.ClosePool, mode: opts.Mode, slots: make(chan struct{}, opts.MaxHeld)}
+	d := &pgDriver{pool: pool, owned: opts.ClosePool, mode: opts.Mode, slots: slots.New(opts.MaxHeld)}
 	if err := d.Migrate(ctx); err != nil {
 		return nil, err
 	}
