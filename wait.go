@@ -29,18 +29,29 @@ func (c *Client) obtain(ctx context.Context, e *entry, req driver.Request, try b
 		c.setWaiting(e, true)
 		defer c.setWaiting(e, false)
 		req.Wait = true
-		sent := time.Now()
-		g, err := c.drv.Acquire(ctx, req)
-		switch {
-		case err == nil && g.Acquired: // kept even if ctx just ended: it is held
-			if !g.Since.IsZero() {
-				sent = g.Since
+		for errPause := errWait; ; errPause = min(errPause*2, pollMax) {
+			sent := time.Now()
+			g, err := c.drv.Acquire(ctx, req)
+			switch {
+			case err == nil && g.Acquired: // kept even if ctx just ended: it is held
+				if !g.Since.IsZero() {
+					sent = g.Since
+				}
+				return g, sent, nil
+			case err == nil:
+				err = ErrNotAcquired
 			}
-			return g, sent, nil
-		case err == nil:
-			err = ErrNotAcquired
+			if permanent(err) || ctx.Err() != nil {
+				return g, sent, c.waitErr(ctx, err)
+			}
+			// The store may come back (a reconnect, a new session) before ctx ends.
+			c.log.Debug("dlock: acquire failed while waiting", "backend", c.scheme, "name", req.Name, "err", err)
+			select {
+			case <-time.After(jitter(errPause)):
+			case <-ctx.Done():
+				return g, sent, c.waitErr(ctx, err)
+			}
 		}
-		return g, sent, c.waitErr(ctx, err)
 	}
 	sent := time.Now()
 	g, err := c.drv.Acquire(ctx, req)

@@ -2,8 +2,10 @@ package zklock
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,9 +24,18 @@ type zkDriver struct {
 	acl     []zk.ACL
 	timeout time.Duration
 
-	lost     chan struct{} // closed when the session expires
-	lostOnce sync.Once
-	done     chan struct{} // closed when the event watcher ends
+	mu      sync.Mutex
+	lost    chan struct{} // closed when the current session expires
+	done    chan struct{} // closed when the event watcher ends
+	closing chan struct{} // closed by Close
+	bg      sync.WaitGroup
+}
+
+// session returns the channel closed when the current session expires.
+func (d *zkDriver) session() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.lost
 }
 
 // Lease is the ZooKeeper view of a held lock, reached with dlock's Lease.As.
@@ -50,7 +61,7 @@ func newDriver(ctx context.Context, conn *zk.Conn, root string, opts Options) (*
 		opts.ACL = zk.WorldACL(zk.PermAll)
 	}
 	d := &zkDriver{conn: conn, owned: opts.CloseConn, root: root, acl: opts.ACL, timeout: opts.SessionTimeout,
-		lost: make(chan struct{}), done: make(chan struct{})}
+		lost: make(chan struct{}), done: make(chan struct{}), closing: make(chan struct{})}
 	// Wait for a session: a read proves it. A server still starting drops
 	// the first attempts, so retry until ctx (bounded at 10s) ends.
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -81,12 +92,16 @@ func newDriver(ctx context.Context, conn *zk.Conn, root string, opts Options) (*
 	return d, nil
 }
 
-// watch ends every lease of the session when it expires.
+// watch ends every lease of the session when it expires. go-zookeeper then
+// opens a new session, whose leases get a new channel.
 func (d *zkDriver) watch(events <-chan zk.Event) {
 	defer close(d.done)
 	for ev := range events {
 		if ev.State == zk.StateExpired {
-			d.lostOnce.Do(func() { close(d.lost) })
+			d.mu.Lock()
+			close(d.lost)
+			d.lost = make(chan struct{})
+			d.mu.Unlock()
 		}
 	}
 }
@@ -160,70 +175,231 @@ func (d *zkDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	var node string
-	for attempt := 0; ; attempt++ {
-		// Create first; make the parents only when they are missing (the
-		// first lock of a name, or after the server reaped an empty one).
-		node, err = d.conn.CreateProtectedEphemeralSequential(path+"/lock-", []byte(r.Owner), d.acl)
-		if errors.Is(err, zk.ErrNoNode) && attempt < 3 {
-			if err := d.ensure(path); err != nil {
-				return driver.Grant{}, fmt.Errorf("zklock: create %s: %w", path, err)
+	lost := d.session() // before the create: a node is never older than its session
+	node, err := d.create(ctx, path, r.Owner)
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	mine := node[strings.LastIndex(node, "/")+1:]
+	// The czxid (the token) is read while the queue is: one round trip.
+	type stat struct {
+		czxid int64
+		err   error
+	}
+	czxid := make(chan stat, 1)
+	go func() {
+		ok, st, err := d.conn.Exists(node)
+		if err == nil && !ok {
+			err = zk.ErrNoNode
+		}
+		if err != nil {
+			czxid <- stat{err: err}
+			return
+		}
+		czxid <- stat{czxid: st.Czxid}
+	}()
+	token := func() (int64, error) {
+		st := <-czxid
+		czxid <- st
+		return st.czxid, st.err
+	}
+	sent := time.Now()
+	for {
+		children, err := d.sortedLockChildren(path)
+		if transient(err) && r.Wait && ctx.Err() == nil {
+			// Connection loss: the session (and our place) may survive it.
+			if err := d.pause(ctx, lost); err != nil {
+				d.remove(node)
+				return driver.Grant{}, err
 			}
 			continue
 		}
 		if err != nil {
-			return driver.Grant{}, fmt.Errorf("zklock: create: %w", err)
-		}
-		break
-	}
-	mine := node[strings.LastIndex(node, "/")+1:]
-	giveUp := func() { _ = d.conn.Delete(node, -1) } // leave nothing behind
-	for {
-		children, err := d.sortedLockChildren(path)
-		if err != nil {
-			giveUp()
+			d.remove(node)
 			return driver.Grant{}, fmt.Errorf("zklock: children: %w", err)
 		}
-		i := -1
-		for j, c := range children {
-			if c == mine {
-				i = j
-				break
-			}
-		}
+		i := slices.Index(children, mine)
 		switch {
 		case i < 0:
-			return driver.Grant{}, fmt.Errorf("zklock: %w: our node %s vanished", dlock.ErrLeaseLost, node)
+			return driver.Grant{}, fmt.Errorf("zklock: %w: our node %s vanished (session expired)", errRetry, node)
 		case i == 0:
-			sent := time.Now()
-			ok, stat, err := d.conn.Exists(node)
-			if err != nil || !ok {
-				giveUp()
-				return driver.Grant{}, fmt.Errorf("zklock: stat: %v", err)
+			cz, err := token()
+			if err != nil {
+				d.remove(node)
+				return driver.Grant{}, fmt.Errorf("zklock: stat %s: %w", node, err)
 			}
-			return driver.Grant{Acquired: true, Token: uint64(stat.Czxid), Holds: 1, Since: sent,
-				Validity: min(r.TTL, d.timeout), Lost: d.lost, Handle: &Lease{Path: node, Czxid: stat.Czxid}}, nil
+			return driver.Grant{Acquired: true, Token: uint64(cz), Holds: 1, Since: sent,
+				Validity: min(r.TTL, d.timeout), Lost: lost, Handle: &Lease{Path: node, Czxid: cz}}, nil
 		case !r.Wait:
-			giveUp()
+			d.remove(node)
 			return driver.Grant{}, nil
 		}
 		exists, _, ch, err := d.conn.ExistsW(path + "/" + children[i-1]) // only the one before ours
 		if err != nil {
-			giveUp()
-			return driver.Grant{}, fmt.Errorf("zklock: watch: %w", err)
+			continue // read again (or pause, above, if the connection is down)
 		}
 		if !exists {
+			sent = time.Now()
 			continue
 		}
 		select {
 		case <-ch:
+			sent = time.Now()
 		case <-ctx.Done():
-			giveUp()
+			d.remove(node)
 			return driver.Grant{}, ctx.Err()
-		case <-d.lost:
-			return driver.Grant{}, fmt.Errorf("zklock: %w: session expired while waiting", dlock.ErrLeaseLost)
+		case <-lost:
+			return driver.Grant{}, fmt.Errorf("zklock: %w: session expired while waiting", errRetry)
 		}
 	}
+}
+
+// errRetry marks failures after which a new attempt may succeed: the
+// session expired, and with it our node.
+var errRetry = errors.New("try again")
+
+// transient reports errors after which the connection (and the session)
+// may come back.
+func transient(err error) bool {
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrSessionMoved)
+}
+
+// pause waits a moment before retrying after connection loss; it fails
+// when ctx ends or the session expires.
+func (d *zkDriver) pause(ctx context.Context, lost <-chan struct{}) error {
+	select {
+	case <-time.After(50 * time.Millisecond):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-lost:
+		return fmt.Errorf("zklock: %w: session expired", errRetry)
+	}
+}
+
+// create makes our contender node, protected as Curator does: its name
+// carries a fresh GUID, so when a reply is lost with the connection, the
+// node is found by GUID instead of created twice (which would leave an
+// orphan that holds the lock for the rest of the session).
+func (d *zkDriver) create(ctx context.Context, path, owner string) (string, error) {
+	guid, err := newGUID()
+	if err != nil {
+		return "", err
+	}
+	prefix := path + "/_c_" + guid + "-lock-"
+	for attempt := 0; ; attempt++ {
+		node, err := d.conn.Create(prefix, []byte(owner), zk.FlagEphemeral|zk.FlagSequence, d.acl)
+		switch {
+		case err == nil:
+			return node, nil
+		case errors.Is(err, zk.ErrNoNode) && attempt < 5:
+			// The first lock of a name, or the server reaped an empty parent.
+			if err := d.ensure(path); err != nil && !transient(err) {
+				return "", fmt.Errorf("zklock: create %s: %w", path, err)
+			}
+			continue
+		case errors.Is(err, zk.ErrSessionExpired):
+			continue // the node went with the session, if it was made
+		case !transient(err):
+			return "", fmt.Errorf("zklock: create: %w", err)
+		}
+		// The create may have happened: look for it before trying again.
+		for {
+			node, ferr := d.findGUID(path, guid)
+			if node != "" {
+				return node, nil
+			}
+			if ferr == nil || ctx.Err() != nil {
+				break
+			}
+			if perr := d.pause(ctx, nil); perr != nil {
+				break
+			}
+		}
+		if ctx.Err() != nil || attempt >= 100 {
+			d.cleanup(path, guid)
+			return "", fmt.Errorf("zklock: create: %w", errors.Join(ctx.Err(), err))
+		}
+	}
+}
+
+// findGUID returns the child of path whose name carries guid, if any.
+func (d *zkDriver) findGUID(path, guid string) (string, error) {
+	children, _, err := d.conn.Children(path)
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	for _, c := range children {
+		if strings.HasPrefix(c, "_c_"+guid+"-") {
+			return path + "/" + c, nil
+		}
+	}
+	return "", nil
+}
+
+// remove deletes a contender node we give up. If the connection is down it
+// keeps trying in the background until the node or its session is gone:
+// a node left behind would hold the lock for the rest of the session.
+func (d *zkDriver) remove(node string) {
+	err := d.conn.Delete(node, -1)
+	if !transient(err) {
+		return
+	}
+	d.background(func() bool {
+		err := d.conn.Delete(node, -1)
+		return !transient(err)
+	})
+}
+
+// cleanup deletes the node a failed create may have made, found by GUID.
+func (d *zkDriver) cleanup(path, guid string) {
+	d.background(func() bool {
+		node, err := d.findGUID(path, guid)
+		if err != nil {
+			return !transient(err)
+		}
+		if node != "" {
+			return !transient(d.conn.Delete(node, -1))
+		}
+		return true
+	})
+}
+
+// background runs step every 100ms until it reports done, the session
+// expires (taking our ephemeral nodes with it) or the driver closes.
+func (d *zkDriver) background(step func() (done bool)) {
+	lost := d.session()
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				if step() {
+					return
+				}
+			case <-lost:
+				return
+			case <-d.closing:
+				return
+			}
+		}
+	}()
+}
+
+// newGUID returns a random UUID, the form Curator puts in protected names.
+func newGUID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:]), nil
 }
 
 // Renew checks that each holder's node still exists. The session keeps it;
@@ -256,6 +432,11 @@ func (d *zkDriver) Release(_ context.Context, h driver.Held, _ int) (int, error)
 	// it, so an unconditional delete only ever removes our own.
 	err := d.conn.Delete(l.Path, -1)
 	switch {
+	case transient(err):
+		// A lease dlock gave up as lost, or an Unlock with the connection
+		// down: the node would hold the lock for the rest of the session.
+		d.remove(l.Path)
+		return 0, fmt.Errorf("zklock: release: %w (deleting again once reconnected, until the node or its session is gone)", err)
 	case errors.Is(err, zk.ErrNoNode):
 		return 0, fmt.Errorf("zklock: release: %w: the node is gone", dlock.ErrLeaseLost)
 	case err != nil:
@@ -307,6 +488,8 @@ func (d *zkDriver) ForceRelease(_ context.Context, name string) error {
 }
 
 func (d *zkDriver) Close() error {
+	close(d.closing)
+	d.bg.Wait()
 	if d.owned {
 		d.conn.Close()
 		<-d.done

@@ -20,13 +20,7 @@ const zkClasspath = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar"
 // 500ms to 5s are allowed.
 func ZooKeeper(t TB) *Server {
 	t.Helper()
-	java := LookBinary(t, "java")
-	if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
-		if os.Getenv(RequireEnv) == "1" {
-			t.Fatalf("zookeeper.jar not found and %s=1: run scripts/install-deps.sh", RequireEnv)
-		}
-		t.Skipf("zookeeper.jar not found: run scripts/install-deps.sh (package zookeeper)")
-	}
+	java := zkJava(t)
 	s := &Server{Name: "zookeeper", bin: java}
 	s.args = func(port int, dir string) []string {
 		cfg := filepath.Join(dir, "zoo.cfg")
@@ -41,24 +35,124 @@ func ZooKeeper(t TB) *Server {
 	return s
 }
 
+// ZooKeeperEnsemble starts an ensemble of n ZooKeeper servers on loopback
+// (QuorumPeerMain, tickTime 250ms) and waits until it has a leader and every
+// member serves. Members can be killed and restarted on the same ports and
+// data; ZooKeeperMode tells the leader from the followers.
+func ZooKeeperEnsemble(t TB, n int) []*Server {
+	t.Helper()
+	java := zkJava(t)
+	ports := make([]int, 3*n) // client, peer and election port of each member
+	seen := map[int]bool{}
+	for i := range ports {
+		for {
+			p, err := FreePort()
+			if err != nil {
+				t.Fatalf("free port: %v", err)
+			}
+			if !seen[p] {
+				seen[p], ports[i] = true, p
+				break
+			}
+		}
+	}
+	members := ""
+	for i := range n {
+		members += fmt.Sprintf("server.%d=127.0.0.1:%d:%d\n", i+1, ports[3*i+1], ports[3*i+2])
+	}
+	servers := make([]*Server, n)
+	for i := range servers {
+		s := &Server{Name: fmt.Sprintf("zookeeper %d/%d", i+1, n), bin: java, Dir: t.TempDir(), Host: "127.0.0.1", Port: ports[3*i]}
+		data := filepath.Join(s.Dir, "data")
+		if err := os.MkdirAll(data, 0o700); err != nil {
+			t.Fatalf("%v", err)
+		}
+		if err := os.WriteFile(filepath.Join(data, "myid"), []byte(strconv.Itoa(i+1)+"\n"), 0o600); err != nil {
+			t.Fatalf("%v", err)
+		}
+		s.args = func(port int, dir string) []string {
+			cfg := filepath.Join(dir, "zoo.cfg")
+			body := fmt.Sprintf("tickTime=250\ninitLimit=40\nsyncLimit=8\ndataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\n"+
+				"admin.enableServer=false\n4lw.commands.whitelist=*\nmaxClientCnxns=0\n%s", data, port, members)
+			_ = os.WriteFile(cfg, []byte(body), 0o600)
+			return []string{"-Xmx192m", "-cp", zkClasspath, "-Dzookeeper.log.dir=" + dir,
+				"org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg}
+		}
+		// A member answers srvr as soon as it listens, serving or not; the
+		// ensemble's readiness is checked below, once all are up.
+		s.ready = func(ctx context.Context, addr string) error { _, err := zkSrvr(ctx, addr); return err }
+		if err := s.Start(); err != nil {
+			t.Fatalf("start %s: %v", s.Name, err)
+		}
+		t.Cleanup(s.Stop)
+		servers[i] = s
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for _, s := range servers {
+		for m := ZooKeeperMode(s); m != "leader" && m != "follower"; m = ZooKeeperMode(s) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s not serving after 60s (mode %q): %s", s.Name, m, tail(s.Log()))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return servers
+}
+
+// ZooKeeperMode returns what a ZooKeeper server says it is: "leader",
+// "follower", "standalone", or "" when it is down or not serving.
+func ZooKeeperMode(s *Server) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	out, err := zkSrvr(ctx, s.Addr())
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if m, ok := strings.CutPrefix(line, "Mode: "); ok {
+			return strings.TrimSpace(m)
+		}
+	}
+	return ""
+}
+
+func zkJava(t TB) string {
+	t.Helper()
+	java := LookBinary(t, "java")
+	if _, err := os.Stat("/usr/share/java/zookeeper.jar"); err != nil {
+		if os.Getenv(RequireEnv) == "1" {
+			t.Fatalf("zookeeper.jar not found and %s=1: run scripts/install-deps.sh", RequireEnv)
+		}
+		t.Skipf("zookeeper.jar not found: run scripts/install-deps.sh (package zookeeper)")
+	}
+	return java
+}
+
 // zkReady sends the srvr command and wants a Mode line: ruok answers imok
 // before the server serves sessions.
 func zkReady(ctx context.Context, addr string) error {
+	out, err := zkSrvr(ctx, addr)
+	if err == nil && !strings.Contains(out, "Mode: ") {
+		err = fmt.Errorf("srvr answered %q", out)
+	}
+	return err
+}
+
+// zkSrvr sends the srvr four-letter command and returns the answer.
+func zkSrvr(ctx context.Context, addr string) (string, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
 	if _, err := conn.Write([]byte("srvr")); err != nil {
-		return err
+		return "", err
 	}
-	b, _ := io.ReadAll(conn)
-	if !strings.Contains(string(b), "Mode: ") {
-		return fmt.Errorf("srvr answered %q", b)
+	b, err := io.ReadAll(conn)
+	if len(b) == 0 && err == nil {
+		err = fmt.Errorf("srvr: empty answer")
 	}
-	return nil
+	return string(b), err
 }
-
-var _ = strconv.Itoa

@@ -1,0 +1,175 @@
+package zklock_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock/internal/testserver"
+	"github.com/dlock/dlock/zklock"
+	"github.com/go-zookeeper/zk"
+)
+
+// replyDropper is a ZooKeeper proxy that, once armed, lets the next create
+// of a lock node reach the server and then cuts the connection instead of
+// passing the reply back: the create happened, but the client cannot know.
+type replyDropper struct {
+	ln      net.Listener
+	target  string
+	armed   atomic.Bool
+	dropped atomic.Int32
+	wg      sync.WaitGroup
+}
+
+func newReplyDropper(t *testing.T, target string) *replyDropper {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &replyDropper{ln: ln, target: target}
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	return p
+}
+
+func (p *replyDropper) serve() {
+	defer p.wg.Done()
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		server, err := net.Dial("tcp", p.target)
+		if err != nil {
+			client.Close()
+			continue
+		}
+		var dropXid atomic.Int64
+		dropXid.Store(-2) // none
+		cut := func() { client.Close(); server.Close() }
+		p.wg.Add(2)
+		go func() { // client → server
+			defer p.wg.Done()
+			defer cut()
+			for n := 0; ; n++ {
+				frame, err := readFrame(client)
+				if err != nil {
+					return
+				}
+				// Frames after the handshake start with xid and opcode;
+				// opcode 1 is create.
+				if n > 0 && len(frame) >= 12 && binary.BigEndian.Uint32(frame[8:12]) == 1 &&
+					bytes.Contains(frame, []byte("-lock-")) && p.armed.CompareAndSwap(true, false) {
+					dropXid.Store(int64(int32(binary.BigEndian.Uint32(frame[4:8]))))
+				}
+				if _, err := server.Write(frame); err != nil {
+					return
+				}
+			}
+		}()
+		go func() { // server → client
+			defer p.wg.Done()
+			defer cut()
+			for n := 0; ; n++ {
+				frame, err := readFrame(server)
+				if err != nil {
+					return
+				}
+				if n > 0 && len(frame) >= 8 && int64(int32(binary.BigEndian.Uint32(frame[4:8]))) == dropXid.Load() {
+					p.dropped.Add(1)
+					return // the reply to the create: drop it and the connection
+				}
+				if _, err := client.Write(frame); err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+// readFrame reads one length-prefixed ZooKeeper packet, prefix included.
+func readFrame(r io.Reader) ([]byte, error) {
+	var n [4]byte
+	if _, err := io.ReadFull(r, n[:]); err != nil {
+		return nil, err
+	}
+	size := binary.BigEndian.Uint32(n[:])
+	if size > 1<<20 {
+		return nil, io.ErrUnexpectedEOF
+	}
+	frame := make([]byte, 4+size)
+	copy(frame, n[:])
+	_, err := io.ReadFull(r, frame[4:])
+	return frame, err
+}
+
+// A create whose reply is lost with the connection leaves exactly one node:
+// the client finds it by the GUID in its name instead of creating another,
+// which would hold the lock for the rest of the session.
+func TestLostCreateReply(t *testing.T) {
+	srv := testserver.ZooKeeper(t)
+	proxy := newReplyDropper(t, srv.Addr())
+	conn, events, err := zk.Connect([]string{proxy.ln.Addr().String()}, sessionTimeout, zk.WithLogger(quiet{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := zklock.Open(t.Context(), conn, zklock.Options{SessionTimeout: sessionTimeout, Events: events, CloseConn: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	direct, _, err := connect(srv.Addr(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	ctx := t.Context()
+
+	for _, try := range []bool{false, true} {
+		proxy.armed.Store(true)
+		before := proxy.dropped.Load()
+		m := c.Mutex("lostreply/x")
+		lock := m.Lock
+		if try {
+			lock = m.TryLock
+		}
+		l, err := lock(ctx)
+		if err != nil {
+			t.Fatalf("lock through a lost reply (try=%v): %v", try, err)
+		}
+		if proxy.dropped.Load() != before+1 {
+			t.Fatalf("the proxy dropped %d create replies; want 1", proxy.dropped.Load()-before)
+		}
+		var zl *zklock.Lease
+		if !l.As(&zl) {
+			t.Fatal("Lease.As(*zklock.Lease) failed")
+		}
+		children, _, err := direct.Children("/lostreply/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(children) != 1 || "/lostreply/x/"+children[0] != zl.Path {
+			t.Fatalf("children %v; want only the holder %s", children, zl.Path)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			children, _, err = direct.Children("/lostreply/x")
+			if err == zk.ErrNoNode || err == nil && len(children) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after Unlock: children %v, %v", children, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
