@@ -12,6 +12,7 @@ declare -A pkgs=(
   [memcached]=memcached
   [psql]=postgresql-client
   [mariadb]=mariadb-client
+  [javac]=default-jdk-headless # zklock's Curator interop test runs a Java source file
 )
 
 missing=()
@@ -21,6 +22,7 @@ done
 ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
 [ -x /usr/sbin/mariadbd ] || missing+=(mariadb-server)
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
+[ -f /usr/share/java/curator-recipes.jar ] || missing+=(libcurator-recipes-java)
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all servers present"
   exit 0
