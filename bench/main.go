@@ -88,30 +88,44 @@ func main() {
 			log.Fatalf("unknown store %q", store)
 		}
 	}
+	// Warm every store and library up first (the JVM behind ZooKeeper
+	// runs twice as fast once warm), untimed.
+	for _, l := range libs {
+		fmt.Fprintf(os.Stderr, "%-10s warm-up      %s\n", l.store, l.name)
+		_, _ = uncontended(ctx, l, *dur/2)
+		_, _ = distinct16(ctx, l, *dur/2)
+	}
 	var results []result
 	for _, sc := range []struct {
 		name string
 		fn   func(context.Context, lib, time.Duration) (run, error)
 	}{{"uncontended", uncontended}, {"16 names", distinct16}, {"contended", contended}} {
-		for _, l := range libs {
-			var rs []run
-			var failed error
-			for i := range *runs {
+		// Runs alternate between libraries, so a drift of the machine's
+		// speed falls on all of them alike.
+		rs := make([][]run, len(libs))
+		failed := make([]error, len(libs))
+		for i := range *runs {
+			for j, l := range libs {
+				if failed[j] != nil {
+					continue
+				}
 				fmt.Fprintf(os.Stderr, "%-10s %-12s %-22s run %d/%d…\n", l.store, sc.name, l.name, i+1, *runs)
 				r, err := sc.fn(ctx, l, *dur)
 				if err != nil { // report it and go on: one failure must not lose the rest
-					failed = err
+					failed[j] = err
 					fmt.Fprintf(os.Stderr, "  failed: %v\n", err)
-					break
+					continue
 				}
-				rs = append(rs, r)
+				rs[j] = append(rs[j], r)
 			}
-			if failed != nil {
+		}
+		for j, l := range libs {
+			if failed[j] != nil {
 				results = append(results, result{Store: l.store, Scenario: sc.name, Library: l.name,
-					OpsRange: []float64{0, 0}, Errors: -1, Failed: failed.Error()})
+					OpsRange: []float64{0, 0}, Errors: -1, Failed: failed[j].Error()})
 				continue
 			}
-			results = append(results, summarise(l, sc.name, rs))
+			results = append(results, summarise(l, sc.name, rs[j]))
 		}
 	}
 	if err := write(*docs, results, *dur, *runs); err != nil {

@@ -1,0 +1,28 @@
+package zklock_test
+
+import (
+	"testing"
+
+	"github.com/dlock/dlock/internal/testserver"
+)
+
+// BenchmarkLockUnlock is uncontended Lock+Unlock on a ready parent.
+func BenchmarkLockUnlock(b *testing.B) {
+	srv := testserver.ZooKeeper(b)
+	h := &harness{addr: srv.Addr()}
+	c, err := h.NewClient(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	m := c.Mutex("bench/u")
+	for b.Loop() {
+		l, err := m.Lock(b.Context())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Unlock(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
