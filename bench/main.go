@@ -70,6 +70,7 @@ func main() {
 	runs := flag.Int("runs", 3, "runs per scenario (the median is reported)")
 	only := flag.String("only", "redis,etcd,zookeeper", "stores to measure")
 	docs := flag.String("docs", "../docs", "where to write results")
+	leases := flag.Int("leases", 10000, "leases held in the many-leases scenario (0 skips it)")
 	flag.Parse()
 	ctx := context.Background()
 	env := newEnv()
@@ -128,7 +129,18 @@ func main() {
 			results = append(results, summarise(l, sc.name, rs[j]))
 		}
 	}
-	if err := write(*docs, results, *dur, *runs); err != nil {
+	var many []manyResult
+	if *leases > 0 {
+		for _, st := range manyStores(env, strings.Split(*only, ",")) {
+			var rs []manyResult
+			for i := range *runs {
+				fmt.Fprintf(os.Stderr, "%-10s %d leases   dlock                  run %d/%d…\n", st.store, *leases, i+1, *runs)
+				rs = append(rs, manyLeases(ctx, st.store, st.ttl, st.open, *leases))
+			}
+			many = append(many, medianMany(rs))
+		}
+	}
+	if err := write(*docs, results, many, *dur, *runs); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -281,8 +293,11 @@ func contended(ctx context.Context, l lib, d time.Duration) (run, error) {
 	return r, nil
 }
 
-func write(docs string, results []result, dur time.Duration, runs int) error {
-	b, err := json.MarshalIndent(results, "", "  ")
+func write(docs string, results []result, many []manyResult, dur time.Duration, runs int) error {
+	b, err := json.MarshalIndent(struct {
+		Results    []result     `json:"results"`
+		ManyLeases []manyResult `json:"many_leases"`
+	}{results, many}, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -292,5 +307,5 @@ func write(docs string, results []result, dur time.Duration, runs int) error {
 	if err := charts(docs, results); err != nil {
 		return err
 	}
-	return writeMarkdown(filepath.Join(docs, "benchmarks.md"), results, dur, runs)
+	return writeMarkdown(filepath.Join(docs, "benchmarks.md"), results, many, dur, runs)
 }

@@ -133,7 +133,52 @@ func etcdLibs(e *env) []lib {
 			mu := concurrency.NewMutex(s, name+"/")
 			return funcs{l: mu.Lock, u: mu.Unlock}, nil
 		}},
+		{"etcd", plainEtcd, func(ctx context.Context, name string) (locker, error) {
+			cli, err := client()
+			if err != nil {
+				return nil, err
+			}
+			return newPlainEtcd(ctx, cli, name)
+		}},
 	}
+}
+
+const (
+	plainEtcd = "plain txn + delete"
+	plainZK   = "plain create + delete"
+)
+
+// newPlainEtcd is the least an etcd lock needs: a put-if-absent
+// transaction on a key attached to a lease, a watch for its deletion when
+// taken, and a delete.
+func newPlainEtcd(ctx context.Context, cli *clientv3.Client, name string) (locker, error) {
+	lease, err := cli.Grant(ctx, 60)
+	if err != nil {
+		return nil, err
+	}
+	key := "plain/" + name
+	return funcs{
+		l: func(ctx context.Context) error {
+			for {
+				r, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+					Then(clientv3.OpPut(key, "", clientv3.WithLease(lease.ID))).Commit()
+				if err != nil || r.Succeeded {
+					return err
+				}
+				wctx, cancel := context.WithCancel(ctx)
+				for w := range cli.Watch(wctx, key, clientv3.WithRev(r.Header.Revision+1), clientv3.WithFilterPut()) {
+					if len(w.Events) > 0 || w.Err() != nil {
+						break
+					}
+				}
+				cancel()
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+			}
+		},
+		u: func(ctx context.Context) error { _, err := cli.Delete(ctx, key); return err },
+	}, nil
 }
 
 type quiet struct{}
@@ -173,6 +218,44 @@ func zkLibs(e *env) []lib {
 			l := zk.NewLock(c, "/"+name, zk.WorldACL(zk.PermAll))
 			return funcs{l: func(context.Context) error { return l.Lock() }, u: func(context.Context) error { return l.Unlock() }}, nil
 		}},
+		{"zookeeper", plainZK, func(ctx context.Context, name string) (locker, error) {
+			c, _, err := conn()
+			if err != nil {
+				return nil, err
+			}
+			if err := ensure(c, "/"+name); err != nil {
+				return nil, err
+			}
+			return newPlainZK(c, "/"+name+"/plain"), nil
+		}},
+	}
+}
+
+// newPlainZK is the least a ZooKeeper lock needs: create an ephemeral node
+// on a ready parent, watch it when taken, and delete it.
+func newPlainZK(c *zk.Conn, node string) locker {
+	return funcs{
+		l: func(ctx context.Context) error {
+			for {
+				_, err := c.Create(node, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+				if !errors.Is(err, zk.ErrNodeExists) {
+					return err
+				}
+				ok, _, ch, err := c.ExistsW(node)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					continue
+				}
+				select {
+				case <-ch:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+		},
+		u: func(context.Context) error { return c.Delete(node, -1) },
 	}
 }
 

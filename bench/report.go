@@ -21,7 +21,7 @@ const (
 
 // writeMarkdown puts the results table between the markers of path
 // (appending them if missing).
-func writeMarkdown(path string, rs []result, dur time.Duration, runs int) error {
+func writeMarkdown(path string, rs []result, many []manyResult, dur time.Duration, runs int) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%s\n## Side by side with the peers (`make bench`)\n\n", startMark)
 	fmt.Fprintf(&b, "Written by `bench/` on %s: %d runs of %v per cell, the median shown with the range; "+
@@ -49,6 +49,22 @@ func writeMarkdown(path string, rs []result, dur time.Duration, runs int) error 
 			} else {
 				fmt.Fprintf(&b, "| %s | %s | %s | %d |\n", r.Store, r.Library, rng, r.Errors)
 			}
+		}
+		b.WriteString("\n")
+	}
+	if len(many) > 0 {
+		b.WriteString("### many leases\n\nOne dlock client holds the leases while its watchdog renews them every TTL/3, for two TTLs. " +
+			"Heap and goroutines are counted after GC against the client before the leases; store calls are go-redis commands " +
+			"or pipelines, etcd gRPC calls and streams, or ZooKeeper requests (pings included); CPU is the whole bench process's " +
+			"(the client), as a share of one core. Medians of the runs; lost is the worst run's.\n\n")
+		b.WriteString("| store | leases | TTL | heap per lease | extra goroutines | store calls per renewal interval | client CPU | lost |\n|---|---|---|---|---|---|---|---|\n")
+		for _, m := range many {
+			if m.Failed != "" {
+				fmt.Fprintf(&b, "| %s | %d | %s | failed: %s | | | | |\n", m.Store, m.Leases, m.TTL, m.Failed)
+				continue
+			}
+			fmt.Fprintf(&b, "| %s | %d | %s | %.0f B | %d | %.1f | %.1f%% | %d |\n", m.Store, m.Leases, m.TTL,
+				m.HeapPerLease, m.ExtraGoroutines, m.CallsPerRenewal, m.CPUPct, m.Lost)
 		}
 		b.WriteString("\n")
 	}
