@@ -108,60 +108,43 @@ func (d *myDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 	return d.acquireConn(ctx, r)
 }
 
-// acquireRow grants, re-enters or refuses in one short transaction that
-// locks the name's row (made once, as an expired placeholder).
+// acquireSQL grants a free or expired lock, re-enters the owner's live one,
+// or leaves a live one alone, in one statement. The row is never deleted
+// (a release marks it expired), so its token column is the name's counter.
+// MySQL evaluates ON DUPLICATE KEY UPDATE assignments left to right, each
+// seeing the ones before: every decision reads expires_at, which changes
+// last, and the owner, which changes only on a takeover (then the last
+// test's first branch wins). LAST_INSERT_ID carries the outcome back in the
+// reply: the token when granted, 0 when the lock is held by another.
+const acquireSQL = `INSERT INTO dlock_locks (name, owner, holds, token, expires_at)
+VALUES (?, ?, 1, LAST_INSERT_ID(1), NOW(6) + INTERVAL ? MICROSECOND)
+ON DUPLICATE KEY UPDATE
+  token = IF(expires_at <= NOW(6), LAST_INSERT_ID(token + 1), IF(owner = VALUES(owner), LAST_INSERT_ID(token), IF(LAST_INSERT_ID(0) = 0, token, token))),
+  holds = IF(expires_at <= NOW(6), 1, IF(owner = VALUES(owner), holds + 1, holds)),
+  owner = IF(expires_at <= NOW(6), VALUES(owner), owner),
+  expires_at = IF(expires_at <= NOW(6), VALUES(expires_at), IF(owner = VALUES(owner), GREATEST(expires_at, VALUES(expires_at)), expires_at))`
+
+// acquireRow grants, re-enters or refuses in one statement; only a refusal
+// reads the holder's time left, for the waiter's next try.
 func (d *myDriver) acquireRow(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	if _, err := d.db.ExecContext(ctx, `INSERT IGNORE INTO dlock_locks (name, owner, holds, token, expires_at)
-VALUES (?, '', 0, 0, '1970-01-02')`, r.Name); err != nil {
+	res, err := d.db.ExecContext(ctx, acquireSQL, r.Name, r.Owner, r.TTL.Microseconds())
+	if err != nil {
 		return driver.Grant{}, myErr("acquire", err)
 	}
-	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	token, err := res.LastInsertId()
 	if err != nil {
-		return driver.Grant{}, myErr("begin", err)
+		return driver.Grant{}, myErr("acquire", err)
 	}
-	defer tx.Rollback()
-	var owner string
-	var holds int
-	var token uint64
+	if token > 0 {
+		return driver.Grant{Acquired: true, Token: uint64(token)}, nil
+	}
 	var leftUs int64
-	err = tx.QueryRowContext(ctx, `SELECT owner, holds, token, GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at), 0)
-FROM dlock_locks WHERE name = ? FOR UPDATE`, r.Name).Scan(&owner, &holds, &token, &leftUs)
-	if err != nil {
+	err = d.db.QueryRowContext(ctx, `SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at), 0) FROM dlock_locks WHERE name = ?`,
+		r.Name).Scan(&leftUs)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return driver.Grant{}, myErr("acquire", err)
 	}
-	ttlUs := r.TTL.Microseconds()
-	live := leftUs > 0 && holds > 0
-	switch {
-	case live && owner == r.Owner: // re-entry
-		holds++
-		_, err = tx.ExecContext(ctx, `UPDATE dlock_locks SET holds = ?, expires_at = GREATEST(expires_at, NOW(6) + INTERVAL ? MICROSECOND) WHERE name = ?`,
-			holds, ttlUs, r.Name)
-	case live:
-		return driver.Grant{Retry: time.Duration(leftUs) * time.Microsecond}, nil
-	default: // free or expired: a new hold with the next token
-		res, err := tx.ExecContext(ctx, `INSERT INTO dlock_tokens (name, token) VALUES (?, LAST_INSERT_ID(1))
-ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1), owner = NULL, holder_id = NULL`, r.Name)
-		if err != nil {
-			return driver.Grant{}, myErr("token", err)
-		}
-		id, err := res.LastInsertId()
-		if err != nil {
-			return driver.Grant{}, myErr("token", err)
-		}
-		token, holds = uint64(id), 1
-		_, err = tx.ExecContext(ctx, `UPDATE dlock_locks SET owner = ?, holds = 1, token = ?, expires_at = NOW(6) + INTERVAL ? MICROSECOND WHERE name = ?`,
-			r.Owner, token, ttlUs, r.Name)
-		if err != nil {
-			return driver.Grant{}, myErr("acquire", err)
-		}
-	}
-	if err != nil {
-		return driver.Grant{}, myErr("acquire", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return driver.Grant{}, myErr("commit", err)
-	}
-	return driver.Grant{Acquired: true, Token: token, Holds: holds}, nil
+	return driver.Grant{Retry: time.Duration(leftUs) * time.Microsecond}, nil
 }
 
 func (d *myDriver) Renew(ctx context.Context, batch []driver.Held) []driver.RenewResult {
@@ -239,22 +222,20 @@ func (d *myDriver) Release(ctx context.Context, h driver.Held, count int) (int, 
 		}
 		return 0, l.release(ctx)
 	}
-	// The row stays, expired, for the next acquire to lock.
+	// The row stays, expired, carrying the token counter. holds changes
+	// last (assignments see earlier ones) and LAST_INSERT_ID returns what is
+	// left of it.
 	res, err := d.db.ExecContext(ctx, `UPDATE dlock_locks SET
-  expires_at = IF(holds <= ?, '1970-01-02', expires_at), owner = IF(holds <= ?, '', owner), holds = GREATEST(holds - ?, 0)
-WHERE name = ? AND owner = ? AND token = ? AND holds > 0`, count, count, count, h.Name, h.Owner, h.Token)
+  expires_at = IF(holds <= ?, '1970-01-02', expires_at), owner = IF(holds <= ?, '', owner), holds = LAST_INSERT_ID(GREATEST(holds - ?, 0))
+WHERE name = ? AND owner = ? AND token = ? AND holds > 0 AND expires_at > NOW(6)`, count, count, count, h.Name, h.Owner, h.Token)
 	if err != nil {
 		return 0, myErr("release", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return 0, fmt.Errorf("mysqllock: release: %w: held by another owner or deleted", dlock.ErrLeaseLost)
+		return 0, fmt.Errorf("mysqllock: release: %w: expired, held by another owner or deleted", dlock.ErrLeaseLost)
 	}
-	var left int
-	err = d.db.QueryRowContext(ctx, "SELECT holds FROM dlock_locks WHERE name = ? AND token = ?", h.Name, h.Token).Scan(&left)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
-	return left, myErr("release", err)
+	left, err := res.LastInsertId()
+	return int(left), myErr("release", err)
 }
 
 func (d *myDriver) Inspect(ctx context.Context, name string) (driver.Info, error) {

@@ -18,14 +18,17 @@
 //		session  GET_LOCK(name) on a session                 as for row                   in the database      one connection
 //
 //	  - table (default): dlock_locks(name PRIMARY KEY, owner, holds, token,
-//	    expires_at) and dlock_tokens(name PRIMARY KEY, token), created at Open if
-//	    missing (or by `dlock migrate`). The row of a name is created once, as
-//	    an expired placeholder, so acquiring is one short READ COMMITTED
-//	    transaction that locks that row (SELECT … FOR UPDATE), decides, and
-//	    writes; expiry is judged by the database's NOW(6). Release and a whole
-//	    renewal batch are one statement each. MySQL has no notifications, so
-//	    waiters poll with capped backoff and jitter, and retry at the holder's
-//	    expiry.
+//	    expires_at), created at Open if missing (or by `dlock migrate`).
+//	    Acquiring is ONE statement, INSERT … ON DUPLICATE KEY UPDATE, that
+//	    takes a free or expired row with the next token, re-enters the
+//	    owner's live one, or leaves another's alone; the reply's
+//	    LAST_INSERT_ID carries the token (0: refused). Release and a whole
+//	    renewal batch are one statement each. Expiry is judged by the
+//	    database's NOW(6). Rows are never deleted (a release marks the row
+//	    expired), so the row's token column is the name's counter: do not
+//	    delete rows by hand, or the name's tokens start again at 1. MySQL has
+//	    no notifications, so waiters poll with capped backoff and jitter, and
+//	    retry at the holder's expiry.
 //	  - row: SELECT … FROM dlock_rows FORCE INDEX (PRIMARY) WHERE name = ? FOR
 //	    UPDATE [NOWAIT] in a transaction held open on a dedicated connection.
 //	    FORCE INDEX keeps InnoDB from scanning (and locking) other rows.
@@ -40,9 +43,10 @@
 // at once; the holder learns of it at its next renewal (within TTL/3).
 // Cancelling a wait closes its connection, which ends the wait on the server.
 //
-// Fencing tokens come from dlock_tokens in every mode; in row and session
-// modes the token is committed on its own right after the lock is granted,
-// so a holder that crashed never gives its token to the next.
+// Fencing tokens come from the row in table mode and from
+// dlock_tokens(name PRIMARY KEY, token) in row and session modes, where the
+// token is committed on its own right after the lock is granted, so a
+// holder that crashed never gives its token to the next.
 //
 // The user needs SELECT, INSERT, UPDATE and DELETE on the three tables, and
 // CREATE to make them (or run `dlock migrate` once as a user who can).
