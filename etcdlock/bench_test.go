@@ -1,25 +1,16 @@
 package etcdlock_test
 
 import (
-	"context"
 	"fmt"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/etcdlock"
 	"github.com/dlock/dlock/internal/embedetcd"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
-
-// locker is one contender's lock and unlock, for either library.
-type locker struct {
-	lock   func(ctx context.Context) error
-	unlock func(ctx context.Context) error
-}
 
 func benchEndpoints(b *testing.B) []string {
 	m, err := embedetcd.Start(embedetcd.Options{Dir: b.TempDir()})
@@ -30,8 +21,8 @@ func benchEndpoints(b *testing.B) []string {
 	return []string{m.ClientURL}
 }
 
-func dlockLockers(b *testing.B, eps []string, n int, name string) []locker {
-	ls := make([]locker, n)
+func dlockLockers(b *testing.B, eps []string, n int, name string) []drivertest.Locker {
+	ls := make([]drivertest.Locker, n)
 	for i := range ls {
 		cli, err := newClientv3(eps, nil)
 		if err != nil {
@@ -42,18 +33,13 @@ func dlockLockers(b *testing.B, eps []string, n int, name string) []locker {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { _ = c.Close() })
-		m := c.Mutex(name)
-		var l *dlock.Lease
-		ls[i] = locker{
-			lock:   func(ctx context.Context) (err error) { l, err = m.Lock(ctx); return err },
-			unlock: func(ctx context.Context) error { return l.Unlock(ctx) },
-		}
+		ls[i] = drivertest.MutexLocker(c, name)
 	}
 	return ls
 }
 
-func concurrencyLockers(b *testing.B, eps []string, n int, name string) []locker {
-	ls := make([]locker, n)
+func concurrencyLockers(b *testing.B, eps []string, n int, name string) []drivertest.Locker {
+	ls := make([]drivertest.Locker, n)
 	for i := range ls {
 		cli, err := newClientv3(eps, nil)
 		if err != nil {
@@ -66,7 +52,7 @@ func concurrencyLockers(b *testing.B, eps []string, n int, name string) []locker
 		}
 		b.Cleanup(func() { _ = s.Close() })
 		m := concurrency.NewMutex(s, name+"/")
-		ls[i] = locker{lock: m.Lock, unlock: m.Unlock}
+		ls[i] = drivertest.Locker{Lock: m.Lock, Unlock: m.Unlock}
 	}
 	return ls
 }
@@ -76,7 +62,7 @@ func BenchmarkUncontended(b *testing.B) {
 	eps := benchEndpoints(b)
 	for _, lib := range []string{"dlock", "concurrency"} {
 		b.Run(lib, func(b *testing.B) {
-			var l locker
+			var l drivertest.Locker
 			if lib == "dlock" {
 				l = dlockLockers(b, eps, 1, "bench/u/"+lib)[0]
 			} else {
@@ -84,10 +70,10 @@ func BenchmarkUncontended(b *testing.B) {
 			}
 			ctx := b.Context()
 			for b.Loop() {
-				if err := l.lock(ctx); err != nil {
+				if err := l.Lock(ctx); err != nil {
 					b.Fatal(err)
 				}
-				if err := l.unlock(ctx); err != nil {
+				if err := l.Unlock(ctx); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -105,69 +91,16 @@ func BenchmarkContended(b *testing.B) {
 		b.Run(lib, func(b *testing.B) {
 			for b.Loop() {
 				name := fmt.Sprintf("bench/c/%s/%d", lib, time.Now().UnixNano())
-				var ls []locker
+				var ls []drivertest.Locker
 				if lib == "dlock" {
 					ls = dlockLockers(b, eps, 16, name)
 				} else {
 					ls = concurrencyLockers(b, eps, 16, name)
 				}
-				contend(b, ls, 3*time.Second)
+				drivertest.Contend(b, ls, 3*time.Second)
 			}
 		})
 	}
-}
-
-func contend(b *testing.B, ls []locker, d time.Duration) {
-	ctx := b.Context()
-	var (
-		mu       sync.Mutex
-		released time.Time // when the last holder unlocked
-		handoffs []time.Duration
-		counts   = make([]int, len(ls))
-		wg       sync.WaitGroup
-	)
-	deadline := time.Now().Add(d)
-	for i, l := range ls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) {
-				if err := l.lock(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-				got := time.Now()
-				mu.Lock()
-				if !released.IsZero() {
-					handoffs = append(handoffs, got.Sub(released))
-				}
-				counts[i]++
-				mu.Unlock()
-				time.Sleep(time.Millisecond)
-				mu.Lock()
-				released = time.Now()
-				mu.Unlock()
-				if err := l.unlock(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	slices.Sort(handoffs)
-	total := 0
-	lo, hi := counts[0], counts[0]
-	for _, n := range counts {
-		total += n
-		lo, hi = min(lo, n), max(hi, n)
-	}
-	b.ReportMetric(float64(total)/d.Seconds(), "acq/s")
-	if len(handoffs) > 0 {
-		b.ReportMetric(float64(handoffs[len(handoffs)/2].Microseconds())/1000, "p50-handoff-ms")
-		b.ReportMetric(float64(handoffs[len(handoffs)*99/100].Microseconds())/1000, "p99-handoff-ms")
-	}
-	b.ReportMetric(float64(hi)/float64(max(lo, 1)), "max/min")
 }
 
 var _ = clientv3.WithPrefix

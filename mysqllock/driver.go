@@ -124,6 +124,12 @@ ON DUPLICATE KEY UPDATE
   owner = IF(expires_at <= NOW(6), VALUES(owner), owner),
   expires_at = IF(expires_at <= NOW(6), VALUES(expires_at), IF(owner = VALUES(owner), GREATEST(expires_at, VALUES(expires_at)), expires_at))`
 
+// releaseSQL drops count holds of a live lease, marking the row expired
+// when none are left.
+const releaseSQL = `UPDATE dlock_locks SET
+  expires_at = IF(holds <= ?, '1970-01-02', expires_at), owner = IF(holds <= ?, '', owner), holds = LAST_INSERT_ID(GREATEST(holds - ?, 0))
+WHERE name = ? AND owner = ? AND token = ? AND holds > 0 AND expires_at > NOW(6)`
+
 // acquireRow grants, re-enters or refuses in one statement; only a refusal
 // reads the holder's time left, for the waiter's next try.
 func (d *myDriver) acquireRow(ctx context.Context, r driver.Request) (driver.Grant, error) {
@@ -225,9 +231,7 @@ func (d *myDriver) Release(ctx context.Context, h driver.Held, count int) (int, 
 	// The row stays, expired, carrying the token counter. holds changes
 	// last (assignments see earlier ones) and LAST_INSERT_ID returns what is
 	// left of it.
-	res, err := d.db.ExecContext(ctx, `UPDATE dlock_locks SET
-  expires_at = IF(holds <= ?, '1970-01-02', expires_at), owner = IF(holds <= ?, '', owner), holds = LAST_INSERT_ID(GREATEST(holds - ?, 0))
-WHERE name = ? AND owner = ? AND token = ? AND holds > 0 AND expires_at > NOW(6)`, count, count, count, h.Name, h.Owner, h.Token)
+	res, err := d.db.ExecContext(ctx, releaseSQL, count, count, count, h.Name, h.Owner, h.Token)
 	if err != nil {
 		return 0, myErr("release", err)
 	}

@@ -1,0 +1,80 @@
+package pglock_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
+	"github.com/dlock/dlock/internal/testserver"
+	"github.com/dlock/dlock/pglock"
+)
+
+// BenchmarkTableUncontended compares table mode's Lock+Unlock with running
+// its two statements (acquire, release) bare through pgx.
+func BenchmarkTableUncontended(b *testing.B) {
+	srv := testserver.Postgres(b)
+	h := &harness{url: testserver.PostgresURL(srv), mode: pglock.ModeTable}
+	b.Run("dlock", func(b *testing.B) {
+		c, err := h.NewClient(b.Context())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		m := c.Mutex("bench/u/dlock")
+		for b.Loop() {
+			l, err := m.Lock(b.Context())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Unlock(b.Context()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("statements", func(b *testing.B) {
+		p, err := pool(b.Context(), h.url, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.Close()
+		ctx, owner, ttl := b.Context(), dlock.NewOwnerID(), (30 * time.Second).Milliseconds()
+		for b.Loop() {
+			var token, holds, left, deleted int64
+			if err := p.QueryRow(ctx, pglock.AcquireSQL, "bench/u/statements", owner, ttl).Scan(&token, &holds, &left); err != nil {
+				b.Fatal(err)
+			}
+			if holds == 0 {
+				b.Fatal("not granted")
+			}
+			if err := p.QueryRow(ctx, pglock.ReleaseSQL, "bench/u/statements", owner, token, 1).Scan(&deleted, &left); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkContended: 16 contenders, each its own client, on one name in
+// each mode, holding it 1 ms, for 3 s.
+func BenchmarkContended(b *testing.B) {
+	srv := testserver.Postgres(b)
+	for _, mode := range []pglock.Mode{pglock.ModeTable, pglock.ModeRow, pglock.ModeSession} {
+		b.Run(string(mode), func(b *testing.B) {
+			h := &harness{url: testserver.PostgresURL(srv), mode: mode}
+			for b.Loop() {
+				name := fmt.Sprintf("bench/c/%d", time.Now().UnixNano())
+				ls := make([]drivertest.Locker, 16)
+				for i := range ls {
+					c, err := h.NewClient(b.Context())
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer c.Close()
+					ls[i] = drivertest.MutexLocker(c, name)
+				}
+				drivertest.Contend(b, ls, 3*time.Second)
+			}
+		})
+	}
+}

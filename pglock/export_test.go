@@ -1,0 +1,7 @@
+package pglock
+
+// The table mode's statements, for the benchmark that runs them bare.
+const (
+	AcquireSQL = acquireSQL
+	ReleaseSQL = releaseSQL
+)
