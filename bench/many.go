@@ -31,7 +31,8 @@ type manyResult struct {
 	Leases          int     `json:"leases"`
 	TTL             string  `json:"ttl"`
 	HeapPerLease    float64 `json:"heap_bytes_per_lease"`
-	ExtraGoroutines int     `json:"extra_goroutines"`
+	ExtraGoroutines int     `json:"extra_goroutines"` // the fewest seen while holding: what stays
+	PeakGoroutines  int     `json:"peak_goroutines"`  // the most seen: renewal's passing workers
 	CallsPerRenewal float64 `json:"store_calls_per_renewal_interval"`
 	CPUPct          float64 `json:"client_cpu_pct_of_one_core"`
 	Lost            int     `json:"lost"`
@@ -166,15 +167,19 @@ func manyLeases(ctx context.Context, store string, ttl time.Duration, open count
 	if err, ok := firstErr.Load().(error); ok {
 		return fail(err)
 	}
-	g1, h1 := goroutinesAndHeap()
-	res.ExtraGoroutines = g1 - g0
+	_, h1 := goroutinesAndHeap()
 	res.HeapPerLease = float64(int64(h1)-int64(h0)) / float64(n)
 
 	window := 2 * ttl
 	calls.Store(0)
 	cpu0 := cpuTime()
-	time.Sleep(window)
+	lo, hi := runtime.NumGoroutine(), 0
+	for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		g := runtime.NumGoroutine()
+		lo, hi = min(lo, g), max(hi, g)
+	}
 	cpu := cpuTime() - cpu0
+	res.ExtraGoroutines, res.PeakGoroutines = lo-g0, hi-g0
 	res.CallsPerRenewal = float64(calls.Load()) / (float64(window) / float64(ttl/3))
 	res.CPUPct = 100 * cpu.Seconds() / window.Seconds()
 	for _, l := range leases {
@@ -220,6 +225,7 @@ func medianMany(rs []manyResult) manyResult {
 	out := rs[0]
 	out.HeapPerLease = med(func(r manyResult) float64 { return r.HeapPerLease })
 	out.ExtraGoroutines = int(med(func(r manyResult) float64 { return float64(r.ExtraGoroutines) }))
+	out.PeakGoroutines = int(med(func(r manyResult) float64 { return float64(r.PeakGoroutines) }))
 	out.CallsPerRenewal = med(func(r manyResult) float64 { return r.CallsPerRenewal })
 	out.CPUPct = med(func(r manyResult) float64 { return r.CPUPct })
 	for _, r := range rs {

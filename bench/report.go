@@ -54,17 +54,18 @@ func writeMarkdown(path string, rs []result, many []manyResult, dur time.Duratio
 	}
 	if len(many) > 0 {
 		b.WriteString("### many leases\n\nOne dlock client holds the leases while its watchdog renews them every TTL/3, for two TTLs. " +
-			"Heap and goroutines are counted after GC against the client before the leases; store calls are go-redis commands " +
+			"Heap is counted after GC against the client before the leases; goroutines are sampled every 20 ms while " +
+			"holding, the fewest (what stays) and the most (renewal's passing workers); store calls are go-redis commands " +
 			"or pipelines, etcd gRPC calls and streams, or ZooKeeper requests (pings included); CPU is the whole bench process's " +
 			"(the client), as a share of one core. Medians of the runs; lost is the worst run's.\n\n")
-		b.WriteString("| store | leases | TTL | heap per lease | extra goroutines | store calls per renewal interval | client CPU | lost |\n|---|---|---|---|---|---|---|---|\n")
+		b.WriteString("| store | leases | TTL | heap per lease | extra goroutines (fewest / most) | store calls per renewal interval | client CPU | lost |\n|---|---|---|---|---|---|---|---|\n")
 		for _, m := range many {
 			if m.Failed != "" {
 				fmt.Fprintf(&b, "| %s | %d | %s | failed: %s | | | | |\n", m.Store, m.Leases, m.TTL, m.Failed)
 				continue
 			}
-			fmt.Fprintf(&b, "| %s | %d | %s | %.0f B | %d | %.1f | %.1f%% | %d |\n", m.Store, m.Leases, m.TTL,
-				m.HeapPerLease, m.ExtraGoroutines, m.CallsPerRenewal, m.CPUPct, m.Lost)
+			fmt.Fprintf(&b, "| %s | %d | %s | %.0f B | %d / %d | %.1f | %.1f%% | %d |\n", m.Store, m.Leases, m.TTL,
+				m.HeapPerLease, m.ExtraGoroutines, m.PeakGoroutines, m.CallsPerRenewal, m.CPUPct, m.Lost)
 		}
 		b.WriteString("\n")
 	}
