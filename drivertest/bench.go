@@ -83,3 +83,18 @@ func Contend(b *testing.B, ls []Locker, d time.Duration) {
 	}
 	b.ReportMetric(float64(slices.Max(counts))/float64(max(slices.Min(counts), 1)), "max/min")
 }
+
+// LockUnlock is an uncontended benchmark loop: Lock and Unlock of name on
+// c, b.N times.
+func LockUnlock(b *testing.B, c *dlock.Client, name string) {
+	m := c.Mutex(name)
+	for b.Loop() {
+		l, err := m.Lock(b.Context())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Unlock(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

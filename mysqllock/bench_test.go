@@ -23,16 +23,7 @@ func BenchmarkTableUncontended(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer c.Close()
-		m := c.Mutex("bench/u/dlock")
-		for b.Loop() {
-			l, err := m.Lock(b.Context())
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := l.Unlock(b.Context()); err != nil {
-				b.Fatal(err)
-			}
-		}
+		drivertest.LockUnlock(b, c, "bench/u/dlock")
 	})
 	b.Run("statements", func(b *testing.B) {
 		db, err := newDB(srv.Addr(), "dlock", nil)

@@ -3,6 +3,7 @@ package zklock_test
 import (
 	"testing"
 
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 )
 
@@ -15,14 +16,5 @@ func BenchmarkLockUnlock(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer c.Close()
-	m := c.Mutex("bench/u")
-	for b.Loop() {
-		l, err := m.Lock(b.Context())
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := l.Unlock(b.Context()); err != nil {
-			b.Fatal(err)
-		}
-	}
+	drivertest.LockUnlock(b, c, "bench/u")
 }
