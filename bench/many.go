@@ -35,8 +35,12 @@ type manyResult struct {
 	PeakGoroutines  int     `json:"peak_goroutines"`  // the most seen: renewal's passing workers
 	CallsPerRenewal float64 `json:"store_calls_per_renewal_interval"`
 	CPUPct          float64 `json:"client_cpu_pct_of_one_core"`
-	Lost            int     `json:"lost"`
-	Failed          string  `json:"failed,omitempty"`
+	// The ranges over the runs, low and high.
+	HeapRange  []float64 `json:"heap_range,omitempty"`
+	CallsRange []float64 `json:"calls_range,omitempty"`
+	CPURange   []float64 `json:"cpu_range,omitempty"`
+	Lost       int       `json:"lost"`
+	Failed     string    `json:"failed,omitempty"`
 }
 
 // counted opens a dlock client whose store calls add to calls.
@@ -214,20 +218,22 @@ func medianMany(rs []manyResult) manyResult {
 			return r
 		}
 	}
-	med := func(f func(manyResult) float64) float64 {
+	// med returns the median of a measure over the runs, and its range.
+	med := func(f func(manyResult) float64) (float64, []float64) {
 		v := make([]float64, len(rs))
 		for i, r := range rs {
 			v[i] = f(r)
 		}
 		slices.Sort(v)
-		return v[len(v)/2]
+		return v[len(v)/2], []float64{v[0], v[len(v)-1]}
 	}
 	out := rs[0]
-	out.HeapPerLease = med(func(r manyResult) float64 { return r.HeapPerLease })
-	out.ExtraGoroutines = int(med(func(r manyResult) float64 { return float64(r.ExtraGoroutines) }))
-	out.PeakGoroutines = int(med(func(r manyResult) float64 { return float64(r.PeakGoroutines) }))
-	out.CallsPerRenewal = med(func(r manyResult) float64 { return r.CallsPerRenewal })
-	out.CPUPct = med(func(r manyResult) float64 { return r.CPUPct })
+	out.HeapPerLease, out.HeapRange = med(func(r manyResult) float64 { return r.HeapPerLease })
+	g, _ := med(func(r manyResult) float64 { return float64(r.ExtraGoroutines) })
+	p, _ := med(func(r manyResult) float64 { return float64(r.PeakGoroutines) })
+	out.ExtraGoroutines, out.PeakGoroutines = int(g), int(p)
+	out.CallsPerRenewal, out.CallsRange = med(func(r manyResult) float64 { return r.CallsPerRenewal })
+	out.CPUPct, out.CPURange = med(func(r manyResult) float64 { return r.CPUPct })
 	for _, r := range rs {
 		out.Lost = max(out.Lost, r.Lost)
 	}

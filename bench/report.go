@@ -57,15 +57,16 @@ func writeMarkdown(path string, rs []result, many []manyResult, dur time.Duratio
 			"Heap is counted after GC against the client before the leases; goroutines are sampled every 20 ms while " +
 			"holding, the fewest (what stays) and the most (renewal's passing workers); store calls are go-redis commands " +
 			"or pipelines, etcd gRPC calls and streams, or ZooKeeper requests (pings included); CPU is the whole bench process's " +
-			"(the client), as a share of one core. Medians of the runs; lost is the worst run's.\n\n")
+			"(the client), as a share of one core. Medians of the runs with their range; lost is the worst run's.\n\n")
 		b.WriteString("| store | leases | TTL | heap per lease | extra goroutines (fewest / most) | store calls per renewal interval | client CPU | lost |\n|---|---|---|---|---|---|---|---|\n")
 		for _, m := range many {
 			if m.Failed != "" {
 				fmt.Fprintf(&b, "| %s | %d | %s | failed: %s | | | | |\n", m.Store, m.Leases, m.TTL, m.Failed)
 				continue
 			}
-			fmt.Fprintf(&b, "| %s | %d | %s | %.0f B | %d / %d | %.1f | %.1f%% | %d |\n", m.Store, m.Leases, m.TTL,
-				m.HeapPerLease, m.ExtraGoroutines, m.PeakGoroutines, m.CallsPerRenewal, m.CPUPct, m.Lost)
+			fmt.Fprintf(&b, "| %s | %d | %s | %.0f B (%.0f–%.0f) | %d / %d | %.1f (%.1f–%.1f) | %.1f%% (%.1f–%.1f) | %d |\n", m.Store, m.Leases, m.TTL,
+				m.HeapPerLease, m.HeapRange[0], m.HeapRange[1], m.ExtraGoroutines, m.PeakGoroutines,
+				m.CallsPerRenewal, m.CallsRange[0], m.CallsRange[1], m.CPUPct, m.CPURange[0], m.CPURange[1], m.Lost)
 		}
 		b.WriteString("\n")
 	}
