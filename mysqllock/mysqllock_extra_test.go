@@ -180,3 +180,35 @@ func TestMissingPrivileges(t *testing.T) {
 		t.Fatalf("Open as an unprivileged user: %v; want an error naming the privileges", err)
 	}
 }
+
+// On a Galera cluster, where GET_LOCK is not replicated, Open refuses
+// session mode with ErrUnsupported; table mode works.
+func TestGaleraRefusesSessionMode(t *testing.T) {
+	srv := testserver.MariaDBGalera(t)
+	url := testserver.MariaDBURL(t, srv, "dlock")
+	db, err := newDB(srv.Addr(), "dlock", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var name, value string
+	if err := db.QueryRowContext(t.Context(), "SHOW VARIABLES LIKE 'wsrep_on'").Scan(&name, &value); err != nil || value != "ON" {
+		t.Fatalf("wsrep_on = %q, %v; want a Galera node", value, err)
+	}
+	c, err := dlock.Open(t.Context(), url+"?mode=session")
+	if err == nil {
+		c.Close()
+		t.Fatal("session mode opened on Galera")
+	}
+	if !errors.Is(err, dlock.ErrUnsupported) {
+		t.Fatalf("session mode on Galera: %v; want ErrUnsupported", err)
+	}
+	tc := open(t, url, mysqllock.ModeTable)
+	l, err := tc.Mutex("galera").TryLock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
