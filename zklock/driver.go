@@ -235,8 +235,12 @@ func (d *zkDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 			return driver.Grant{}, nil
 		}
 		exists, _, ch, err := d.conn.ExistsW(path + "/" + children[i-1]) // only the one before ours
+		if transient(err) {
+			continue // read again, which pauses while the connection is down
+		}
 		if err != nil {
-			continue // read again (or pause, above, if the connection is down)
+			d.remove(node)
+			return driver.Grant{}, fmt.Errorf("zklock: watch: %w", err)
 		}
 		if !exists {
 			sent = time.Now()
