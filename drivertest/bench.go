@@ -2,6 +2,7 @@ package drivertest
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -96,5 +97,23 @@ func LockUnlock(b *testing.B, c *dlock.Client, name string) {
 		if err := l.Unlock(b.Context()); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// ContendClients is Contend with n contenders, each a client of its own
+// from newClient, on a fresh name, for each of b's iterations.
+func ContendClients(b *testing.B, newClient func(context.Context) (*dlock.Client, error), n int, d time.Duration) {
+	for b.Loop() {
+		name := fmt.Sprintf("bench/c/%d", time.Now().UnixNano())
+		ls := make([]Locker, n)
+		for i := range ls {
+			c, err := newClient(b.Context())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			ls[i] = MutexLocker(c, name)
+		}
+		Contend(b, ls, d)
 	}
 }

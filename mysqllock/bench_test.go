@@ -1,7 +1,6 @@
 package mysqllock_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -56,19 +55,7 @@ func BenchmarkContended(b *testing.B) {
 	for _, mode := range []mysqllock.Mode{mysqllock.ModeTable, mysqllock.ModeRow, mysqllock.ModeSession} {
 		b.Run(string(mode), func(b *testing.B) {
 			h := &harness{addr: srv.Addr(), mode: mode}
-			for b.Loop() {
-				name := fmt.Sprintf("bench/c/%d", time.Now().UnixNano())
-				ls := make([]drivertest.Locker, 16)
-				for i := range ls {
-					c, err := h.NewClient(b.Context())
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer c.Close()
-					ls[i] = drivertest.MutexLocker(c, name)
-				}
-				drivertest.Contend(b, ls, 3*time.Second)
-			}
+			drivertest.ContendClients(b, h.NewClient, 16, 3*time.Second)
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package pglock_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -53,19 +52,7 @@ func BenchmarkContended(b *testing.B) {
 	for _, mode := range []pglock.Mode{pglock.ModeTable, pglock.ModeRow, pglock.ModeSession} {
 		b.Run(string(mode), func(b *testing.B) {
 			h := &harness{url: testserver.PostgresURL(srv), mode: mode}
-			for b.Loop() {
-				name := fmt.Sprintf("bench/c/%d", time.Now().UnixNano())
-				ls := make([]drivertest.Locker, 16)
-				for i := range ls {
-					c, err := h.NewClient(b.Context())
-					if err != nil {
-						b.Fatal(err)
-					}
-					defer c.Close()
-					ls[i] = drivertest.MutexLocker(c, name)
-				}
-				drivertest.Contend(b, ls, 3*time.Second)
-			}
+			drivertest.ContendClients(b, h.NewClient, 16, 3*time.Second)
 		})
 	}
 }
