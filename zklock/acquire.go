@@ -1,0 +1,161 @@
+package zklock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
+	"github.com/go-zookeeper/zk"
+)
+
+// seq returns the sequence number of a lock child, or -1.
+func seq(child string) int64 {
+	i := strings.LastIndex(child, "lock-")
+	if i < 0 {
+		return -1
+	}
+	// Base 10 explicitly: the sequence has leading zeros, which fmt.Sscan
+	// would read as octal.
+	n, err := strconv.ParseInt(child[i+5:], 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// sortedLockChildren returns the lock children of path in sequence order.
+func (d *zkDriver) sortedLockChildren(path string) ([]string, error) {
+	children, _, err := d.conn.Children(path)
+	if err != nil {
+		return nil, err
+	}
+	out := children[:0]
+	for _, c := range children {
+		if seq(c) >= 0 {
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return seq(out[i]) < seq(out[j]) })
+	return out, nil
+}
+
+func (d *zkDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	if r.Kind != driver.Exclusive {
+		return driver.Grant{}, dlock.ErrUnsupported
+	}
+	path, err := d.lockPath(r.Name)
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	lost := d.session() // before the create: a node is never older than its session
+	node, err := d.create(ctx, path, r.Owner)
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	mine := node[strings.LastIndex(node, "/")+1:]
+	// The czxid (the token) is read while the queue is: one round trip.
+	type stat struct {
+		czxid int64
+		err   error
+	}
+	czxid := make(chan stat, 1)
+	go func() {
+		ok, st, err := d.conn.Exists(node)
+		if err == nil && !ok {
+			err = zk.ErrNoNode
+		}
+		if err != nil {
+			czxid <- stat{err: err}
+			return
+		}
+		czxid <- stat{czxid: st.Czxid}
+	}()
+	token := func() (int64, error) {
+		st := <-czxid
+		czxid <- st
+		return st.czxid, st.err
+	}
+	sent := time.Now()
+	for {
+		children, err := d.sortedLockChildren(path)
+		if transient(err) && r.Wait && ctx.Err() == nil {
+			// Connection loss: the session (and our place) may survive it.
+			if err := d.pause(ctx, lost); err != nil {
+				d.remove(node)
+				return driver.Grant{}, err
+			}
+			continue
+		}
+		if err != nil {
+			d.remove(node)
+			return driver.Grant{}, fmt.Errorf("zklock: children: %w", err)
+		}
+		i := slices.Index(children, mine)
+		switch {
+		case i < 0:
+			return driver.Grant{}, fmt.Errorf("zklock: %w: our node %s vanished (session expired)", errRetry, node)
+		case i == 0:
+			cz, err := token()
+			if err != nil {
+				d.remove(node)
+				return driver.Grant{}, fmt.Errorf("zklock: stat %s: %w", node, err)
+			}
+			return driver.Grant{Acquired: true, Token: uint64(cz), Holds: 1, Since: sent,
+				Validity: min(r.TTL, d.timeout), Lost: lost, Handle: &Lease{Path: node, Czxid: cz}}, nil
+		case !r.Wait:
+			d.remove(node)
+			return driver.Grant{}, nil
+		}
+		exists, _, ch, err := d.conn.ExistsW(path + "/" + children[i-1]) // only the one before ours
+		if transient(err) {
+			continue // read again, which pauses while the connection is down
+		}
+		if err != nil {
+			d.remove(node)
+			return driver.Grant{}, fmt.Errorf("zklock: watch: %w", err)
+		}
+		if !exists {
+			sent = time.Now()
+			continue
+		}
+		select {
+		case <-ch:
+			sent = time.Now()
+		case <-ctx.Done():
+			d.remove(node)
+			return driver.Grant{}, ctx.Err()
+		case <-lost:
+			return driver.Grant{}, fmt.Errorf("zklock: %w: session expired while waiting", errRetry)
+		}
+	}
+}
+
+// errRetry marks failures after which a new attempt may succeed: the
+// session expired, and with it our node.
+var errRetry = errors.New("try again")
+
+// transient reports errors after which the connection (and the session)
+// may come back.
+func transient(err error) bool {
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrSessionMoved)
+}
+
+// pause waits a moment before retrying after connection loss; it fails
+// when ctx ends or the session expires.
+func (d *zkDriver) pause(ctx context.Context, lost <-chan struct{}) error {
+	select {
+	case <-time.After(50 * time.Millisecond):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-lost:
+		return fmt.Errorf("zklock: %w: session expired", errRetry)
+	}
+}
