@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -30,22 +29,6 @@ func seq(child string) int64 {
 	return n
 }
 
-// sortedLockChildren returns the lock children of path in sequence order.
-func (d *zkDriver) sortedLockChildren(path string) ([]string, error) {
-	children, _, err := d.conn.Children(path)
-	if err != nil {
-		return nil, err
-	}
-	out := children[:0]
-	for _, c := range children {
-		if seq(c) >= 0 {
-			out = append(out, c)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return seq(out[i]) < seq(out[j]) })
-	return out, nil
-}
-
 func (d *zkDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	if r.Kind != driver.Exclusive {
 		return driver.Grant{}, dlock.ErrUnsupported
@@ -55,28 +38,37 @@ func (d *zkDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 		return driver.Grant{}, err
 	}
 	lost := d.session() // before the create: a node is never older than its session
-	node, err := d.create(ctx, path, r.Owner)
+	guid, err := newGUID()
+	if err != nil {
+		return driver.Grant{}, err
+	}
+	node, first, cz, err := d.createAndRead(ctx, path, guid, r.Owner)
 	if err != nil {
 		return driver.Grant{}, err
 	}
 	mine := node[strings.LastIndex(node, "/")+1:]
-	// The czxid (the token) is read while the queue is: one round trip.
+	// Unless the first read proved it, the czxid (the token) is read while
+	// the queue is: one round trip.
 	type stat struct {
 		czxid int64
 		err   error
 	}
 	czxid := make(chan stat, 1)
-	go func() {
-		ok, st, err := d.conn.Exists(node)
-		if err == nil && !ok {
-			err = zk.ErrNoNode
-		}
-		if err != nil {
-			czxid <- stat{err: err}
-			return
-		}
-		czxid <- stat{czxid: st.Czxid}
-	}()
+	if cz > 0 {
+		czxid <- stat{czxid: cz}
+	} else {
+		go func() {
+			ok, st, err := d.conn.Exists(node)
+			if err == nil && !ok {
+				err = zk.ErrNoNode
+			}
+			if err != nil {
+				czxid <- stat{err: err}
+				return
+			}
+			czxid <- stat{czxid: st.Czxid}
+		}()
+	}
 	token := func() (int64, error) {
 		st := <-czxid
 		czxid <- st
@@ -84,7 +76,13 @@ func (d *zkDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 	}
 	sent := time.Now()
 	for {
-		children, err := d.sortedLockChildren(path)
+		var children []string
+		if first.names != nil {
+			children, first.names = first.names, nil
+		} else {
+			c := d.readChildren(path)
+			children, err = c.names, c.err
+		}
 		if transient(err) && r.Wait && ctx.Err() == nil {
 			// Connection loss: the session (and our place) may survive it.
 			if err := d.pause(ctx, lost); err != nil {

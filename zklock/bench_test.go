@@ -5,6 +5,7 @@ import (
 
 	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
+	"github.com/go-zookeeper/zk"
 )
 
 // BenchmarkLockUnlock is uncontended Lock+Unlock on a ready parent.
@@ -17,4 +18,28 @@ func BenchmarkLockUnlock(b *testing.B) {
 	}
 	defer c.Close()
 	drivertest.LockUnlock(b, c, "bench/u")
+}
+
+// BenchmarkPlainCreateDelete is the limit BenchmarkLockUnlock is measured
+// against: an ephemeral sequential node created and deleted, nothing more.
+func BenchmarkPlainCreateDelete(b *testing.B) {
+	srv := testserver.ZooKeeper(b)
+	conn, _, err := connect(srv.Addr(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	acl := zk.WorldACL(zk.PermAll)
+	if _, err := conn.Create("/plain", nil, 0, acl); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		node, err := conn.Create("/plain/n-", nil, zk.FlagEphemeral|zk.FlagSequence, acl)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := conn.Delete(node, -1); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

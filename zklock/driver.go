@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlock/dlock"
@@ -25,6 +26,8 @@ type zkDriver struct {
 	done    chan struct{} // closed when the event watcher ends
 	closing chan struct{} // closed by Close
 	bg      sync.WaitGroup
+
+	provedTokens atomic.Int64 // tokens createAndRead proved without a read
 }
 
 // session returns the channel closed when the current session expires.
@@ -159,7 +162,8 @@ func (d *zkDriver) holder(name string) (string, *zk.Stat, []byte, int, error) {
 	if err != nil {
 		return "", nil, nil, 0, err
 	}
-	children, err := d.sortedLockChildren(path)
+	c := d.readChildren(path)
+	children, err := c.names, c.err
 	if errors.Is(err, zk.ErrNoNode) || (err == nil && len(children) == 0) {
 		return "", nil, nil, 0, nil
 	}
@@ -208,8 +212,12 @@ func (d *zkDriver) Close() error {
 
 // As sets **zk.Conn targets.
 func (d *zkDriver) As(target any) bool {
-	if p, ok := target.(**zk.Conn); ok {
+	switch p := target.(type) {
+	case **zk.Conn:
 		*p = d.conn
+		return true
+	case **zkDriver: // for the package's tests
+		*p = d
 		return true
 	}
 	return false

@@ -15,11 +15,7 @@ import (
 // carries a fresh GUID, so when a reply is lost with the connection, the
 // node is found by GUID instead of created twice (which would leave an
 // orphan that holds the lock for the rest of the session).
-func (d *zkDriver) create(ctx context.Context, path, owner string) (string, error) {
-	guid, err := newGUID()
-	if err != nil {
-		return "", err
-	}
+func (d *zkDriver) create(ctx context.Context, path, guid, owner string) (string, error) {
 	prefix := path + "/_c_" + guid + "-lock-"
 	for attempt := 0; ; attempt++ {
 		node, err := d.conn.Create(prefix, []byte(owner), zk.FlagEphemeral|zk.FlagSequence, d.acl)

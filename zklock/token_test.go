@@ -1,0 +1,92 @@
+package zklock_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/internal/testserver"
+	"github.com/dlock/dlock/zklock"
+)
+
+// TestTokenIsCzxid checks the token taken from the parent's pzxid (see
+// createAndRead) against the node's czxid, read on its own, both alone and
+// while other clients create and delete nodes of the same lock.
+func TestTokenIsCzxid(t *testing.T) {
+	srv := testserver.ZooKeeper(t)
+	h := &harness{addr: srv.Addr()}
+	ctx := t.Context()
+	check, _, err := connect(srv.Addr(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer check.Close()
+	verify := func(l *dlock.Lease) {
+		t.Helper()
+		var zl *zklock.Lease
+		if !l.As(&zl) {
+			t.Fatal("Lease.As(*zklock.Lease) failed")
+		}
+		ok, st, err := check.Exists(zl.Path)
+		if err != nil || !ok {
+			t.Errorf("node %s: exists %v, %v", zl.Path, ok, err)
+			return
+		}
+		if uint64(st.Czxid) != l.Token() {
+			t.Errorf("token %d, but %s has czxid %d", l.Token(), zl.Path, st.Czxid)
+		}
+	}
+	clients := make([]*dlock.Client, 3)
+	for i := range clients {
+		if clients[i], err = h.NewClient(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer clients[i].Close()
+	}
+
+	const alone = 50
+	m := clients[0].Mutex("token/alone")
+	for range alone {
+		l, err := m.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		verify(l)
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The proof needs the three requests to go out in order, which the
+	// client's scheduling nearly always, but not always, gives.
+	n := zklock.ProvedTokens(clients[0])
+	t.Logf("%d of %d uncontended tokens proved without a read", n, alone)
+	if n < alone/2 {
+		t.Errorf("%d of %d uncontended tokens were proved without a read; want most", n, alone)
+	}
+
+	var wg sync.WaitGroup
+	stop := time.Now().Add(time.Second)
+	for _, c := range clients {
+		for range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				m := c.Mutex("token/contended")
+				for time.Now().Before(stop) && !t.Failed() {
+					lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+					l, err := m.Lock(lctx)
+					cancel()
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					verify(l)
+					_ = l.Unlock(ctx)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+}
