@@ -32,7 +32,7 @@ func newDriver(ctx context.Context, rdb redis.UniversalClient, opts Options, own
 		return nil, fmt.Errorf("redislock: connect: %w", err)
 	}
 	d.checkEviction(ctx)
-	d.hub = newHub(rdb)
+	d.hub = newHub(rdb, node.prefix)
 	return d, nil
 }
 
@@ -70,7 +70,7 @@ func (d *redisDriver) keysOf(h driver.Held) keys {
 // try runs the acquire script once; req is "" for an attempt that does not
 // queue.
 func (d *redisDriver) try(ctx context.Context, k keys, r driver.Request, req string) (driver.Grant, error) {
-	g, err := d.node.acquire(ctx, k, r.Owner, r.TTL, req, 0)
+	g, err := d.node.acquire(ctx, k, r.Owner, r.TTL, req, d.hub.channel, 0)
 	if err != nil || !g.Acquired {
 		return driver.Grant{Retry: g.TTL}, err
 	}

@@ -50,24 +50,35 @@ type NodeGrant struct {
 // the node's counter to it, and the attempt fails if the node's counter is
 // already at or above it (that token was given out).
 func (n *Node) TryAcquire(ctx context.Context, name, owner string, ttl time.Duration, token uint64) (NodeGrant, error) {
-	return n.acquire(ctx, newKeys(n.prefix, name), owner, ttl, "", token)
+	return n.acquire(ctx, newKeys(n.prefix, name), owner, ttl, "", "", token)
 }
 
-func (n *Node) acquire(ctx context.Context, k keys, owner string, ttl time.Duration, req string, token uint64) (NodeGrant, error) {
+// acquire runs the acquire script. A request that is not "" queues if the
+// lock is taken, and a handoff to it is announced on channel.
+func (n *Node) acquire(ctx context.Context, k keys, owner string, ttl time.Duration, req, channel string, token uint64) (NodeGrant, error) {
 	tok := ""
 	if token > 0 {
 		tok = strconv.FormatUint(token, 10)
 	}
-	res, err := acquireScript.Run(ctx, n.rdb, k.all(), owner, ms(ttl), req, tok).Int64Slice()
+	v, err := acquireScript.Run(ctx, n.rdb, k.all(), owner, ms(ttl), req, tok, channel).Result()
 	if err != nil {
 		return NodeGrant{}, fmt.Errorf("redislock: acquire: %w", err)
 	}
-	if len(res) != 4 {
-		return NodeGrant{}, fmt.Errorf("redislock: acquire: unexpected reply %v", res)
+	if t, ok := v.(int64); ok { // a new hold
+		return NodeGrant{Acquired: true, Token: uint64(t), Holds: 1, TTL: ttl}, nil
 	}
-	g := NodeGrant{Acquired: res[0] == 1, Token: uint64(res[1]), Holds: int(res[2]),
-		TTL: time.Duration(max(res[3], 0)) * time.Millisecond}
-	return g, nil
+	res, ok := v.([]any)
+	if !ok || len(res) != 4 {
+		return NodeGrant{}, fmt.Errorf("redislock: acquire: unexpected reply %v", v)
+	}
+	var r [4]int64
+	for i, x := range res {
+		if r[i], ok = x.(int64); !ok {
+			return NodeGrant{}, fmt.Errorf("redislock: acquire: unexpected reply %v", v)
+		}
+	}
+	return NodeGrant{Acquired: r[0] == 1, Token: uint64(r[1]), Holds: int(r[2]),
+		TTL: time.Duration(max(r[3], 0)) * time.Millisecond}, nil
 }
 
 // Counter returns the node's last token for name (0 if none).

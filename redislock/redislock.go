@@ -18,7 +18,8 @@
 // PEXPIRE; its fencing token comes from the counter "<prefix>:{<name>}:token",
 // taken in the same script as each new hold. Waiters queue in the list
 // "<prefix>:{<name>}:queue", and a release hands the lock to the first live
-// waiter and tells it so on the channel "<prefix>:{<name>}:released". Braces,
+// waiter and tells it so on its client's channel "<prefix>:handoffs:<id>".
+// Braces,
 // and "%", in names are percent-escaped inside the hash tag, so every key of
 // a lock stays in one Cluster slot. Acquire, re-entry, renewal and release
 // are each one Lua script (EVALSHA, falling back to EVAL on NOSCRIPT).
@@ -30,9 +31,11 @@
 // refreshed for 3 s expires, so a dead waiter never blocks the queue. A lock
 // handed to a waiter starts with a TTL of at most 3 s, which its new holder
 // extends at once: if the waiter died just before the handoff, the next one
-// waits at most that long. All waiters of a client share one pub/sub
-// connection. A waiter also retries when the holder's TTL runs out, since an
-// expiry sends no message.
+// waits at most that long. Each client subscribes, on one pub/sub
+// connection, to a channel of its own, which its queued requests name; a
+// handoff is published there, so it wakes the one process (and there the
+// one goroutine) it is for, not every waiting process. A waiter also
+// retries when the holder's TTL runs out, since an expiry sends no message.
 //
 // # Guarantees and non-guarantees
 //

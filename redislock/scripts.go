@@ -17,7 +17,7 @@ import (
 // acquire and release return before reaching them.
 const prelude = `
 local lock, tokk, q, qi = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local wttl, hcap, chan = WAITER_TTL, HANDOFF_TTL, lock .. ':released'
+local wttl, hcap = WAITER_TTL, HANDOFF_TTL
 `
 
 const helpers = `
@@ -28,8 +28,9 @@ local function now_ms()
 end
 -- Hands the free lock to the first waiter whose place is still alive, with a
 -- TTL capped at hcap so a waiter that died just now cannot stall the queue
--- for long. Every waiter has a place in the queue, so when no live place is
--- left, nobody waits and nothing is published.
+-- for long, and tells it so on the channel its place names (its client's).
+-- Every waiter has a place in the queue, so when no live place is left,
+-- nobody waits and nothing is published.
 local function handoff(now)
   while true do
     local head = redis.call('LPOP', q)
@@ -37,12 +38,14 @@ local function handoff(now)
     local info = redis.call('HGET', qi, head)
     redis.call('HDEL', qi, head)
     if info then
-      local exp, ttl, owner = string.match(info, '^(%d+)|(%d+)|(.*)$')
+      local exp, ttl, n, rest = string.match(info, '^(%d+)|(%d+)|(%d+)|(.*)$')
+      n = tonumber(n)
+      local ch, owner = string.sub(rest, 1, n), string.sub(rest, n + 1)
       if tonumber(exp) > now then
         local token = redis.call('INCR', tokk)
         redis.call('HSET', lock, owner, 1, '\0t', token, '\0h', head)
         redis.call('PEXPIRE', lock, math.min(tonumber(ttl), hcap))
-        redis.call('PUBLISH', chan, 'h' .. head .. ' ' .. token)
+        redis.call('PUBLISH', ch, 'h' .. head .. ' ' .. token)
         return
       end
     end
@@ -53,8 +56,10 @@ end
 // acquireScript: ARGV owner, ttl ms, request ("" for a single attempt that
 // does not queue), token ("" to take the next of the node's counter; else a
 // token chosen by the caller, which raises the counter to it and is refused
-// if the counter is already at or above it).
-// Returns {acquired, token, holds, pttl}.
+// if the counter is already at or above it), channel (where a handoff to
+// the request is announced).
+// Returns the token of a new hold, the common case, or else {acquired,
+// token, holds, pttl}.
 var acquireScript = newScript(prelude + `
 local owner, ttl, req = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 if redis.call('EXISTS', lock, q) == 0 then -- free, nobody waiting: the common case
@@ -68,7 +73,7 @@ if redis.call('EXISTS', lock, q) == 0 then -- free, nobody waiting: the common c
   end
   redis.call('HSET', lock, owner, 1, '\0t', token)
   redis.call('PEXPIRE', lock, ttl)
-  return {1, tonumber(token), 1, ttl}
+  return tonumber(token)
 end
 ` + helpers + `
 if req ~= '' and redis.call('HGET', lock, '\0h') == req then
@@ -113,7 +118,8 @@ if redis.call('EXISTS', lock) == 0 then
 end
 if req ~= '' then -- take or keep a place in the queue
   if redis.call('HEXISTS', qi, req) == 0 then redis.call('RPUSH', q, req) end
-  redis.call('HSET', qi, req, (now + wttl) .. '|' .. ttl .. '|' .. owner)
+  local ch = ARGV[5]
+  redis.call('HSET', qi, req, (now + wttl) .. '|' .. ttl .. '|' .. #ch .. '|' .. ch .. owner)
   redis.call('PEXPIRE', q, wttl * 2)
   redis.call('PEXPIRE', qi, wttl * 2)
 end
@@ -124,8 +130,9 @@ return {0, 0, 0, redis.call('PTTL', lock)}
 // even with nobody queued, for waiters that do not queue: Redlock's).
 // Returns the holds left, or -1 if owner does not hold the lock with token.
 var releaseScript = newScript(prelude + `
-local n = redis.call('HGET', lock, ARGV[1])
-if not n or redis.call('HGET', lock, '\0t') ~= ARGV[3] then return -1 end
+local h = redis.call('HMGET', lock, ARGV[1], '\0t')
+local n = h[1]
+if not n or h[2] ~= ARGV[3] then return -1 end
 n = tonumber(n) - tonumber(ARGV[2])
 if n > 0 then
   redis.call('HSET', lock, ARGV[1], n)
@@ -133,7 +140,7 @@ if n > 0 then
 end
 redis.call('DEL', lock)
 if redis.call('EXISTS', q) == 0 then -- nobody queued
-  if ARGV[4] == '1' then redis.call('PUBLISH', chan, 'r') end
+  if ARGV[4] == '1' then redis.call('PUBLISH', lock .. ':released', 'r') end
   return 0
 end
 ` + helpers + `

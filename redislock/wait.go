@@ -2,12 +2,11 @@ package redislock
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlock/dlock"
@@ -19,9 +18,7 @@ import (
 // it, ctx ends, or an attempt finds it free and the request at the queue's
 // head. It costs one round trip when the lock is free.
 func (d *redisDriver) wait(ctx context.Context, k keys, r driver.Request) (driver.Grant, error) {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	req := hex.EncodeToString(b[:])
+	req := d.hub.newRequest()
 	sent := time.Now()
 	g, err := d.try(ctx, k, r, req)
 	if err != nil || g.Acquired {
@@ -35,12 +32,11 @@ func (d *redisDriver) wait(ctx context.Context, k keys, r driver.Request) (drive
 			_ = cancelScript.Run(cctx, d.rdb, k.all(), req).Err()
 		}
 	}()
-	sub, err := d.hub.subscribe(ctx, k.chann)
+	handed, err := d.hub.await(ctx, req)
 	if err != nil {
 		return driver.Grant{}, fmt.Errorf("redislock: subscribe: %w", err)
 	}
-	defer d.hub.unsubscribe(k.chann, sub)
-	handoff := "h" + req + " "
+	defer d.hub.forget(req)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C
@@ -62,18 +58,11 @@ func (d *redisDriver) wait(ctx context.Context, k keys, r driver.Request) (drive
 			next = g.Retry + time.Millisecond
 		}
 		timer.Reset(next)
-	listen:
 		select {
-		case msg := <-sub:
-			if tok, ok := strings.CutPrefix(msg, handoff); ok {
-				token, err := strconv.ParseUint(tok, 10, 64)
-				if err == nil {
-					granted = true
-					return driver.Grant{Acquired: true, Token: token, Holds: 1,
-						Validity: min(r.TTL, handoffTTL), Since: sent, Handle: k}, nil
-				}
-			}
-			goto listen // handed to another waiter: keep waiting
+		case token := <-handed:
+			granted = true
+			return driver.Grant{Acquired: true, Token: token, Holds: 1,
+				Validity: min(r.TTL, handoffTTL), Since: sent, Handle: k}, nil
 		case <-timer.C:
 		case <-ctx.Done():
 			return driver.Grant{}, ctx.Err()
@@ -87,76 +76,68 @@ func (d *redisDriver) wait(ctx context.Context, k keys, r driver.Request) (drive
 	}
 }
 
-// hub shares one pub/sub connection among every waiter of a client: it
-// subscribes to a lock's channel while someone waits for it.
+// hub delivers handoffs to the waiters of a client. Each client has a
+// channel of its own, and a queued request names it, so a release wakes
+// only the client of the waiter it hands the lock to, and there only that
+// waiter: never a herd, across processes or within one. The client
+// subscribes on one pub/sub connection when it first waits, and stays
+// subscribed until it closes.
 type hub struct {
-	rdb    redis.UniversalClient
-	mu     sync.Mutex
-	ps     *redis.PubSub
-	subs   map[string]*channelSubs
-	done   chan struct{}
-	closed bool
-}
+	rdb     redis.UniversalClient
+	channel string // this client's: "h<request> <token>" messages
+	id      string // prefix of this client's request ids
+	seq     atomic.Uint64
 
-type channelSubs struct {
+	mu      sync.Mutex
+	ps      *redis.PubSub
 	ready   chan struct{} // closed when the server confirmed the subscription
 	once    sync.Once
-	waiters map[chan string]struct{}
+	waiters map[string]chan uint64
+	done    chan struct{}
+	closed  bool
 }
 
-func newHub(rdb redis.UniversalClient) *hub {
-	return &hub{rdb: rdb, subs: map[string]*channelSubs{}}
+func newHub(rdb redis.UniversalClient, prefix string) *hub {
+	id := dlock.NewOwnerID()
+	return &hub{rdb: rdb, channel: prefix + ":handoffs:" + id, id: id + "-",
+		waiters: map[string]chan uint64{}, ready: make(chan struct{})}
 }
 
-// subscribe returns a channel of the messages published on ch, once the
-// server has confirmed the subscription.
-func (h *hub) subscribe(ctx context.Context, ch string) (chan string, error) {
+// newRequest returns a request id unique to this client: its random id and
+// a count.
+func (h *hub) newRequest() string {
+	return h.id + strconv.FormatUint(h.seq.Add(1), 10)
+}
+
+// await returns the channel on which the token of a lock handed to req
+// arrives, once the server has confirmed the client's subscription.
+func (h *hub) await(ctx context.Context, req string) (<-chan uint64, error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
 		return nil, dlock.ErrClosed
 	}
 	if h.ps == nil {
-		h.ps = h.rdb.Subscribe(context.WithoutCancel(ctx))
+		h.ps = h.rdb.Subscribe(context.WithoutCancel(ctx), h.channel)
 		h.done = make(chan struct{})
 		go h.dispatch(h.ps.ChannelWithSubscriptions(redis.WithChannelSize(1000)))
 	}
-	cs := h.subs[ch]
-	if cs == nil {
-		cs = &channelSubs{ready: make(chan struct{}), waiters: map[chan string]struct{}{}}
-		h.subs[ch] = cs
-		if err := h.ps.Subscribe(ctx, ch); err != nil {
-			delete(h.subs, ch)
-			h.mu.Unlock()
-			return nil, err
-		}
-	}
-	w := make(chan string, 16)
-	cs.waiters[w] = struct{}{}
+	w := make(chan uint64, 1)
+	h.waiters[req] = w
 	h.mu.Unlock()
 	select {
-	case <-cs.ready:
+	case <-h.ready:
 		return w, nil
 	case <-ctx.Done():
-		h.unsubscribe(ch, w)
+		h.forget(req)
 		return nil, ctx.Err()
 	}
 }
 
-func (h *hub) unsubscribe(ch string, w chan string) {
+func (h *hub) forget(req string) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	cs := h.subs[ch]
-	if cs == nil {
-		return
-	}
-	delete(cs.waiters, w)
-	if len(cs.waiters) == 0 {
-		delete(h.subs, ch)
-		if h.ps != nil { // nil once the hub is closed
-			_ = h.ps.Unsubscribe(context.Background(), ch)
-		}
-	}
+	delete(h.waiters, req)
+	h.mu.Unlock()
 }
 
 func (h *hub) dispatch(in <-chan any) {
@@ -165,20 +146,19 @@ func (h *hub) dispatch(in <-chan any) {
 		switch m := m.(type) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
-				h.mu.Lock()
-				if cs := h.subs[m.Channel]; cs != nil {
-					cs.once.Do(func() { close(cs.ready) })
-				}
-				h.mu.Unlock()
+				h.once.Do(func() { close(h.ready) })
 			}
 		case *redis.Message:
+			req, tok, ok := strings.Cut(strings.TrimPrefix(m.Payload, "h"), " ")
+			token, err := strconv.ParseUint(tok, 10, 64)
+			if !ok || err != nil {
+				continue
+			}
 			h.mu.Lock()
-			if cs := h.subs[m.Channel]; cs != nil {
-				for w := range cs.waiters {
-					select {
-					case w <- m.Payload:
-					default: // the waiter is behind; its keep-alive retry catches up
-					}
+			if w := h.waiters[req]; w != nil {
+				select {
+				case w <- token:
+				default:
 				}
 			}
 			h.mu.Unlock()
@@ -190,7 +170,7 @@ func (h *hub) close() {
 	h.mu.Lock()
 	ps, done := h.ps, h.done
 	h.ps = nil
-	h.subs = map[string]*channelSubs{}
+	h.waiters = map[string]chan uint64{}
 	h.closed = true
 	h.mu.Unlock()
 	if ps != nil {
