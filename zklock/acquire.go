@@ -75,6 +75,15 @@ func (d *zkDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 		return st.czxid, st.err
 	}
 	sent := time.Now()
+	grant := func() (driver.Grant, error) {
+		cz, err := token()
+		if err != nil {
+			d.remove(node)
+			return driver.Grant{}, fmt.Errorf("zklock: stat %s: %w", node, err)
+		}
+		return driver.Grant{Acquired: true, Token: uint64(cz), Holds: 1, Since: sent,
+			Validity: min(r.TTL, d.timeout), Lost: lost, Handle: &Lease{Path: node, Czxid: cz}}, nil
+	}
 	for {
 		var children []string
 		if first.names != nil {
@@ -100,13 +109,7 @@ func (d *zkDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 		case i < 0:
 			return driver.Grant{}, fmt.Errorf("zklock: %w: our node %s vanished (session expired)", errRetry, node)
 		case i == 0:
-			cz, err := token()
-			if err != nil {
-				d.remove(node)
-				return driver.Grant{}, fmt.Errorf("zklock: stat %s: %w", node, err)
-			}
-			return driver.Grant{Acquired: true, Token: uint64(cz), Holds: 1, Since: sent,
-				Validity: min(r.TTL, d.timeout), Lost: lost, Handle: &Lease{Path: node, Czxid: cz}}, nil
+			return grant()
 		case !r.Wait:
 			d.remove(node)
 			return driver.Grant{}, nil
@@ -119,13 +122,22 @@ func (d *zkDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 			d.remove(node)
 			return driver.Grant{}, fmt.Errorf("zklock: watch: %w", err)
 		}
+		// Sequence numbers only grow, so a node created after our read
+		// comes after ours: if the one before ours was the first, its
+		// deletion makes ours the first, with no need to read again.
 		if !exists {
 			sent = time.Now()
+			if i == 1 {
+				return grant()
+			}
 			continue
 		}
 		select {
-		case <-ch:
+		case ev := <-ch:
 			sent = time.Now()
+			if i == 1 && ev.Type == zk.EventNodeDeleted {
+				return grant()
+			}
 		case <-ctx.Done():
 			d.remove(node)
 			return driver.Grant{}, ctx.Err()
