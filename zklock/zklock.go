@@ -22,6 +22,13 @@
 // Parents are created on demand as container nodes, which the server
 // removes once empty.
 //
+// A Lock that finds the lock free (its parent made) costs one round trip
+// and one write: a read of the children, the create and a second read go
+// out together, and the token comes from the parent's pzxid when the reads
+// prove it is the new node's czxid (see createAndRead); Unlock is one
+// delete. A waiter second in line takes the lock on its predecessor's
+// deletion without reading the children again.
+//
 // # Sessions and in-doubt leases
 //
 // One ZooKeeper session per client. When the session expires, every lease on
