@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -55,17 +54,15 @@ func (d *zkDriver) create(ctx context.Context, path, guid, owner string) (string
 
 // findGUID returns the child of path whose name carries guid, if any.
 func (d *zkDriver) findGUID(path, guid string) (string, error) {
-	children, _, err := d.conn.Children(path)
-	if errors.Is(err, zk.ErrNoNode) {
+	c := d.readChildren(path)
+	if errors.Is(c.err, zk.ErrNoNode) {
 		return "", nil
 	}
-	if err != nil {
-		return "", err
+	if c.err != nil {
+		return "", c.err
 	}
-	for _, c := range children {
-		if strings.HasPrefix(c, "_c_"+guid+"-") {
-			return path + "/" + c, nil
-		}
+	if i := c.index(guid); i >= 0 {
+		return path + "/" + c.names[i], nil
 	}
 	return "", nil
 }

@@ -73,7 +73,7 @@ func (d *zkDriver) createAndRead(ctx context.Context, path, guid, owner string) 
 	if c.err != nil {
 		return "", children{}, 0, c.err
 	}
-	if a.err != nil || a.index(guid) < 0 || path+"/"+a.names[a.index(guid)] != c.node {
+	if i := a.index(guid); a.err != nil || i < 0 || path+"/"+a.names[i] != c.node {
 		return c.node, children{}, 0, nil // read again
 	}
 	var czxid int64
