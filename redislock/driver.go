@@ -67,10 +67,10 @@ func (d *redisDriver) keysOf(h driver.Held) keys {
 	return newKeys(d.prefix, h.Name)
 }
 
-// try runs the acquire script once; req is "" for an attempt that does not
-// queue.
-func (d *redisDriver) try(ctx context.Context, k keys, r driver.Request, req string) (driver.Grant, error) {
-	g, err := d.node.acquire(ctx, k, r.Owner, r.TTL, req, d.hub.channel, 0)
+// try runs the acquire script once for request req; with a channel (the
+// hub's), the request queues if the lock is taken.
+func (d *redisDriver) try(ctx context.Context, k keys, r driver.Request, req, channel string) (driver.Grant, error) {
+	g, err := d.node.acquire(ctx, k, r.Owner, r.TTL, req, channel, 0)
 	if err != nil || !g.Acquired {
 		return driver.Grant{Retry: g.TTL}, err
 	}
@@ -83,7 +83,7 @@ func (d *redisDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gra
 	}
 	k := newKeys(d.prefix, r.Name)
 	if !r.Wait {
-		return d.try(ctx, k, r, "")
+		return d.try(ctx, k, r, d.node.newRequest(), "")
 	}
 	return d.wait(ctx, k, r)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlock/dlock"
@@ -20,6 +21,8 @@ import (
 type Node struct {
 	rdb    redis.UniversalClient
 	prefix string
+	id     string // prefix of the node's request ids
+	seq    atomic.Uint64
 }
 
 // NewNode returns a Node over rdb with the key prefix ("" for "dlock").
@@ -27,7 +30,14 @@ func NewNode(rdb redis.UniversalClient, keyPrefix string) *Node {
 	if keyPrefix == "" {
 		keyPrefix = defaultPrefix
 	}
-	return &Node{rdb: rdb, prefix: keyPrefix}
+	return &Node{rdb: rdb, prefix: keyPrefix, id: dlock.NewOwnerID() + "-"}
+}
+
+// newRequest returns an id for one acquire or release, unique to this
+// node's client: its random id and a count. Scripts remember the last id
+// that changed a hold, so a script run twice (see scripts.go) acts once.
+func (n *Node) newRequest() string {
+	return n.id + strconv.FormatUint(n.seq.Add(1), 10)
 }
 
 // Client returns the node's go-redis client.
@@ -50,11 +60,12 @@ type NodeGrant struct {
 // the node's counter to it, and the attempt fails if the node's counter is
 // already at or above it (that token was given out).
 func (n *Node) TryAcquire(ctx context.Context, name, owner string, ttl time.Duration, token uint64) (NodeGrant, error) {
-	return n.acquire(ctx, newKeys(n.prefix, name), owner, ttl, "", "", token)
+	return n.acquire(ctx, newKeys(n.prefix, name), owner, ttl, n.newRequest(), "", token)
 }
 
-// acquire runs the acquire script. A request that is not "" queues if the
-// lock is taken, and a handoff to it is announced on channel.
+// acquire runs the acquire script for request req. With a channel, the
+// request queues if the lock is taken, and a handoff to it is announced on
+// the channel.
 func (n *Node) acquire(ctx context.Context, k keys, owner string, ttl time.Duration, req, channel string, token uint64) (NodeGrant, error) {
 	tok := ""
 	if token > 0 {
@@ -108,7 +119,7 @@ func (n *Node) release(ctx context.Context, k keys, owner string, token uint64, 
 	if notify {
 		flag = "1"
 	}
-	left, err := releaseScript.Run(ctx, n.rdb, k.all(), owner, count, token, flag).Int64()
+	left, err := releaseScript.Run(ctx, n.rdb, k.all(), owner, count, token, flag, n.newRequest()).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("redislock: release: %w", err)
 	}

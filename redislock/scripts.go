@@ -10,7 +10,16 @@ import (
 // Every step of the lock is one Lua script, so it is atomic and costs one
 // round trip. KEYS are those of keys.all(): lock, token, queue, queue info.
 // Hash fields starting with NUL are the lock's own (owner ids cannot hold
-// NUL): "\0t" the holder's token, "\0h" the request the lock was handed to.
+// NUL): "\0t" the holder's token, "\0r" the request that last changed the
+// hold (the acquire or release that made it what it is, or the waiter it
+// was handed to).
+//
+// Each acquire and release carries a request id of its own, and a script
+// that finds its id in "\0r" has already run: it reports the hold as it is
+// and changes nothing. go-redis sends a command again when its reply is lost
+// with the connection (MaxRetries, 3 by default), so without this a release
+// of one of two holds that ran twice would free the lock while a lease on it
+// is still held.
 
 // prelude binds the keys; helpers defines the slow-path functions. Lua
 // builds a script's local functions on every call, so the fast paths of
@@ -43,7 +52,7 @@ local function handoff(now)
       local ch, owner = string.sub(rest, 1, n), string.sub(rest, n + 1)
       if tonumber(exp) > now then
         local token = redis.call('INCR', tokk)
-        redis.call('HSET', lock, owner, 1, '\0t', token, '\0h', head)
+        redis.call('HSET', lock, owner, 1, '\0t', token, '\0r', head)
         redis.call('PEXPIRE', lock, math.min(tonumber(ttl), hcap))
         redis.call('PUBLISH', ch, 'h' .. head .. ' ' .. token)
         return
@@ -53,11 +62,11 @@ local function handoff(now)
 end
 `
 
-// acquireScript: ARGV owner, ttl ms, request ("" for a single attempt that
-// does not queue), token ("" to take the next of the node's counter; else a
-// token chosen by the caller, which raises the counter to it and is refused
-// if the counter is already at or above it), channel (where a handoff to
-// the request is announced).
+// acquireScript: ARGV owner, ttl ms, request id, token ("" to take the next
+// of the node's counter; else a token chosen by the caller, which raises the
+// counter to it and is refused if the counter is already at or above it),
+// channel (where a handoff to the request is announced; "" for a single
+// attempt that does not queue).
 // Returns the token of a new hold, the common case, or else {acquired,
 // token, holds, pttl}.
 var acquireScript = newScript(prelude + `
@@ -71,21 +80,24 @@ if redis.call('EXISTS', lock, q) == 0 then -- free, nobody waiting: the common c
   else -- this token, or a later one, was already given out here
     return {0, 0, 0, redis.call('PTTL', lock)}
   end
-  redis.call('HSET', lock, owner, 1, '\0t', token)
+  redis.call('HSET', lock, owner, 1, '\0t', token, '\0r', req)
   redis.call('PEXPIRE', lock, ttl)
   return tonumber(token)
 end
 ` + helpers + `
-if req ~= '' and redis.call('HGET', lock, '\0h') == req then
-  -- handed to this request while it waited (its message may have been lost)
-  redis.call('HDEL', lock, '\0h')
-  return {1, tonumber(redis.call('HGET', lock, '\0t')), tonumber(redis.call('HGET', lock, owner) or 1), redis.call('PTTL', lock)}
+local h = redis.call('HMGET', lock, '\0r', owner, '\0t')
+if h[1] == req then
+  -- this request holds it: handed to it while it waited (its message may
+  -- have been lost), or granted by this same call run before
+  return {1, tonumber(h[3]), tonumber(h[2] or 1), redis.call('PTTL', lock)}
 end
-if redis.call('HEXISTS', lock, owner) == 1 then -- re-entry
+if h[2] then -- re-entry
   local n = redis.call('HINCRBY', lock, owner, 1)
+  redis.call('HSET', lock, '\0r', req)
   if redis.call('PTTL', lock) < ttl then redis.call('PEXPIRE', lock, ttl) end
-  return {1, tonumber(redis.call('HGET', lock, '\0t')), n, redis.call('PTTL', lock)}
+  return {1, tonumber(h[3]), n, redis.call('PTTL', lock)}
 end
+local ch = ARGV[5]
 local now = now_ms()
 if redis.call('EXISTS', lock) == 0 then
   local head
@@ -97,7 +109,7 @@ if redis.call('EXISTS', lock) == 0 then
     redis.call('LPOP', q)
     redis.call('HDEL', qi, head)
   end
-  if not head or head == req then
+  if not head or (head == req and ch ~= '') then
     if head then
       redis.call('LPOP', q)
       redis.call('HDEL', qi, head)
@@ -110,15 +122,14 @@ if redis.call('EXISTS', lock) == 0 then
     else -- this token, or a later one, was already given out here
       return {0, 0, 0, redis.call('PTTL', lock)}
     end
-    redis.call('HSET', lock, owner, 1, '\0t', token)
+    redis.call('HSET', lock, owner, 1, '\0t', token, '\0r', req)
     redis.call('PEXPIRE', lock, ttl)
     return {1, tonumber(token), 1, ttl}
   end
   handoff(now) -- it is an earlier waiter's turn: give it the lock now
 end
-if req ~= '' then -- take or keep a place in the queue
+if ch ~= '' then -- take or keep a place in the queue
   if redis.call('HEXISTS', qi, req) == 0 then redis.call('RPUSH', q, req) end
-  local ch = ARGV[5]
   redis.call('HSET', qi, req, (now + wttl) .. '|' .. ttl .. '|' .. #ch .. '|' .. ch .. owner)
   redis.call('PEXPIRE', q, wttl * 2)
   redis.call('PEXPIRE', qi, wttl * 2)
@@ -127,15 +138,17 @@ return {0, 0, 0, redis.call('PTTL', lock)}
 `)
 
 // releaseScript: ARGV owner, count, token, notify ("1": announce the release
-// even with nobody queued, for waiters that do not queue: Redlock's).
+// even with nobody queued, for waiters that do not queue: Redlock's),
+// request id.
 // Returns the holds left, or -1 if owner does not hold the lock with token.
 var releaseScript = newScript(prelude + `
-local h = redis.call('HMGET', lock, ARGV[1], '\0t')
+local h = redis.call('HMGET', lock, ARGV[1], '\0t', '\0r')
 local n = h[1]
 if not n or h[2] ~= ARGV[3] then return -1 end
+if h[3] == ARGV[5] then return tonumber(n) end -- this release, run before
 n = tonumber(n) - tonumber(ARGV[2])
 if n > 0 then
-  redis.call('HSET', lock, ARGV[1], n)
+  redis.call('HSET', lock, ARGV[1], n, '\0r', ARGV[5])
   return n
 end
 redis.call('DEL', lock)
@@ -151,7 +164,8 @@ return 0
 // renewScript: KEYS lock; ARGV owner, token, ttl ms. Returns 1 if renewed,
 // 0 if the lock is gone or belongs to another hold.
 var renewScript = newScript(`
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 and redis.call('HGET', KEYS[1], '\0t') == ARGV[2] then
+local h = redis.call('HMGET', KEYS[1], ARGV[1], '\0t')
+if h[1] and h[2] == ARGV[2] then
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
   return 1
 end
@@ -164,7 +178,7 @@ return 0
 var cancelScript = newScript(prelude + helpers + `
 redis.call('LREM', q, 0, ARGV[1])
 redis.call('HDEL', qi, ARGV[1])
-if redis.call('HGET', lock, '\0h') == ARGV[1] then
+if redis.call('HGET', lock, '\0r') == ARGV[1] then
   redis.call('DEL', lock)
   handoff(now_ms())
   return 1

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/dlock/dlock"
@@ -18,9 +17,9 @@ import (
 // it, ctx ends, or an attempt finds it free and the request at the queue's
 // head. It costs one round trip when the lock is free.
 func (d *redisDriver) wait(ctx context.Context, k keys, r driver.Request) (driver.Grant, error) {
-	req := d.hub.newRequest()
+	req := d.node.newRequest()
 	sent := time.Now()
-	g, err := d.try(ctx, k, r, req)
+	g, err := d.try(ctx, k, r, req, d.hub.channel)
 	if err != nil || g.Acquired {
 		return g, err
 	}
@@ -44,7 +43,7 @@ func (d *redisDriver) wait(ctx context.Context, k keys, r driver.Request) (drive
 		// Refresh our place; this also finds a handoff made before the
 		// subscription was in place.
 		sent = time.Now()
-		g, err = d.try(ctx, k, r, req)
+		g, err = d.try(ctx, k, r, req, d.hub.channel)
 		if err == nil && g.Acquired {
 			granted = true
 			g.Since = sent
@@ -85,8 +84,6 @@ func (d *redisDriver) wait(ctx context.Context, k keys, r driver.Request) (drive
 type hub struct {
 	rdb     redis.UniversalClient
 	channel string // this client's: "h<request> <token>" messages
-	id      string // prefix of this client's request ids
-	seq     atomic.Uint64
 
 	mu      sync.Mutex
 	ps      *redis.PubSub
@@ -99,14 +96,8 @@ type hub struct {
 
 func newHub(rdb redis.UniversalClient, prefix string) *hub {
 	id := dlock.NewOwnerID()
-	return &hub{rdb: rdb, channel: prefix + ":handoffs:" + id, id: id + "-",
+	return &hub{rdb: rdb, channel: prefix + ":handoffs:" + id,
 		waiters: map[string]chan uint64{}, ready: make(chan struct{})}
-}
-
-// newRequest returns a request id unique to this client: its random id and
-// a count.
-func (h *hub) newRequest() string {
-	return h.id + strconv.FormatUint(h.seq.Add(1), 10)
 }
 
 // await returns the channel on which the token of a lock handed to req
