@@ -42,13 +42,32 @@ func (d *zkDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	node, first, cz, err := d.createAndRead(ctx, path, guid, r.Owner)
+	var (
+		node  string
+		first children
+		cz    int64
+	)
+	if !d.noMulti.Load() && d.parentEmpty(path) {
+		// One round trip: the create's transaction also tells whether our
+		// node is alone, and its czxid.
+		var parent *zk.Stat
+		node, parent, err = d.create(ctx, path, guid, r.Owner, true)
+		if err == nil && parent != nil {
+			cz = parent.Pzxid
+			d.statTokens.Add(1)
+			if parent.NumChildren == 1 {
+				first.names = []string{node[strings.LastIndex(node, "/")+1:]}
+			}
+		}
+	} else {
+		node, first, cz, err = d.createAndRead(ctx, path, guid, r.Owner)
+	}
 	if err != nil {
 		return driver.Grant{}, err
 	}
 	mine := node[strings.LastIndex(node, "/")+1:]
-	// Unless the first read proved it, the czxid (the token) is read while
-	// the queue is: one round trip.
+	// Unless the create proved it, the czxid (the token) is read while the
+	// queue is: one round trip.
 	type stat struct {
 		czxid int64
 		err   error
@@ -91,6 +110,7 @@ func (d *zkDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 		} else {
 			c := d.readChildren(path)
 			children, err = c.names, c.err
+			d.learnParent(path, c.stat)
 		}
 		if transient(err) && r.Wait && ctx.Err() == nil {
 			// Connection loss: the session (and our place) may survive it.

@@ -27,7 +27,12 @@ type zkDriver struct {
 	closing chan struct{} // closed by Close
 	bg      sync.WaitGroup
 
+	parentsMu    sync.Mutex
+	emptyParents map[string]bool // lock paths whose node is known to hold no data
+	noMulti      atomic.Bool     // the parent write was refused (ACL): create alone
+
 	provedTokens atomic.Int64 // tokens createAndRead proved without a read
+	statTokens   atomic.Int64 // tokens taken from a create's parent stat
 }
 
 // session returns the channel closed when the current session expires.

@@ -2,12 +2,22 @@ package zklock
 
 import "github.com/dlock/dlock"
 
-// ProvedTokens returns how many tokens c's driver took from the parent's
-// pzxid instead of reading the node.
-func ProvedTokens(c *dlock.Client) int64 {
+func driverOf(c *dlock.Client) *zkDriver {
 	var d *zkDriver
 	if !c.As(&d) {
 		panic("not a zklock client")
 	}
-	return d.provedTokens.Load()
+	return d
 }
+
+// ProvedTokens returns how many tokens c's driver took from the parent's
+// pzxid in createAndRead instead of reading the node.
+func ProvedTokens(c *dlock.Client) int64 { return driverOf(c).provedTokens.Load() }
+
+// StatTokens returns how many tokens c's driver took from the parent stat
+// its create's transaction returned.
+func StatTokens(c *dlock.Client) int64 { return driverOf(c).statTokens.Load() }
+
+// DisableMulti makes c's driver create its nodes alone, as when the parent
+// write is refused.
+func DisableMulti(c *dlock.Client) { driverOf(c).noMulti.Store(true) }

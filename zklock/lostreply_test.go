@@ -23,6 +23,7 @@ type replyDropper struct {
 	target  string
 	armed   atomic.Bool
 	dropped atomic.Int32
+	lastOp  atomic.Uint32 // the opcode of the last request whose reply was dropped
 	wg      sync.WaitGroup
 }
 
@@ -63,10 +64,11 @@ func (p *replyDropper) serve() {
 					return
 				}
 				// Frames after the handshake start with xid and opcode;
-				// opcode 1 is create.
-				if n > 0 && len(frame) >= 12 && binary.BigEndian.Uint32(frame[8:12]) == 1 &&
+				// opcode 1 is create, 14 multi (a create with the parent write).
+				if n > 0 && len(frame) >= 12 && opcodes[binary.BigEndian.Uint32(frame[8:12])] &&
 					bytes.Contains(frame, []byte("-lock-")) && p.armed.CompareAndSwap(true, false) {
 					dropXid.Store(int64(int32(binary.BigEndian.Uint32(frame[4:8]))))
+					p.lastOp.Store(binary.BigEndian.Uint32(frame[8:12]))
 				}
 				if _, err := server.Write(frame); err != nil {
 					return
@@ -92,6 +94,9 @@ func (p *replyDropper) serve() {
 		}()
 	}
 }
+
+// opcodes are the requests that can create a lock node.
+var opcodes = map[uint32]bool{1: true, 14: true}
 
 // readFrame reads one length-prefixed ZooKeeper packet, prefix included.
 func readFrame(r io.Reader) ([]byte, error) {
@@ -131,7 +136,9 @@ func TestLostCreateReply(t *testing.T) {
 	defer direct.Close()
 	ctx := t.Context()
 
-	for _, try := range []bool{false, true} {
+	// The first Lock of the path creates the node alone (it does not know
+	// yet that the parent is empty); later ones create it in a multi.
+	for i, try := range []bool{false, false, true} {
 		proxy.armed.Store(true)
 		before := proxy.dropped.Load()
 		m := c.Mutex("lostreply/x")
@@ -145,6 +152,9 @@ func TestLostCreateReply(t *testing.T) {
 		}
 		if proxy.dropped.Load() != before+1 {
 			t.Fatalf("the proxy dropped %d create replies; want 1", proxy.dropped.Load()-before)
+		}
+		if want := map[bool]uint32{false: 1, true: 14}[i > 0]; proxy.lastOp.Load() != want {
+			t.Errorf("round %d: the dropped reply was to opcode %d; want %d", i, proxy.lastOp.Load(), want)
 		}
 		var zl *zklock.Lease
 		if !l.As(&zl) {

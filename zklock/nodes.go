@@ -14,29 +14,57 @@ import (
 // carries a fresh GUID, so when a reply is lost with the connection, the
 // node is found by GUID instead of created twice (which would leave an
 // orphan that holds the lock for the rest of the session).
-func (d *zkDriver) create(ctx context.Context, path, guid, owner string) (string, error) {
+//
+// With empty set (the parent is known to hold no data), the create goes in
+// one transaction with a write of the same empty data to the parent, whose
+// reply is the parent's stat just after our create: how many children it
+// has, and its pzxid, which is our node's czxid. It returns that stat, or
+// nil if the node was made some other way.
+func (d *zkDriver) create(ctx context.Context, path, guid, owner string, empty bool) (string, *zk.Stat, error) {
 	prefix := path + "/_c_" + guid + "-lock-"
 	for attempt := 0; ; attempt++ {
-		node, err := d.conn.Create(prefix, []byte(owner), zk.FlagEphemeral|zk.FlagSequence, d.acl)
+		var (
+			node   string
+			parent *zk.Stat
+			err    error
+		)
+		if empty && !d.noMulti.Load() {
+			var res []zk.MultiResponse
+			res, err = d.conn.Multi(
+				&zk.CreateRequest{Path: prefix, Data: []byte(owner), Acl: d.acl, Flags: zk.FlagEphemeral | zk.FlagSequence},
+				&zk.SetDataRequest{Path: path, Data: []byte{}, Version: -1})
+			if err == nil && (len(res) != 2 || res[1].Stat == nil) {
+				err = fmt.Errorf("zklock: create: unexpected multi reply %v", res)
+			}
+			if err == nil {
+				node, parent = res[0].String, res[1].Stat
+			}
+			if errors.Is(err, zk.ErrNoAuth) { // may create children, not write the parent
+				d.noMulti.Store(true)
+				continue
+			}
+		} else {
+			node, err = d.conn.Create(prefix, []byte(owner), zk.FlagEphemeral|zk.FlagSequence, d.acl)
+		}
 		switch {
 		case err == nil:
-			return node, nil
+			return node, parent, nil
 		case errors.Is(err, zk.ErrNoNode) && attempt < 5:
 			// The first lock of a name, or the server reaped an empty parent.
 			if err := d.ensure(path); err != nil && !transient(err) {
-				return "", fmt.Errorf("zklock: create %s: %w", path, err)
+				return "", nil, fmt.Errorf("zklock: create %s: %w", path, err)
 			}
 			continue
 		case errors.Is(err, zk.ErrSessionExpired):
 			continue // the node went with the session, if it was made
 		case !transient(err):
-			return "", fmt.Errorf("zklock: create: %w", err)
+			return "", nil, fmt.Errorf("zklock: create: %w", err)
 		}
 		// The create may have happened: look for it before trying again.
 		for {
 			node, ferr := d.findGUID(path, guid)
 			if node != "" {
-				return node, nil
+				return node, nil, nil
 			}
 			if ferr == nil || ctx.Err() != nil {
 				break
@@ -47,7 +75,7 @@ func (d *zkDriver) create(ctx context.Context, path, guid, owner string) (string
 		}
 		if ctx.Err() != nil || attempt >= 100 {
 			d.cleanup(path, guid)
-			return "", fmt.Errorf("zklock: create: %w", errors.Join(ctx.Err(), err))
+			return "", nil, fmt.Errorf("zklock: create: %w", errors.Join(ctx.Err(), err))
 		}
 	}
 }

@@ -64,7 +64,7 @@ func (d *zkDriver) createAndRead(ctx context.Context, path, guid, owner string) 
 	go func() { before <- d.readChildren(path) }()
 	runtime.Gosched() // let it queue its request first
 	go func() {
-		node, err := d.create(ctx, path, guid, owner)
+		node, _, err := d.create(ctx, path, guid, owner, false)
 		done <- created{node, err}
 	}()
 	runtime.Gosched()
@@ -73,6 +73,7 @@ func (d *zkDriver) createAndRead(ctx context.Context, path, guid, owner string) 
 	if c.err != nil {
 		return "", children{}, 0, c.err
 	}
+	d.learnParent(path, a.stat)
 	if i := a.index(guid); a.err != nil || i < 0 || path+"/"+a.names[i] != c.node {
 		return c.node, children{}, 0, nil // read again
 	}

@@ -11,9 +11,10 @@ import (
 	"github.com/dlock/dlock/zklock"
 )
 
-// TestTokenIsCzxid checks the token taken from the parent's pzxid (see
-// createAndRead) against the node's czxid, read on its own, both alone and
-// while other clients create and delete nodes of the same lock.
+// TestTokenIsCzxid checks the tokens taken without reading the node (from
+// the parent stat of the create's transaction, or proved from the parent's
+// pzxid by createAndRead) against the node's czxid, read on its own, both
+// alone and while other clients create and delete nodes of the same lock.
 func TestTokenIsCzxid(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
 	h := &harness{addr: srv.Addr()}
@@ -45,25 +46,36 @@ func TestTokenIsCzxid(t *testing.T) {
 		}
 		defer clients[i].Close()
 	}
+	zklock.DisableMulti(clients[2]) // creates alone, and proves tokens from two reads
 
 	const alone = 50
-	m := clients[0].Mutex("token/alone")
-	for range alone {
-		l, err := m.Lock(ctx)
-		if err != nil {
-			t.Fatal(err)
+	for _, c := range []*dlock.Client{clients[0], clients[2]} {
+		m := c.Mutex("token/alone")
+		for range alone {
+			l, err := m.Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			verify(l)
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
-		verify(l)
-		if err := l.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
+	}
+	// The first Lock of a path reads the parent; then every create comes
+	// with the parent's stat.
+	if n := zklock.StatTokens(clients[0]); n < alone-1 {
+		t.Errorf("%d of %d uncontended tokens came from the create's parent stat; want %d", n, alone, alone-1)
 	}
 	// The proof needs the three requests to go out in order, which the
 	// client's scheduling nearly always, but not always, gives.
-	n := zklock.ProvedTokens(clients[0])
+	n := zklock.ProvedTokens(clients[2])
 	t.Logf("%d of %d uncontended tokens proved without a read", n, alone)
 	if n < alone/2 {
 		t.Errorf("%d of %d uncontended tokens were proved without a read; want most", n, alone)
+	}
+	if n := zklock.StatTokens(clients[2]); n != 0 {
+		t.Errorf("a client without multi took %d tokens from a create's parent stat", n)
 	}
 
 	var wg sync.WaitGroup
@@ -89,4 +101,7 @@ func TestTokenIsCzxid(t *testing.T) {
 		}
 	}
 	wg.Wait()
+	if n := zklock.StatTokens(clients[1]); n == 0 {
+		t.Error("no contended token came from a create's parent stat")
+	}
 }

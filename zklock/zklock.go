@@ -22,12 +22,21 @@
 // Parents are created on demand as container nodes, which the server
 // removes once empty.
 //
-// A Lock that finds the lock free (its parent made) costs one round trip
-// and one write: a read of the children, the create and a second read go
-// out together, and the token comes from the parent's pzxid when the reads
-// prove it is the new node's czxid (see createAndRead); Unlock is one
-// delete. A waiter second in line takes the lock on its predecessor's
-// deletion without reading the children again.
+// A Lock that finds the lock free costs one round trip and one write, with
+// no read: the create goes in one transaction (a multi) with a write of
+// empty data to the lock's node, whose reply is that node's stat just
+// after the create. One child means ours is the only one, so we hold the
+// lock; its pzxid is our node's czxid, the token. A client writes the
+// lock's node only once a read of it has shown that it holds no data (the
+// first Lock of a name in a client reads it), so dlock never overwrites
+// data someone keeps there; do not start keeping data on a lock's node
+// while it is in use. Where the ACL lets a client create children but not
+// write the node, the client creates its nodes alone: a read of the
+// children, the create and a second read then go out together, and the
+// token comes from the parent's pzxid when the reads prove it is the new
+// node's czxid (see createAndRead). Unlock is one delete. A waiter second
+// in line takes the lock on its predecessor's deletion without reading the
+// children again.
 //
 // # Sessions and in-doubt leases
 //
