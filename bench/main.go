@@ -20,7 +20,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -93,19 +92,40 @@ func main() {
 	// runs twice as fast once warm), untimed.
 	for _, l := range libs {
 		fmt.Fprintf(os.Stderr, "%-10s warm-up      %s\n", l.store, l.name)
-		_, _ = uncontended(ctx, l, *dur/2)
-		_, _ = distinct16(ctx, l, *dur/2)
+		for _, prep := range []func(context.Context, lib) (stepper, error){uncontendedPrep, distinct16Prep} {
+			if step, err := prep(ctx, l); err == nil {
+				_, _ = step(ctx, *dur/2)
+			}
+		}
 	}
 	var results []result
 	for _, sc := range []struct {
 		name string
+		prep func(context.Context, lib) (stepper, error) // throughput scenarios, run in slices
 		fn   func(context.Context, lib, time.Duration) (run, error)
-	}{{"uncontended", uncontended}, {"16 names", distinct16}, {"contended", contended}} {
-		// Runs alternate between libraries, so a drift of the machine's
-		// speed falls on all of them alike.
+	}{{"uncontended", uncontendedPrep, nil}, {"16 names", distinct16Prep, nil}, {"contended", nil, contended}} {
 		rs := make([][]run, len(libs))
 		failed := make([]error, len(libs))
 		for i := range *runs {
+			if sc.prep != nil { // the libraries of a store share each run, in turns
+				for _, g := range byStore(libs) {
+					fmt.Fprintf(os.Stderr, "%-10s %-12s its %d libraries in turns of %v  run %d/%d…\n",
+						libs[g[0]].store, sc.name, len(g), *dur/nSlices, i+1, *runs)
+					sub, subFailed := make([]lib, len(g)), make([]error, len(g))
+					for k, j := range g {
+						sub[k], subFailed[k] = libs[j], failed[j]
+					}
+					got := sliced(ctx, sub, sc.prep, *dur, subFailed)
+					for k, j := range g {
+						if failed[j] = subFailed[k]; failed[j] == nil {
+							rs[j] = append(rs[j], got[k])
+						}
+					}
+				}
+				continue
+			}
+			// Runs alternate between libraries, so a drift of the
+			// machine's speed falls on all of them alike.
 			for j, l := range libs {
 				if failed[j] != nil {
 					continue
@@ -166,55 +186,6 @@ func pct(ds []time.Duration, p int) float64 {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return float64(s[min(len(s)*p/100, len(s)-1)].Microseconds()) / 1000
-}
-
-// uncontended: one contender locking and unlocking one name.
-func uncontended(ctx context.Context, l lib, d time.Duration) (run, error) {
-	c, err := l.new(ctx, fmt.Sprintf("bench/u/%d", time.Now().UnixNano()))
-	if err != nil {
-		return run{}, err
-	}
-	n := 0
-	start := time.Now()
-	for time.Since(start) < d {
-		if err := c.lock(ctx); err != nil {
-			return run{}, err
-		}
-		if err := c.unlock(ctx); err != nil {
-			return run{}, err
-		}
-		n++
-	}
-	return run{ops: float64(n) / time.Since(start).Seconds()}, nil
-}
-
-// distinct16: 16 contenders, each on its own name.
-func distinct16(ctx context.Context, l lib, d time.Duration) (run, error) {
-	cs := make([]locker, 16)
-	for i := range cs {
-		var err error
-		if cs[i], err = l.new(ctx, fmt.Sprintf("bench/d/%d/%d", time.Now().UnixNano(), i)); err != nil {
-			return run{}, err
-		}
-	}
-	var n, errs atomic.Int64
-	var wg sync.WaitGroup
-	start := time.Now()
-	for _, c := range cs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Since(start) < d {
-				if c.lock(ctx) != nil || c.unlock(ctx) != nil {
-					errs.Add(1)
-					continue
-				}
-				n.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	return run{ops: float64(n.Load()) / time.Since(start).Seconds(), errors: errs.Load()}, nil
 }
 
 // contended: 16 contenders on one name, each holding it 1 ms.

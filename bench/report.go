@@ -25,9 +25,11 @@ func writeMarkdown(path string, rs []result, many []manyResult, dur time.Duratio
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%s\n## Side by side with the peers (`make bench`)\n\n", startMark)
 	fmt.Fprintf(&b, "Written by `bench/` on %s: %d runs of %v per cell, the median shown with the range; "+
-		"each contender has its own client or session. Contended: 16 contenders on one name, each holding it 1 ms. "+
+		"each contender has its own client or session. Uncontended and 16 names: in each run the libraries of a store "+
+		"take turns of %v, so a drift of the machine's speed falls on all of them alike. "+
+		"Contended: 16 contenders on one name, each holding it 1 ms. "+
 		"Handoff: from one holder's unlock to the next holder's Lock returning. Re-acquired: share of acquisitions by "+
-		"the contender that had just released.\n\n", time.Now().UTC().Format("2006-01-02"), runs, dur)
+		"the contender that had just released.\n\n", time.Now().UTC().Format("2006-01-02"), runs, dur, dur/nSlices)
 	for _, scenario := range []string{"uncontended", "16 names", "contended"} {
 		fmt.Fprintf(&b, "### %s\n\n", scenario)
 		if scenario == "contended" {
