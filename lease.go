@@ -44,6 +44,7 @@ type hold struct {
 	next     time.Time // when the scheduler next looks at the hold
 	idx      int       // index in the scheduler's heap, -1 when not in it
 	removed  bool      // unscheduled for good
+	renewing bool      // a renewal of it is in flight
 }
 
 func (h *hold) held() driver.Held {
@@ -82,6 +83,21 @@ func (h *hold) end(cause error) {
 	}
 }
 
+// checkDeadline ends h as lost if its deadline has passed and it is still
+// live, and returns the loss error then; otherwise nil.
+func (h *hold) checkDeadline() error {
+	s := h.c.sched
+	s.mu.Lock()
+	due := !h.removed && !h.deadline.IsZero() && !time.Now().Before(h.deadline)
+	s.mu.Unlock()
+	if !due {
+		return nil
+	}
+	err := h.c.wrap("lease", h.name, expiredErr(h))
+	h.c.lost(h, expiredErr(h))
+	return err
+}
+
 // Name returns the lock's name.
 func (l *Lease) Name() string { return l.h.name }
 
@@ -98,11 +114,24 @@ func (l *Lease) Token() uint64 { return l.h.token }
 // Done is closed when the lease ends: by Unlock, Client.Close, expiry, a
 // renewal that could not be confirmed in time, or the end of the store's
 // session. Protected work should stop when it closes.
-func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+//
+// Done and Err look at the lease's deadline themselves: once it has passed,
+// the lease is ended as lost at the call, even if the client's scheduler has
+// not run yet (after a pause of the process, say).
+func (l *Lease) Done() <-chan struct{} {
+	l.h.checkDeadline()
+	return l.ctx.Done()
+}
 
 // Err returns nil while the lease is live and after Unlock; after a loss, an
 // error wrapping ErrLeaseLost; after Client.Close, one wrapping ErrClosed.
 func (l *Lease) Err() error {
+	if err := l.h.checkDeadline(); err != nil {
+		if c := context.Cause(l.ctx); c != nil && c != errUnlocked {
+			return c
+		}
+		return err
+	}
 	select {
 	case <-l.ctx.Done():
 	default:

@@ -60,16 +60,25 @@ func (m *Mutex) acquire(ctx context.Context, op string, try bool) (*Lease, error
 		return l, c.wrap(op, m.name, err)
 	}
 	began := time.Now()
-	g, sent, err := c.obtain(ctx, e, req, try)
-	if err != nil {
-		return nil, c.wrap(op, m.name, err)
-	}
-	l, err := c.grant(e, req, g, sent, !m.opts.noRenewal)
-	if err != nil {
-		return nil, c.wrap(op, m.name, err)
+	var l *Lease
+	for {
+		g, sent, err := c.obtain(ctx, e, req, try)
+		if err != nil {
+			return nil, c.wrap(op, m.name, err)
+		}
+		l, err = c.grant(ctx, e, req, g, sent, !m.opts.noRenewal)
+		switch {
+		case errors.Is(err, errStaleGrant) && try:
+			return nil, c.wrap(op, m.name, fmt.Errorf("%w: %w", ErrNotAcquired, err))
+		case errors.Is(err, errStaleGrant):
+			continue // released; wait again
+		case err != nil:
+			return nil, c.wrap(op, m.name, err)
+		}
+		break
 	}
 	if c.hooks.Acquired != nil {
-		c.hooks.Acquired(m.name, g.Token, time.Since(began))
+		c.hooks.Acquired(m.name, l.h.token, time.Since(began))
 	}
 	return l, nil
 }
@@ -100,8 +109,19 @@ func (c *Client) reenter(ctx context.Context, e *entry, req driver.Request) (*Le
 	return h.newLease(), nil
 }
 
+// errStaleGrant is the cause of a grant that came too late to be returned.
+var errStaleGrant = errors.New("grant confirmed too late to be safe")
+
 // grant turns a granted request into a hold, registered with the scheduler.
-func (c *Client) grant(e *entry, req driver.Request, g driver.Grant, sent time.Time, renew bool) (*Lease, error) {
+// It refuses (releases, and returns errStaleGrant) a grant whose proven
+// validity, counted from the send time of the request that proved it, leaves
+// less than grantMargin: a process paused while the lock was handed to it,
+// or a slow round trip, must not get a lease that is about to end or has
+// ended, whatever the driver said.
+func (c *Client) grant(ctx context.Context, e *entry, req driver.Request, g driver.Grant, sent time.Time, renew bool) (*Lease, error) {
+	if !g.Since.IsZero() { // the driver knows when the grant was proven
+		sent = g.Since
+	}
 	validity := req.TTL
 	if g.Validity > 0 && g.Validity < validity {
 		validity = g.Validity
@@ -109,6 +129,14 @@ func (c *Client) grant(e *entry, req driver.Request, g driver.Grant, sent time.T
 	h := &hold{
 		c: c, name: req.Name, owner: req.Owner, ttl: req.TTL, kind: req.Kind, renew: renew,
 		token: g.Token, handle: g.Handle, lostCh: g.Lost, acquired: sent,
+	}
+	if left := time.Until(sent.Add(validity)); left < grantMargin(req.TTL) {
+		c.log.Warn("dlock: grant came too late to be safe; released", "backend", c.scheme, "name", req.Name,
+			"token", g.Token, "left", left, "need", grantMargin(req.TTL))
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_, _ = c.drv.Release(rctx, h.held(), 1)
+		return nil, fmt.Errorf("%w (%v left of its validity, %v needed)", errStaleGrant, left.Round(time.Millisecond), grantMargin(req.TTL))
 	}
 	c.mu.Lock()
 	if c.closed {

@@ -34,9 +34,6 @@ func (c *Client) obtain(ctx context.Context, e *entry, req driver.Request, try b
 			g, err := c.drv.Acquire(ctx, req)
 			switch {
 			case err == nil && g.Acquired: // kept even if ctx just ended: it is held
-				if !g.Since.IsZero() {
-					sent = g.Since
-				}
 				return g, sent, nil
 			case err == nil:
 				err = ErrNotAcquired
