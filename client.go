@@ -69,18 +69,16 @@ func (c *Client) Backend() string { return c.scheme }
 
 // Mutex returns a mutual-exclusion lock named name. Making a Mutex does not
 // touch the store; invalid arguments are reported by its methods. A Mutex
-// is a value describing (name, owner, options) and is safe for concurrent
-// use, but goroutines that share one share its owner id and so re-enter each
-// other's holds: give each independent worker its own Mutex.
+// is safe for concurrent use, and like sync.Mutex its Lock calls exclude
+// each other: goroutines sharing one Mutex take turns. Re-entry is only
+// what a caller asks for: through a ctx carrying a live lease of the lock
+// (Do's, or ContextWithLease), or by sharing an owner id (WithOwner).
 func (c *Client) Mutex(name string, opts ...Option) *Mutex {
 	o := mutexOptions{ttl: DefaultTTL}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	m := &Mutex{c: c, name: name, opts: o}
-	if m.opts.owner == "" {
-		m.opts.owner = NewOwnerID()
-	}
 	m.err = c.validate(name, o)
 	return m
 }

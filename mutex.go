@@ -9,11 +9,6 @@ import (
 	"github.com/dlock/dlock/driver"
 )
 
-// Locker is what Do locks: a Mutex, or any lock with the same Lock method.
-type Locker interface {
-	Lock(ctx context.Context) (*Lease, error)
-}
-
 // Mutex is a distributed mutual-exclusion lock, made by Client.Mutex. Its
 // methods are safe for concurrent use; each successful Lock or TryLock returns
 // a Lease that must be unlocked.
@@ -27,13 +22,19 @@ type Mutex struct {
 // Name returns the lock's name.
 func (m *Mutex) Name() string { return m.name }
 
-// Owner returns the owner id the Mutex locks as.
+// Owner returns the owner id set with WithOwner, or "" when each Lock is a
+// holder of its own (then Lease.Owner tells a lease's id).
 func (m *Mutex) Owner() string { return m.opts.owner }
 
 // Lock blocks until the lock is held and returns its lease. ctx bounds the
 // wait only: the lease lasts until Unlock, Client.Close or its loss. When ctx
-// ends first, Lock returns ctx's error and leaves nothing behind in the store.
-// The owner re-enters a lock it already holds at once.
+// ends first, Lock returns an error matching both ErrNotAcquired and ctx's
+// error, and leaves nothing behind in the store.
+//
+// Each call is a holder of its own, so concurrent calls exclude each other,
+// unless the Mutex was made WithOwner (calls share the owner's hold) or ctx
+// carries a live lease of this lock from this client (ContextWithLease; the
+// ctx Do passes to its function): the call then re-enters that hold at once.
 func (m *Mutex) Lock(ctx context.Context) (*Lease, error) { return m.acquire(ctx, "lock", false) }
 
 // TryLock makes one attempt: it returns an error wrapping ErrNotAcquired when
@@ -48,13 +49,21 @@ func (m *Mutex) acquire(ctx context.Context, op string, try bool) (*Lease, error
 	if m.err != nil {
 		return nil, c.wrap(op, m.name, m.err)
 	}
-	k := holdKey{m.name, m.opts.owner}
+	owner := m.opts.owner
+	if owner == "" {
+		if l := leaseIn(ctx, c, m.name); l != nil {
+			owner = l.h.owner // a nested Lock re-enters the caller's hold
+		} else {
+			owner = NewOwnerID()
+		}
+	}
+	k := holdKey{m.name, owner}
 	e, err := c.enter(ctx, k, try)
 	if err != nil {
-		return nil, c.wrap(op, m.name, err)
+		return nil, c.wrap(op, m.name, gaveUp(ctx, err))
 	}
 	defer c.leave(k, e)
-	req := driver.Request{Name: m.name, Owner: m.opts.owner, TTL: m.opts.ttl, Kind: driver.Exclusive}
+	req := driver.Request{Name: m.name, Owner: owner, TTL: m.opts.ttl, Kind: driver.Exclusive}
 
 	if l, err := c.reenter(ctx, e, req); l != nil || err != nil {
 		return l, c.wrap(op, m.name, err)
@@ -64,7 +73,7 @@ func (m *Mutex) acquire(ctx context.Context, op string, try bool) (*Lease, error
 	for {
 		g, sent, err := c.obtain(ctx, e, req, try)
 		if err != nil {
-			return nil, c.wrap(op, m.name, err)
+			return nil, c.wrap(op, m.name, gaveUp(ctx, err))
 		}
 		l, err = c.grant(ctx, e, req, g, sent, !m.opts.noRenewal)
 		switch {
@@ -81,6 +90,15 @@ func (m *Mutex) acquire(ctx context.Context, op string, try bool) (*Lease, error
 		c.hooks.Acquired(m.name, l.h.token, time.Since(began))
 	}
 	return l, nil
+}
+
+// gaveUp makes the error of a wait that ended with ctx match ErrNotAcquired
+// as well as ctx's error, so callers need one check.
+func gaveUp(ctx context.Context, err error) error {
+	if ctx.Err() == nil || errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrClosed) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrNotAcquired, err)
 }
 
 // reenter gives the owner a new lease on the hold it has, if it has one.

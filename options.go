@@ -14,7 +14,8 @@ type Option func(*mutexOptions)
 
 type mutexOptions struct {
 	ttl       time.Duration
-	owner     string
+	owner     string // "" unless WithOwner: each Lock is then its own holder
+	ownerSet  bool
 	noRenewal bool
 }
 
@@ -26,11 +27,22 @@ func WithTTL(d time.Duration) Option { return func(o *mutexOptions) { o.ttl = d 
 // TTL, when Done closes and Err wraps ErrLeaseLost.
 func WithoutRenewal() Option { return func(o *mutexOptions) { o.noRenewal = true } }
 
-// WithOwner sets the owner id. An owner that holds a lock and locks it again
-// gets it at once, and the lock is released when every hold is unlocked; with
-// backends that keep hold counts in the store this works across processes
-// that share an owner id. The default is a random 128-bit id per Mutex.
-func WithOwner(id string) Option { return func(o *mutexOptions) { o.owner = id } }
+// WithOwner makes every Lock and TryLock of the Mutex lock as owner id, so
+// that they share one hold: an owner that holds the lock and locks it again
+// gets it at once, and the lock is released when every hold is unlocked.
+// With backends that keep hold counts in the store (Redis, Redlock, mem,
+// Memcached and the SQL table modes) this works across clients and
+// processes that use the same id, like the host and thread columns of a
+// re-entrant MySQL lock table; elsewhere, within one client.
+//
+// Without WithOwner, every Lock and TryLock call is a holder of its own
+// (a fresh random 128-bit owner id), so goroutines sharing a Mutex exclude
+// each other as with sync.Mutex; re-entry then happens only through a ctx
+// that carries a live lease of the same lock (see ContextWithLease and Do).
+// An empty id is refused with ErrInvalidOwner.
+func WithOwner(id string) Option {
+	return func(o *mutexOptions) { o.owner, o.ownerSet = id, true }
+}
 
 // ClientOption configures a Client.
 type ClientOption func(*clientOptions)

@@ -26,6 +26,7 @@ func Run(t *testing.T, newHarness NewHarness) {
 		fn   func(t *testing.T)
 	}{
 		{"MutualExclusion", s.testMutualExclusion},
+		{"SharedMutexExcludes", s.testSharedMutexExcludes},
 		{"TokensIncrease", s.testTokensIncrease},
 		{"TryLockHeld", s.testTryLockHeld},
 		{"StaleUnlock", s.testStaleUnlock},
@@ -36,6 +37,8 @@ func Run(t *testing.T, newHarness NewHarness) {
 		{"DoCancelsOnLoss", s.testDoCancelsOnLoss},
 		{"CancelWait", s.testCancelWait},
 		{"Reentrancy", s.testReentrancy},
+		{"NestedDoReenters", s.testNestedDoReenters},
+		{"DoWaitBound", s.testDoWaitBound},
 		{"CloseReleases", s.testCloseReleases},
 		{"Inspect", s.testInspect},
 		{"BadInput", s.testBadInput},
