@@ -276,7 +276,7 @@ func (c *Client) lost(h *hold, err error) {
 	err = c.wrap("lease", h.name, err)
 	c.log.Warn("dlock: lease lost", "backend", c.scheme, "name", h.name, "token", h.token, "err", err)
 	if c.hooks.Lost != nil {
-		c.hooks.Lost(h.name, h.token, err)
+		c.hooks.Lost(context.Background(), Event{Backend: c.scheme, Name: h.name, Token: h.token, Held: time.Since(h.acquired), Err: err})
 	}
 	n := h.storeHolds()
 	h.end(err)

@@ -232,7 +232,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	}
 	l.cancel(errUnlocked)
 	if c.hooks.Released != nil {
-		c.hooks.Released(h.name, h.token, time.Since(h.acquired))
+		c.hooks.Released(ctx, Event{Backend: c.scheme, Name: h.name, Token: h.token, Held: time.Since(h.acquired)})
 	}
 	return err
 }

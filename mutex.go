@@ -73,7 +73,11 @@ func (m *Mutex) acquire(ctx context.Context, op string, try bool) (*Lease, error
 	for {
 		g, sent, err := c.obtain(ctx, e, req, try)
 		if err != nil {
-			return nil, c.wrap(op, m.name, gaveUp(ctx, err))
+			err = gaveUp(ctx, err)
+			if c.hooks.Refused != nil && errors.Is(err, ErrNotAcquired) {
+				c.hooks.Refused(ctx, Event{Backend: c.scheme, Name: m.name, Wait: time.Since(began), Err: err})
+			}
+			return nil, c.wrap(op, m.name, err)
 		}
 		l, err = c.grant(ctx, e, req, g, sent, !m.opts.noRenewal)
 		switch {
@@ -87,7 +91,7 @@ func (m *Mutex) acquire(ctx context.Context, op string, try bool) (*Lease, error
 		break
 	}
 	if c.hooks.Acquired != nil {
-		c.hooks.Acquired(m.name, l.h.token, time.Since(began))
+		c.hooks.Acquired(ctx, Event{Backend: c.scheme, Name: m.name, Token: l.h.token, Wait: time.Since(began)})
 	}
 	return l, nil
 }

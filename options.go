@@ -1,6 +1,7 @@
 package dlock
 
 import (
+	"context"
 	"log/slog"
 	"time"
 )
@@ -56,16 +57,34 @@ type clientOptions struct {
 // slog.Default().
 func WithLogger(l *slog.Logger) ClientOption { return func(o *clientOptions) { o.logger = l } }
 
-// Hooks are called on lock events, for metrics. Each field may be nil. Hooks
-// must return quickly: they run on the goroutine that saw the event.
+// Event describes one lock event, for hooks.
+type Event struct {
+	Backend string        // the backend's URL scheme
+	Name    string        // the lock name
+	Token   uint64        // the lease's fencing token; 0 when refused
+	Wait    time.Duration // Acquired, Refused: how long the call waited
+	Held    time.Duration // Released, Lost: how long the hold lasted
+	Latency time.Duration // Renewed: the renewal's round trip
+	Err     error         // Refused: why; Renewed: a failed renewal's error; Lost: the cause
+}
+
+// Hooks are called on lock events, for metrics, traces and logs. Each field
+// may be nil. Hooks must return quickly: they run on the goroutine that saw
+// the event. The ctx of Acquired and Refused is the Lock call's, that of
+// Released the Unlock call's; Renewed and Lost get a background context
+// (they come from the client's scheduler).
 type Hooks struct {
-	// Acquired is called when a Lock or TryLock is granted, with the time it
-	// waited.
-	Acquired func(name string, token uint64, waited time.Duration)
-	// Released is called when a lease is unlocked.
-	Released func(name string, token uint64, held time.Duration)
-	// Lost is called when a lease is lost.
-	Lost func(name string, token uint64, err error)
+	// Acquired: a Lock or TryLock was granted a new hold (not a re-entry).
+	Acquired func(ctx context.Context, e Event)
+	// Refused: a TryLock found the lock held, or a Lock's wait ended
+	// without it (contention).
+	Refused func(ctx context.Context, e Event)
+	// Released: a lease was unlocked.
+	Released func(ctx context.Context, e Event)
+	// Renewed: one hold's renewal came back, confirmed or failed (e.Err).
+	Renewed func(ctx context.Context, e Event)
+	// Lost: a lease was lost; e.Err wraps ErrLeaseLost.
+	Lost func(ctx context.Context, e Event)
 }
 
 // WithHooks sets event hooks.

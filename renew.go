@@ -214,6 +214,15 @@ func (s *scheduler) renew(batch []*hold, now, earliest time.Time) {
 	res := s.c.drv.Renew(ctx, helds)
 	cancel()
 	after := time.Now()
+	if hook := s.c.hooks.Renewed; hook != nil {
+		for i, h := range batch {
+			e := Event{Backend: s.c.scheme, Name: h.name, Token: h.token, Latency: after.Sub(now)}
+			if i < len(res) {
+				e.Err = res[i].Err
+			}
+			hook(context.Background(), e)
+		}
+	}
 	s.mu.Lock()
 	for i, h := range batch {
 		h.renewing = false
