@@ -1,6 +1,7 @@
 package dlock
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"time"
@@ -45,6 +46,7 @@ type hold struct {
 	idx      int       // index in the scheduler's heap, -1 when not in it
 	removed  bool      // unscheduled for good
 	renewing bool      // a renewal of it is in flight
+	renewals uint64    // renewal results recorded, for Extend
 }
 
 func (h *hold) held() driver.Held {
@@ -170,6 +172,93 @@ func (l *Lease) Err() error {
 	if cause := context.Cause(l.ctx); cause != errUnlocked {
 		return cause
 	}
+	return nil
+}
+
+// TimeLeft returns how long the lease is known to be held: the time until
+// the client would declare it lost if it were not renewed, which is never
+// later than its expiry in the store. It is 0 once the lease has ended.
+func (l *Lease) TimeLeft() time.Duration {
+	h, s := l.h, l.h.c.sched
+	if l.ctx.Err() != nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h.removed || h.deadline.IsZero() {
+		return 0
+	}
+	return max(time.Until(h.deadline), 0)
+}
+
+// Extend asks the store, checking that the lease still holds the lock, to
+// keep it for ttl from now, and on success moves the lease's expiry there
+// (longer or shorter). It is for fixed leases (WithoutRenewal): a fixed lease
+// stays fixed, at its new length. A renewing lease is extended too, but its
+// watchdog goes on renewing it by its own TTL. Where holds live as long as a
+// store session (etcd, ZooKeeper), the session's TTL bounds the extension:
+// TimeLeft tells what was kept. It returns an error wrapping ErrLeaseLost if
+// the store says the lease is gone (the lease then ends), ErrInvalidTTL for a
+// TTL the backend cannot keep, and the store's error, leaving the lease as it
+// was, if the answer was uncertain.
+func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
+	h, c := l.h, l.h.c
+	s := c.sched
+	if ctx == nil {
+		return c.wrap("extend", h.name, ErrNilContext)
+	}
+	if err := c.validateTTL(ttl); err != nil {
+		return c.wrap("extend", h.name, err)
+	}
+	if err := l.Err(); err != nil {
+		return err
+	}
+	if l.ctx.Err() != nil {
+		return c.wrap("extend", h.name, ErrNotHeld)
+	}
+	s.mu.Lock()
+	busy, gen := h.renewing, h.renewals
+	s.mu.Unlock()
+	held := h.held()
+	held.TTL = ttl
+	sent := time.Now()
+	res := c.drv.Renew(ctx, []driver.Held{held})
+	var r driver.RenewResult
+	if len(res) == 1 {
+		r = res[0]
+	} else {
+		r.Err = errors.New("driver returned no renewal result")
+	}
+	if errors.Is(r.Err, ErrLeaseLost) {
+		c.lost(h, r.Err)
+		return l.Err()
+	}
+	if r.Err != nil {
+		return c.wrap("extend", h.name, r.Err)
+	}
+	v := ttl
+	if r.Validity > 0 && r.Validity < v {
+		v = r.Validity
+	}
+	s.mu.Lock()
+	if h.removed {
+		s.mu.Unlock()
+		return l.Err()
+	}
+	// A watchdog renewal that overlapped this call may have reached the
+	// store after it, with the hold's own TTL: then keep the earlier expiry.
+	overlapped := busy || h.renewing || h.renewals != gen
+	if !overlapped || sent.Add(v).Before(h.expiry) {
+		s.setExpiry(h, sent, v)
+		if h.renewing { // the renewal in flight is still due at the deadline
+			h.next = h.deadline
+		}
+		if h.idx >= 0 {
+			heap.Fix(&s.h, h.idx)
+		}
+		s.arm()
+	}
+	s.mu.Unlock()
 	return nil
 }
 

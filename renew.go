@@ -226,6 +226,7 @@ func (s *scheduler) renew(batch []*hold, now, earliest time.Time) {
 	s.mu.Lock()
 	for i, h := range batch {
 		h.renewing = false
+		h.renewals++
 		if h.removed { // unlocked, lost or closed while renewing
 			continue
 		}

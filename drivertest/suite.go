@@ -33,6 +33,7 @@ func Run(t *testing.T, newHarness NewHarness) {
 		{"HolderDies", s.testHolderDies},
 		{"RenewalKeepsLease", s.testRenewal},
 		{"WithoutRenewalExpires", s.testWithoutRenewal},
+		{"Extend", s.testExtend},
 		{"LossSignalled", s.testLossSignalled},
 		{"DoCancelsOnLoss", s.testDoCancelsOnLoss},
 		{"CancelWait", s.testCancelWait},
