@@ -22,7 +22,7 @@ func TestStaleGrantIsNotReturned(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				var mu sync.Mutex
 				calls := 0
-				d := &fakeDriver{caps: fakeCaps()}
+				d := newFake()
 				d.caps.Blocking = blocking
 				d.acquire = func(ctx context.Context, req driver.Request) (driver.Grant, error) {
 					mu.Lock()
@@ -74,7 +74,7 @@ func TestStaleGrantIsNotReturned(t *testing.T) {
 func TestLossNotDelayedByStuckRenewal(t *testing.T) {
 	const ttl = time.Second
 	unstick := make(chan struct{})
-	d := &fakeDriver{caps: fakeCaps()}
+	d := newFake()
 	d.acquire = func(context.Context, driver.Request) (driver.Grant, error) {
 		return driver.Grant{Acquired: true, Token: 1}, nil
 	}
@@ -122,7 +122,7 @@ func TestLossNotDelayedByStuckRenewal(t *testing.T) {
 // lease reads as lost even if the scheduler has not run yet (as after a
 // pause of the whole process).
 func TestErrConsultsDeadline(t *testing.T) {
-	d := &fakeDriver{caps: fakeCaps()}
+	d := newFake()
 	d.acquire = func(context.Context, driver.Request) (driver.Grant, error) {
 		return driver.Grant{Acquired: true, Token: 1}, nil
 	}
