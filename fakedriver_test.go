@@ -149,5 +149,5 @@ func (s *fakeSub) Close() error {
 }
 
 func (d *fakeDriver) Inspect(context.Context, string) (driver.Info, error) { return driver.Info{}, nil }
-func (d *fakeDriver) Close() error                                        { return nil }
-func (d *fakeDriver) As(any) bool                                         { return false }
+func (d *fakeDriver) Close() error                                         { return nil }
+func (d *fakeDriver) As(any) bool                                          { return false }

@@ -75,9 +75,9 @@ func Open(opts ...dlock.ClientOption) *dlock.Client {
 
 // Driver is the memlock driver, reached with Client.As.
 type Driver struct {
-	s        *store
-	closed   atomic.Bool
-	cut      atomic.Bool // set by tests (export_test.go): every call fails
+	s      *store
+	closed atomic.Bool
+	cut    atomic.Bool // set by tests (export_test.go): every call fails
 }
 
 func (d *Driver) check() error {
