@@ -60,7 +60,7 @@ func New(d driver.Driver, scheme string, opts ...ClientOption) *Client {
 		entries: map[holdKey]*entry{}, queues: map[string]*waitQueue{},
 	}
 	c.closing, c.cancel = context.WithCancel(context.Background())
-	c.sched = newScheduler(c)
+	c.sched = newScheduler(d, c.lost, c.renewed)
 	return c
 }
 
@@ -265,6 +265,16 @@ func (c *Client) detach(h *hold) bool {
 	c.mu.Unlock()
 	c.sched.remove(h)
 	return true
+}
+
+// renewed reports one hold's renewal result, from the scheduler.
+func (c *Client) renewed(h *hold, latency time.Duration, err error) {
+	if err != nil && !errors.Is(err, ErrLeaseLost) {
+		c.log.Debug("dlock: renewal failed; retrying", "backend", c.scheme, "name", h.name, "err", err)
+	}
+	if c.hooks.Renewed != nil {
+		c.hooks.Renewed(context.Background(), Event{Backend: c.scheme, Name: h.name, Token: h.token, Latency: latency, Err: err})
+	}
 }
 
 // lost ends h with err (wrapping ErrLeaseLost), from the scheduler or a

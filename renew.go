@@ -19,7 +19,11 @@ import (
 // signals loss: a hold whose renewal could not be confirmed is declared lost a
 // margin before it could expire in the store, never after.
 type scheduler struct {
-	c       *Client
+	drv driver.Driver
+	// lost ends a hold as lost; renewed reports one hold's renewal result
+	// (latency, error) after the store answered.
+	lost    func(h *hold, err error)
+	renewed func(h *hold, latency time.Duration, err error)
 	mu      sync.Mutex
 	h       holdHeap
 	timer   *time.Timer
@@ -41,8 +45,8 @@ type watcher struct {
 	stop  chan struct{}
 }
 
-func newScheduler(c *Client) *scheduler {
-	s := &scheduler{c: c, watchers: map[<-chan struct{}]*watcher{}}
+func newScheduler(drv driver.Driver, lost func(*hold, error), renewed func(*hold, time.Duration, error)) *scheduler {
+	s := &scheduler{drv: drv, lost: lost, renewed: renewed, watchers: map[<-chan struct{}]*watcher{}}
 	s.stopping, s.halt = context.WithCancel(context.Background())
 	s.timer = time.AfterFunc(time.Hour, s.fire)
 	s.timer.Stop()
@@ -194,7 +198,7 @@ func (s *scheduler) tick() {
 	}
 	s.mu.Unlock()
 	for _, h := range lost {
-		s.c.lost(h, expiredErr(h))
+		s.lost(h, expiredErr(h))
 	}
 	if len(batch) > 0 {
 		go s.renew(batch, now, earliest)
@@ -211,17 +215,15 @@ func (s *scheduler) renew(batch []*hold, now, earliest time.Time) {
 		helds[i] = h.held()
 	}
 	ctx, cancel := context.WithDeadline(s.stopping, earliest)
-	res := s.c.drv.Renew(ctx, helds)
+	res := s.drv.Renew(ctx, helds)
 	cancel()
 	after := time.Now()
-	if hook := s.c.hooks.Renewed; hook != nil {
-		for i, h := range batch {
-			e := Event{Backend: s.c.scheme, Name: h.name, Token: h.token, Latency: after.Sub(now)}
-			if i < len(res) {
-				e.Err = res[i].Err
-			}
-			hook(context.Background(), e)
+	for i, h := range batch {
+		var err error
+		if i < len(res) {
+			err = res[i].Err
 		}
+		s.renewed(h, after.Sub(now), err)
 	}
 	s.mu.Lock()
 	for i, h := range batch {
@@ -254,7 +256,6 @@ func (s *scheduler) renew(batch []*hold, now, earliest time.Time) {
 			continue
 		default: // uncertain: try again soon, ownership is re-checked by the renewal itself
 			h.next = minTime(after.Add(max(renewEvery(h.ttl)/10, time.Millisecond)), h.deadline)
-			s.c.log.Debug("dlock: renewal failed; retrying", "backend", s.c.scheme, "name", h.name, "err", r.Err)
 		}
 		if h.idx >= 0 {
 			heap.Fix(&s.h, h.idx)
@@ -276,7 +277,7 @@ func (s *scheduler) flushLost() {
 	s.pending = nil
 	s.mu.Unlock()
 	for _, x := range p {
-		s.c.lost(x.h, x.err)
+		s.lost(x.h, x.err)
 	}
 }
 
@@ -306,7 +307,7 @@ func (s *scheduler) watch(ch <-chan struct{}, w *watcher) {
 	}
 	s.mu.Unlock()
 	for _, h := range hs {
-		s.c.lost(h, fmt.Errorf("%w: the store's session ended", ErrLeaseLost))
+		s.lost(h, fmt.Errorf("%w: the store's session ended", ErrLeaseLost))
 	}
 }
 
