@@ -518,8 +518,20 @@ func TestCallsFollowCtx(t *testing.T) {
 	}
 	d := etcdlock.DriverOf(c)
 	held := driver.Held{Name: "frozen", Owner: l.Owner(), TTL: ttl, Token: l.Token(), Handle: el}
+	var cli *clientv3.Client
+	if !c.As(&cli) {
+		t.Fatal("Client.As(*clientv3.Client) failed")
+	}
 	srv.Pause()
 	defer srv.Resume()
+	for { // SIGSTOP takes effect a moment after kill returns
+		gctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		_, err := cli.Get(gctx, "x")
+		cancel()
+		if err != nil {
+			break
+		}
+	}
 	calls := map[string]func(context.Context) error{
 		"Renew": func(ctx context.Context) error { return d.Renew(ctx, []driver.Held{held})[0].Err },
 		"Acquire": func(ctx context.Context) error {
