@@ -337,8 +337,16 @@ func (d *etcdDriver) waitTurn(ctx context.Context, pfx string, e *entry) error {
 			e.since = sent
 			return nil
 		}
-		if err := d.waitDelete(ctx, kvs[0], e.sess.lost); err != nil {
+		err = d.waitDelete(ctx, kvs[0], e.sess.lost)
+		if err != nil && (errors.Is(err, errKeyGone) || ctx.Err() != nil || !transient(err)) {
 			return err
+		}
+		if err != nil { // no leader for a moment, a member gone: read and watch again
+			select {
+			case <-time.After(retryPause):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 	}
 }

@@ -66,8 +66,15 @@ func (s *session) untrack(l *Lease) {
 
 // newSession grants a lease of ttl and keeps it alive.
 func newSession(ctx context.Context, cli *clientv3.Client, ttl time.Duration) (*session, error) {
-	sent := time.Now()
-	g, err := cli.Grant(ctx, int64(ttl/time.Second))
+	var sent time.Time
+	var g *clientv3.LeaseGrantResponse
+	// A retried grant may leave a lease behind: with no key and no keepalive,
+	// etcd expires it after ttl.
+	_, err := retry(ctx, func(ctx context.Context) (err error) {
+		sent = time.Now()
+		g, err = cli.Grant(ctx, int64(ttl/time.Second))
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
