@@ -114,18 +114,6 @@ func (d *zkDriver) Caps() driver.Caps {
 	return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Millisecond, Blocking: true}
 }
 
-// lockPath maps a lock name to its node path, refusing names that are not
-// valid ZooKeeper paths.
-func (d *zkDriver) lockPath(name string) (string, error) {
-	name = strings.TrimPrefix(name, "/")
-	for _, seg := range strings.Split(name, "/") {
-		if seg == "" || seg == "." || seg == ".." || seg == "zookeeper" && !strings.Contains(name, "/") {
-			return "", fmt.Errorf("zklock: %w: %q is not a ZooKeeper path (empty, . or .. segments)", dlock.ErrInvalidName, name)
-		}
-	}
-	return d.root + "/" + name, nil
-}
-
 // ensure creates path and its parents as container nodes if missing.
 func (d *zkDriver) ensure(path string) error {
 	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")

@@ -12,7 +12,11 @@
 // # Layout: Curator's
 //
 // The lock NAME is the path <chroot>/NAME (so "orders/sku-42" is the node
-// /orders/sku-42). A contender creates an EPHEMERAL_SEQUENTIAL child named
+// /orders/sku-42). A name must be a path ZooKeeper accepts: no empty, "."
+// or ".." components and none of the characters it refuses (controls
+// U+0001–U+001F and U+007F–U+009F, U+D800–U+F8FF, U+FFF0–U+FFFF, and every
+// character above U+FFFF, such as emoji); Lock and TryLock refuse others
+// with ErrInvalidName before sending anything. A contender creates an EPHEMERAL_SEQUENTIAL child named
 // _c_<guid>-lock-<sequence>; the lowest sequence holds the lock and each
 // waiter watches only the child just before its own, so a release wakes one
 // waiter. That is Curator's InterProcessMutex layout (and go-zookeeper's
