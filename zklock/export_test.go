@@ -21,3 +21,7 @@ func StatTokens(c *dlock.Client) int64 { return driverOf(c).statTokens.Load() }
 // DisableMulti makes c's driver create its nodes alone, as when the parent
 // write is refused.
 func DisableMulti(c *dlock.Client) { driverOf(c).noMulti.Store(true) }
+
+// SessionLost returns the channel closed when the session l's node lives in
+// may be gone (its Grant.Lost).
+func SessionLost(l *Lease) <-chan struct{} { return l.sess.lost }
