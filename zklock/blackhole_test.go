@@ -382,3 +382,34 @@ func TestSessionExpiryDuringLock(t *testing.T) {
 	}
 	_ = lb.Unlock(ctx)
 }
+
+// Renew returns when its ctx ends, whether or not ZooKeeper answers:
+// go-zookeeper takes no ctx and would hold the check until it drops the
+// connection (2/3 of the session timeout without a reply).
+func TestRenewFollowsCtx(t *testing.T) {
+	srv := testserver.ZooKeeper(t)
+	p := newBlackhole(t, srv.Addr())
+	c := proxied(t, p)
+	ctx := t.Context()
+	l, err := c.Mutex("renewctx/x", dlock.WithoutRenewal(), dlock.WithTTL(time.Minute)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := zklock.Renew(rctx, c, l); err != nil {
+		t.Fatalf("renew with the connection up: %v", err)
+	}
+	p.drop()
+	for i := range 3 { // the second and third wait for the first's check
+		rctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		err := zklock.Renew(rctx, c, l)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("renew %d with the connection cut: %v; want an error wrapping its ctx's", i, err)
+		}
+		if errors.Is(err, dlock.ErrLeaseLost) {
+			t.Fatalf("renew %d: %v; a check that is not answered is not a loss", i, err)
+		}
+	}
+}
