@@ -56,8 +56,9 @@ func (d *zkDriver) Renew(ctx context.Context, batch []driver.Held) []driver.Rene
 	return res
 }
 
-// checkOf returns the lease's check in flight, or sends a new one.
-func (d *zkDriver) checkOf(l *Lease) *existsCheck {
+// checkOf returns the lease's check in flight, or sends a new one unless
+// ctx has ended (then nil).
+func (d *zkDriver) checkOf(ctx context.Context, l *Lease) *existsCheck {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.check != nil {
@@ -66,6 +67,9 @@ func (d *zkDriver) checkOf(l *Lease) *existsCheck {
 		default:
 			return l.check
 		}
+	}
+	if ctx.Err() != nil {
+		return nil
 	}
 	c := &existsCheck{}
 	c.pending = d.start(l.sess, func() (err error) { c.ok, c.stat, err = d.conn.Exists(l.Path); return err })
@@ -85,7 +89,10 @@ func (d *zkDriver) check(ctx context.Context, began time.Time, h driver.Held) dr
 	if s.isEnded() {
 		return gone("the session may have expired")
 	}
-	c := d.checkOf(l)
+	c := d.checkOf(ctx, l)
+	if c == nil {
+		return driver.RenewResult{Err: fmt.Errorf("zklock: renew %q: not sent: %w", h.Name, ctx.Err())}
+	}
 	err := c.wait(ctx)
 	switch {
 	case errors.Is(err, errNoReply):
