@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/dlock/dlock"
@@ -200,9 +203,12 @@ func (a *attempt) run(ctx context.Context, r driver.Request) (driver.Grant, erro
 var errRetry = errors.New("try again")
 
 // transient reports errors after which the connection (and the session)
-// may come back.
+// may come back: go-zookeeper's, and the network errors it passes on when
+// writing a request fails.
 func transient(err error) bool {
-	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrSessionMoved)
+	var ne net.Error
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrSessionMoved) ||
+		errors.As(err, &ne) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // pause waits a moment before retrying after connection loss; it fails
