@@ -128,7 +128,7 @@ func (a *attempt) run(ctx context.Context, r driver.Request) (driver.Grant, erro
 		// server last heard from it, which is no earlier than the sending
 		// of the read that showed our node first.
 		return driver.Grant{Acquired: true, Token: uint64(cz), Holds: 1, Since: s.lastHeard(),
-			Validity: min(r.TTL, d.timeout-d.slack), Lost: s.lost, Handle: &Lease{Path: node, Czxid: cz, sess: s}}, nil
+			Validity: min(r.TTL, d.valid()), Lost: s.lost, Handle: &Lease{Path: node, Czxid: cz, sess: s}}, nil
 	}
 	for {
 		var children []string

@@ -413,3 +413,46 @@ func TestRenewFollowsCtx(t *testing.T) {
 		}
 	}
 }
+
+// A client opened from a URL that asks for a longer session timeout than
+// the server grants (the test server allows at most 5s) counts its leases
+// with the granted one: asked 10s, a cut-off holder is still told before
+// the server expires its session, 5s after it last heard from it.
+func TestGrantedSessionTimeout(t *testing.T) {
+	srv := testserver.ZooKeeper(t)
+	p := newBlackhole(t, srv.Addr())
+	holder, err := dlock.Open(t.Context(), "zk://"+p.addr()+"/?session_timeout=10s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.close(); _ = holder.Close() })
+	other := directClient(t, srv.Addr())
+	ctx := t.Context()
+	l, err := holder.Mutex("granted/x", dlock.WithTTL(10*time.Second)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	told := make(chan time.Time, 1)
+	go func() { <-l.Done(); told <- time.Now() }()
+	time.Sleep(time.Second)
+	cut := time.Now()
+	p.drop()
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ol, err := other.Mutex("granted/x").Lock(lctx)
+	cancel()
+	if err != nil {
+		t.Fatalf("the other client did not acquire after the holder was cut off: %v", err)
+	}
+	acquired := time.Now()
+	defer func() { _ = ol.Unlock(ctx) }()
+	select {
+	case at := <-told:
+		if !at.Before(acquired) {
+			t.Errorf("the holder was told %v after another client acquired", at.Sub(acquired))
+		}
+		t.Logf("cut at 0; holder told at %v; other acquired at %v (margin %v)",
+			at.Sub(cut).Round(time.Millisecond), acquired.Sub(cut).Round(time.Millisecond), acquired.Sub(at).Round(time.Millisecond))
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the holder's Done still open 15s after another client acquired")
+	}
+}

@@ -19,8 +19,8 @@ type zkDriver struct {
 	owned   bool
 	root    string // chroot, "" or "/x"
 	acl     []zk.ACL
-	timeout time.Duration // the session timeout
-	slack   time.Duration // given up before the session could expire: slackFor(timeout)
+	timeout time.Duration // the session timeout asked for; see sessionTimeout
+	granted *granted      // the timeout the server granted, if the driver dialled
 
 	mu   sync.Mutex
 	cur  *session        // the session as last seen; see current
@@ -64,7 +64,7 @@ func newDriver(ctx context.Context, conn *zk.Conn, root string, opts Options) (*
 		opts.ACL = zk.WorldACL(zk.PermAll)
 	}
 	d := &zkDriver{conn: conn, owned: opts.CloseConn, root: root, acl: opts.ACL, timeout: opts.SessionTimeout,
-		slack: slackFor(opts.SessionTimeout), done: make(chan struct{})}
+		granted: opts.granted, done: make(chan struct{})}
 	d.life, d.stop = context.WithCancel(context.Background())
 	// Wait for a session: a read proves it. A server still starting drops
 	// the first attempts, so retry until ctx (bounded at 10s) ends.

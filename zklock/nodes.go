@@ -192,7 +192,7 @@ func (a *attempt) abandon() {
 // carrying guid. It reports whether that is settled: the node is gone, or
 // the server refused for good.
 func (d *zkDriver) deleteOurs(path, guid, node string) bool {
-	ctx, cancel := context.WithTimeout(d.life, d.timeout)
+	ctx, cancel := context.WithTimeout(d.life, d.sessionTimeout())
 	defer cancel()
 	if node == "" {
 		c := d.readChildren(ctx, nil, path)

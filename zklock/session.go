@@ -69,7 +69,24 @@ func (d *zkDriver) validUntil(s *session) time.Time {
 	if h.IsZero() {
 		return h
 	}
-	return h.Add(d.timeout - d.slack)
+	return h.Add(d.valid())
+}
+
+// sessionTimeout is the session timeout the driver counts with: the one
+// asked for, or the one the server granted if the driver knows it and it
+// is shorter.
+func (d *zkDriver) sessionTimeout() time.Duration {
+	if g := d.granted.timeout(); g > 0 && g < d.timeout {
+		return g
+	}
+	return d.timeout
+}
+
+// valid is how long after the server last heard from a session the driver
+// counts it live: the session timeout less the slack.
+func (d *zkDriver) valid() time.Duration {
+	t := d.sessionTimeout()
+	return t - slackFor(t)
 }
 
 // slackFor is how long before the session could expire on the server the
@@ -179,7 +196,7 @@ func answered(err error) bool {
 // channel: it only makes the monitor look sooner, and is drained.
 func (d *zkDriver) monitor(events <-chan zk.Event) {
 	defer close(d.done)
-	poll := min(max(d.timeout/40, 5*time.Millisecond), 50*time.Millisecond)
+	poll := min(max(d.sessionTimeout()/40, 5*time.Millisecond), 50*time.Millisecond)
 	timer := time.NewTimer(poll)
 	defer timer.Stop()
 	var beat *pending
@@ -201,7 +218,7 @@ func (d *zkDriver) monitor(events <-chan zk.Event) {
 			default:
 			}
 		}
-		if beat == nil && !s.isEnded() && now.Sub(s.lastHeard()) > d.timeout/4 {
+		if beat == nil && !s.isEnded() && now.Sub(s.lastHeard()) > d.sessionTimeout()/4 {
 			beat = d.start(s, func() error { _, _, err := d.conn.Exists("/"); return err })
 		}
 		timer.Reset(next) // Go ≥ 1.23: no stale tick to drain

@@ -112,7 +112,10 @@ func init() { dlock.Register(Scheme, driver.OpenerFunc(openURL)) }
 type Options struct {
 	// SessionTimeout is the session timeout the connection was made with;
 	// leases are valid that long (less a slack) after the server last
-	// answered a request of the session. Default 10s.
+	// answered a request of the session. Default 10s. It must not be longer
+	// than the timeout the server granted (zk.Connect asks; the server
+	// keeps it within 2 to 20 of its ticks): dlock counts with it. (A
+	// client opened from a URL reads the granted timeout itself.)
 	SessionTimeout time.Duration
 	// Events is the connection's event channel, from zk.Connect. The driver
 	// follows the session without it; with it, it notices changes sooner.
@@ -124,6 +127,8 @@ type Options struct {
 	Client []dlock.ClientOption
 	// CloseConn makes Close of the dlock client close conn too.
 	CloseConn bool
+
+	granted *granted // set by openURL, whose dialer learns the granted timeout
 }
 
 // Open returns a dlock client over an existing ZooKeeper connection.
@@ -154,7 +159,8 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		return nil, fmt.Errorf("zklock: %w: want zk://host:2181[,host:2181…][/chroot]", dlock.ErrInvalidURL)
 	}
 	chroot := strings.TrimSuffix(u.Path, "/")
-	conn, events, err := zk.Connect(hosts, opts.SessionTimeout, zk.WithLogger(quiet{}))
+	opts.granted = &granted{}
+	conn, events, err := zk.Connect(hosts, opts.SessionTimeout, zk.WithLogger(quiet{}), zk.WithDialer(opts.granted.dial))
 	if err != nil {
 		return nil, fmt.Errorf("zklock: connect: %w", err)
 	}
