@@ -59,9 +59,10 @@
 // check that each holder's node still exists, return when dlock's deadline
 // for them passes whether ZooKeeper answered or not. This is Chubby's
 // jeopardy rule with the grace period cut to zero: a holder is told before
-// the server could have expired its session. Keep session_timeout within
-// the server's bounds (2 to 20 ticks): dlock assumes the timeout it asked
-// for.
+// the server could have expired its session. The server keeps the session
+// timeout within 2 to 20 of its ticks: a client opened from a URL counts
+// with the timeout the server granted when it is shorter than the one
+// asked for; with Open, Options.SessionTimeout must not exceed it.
 //
 // Connection loss is not the end of a wait: the waiter keeps its node (and
 // its place) and goes on once go-zookeeper reconnects, unless the session
