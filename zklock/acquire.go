@@ -124,9 +124,10 @@ func (a *attempt) run(ctx context.Context, r driver.Request) (driver.Grant, erro
 				return driver.Grant{}, errSessionChanged
 			}
 		}
-		// The hold lasts while the session does: counted from when the
-		// server last heard from it, which is no earlier than the sending
-		// of the read that showed our node first.
+		// The hold lasts while the session does, and the server keeps the
+		// session for its timeout after it last heard from it: the send
+		// time of the last request answered in it, which is after our
+		// create was sent.
 		return driver.Grant{Acquired: true, Token: uint64(cz), Holds: 1, Since: s.lastHeard(),
 			Validity: min(r.TTL, d.valid()), Lost: s.lost, Handle: &Lease{Path: node, Czxid: cz, sess: s}}, nil
 	}
