@@ -17,6 +17,13 @@ func (d *zkDriver) lockPath(name string) (string, error) {
 	return d.root + "/" + strings.TrimPrefix(name, "/"), nil
 }
 
+// CheckName implements driver.NameChecker, so a bad name is refused when the
+// Mutex is made.
+func (d *zkDriver) CheckName(name string) error {
+	_, err := d.lockPath(name)
+	return err
+}
+
 // validName reports why the path root/name is not one ZooKeeper accepts,
 // or returns nil. The rules are those of ZooKeeper's PathUtils.validatePath,
 // applied to the name's components (a leading "/" is dropped). The server
