@@ -9,6 +9,7 @@ import (
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/internal/slots"
+	"github.com/dlock/dlock/internal/sqlbase"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -17,8 +18,9 @@ type pgDriver struct {
 	pool  *pgxpool.Pool
 	owned bool
 	mode  Mode
-	slots slots.Slots // row and session modes: one per held connection
-	hub   *hub        // table mode: LISTEN dlock_release
+	slots slots.Slots   // row and session modes: one per held connection
+	hub   *hub          // table mode: LISTEN dlock_release
+	holds sqlbase.Holds // table mode: holds whose release failed
 }
 
 const schema = `
