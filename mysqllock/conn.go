@@ -230,7 +230,13 @@ func (l *Lease) release(ctx context.Context) error {
 	defer cancel()
 	var err error
 	if l.tx != nil {
-		err = l.tx.Commit()
+		// COMMIT as a statement, bounded by ctx (Tx.Commit is not: it would
+		// wait on a dead connection until TCP gives up); then Rollback ends
+		// database/sql's transaction, with nothing left to roll back.
+		if _, err = l.tx.ExecContext(ctx, "COMMIT"); err == nil && l.tx.Rollback() != nil {
+			l.discard() // released, but the connection is not fit for the pool
+			return nil
+		}
 	} else {
 		var ok sql.NullInt64
 		err = l.conn.QueryRowContext(ctx, "SELECT RELEASE_LOCK(?)", LockName(l.name)).Scan(&ok)

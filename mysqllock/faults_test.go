@@ -105,3 +105,38 @@ func TestBlackholedHolderFreed(t *testing.T) {
 		})
 	}
 }
+
+// Unlock by a holder whose traffic is blackholed returns when its ctx ends,
+// and so does the client's Close: neither waits on the dead connection.
+func TestBlackholedUnlockReturns(t *testing.T) {
+	srv := testserver.MariaDB(t)
+	url := testserver.MariaDBURL(t, srv, "dlock")
+	for _, mode := range []mysqllock.Mode{mysqllock.ModeRow, mysqllock.ModeSession} {
+		t.Run(string(mode), func(t *testing.T) {
+			ctx := t.Context()
+			px := testserver.NewProxy(t, srv.Addr())
+			a := open(t, strings.Replace(url, srv.Addr(), px.Addr(), 1), mode)
+			la, err := a.Mutex("blackhole-unlock", dlock.WithTTL(30*time.Second)).Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			px.Blackhole()
+			done := make(chan error, 1)
+			go func() {
+				uctx, cancel := context.WithTimeout(ctx, time.Second)
+				defer cancel()
+				err := la.Unlock(uctx)
+				_ = a.Close()
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err == nil {
+					t.Fatal("Unlock over a blackholed connection succeeded")
+				}
+			case <-time.After(20 * time.Second): // generous: the ctx ends after 1 s
+				t.Fatal("Unlock or Close over a blackholed connection did not return")
+			}
+		})
+	}
+}
