@@ -140,3 +140,43 @@ func TestBlackholedUnlockReturns(t *testing.T) {
 		})
 	}
 }
+
+// A waiter whose traffic is blackholed while it waits is granted the lock on
+// the server and never hears of it: the server frees the lock about a TTL
+// later, since the session was bounded before the wait (issue 15, finding
+// 7, the waiter's side).
+func TestBlackholedWaiterFreed(t *testing.T) {
+	srv := testserver.Postgres(t)
+	url := testserver.PostgresURL(srv)
+	for _, mode := range []pglock.Mode{pglock.ModeRow, pglock.ModeSession} {
+		t.Run(string(mode), func(t *testing.T) {
+			ctx := t.Context()
+			const ttl = 3 * time.Second
+			px := testserver.NewProxy(t, srv.Addr())
+			w := open(t, strings.Replace(url, srv.Addr(), px.Addr(), 1), mode)
+			t.Cleanup(px.Close) // before w's Close, so that no cleanup waits on the blackhole
+			a, b := open(t, url, mode), open(t, url, mode)
+			la, err := a.Mutex("blackhole-waiter", dlock.WithTTL(ttl)).Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			go func() { _, _ = w.Mutex("blackhole-waiter", dlock.WithTTL(ttl)).Lock(wctx) }()
+			time.Sleep(time.Second) // w is queued on the server
+			px.Blackhole()
+			if err := la.Unlock(ctx); err != nil { // the server grants w
+				t.Fatal(err)
+			}
+			start := time.Now()
+			lctx, cancel2 := context.WithTimeout(ctx, ttl+10*time.Second)
+			defer cancel2()
+			lb, err := b.Mutex("blackhole-waiter", dlock.WithTTL(ttl)).Lock(lctx)
+			if err != nil {
+				t.Fatalf("another client did not get the lock within %v of a blackholed waiter's grant: %v", time.Since(start), err)
+			}
+			t.Logf("another client acquired %v after the blackholed waiter's grant (TTL %v)", time.Since(start).Round(time.Millisecond), ttl)
+			_ = lb.Unlock(ctx)
+		})
+	}
+}
