@@ -154,3 +154,43 @@ func TestErrConsultsDeadline(t *testing.T) {
 		}
 	}
 }
+
+// A re-entry that the store grants under another token finds a later hold
+// of the owner, not ours: ours is lost, and the re-entry becomes a new hold
+// instead of sharing a dead lease's token.
+func TestReentryOnAnotherTokenIsNotOurs(t *testing.T) {
+	d := newFake()
+	d.caps.Reentrant = true
+	calls := 0
+	d.acquire = func(context.Context, driver.Request) (driver.Grant, error) {
+		calls++
+		if calls == 1 {
+			return driver.Grant{Acquired: true, Token: 1, Holds: 1}, nil
+		}
+		return driver.Grant{Acquired: true, Token: 2, Holds: calls - 1}, nil
+	}
+	c := New(d, "fake")
+	defer c.Close()
+	m := c.Mutex("reenter", WithOwner("o"))
+	l1, err := m.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, err := m.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(l1.Err(), ErrLeaseLost) {
+		t.Errorf("first lease Err = %v; want ErrLeaseLost (the store's hold is a later one)", l1.Err())
+	}
+	if l2.Token() != 2 || l2.Err() != nil {
+		t.Errorf("re-entry lease token %d, Err %v; want a live lease with the store's token 2", l2.Token(), l2.Err())
+	}
+	var sawRelease bool
+	for _, h := range d.releases() {
+		sawRelease = sawRelease || h.Token == 2
+	}
+	if !sawRelease {
+		t.Errorf("the count the re-entry added to token 2 was not released: %+v", d.releases())
+	}
+}

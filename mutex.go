@@ -122,6 +122,13 @@ func (c *Client) reenter(ctx context.Context, e *entry, req driver.Request) (*Le
 			c.lost(h, fmt.Errorf("%w: re-entry found another holder", ErrLeaseLost))
 			return nil, nil
 		}
+		if g.Token != h.token { // the owner's hold in the store is a later one: ours is gone
+			later := h.held()
+			later.Token, later.Handle = g.Token, g.Handle
+			_, _ = c.drv.Release(ctx, later, 1) // the count this attempt added
+			c.lost(h, fmt.Errorf("%w: re-entry found a later hold (token %d, ours %d)", ErrLeaseLost, g.Token, h.token))
+			return nil, nil
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
