@@ -83,7 +83,14 @@ func (d *redisDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gra
 	}
 	k := newKeys(d.prefix, r.Name)
 	if !r.Wait {
-		return d.try(ctx, k, r, d.node.newRequest(), "")
+		req := d.node.newRequest()
+		g, err := d.try(ctx, k, r, req, "")
+		if err != nil {
+			// It may have run and lost its reply: undo a hold (or a
+			// re-entry's count) that the caller will never know of.
+			d.cancel(ctx, k, r.Owner, req)
+		}
+		return g, err
 	}
 	return d.wait(ctx, k, r)
 }

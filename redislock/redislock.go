@@ -91,6 +91,8 @@ const (
 	waiterTTL     = 3 * time.Second // a queue place not refreshed for this long expires
 	keepAlive     = waiterTTL / 3   // how often a waiter refreshes its place
 	handoffTTL    = waiterTTL       // TTL cap of a lock handed to a waiter
+	// cleanupTimeout bounds the best-effort undo of a request given up on.
+	cleanupTimeout = 2 * time.Second
 )
 
 func init() {

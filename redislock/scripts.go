@@ -85,19 +85,30 @@ if redis.call('EXISTS', lock, q) == 0 then -- free, nobody waiting: the common c
   return tonumber(token)
 end
 ` + helpers + `
+local ch = ARGV[5]
 local h = redis.call('HMGET', lock, '\0r', owner, '\0t')
 if h[1] == req then
-  -- this request holds it: handed to it while it waited (its message may
-  -- have been lost), or granted by this same call run before
+  -- this request holds it: handed to it while it waited (the waiter's
+  -- proof of a handoff, whose message may be old or lost), or granted by
+  -- this same call run before. The holder takes its own TTL now (a handoff
+  -- caps it), counted by the client from this call's send time.
+  if ch ~= '' then -- a request granted is queued no more
+    redis.call('LREM', q, 0, req)
+    redis.call('HDEL', qi, req)
+  end
+  if redis.call('PTTL', lock) < ttl then redis.call('PEXPIRE', lock, ttl) end
   return {1, tonumber(h[3]), tonumber(h[2] or 1), redis.call('PTTL', lock)}
 end
 if h[2] then -- re-entry
+  if ch ~= '' then
+    redis.call('LREM', q, 0, req)
+    redis.call('HDEL', qi, req)
+  end
   local n = redis.call('HINCRBY', lock, owner, 1)
   redis.call('HSET', lock, '\0r', req)
   if redis.call('PTTL', lock) < ttl then redis.call('PEXPIRE', lock, ttl) end
   return {1, tonumber(h[3]), n, redis.call('PTTL', lock)}
 end
-local ch = ARGV[5]
 local now = now_ms()
 if redis.call('EXISTS', lock) == 0 then
   local head
@@ -172,18 +183,26 @@ end
 return 0
 `)
 
-// cancelScript: ARGV request. Removes a
-// request that stopped waiting from the queue; if the lock had just been
-// handed to it, passes the lock on.
+// cancelScript: ARGV request, owner. Undoes an acquire request given up on
+// (its waiter stopped, or its reply was lost): removes it from the queue,
+// and if it is the last change to the hold (the lock was handed to it, or
+// it granted or re-entered it), drops the hold it made: the lock, passed on
+// to the next waiter, or the one hold a re-entry added. It then marks the
+// hold, so a cancel run twice acts once. Returns 1 if it dropped a hold.
 var cancelScript = newScript(prelude + helpers + `
-redis.call('LREM', q, 0, ARGV[1])
-redis.call('HDEL', qi, ARGV[1])
-if redis.call('HGET', lock, '\0r') == ARGV[1] then
-  redis.call('DEL', lock)
-  handoff(now_ms())
+local req, owner = ARGV[1], ARGV[2]
+redis.call('LREM', q, 0, req)
+redis.call('HDEL', qi, req)
+local h = redis.call('HMGET', lock, '\0r', owner)
+if h[1] ~= req then return 0 end
+local n = tonumber(h[2] or 0)
+if n > 1 then -- a re-entry: the owner's earlier holds stay
+  redis.call('HSET', lock, owner, n - 1, '\0r', 'x' .. req)
   return 1
 end
-return 0
+redis.call('DEL', lock)
+handoff(now_ms())
+return 1
 `)
 
 // forceScript: no ARGV. Deletes the lock whoever
