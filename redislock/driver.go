@@ -31,6 +31,11 @@ func newDriver(ctx context.Context, rdb redis.UniversalClient, opts Options, own
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return nil, fmt.Errorf("redislock: connect: %w", err)
 	}
+	if !node.FollowsContext() {
+		d.log.Warn("redislock: the go-redis client ignores context deadlines (ContextTimeoutEnabled is false): " +
+			"a renewal cut off by the network waits out ReadTimeout, and a lost lease can be reported after " +
+			"another client took the lock; set ContextTimeoutEnabled: true in its options")
+	}
 	d.checkEviction(ctx)
 	d.hub = newHub(rdb, node.prefix)
 	return d, nil

@@ -40,6 +40,22 @@ func (n *Node) newRequest() string {
 	return n.id + strconv.FormatUint(n.seq.Add(1), 10)
 }
 
+// FollowsContext reports whether the node's client follows context
+// deadlines, as far as it can see: false for a go-redis Client (single or
+// Sentinel-backed) or ClusterClient whose options leave
+// ContextTimeoutEnabled off. Such a client ignores the deadline dlock gives
+// each renewal, so a renewal sent into a silent network waits out the
+// client's ReadTimeout, and loss can be signalled after the lock expired.
+func (n *Node) FollowsContext() bool {
+	switch c := n.rdb.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return true
+}
+
 // Client returns the node's go-redis client.
 func (n *Node) Client() redis.UniversalClient { return n.rdb }
 
