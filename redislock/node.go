@@ -131,11 +131,17 @@ func (n *Node) Release(ctx context.Context, name, owner string, token uint64, co
 }
 
 func (n *Node) release(ctx context.Context, k keys, owner string, token uint64, count int, notify bool) (int, error) {
+	return n.releaseReq(ctx, k, owner, token, count, notify, n.newRequest())
+}
+
+// releaseReq runs the release script as request req: sent again with the
+// same req after its reply was lost, it acts once.
+func (n *Node) releaseReq(ctx context.Context, k keys, owner string, token uint64, count int, notify bool, req string) (int, error) {
 	flag := "0"
 	if notify {
 		flag = "1"
 	}
-	left, err := releaseScript.Run(ctx, n.rdb, k.all(), owner, count, token, flag, n.newRequest()).Int64()
+	left, err := releaseScript.Run(ctx, n.rdb, k.all(), owner, count, token, flag, req).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("redislock: release: %w", err)
 	}

@@ -1,0 +1,98 @@
+package redislock_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"sync/atomic"
+	"testing"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/internal/testserver"
+	"github.com/dlock/dlock/redislock"
+	"github.com/redis/go-redis/v9"
+)
+
+// requestDropper breaks the connection under the next script call once
+// armed, before the call reaches the server: the call fails and did not run.
+type requestDropper struct{ armed atomic.Bool }
+
+func (d *requestDropper) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var nd net.Dialer
+	c, err := nd.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &requestDropConn{Conn: c, d: d}, nil
+}
+
+type requestDropConn struct {
+	net.Conn
+	d *requestDropper
+}
+
+func (c *requestDropConn) Write(b []byte) (int, error) {
+	if bytes.Contains(bytes.ToLower(b), []byte("evalsha")) && c.d.armed.CompareAndSwap(true, false) {
+		_ = c.Conn.Close()
+		return 0, net.ErrClosed
+	}
+	return c.Conn.Write(b)
+}
+
+// TestFailedReleaseIsNotReentered: an Unlock whose release never reached the
+// store leaves the hold there (until its TTL), and the client forgets it.
+// The owner's next Lock must not re-enter that hold unknowingly (the store
+// would count one hold more than the client, and the lock would outlive the
+// next Unlock, again and again): the failed release is completed first.
+func TestFailedReleaseIsNotReentered(t *testing.T) {
+	srv := testserver.Redis(t)
+	ctx := t.Context()
+	drop := &requestDropper{}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Dialer: drop.dial, MaxRetries: -1, ContextTimeoutEnabled: true})
+	c, err := redislock.Open(ctx, rdb, redislock.Options{CloseClient: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	other := openURL(t, srv)
+	m := c.Mutex("failed-release")
+
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drop.armed.Store(true)
+	if err := l.Unlock(ctx); err == nil {
+		t.Fatal("Unlock succeeded though its release was dropped")
+	}
+	if info, err := other.Inspect(ctx, "failed-release"); err != nil {
+		t.Fatal(err)
+	} else if !info.Held {
+		t.Fatal("the dropped release ran")
+	}
+
+	l2, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := other.Inspect(ctx, "failed-release")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Holds != 1 || info.Token != l2.Token() || l2.Token() <= l.Token() {
+		t.Errorf("the next Lock got token %d (the failed one's %d); the store has %d holds with token %d: want 1 new hold",
+			l2.Token(), l.Token(), info.Holds, info.Token)
+	}
+	if err := l2.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ol, err := other.Mutex("failed-release").TryLock(ctx)
+	if errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatal("the lock is still held after its only lease was unlocked")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = ol.Unlock(ctx)
+}
