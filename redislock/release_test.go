@@ -96,3 +96,55 @@ func TestFailedReleaseIsNotReentered(t *testing.T) {
 	}
 	_ = ol.Unlock(ctx)
 }
+
+// TestLostReentryIsUndone: a re-entry that ran in the store but whose reply
+// was lost fails for the caller, so its hold must not stay counted (the
+// lock would outlive the owner's last Unlock), and undoing it must drop
+// that one hold, not the lock the owner still holds.
+func TestLostReentryIsUndone(t *testing.T) {
+	srv := testserver.Redis(t)
+	ctx := t.Context()
+	drop := &replyDropper{}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Dialer: drop.dial, MaxRetries: -1, ContextTimeoutEnabled: true})
+	c, err := redislock.Open(ctx, rdb, redislock.Options{CloseClient: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	other := openURL(t, srv)
+	const name = "lost-reentry"
+	m := c.Mutex(name)
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drop.armed.Store(true)
+	if l2, err := m.Lock(ctx); err == nil {
+		_ = l2.Unlock(ctx)
+		t.Fatal("the re-entry succeeded though its reply was dropped")
+	}
+	if drop.drops.Load() != 1 {
+		t.Fatalf("%d replies dropped, want 1", drop.drops.Load())
+	}
+	info, err := other.Inspect(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Held || info.Holds != 1 || info.Token != l.Token() {
+		t.Errorf("after the failed re-entry the store has %+v; want the first lease's 1 hold, token %d", info, l.Token())
+	}
+	if l.Err() != nil {
+		t.Errorf("the first lease ended: %v", l.Err())
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ol, err := other.Mutex(name).TryLock(ctx)
+	if errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatal("the lock is still held after its only lease was unlocked")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = ol.Unlock(ctx)
+}
