@@ -2,10 +2,8 @@ package redislock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/dlock/dlock"
@@ -22,33 +20,11 @@ type redisDriver struct {
 	log    *slog.Logger
 	notes  []string
 	hub    *hub
-
-	mu      sync.Mutex
-	pending map[string][]pendingRelease // failed releases, by lock key and owner
 }
-
-// pendingRelease is a release that failed without a certain answer: it may
-// not have run, and then the store still counts a hold the client has
-// forgotten. Before the owner's next acquire or release of the lock it is
-// sent again (as the same request, so it acts at most once), or the owner
-// would re-enter that hold unknowingly and the store would count more holds
-// than the client has.
-type pendingRelease struct {
-	token uint64
-	count int
-	req   string
-}
-
-// maxPending bounds the failed releases remembered; beyond it the oldest
-// lock's are forgotten (their holds expire with their TTL).
-const maxPending = 4096
-
-func pendingKey(k keys, owner string) string { return k.lock + "\x00" + owner }
 
 func newDriver(ctx context.Context, rdb redis.UniversalClient, opts Options, owned bool) (*redisDriver, error) {
 	node := NewNode(rdb, opts.KeyPrefix)
-	d := &redisDriver{node: node, rdb: rdb, owned: owned, prefix: node.prefix, log: opts.Logger,
-		pending: map[string][]pendingRelease{}}
+	d := &redisDriver{node: node, rdb: rdb, owned: owned, prefix: node.prefix, log: opts.Logger}
 	if d.log == nil {
 		d.log = slog.Default()
 	}
@@ -111,9 +87,6 @@ func (d *redisDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gra
 		return driver.Grant{}, dlock.ErrUnsupported
 	}
 	k := newKeys(d.prefix, r.Name)
-	if err := d.settle(ctx, k, r.Owner); err != nil {
-		return driver.Grant{}, err
-	}
 	if !r.Wait {
 		req := d.node.newRequest()
 		g, err := d.try(ctx, k, r, req, "")
@@ -142,51 +115,7 @@ func (d *redisDriver) Renew(ctx context.Context, batch []driver.Held) []driver.R
 }
 
 func (d *redisDriver) Release(ctx context.Context, h driver.Held, count int) (int, error) {
-	k := d.keysOf(h)
-	if err := d.settle(ctx, k, h.Owner); err != nil {
-		return 0, err
-	}
-	req := d.node.newRequest()
-	left, err := d.node.releaseReq(ctx, k, h.Owner, h.Token, count, false, req)
-	if err != nil && !errors.Is(err, dlock.ErrLeaseLost) {
-		d.remember(k, h.Owner, pendingRelease{token: h.Token, count: count, req: req})
-	}
-	return left, err
-}
-
-// remember records a release that failed uncertainly.
-func (d *redisDriver) remember(k keys, owner string, p pendingRelease) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	key := pendingKey(k, owner)
-	if _, ok := d.pending[key]; !ok && len(d.pending) >= maxPending {
-		for other := range d.pending { // forget one at random: rare, and bounded by TTLs
-			delete(d.pending, other)
-			break
-		}
-	}
-	d.pending[key] = append(d.pending[key], p)
-}
-
-// settle sends again the failed releases of owner's holds of k, so the
-// store counts no hold the client has forgotten. An error means one is still
-// uncertain: the caller must not go on (it would re-enter that hold).
-func (d *redisDriver) settle(ctx context.Context, k keys, owner string) error {
-	key := pendingKey(k, owner)
-	d.mu.Lock()
-	ps := d.pending[key]
-	delete(d.pending, key)
-	d.mu.Unlock()
-	for i, p := range ps {
-		_, err := d.node.releaseReq(ctx, k, owner, p.token, p.count, false, p.req)
-		if err != nil && !errors.Is(err, dlock.ErrLeaseLost) {
-			d.mu.Lock()
-			d.pending[key] = append(ps[i:], d.pending[key]...)
-			d.mu.Unlock()
-			return fmt.Errorf("redislock: an earlier release of this hold is still unconfirmed: %w", err)
-		}
-	}
-	return nil
+	return d.node.release(ctx, d.keysOf(h), h.Owner, h.Token, count, false)
 }
 
 func (d *redisDriver) ForceRelease(ctx context.Context, name string) error {

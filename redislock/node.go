@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +24,9 @@ type Node struct {
 	prefix string
 	id     string // prefix of the node's request ids
 	seq    atomic.Uint64
+
+	mu      sync.Mutex
+	pending map[string][]pendingRelease // failed releases, by lock key and owner
 }
 
 // NewNode returns a Node over rdb with the key prefix ("" for "dlock").
@@ -30,7 +34,7 @@ func NewNode(rdb redis.UniversalClient, keyPrefix string) *Node {
 	if keyPrefix == "" {
 		keyPrefix = defaultPrefix
 	}
-	return &Node{rdb: rdb, prefix: keyPrefix, id: dlock.NewOwnerID() + "-"}
+	return &Node{rdb: rdb, prefix: keyPrefix, id: dlock.NewOwnerID() + "-", pending: map[string][]pendingRelease{}}
 }
 
 // newRequest returns an id for one acquire or release, unique to this
@@ -83,6 +87,9 @@ func (n *Node) TryAcquire(ctx context.Context, name, owner string, ttl time.Dura
 // request queues if the lock is taken, and a handoff to it is announced on
 // the channel.
 func (n *Node) acquire(ctx context.Context, k keys, owner string, ttl time.Duration, req, channel string, token uint64) (NodeGrant, error) {
+	if err := n.settle(ctx, k, owner); err != nil {
+		return NodeGrant{}, err
+	}
 	tok := ""
 	if token > 0 {
 		tok = strconv.FormatUint(token, 10)
@@ -131,7 +138,15 @@ func (n *Node) Release(ctx context.Context, name, owner string, token uint64, co
 }
 
 func (n *Node) release(ctx context.Context, k keys, owner string, token uint64, count int, notify bool) (int, error) {
-	return n.releaseReq(ctx, k, owner, token, count, notify, n.newRequest())
+	if err := n.settle(ctx, k, owner); err != nil {
+		return 0, err
+	}
+	p := pendingRelease{token: token, count: count, notify: notify, req: n.newRequest()}
+	left, err := n.releaseReq(ctx, k, owner, p.token, p.count, p.notify, p.req)
+	if err != nil && !errors.Is(err, dlock.ErrLeaseLost) {
+		n.remember(k, owner, p)
+	}
+	return left, err
 }
 
 // releaseReq runs the release script as request req: sent again with the

@@ -15,8 +15,12 @@ import (
 )
 
 // silencer makes a node's scripts run but their replies never arrive in
-// time, while armed: the node granted, and the client cannot know.
-type silencer struct{ armed atomic.Bool }
+// time, while armed: the node granted, and the client cannot know. With
+// unsent, the scripts never reach the node instead.
+type silencer struct {
+	armed  atomic.Bool
+	unsent bool
+}
 
 func (s *silencer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	var d net.Dialer
@@ -41,6 +45,10 @@ func (timeoutErr) Temporary() bool { return true }
 
 func (c *silentConn) Write(b []byte) (int, error) {
 	if c.s.armed.Load() && bytes.Contains(bytes.ToLower(b), []byte("evalsha")) {
+		if c.s.unsent {
+			_ = c.Conn.Close()
+			return 0, net.ErrClosed
+		}
 		c.script.Store(true)
 	}
 	return c.Conn.Write(b)
@@ -127,5 +135,76 @@ func TestFailedAttemptUndoesLateGrants(t *testing.T) {
 	}
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// holdsOf returns owner's hold count for name on each node.
+func holdsOf(t *testing.T, raw []*redis.Client, name, owner string) []int64 {
+	t.Helper()
+	var n []int64
+	for _, r := range raw {
+		v, err := r.HGet(t.Context(), "dlock:{"+name+"}", owner).Int64()
+		if errors.Is(err, redis.Nil) {
+			v, err = 0, nil
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		n = append(n, v)
+	}
+	return n
+}
+
+// TestFailedReleaseIsNotReentered: an Unlock whose release never reached a
+// majority leaves holds there that the client forgets. The owner's next
+// Lock must not re-enter them (the nodes would count a hold more than the
+// client, with the old token): the failed releases are completed first.
+func TestFailedReleaseIsNotReentered(t *testing.T) {
+	_, addrs := fiveNodes(t)
+	ctx := t.Context()
+	sil := &silencer{unsent: true}
+	clients := make([]redis.UniversalClient, len(addrs))
+	raw := make([]*redis.Client, len(addrs))
+	for i, a := range addrs {
+		o := &redis.Options{Addr: a, ContextTimeoutEnabled: true, MaxRetries: -1}
+		if i >= 2 {
+			o.Dialer = sil.dial
+		}
+		clients[i] = redis.NewClient(o)
+		raw[i] = redis.NewClient(&redis.Options{Addr: a})
+		t.Cleanup(func() { _ = raw[i].Close() })
+	}
+	c, err := redlock.Open(ctx, clients, redlock.Options{CloseClients: true, NodeTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const name = "failed-release"
+	m := c.Mutex(name, dlock.WithTTL(10*time.Second))
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sil.armed.Store(true)
+	if err := l.Unlock(ctx); err == nil {
+		t.Fatal("Unlock succeeded though a majority of its releases were dropped")
+	}
+	sil.armed.Store(false)
+	if h := holdsOf(t, raw, name, m.Owner()); h[2]+h[3]+h[4] != 3 {
+		t.Fatalf("holds %v after the dropped releases; want the silent nodes' still there", h)
+	}
+	l2, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := holdsOf(t, raw, name, m.Owner()); h[0] != 1 || h[1] != 1 || h[2] != 1 || h[3] != 1 || h[4] != 1 || l2.Token() <= l.Token() {
+		t.Errorf("the next Lock got token %d (the failed one's %d), nodes count holds %v: want a new token, 1 hold on each",
+			l2.Token(), l.Token(), h)
+	}
+	if err := l2.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if h := holdsOf(t, raw, name, m.Owner()); h[0]+h[1]+h[2]+h[3]+h[4] != 0 {
+		t.Errorf("holds %v after the last Unlock; want none", h)
 	}
 }
