@@ -90,6 +90,14 @@
 //     The one visible trace: an Unlock whose final release ran, lost its
 //     reply and was sent again reports ErrLeaseLost, though it released the
 //     lock.
+//   - The store never keeps counting a hold the client has forgotten. An
+//     attempt whose reply is lost is undone; a release, or an undo, that
+//     fails without a certain answer is sent again, as the same request,
+//     before the owner's next Lock or Unlock of that name in the process,
+//     and that call fails while it still cannot be confirmed. Without this
+//     the owner would re-enter the forgotten hold (with its old token), and
+//     the lock would outlive each later Unlock. Meanwhile, the forgotten
+//     hold ends with its TTL.
 package redislock
 
 import (

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/internal/testserver"
@@ -142,6 +145,104 @@ func TestLostReentryIsUndone(t *testing.T) {
 	ol, err := other.Mutex(name).TryLock(ctx)
 	if errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatal("the lock is still held after its only lease was unlocked")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = ol.Unlock(ctx)
+}
+
+// planDropper fails the next script calls as planned: "reply" lets the call
+// run and loses its reply, "request" breaks the connection before the call
+// is sent.
+type planDropper struct {
+	mu   sync.Mutex
+	plan []string
+}
+
+func (d *planDropper) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var nd net.Dialer
+	c, err := nd.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &planConn{Conn: c, d: d}, nil
+}
+
+type planConn struct {
+	net.Conn
+	d         *planDropper
+	dropReply atomic.Bool
+}
+
+func (c *planConn) Write(b []byte) (int, error) {
+	if bytes.Contains(bytes.ToLower(b), []byte("evalsha")) {
+		c.d.mu.Lock()
+		var step string
+		if len(c.d.plan) > 0 {
+			step, c.d.plan = c.d.plan[0], c.d.plan[1:]
+		}
+		c.d.mu.Unlock()
+		switch step {
+		case "request":
+			_ = c.Conn.Close()
+			return 0, net.ErrClosed
+		case "reply":
+			c.dropReply.Store(true)
+		}
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *planConn) Read(b []byte) (int, error) {
+	if c.dropReply.CompareAndSwap(true, false) {
+		time.Sleep(50 * time.Millisecond) // the server runs the script
+		_ = c.Conn.Close()
+		return 0, io.EOF
+	}
+	return c.Conn.Read(b)
+}
+
+// TestFailedCancelIsSentAgain: a re-entry that ran but lost its reply is
+// undone by a cancel; if the cancel fails too, the store counts a hold the
+// client does not have, so the cancel is sent again before the owner's next
+// call on the lock, and the owner's last Unlock frees it.
+func TestFailedCancelIsSentAgain(t *testing.T) {
+	srv := testserver.Redis(t)
+	ctx := t.Context()
+	drop := &planDropper{}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Dialer: drop.dial, MaxRetries: -1, ContextTimeoutEnabled: true})
+	c, err := redislock.Open(ctx, rdb, redislock.Options{CloseClient: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	other := openURL(t, srv)
+	const name = "failed-cancel"
+	m := c.Mutex(name)
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drop.mu.Lock()
+	drop.plan = []string{"reply", "request"} // the re-entry's reply, then its cancel
+	drop.mu.Unlock()
+	if l2, err := m.Lock(ctx); err == nil {
+		_ = l2.Unlock(ctx)
+		t.Fatal("the re-entry succeeded though its reply was dropped")
+	}
+	if info, err := other.Inspect(ctx, name); err != nil {
+		t.Fatal(err)
+	} else if info.Holds != 2 {
+		t.Fatalf("the store has %d holds; want the lost re-entry's counted (2): the test did not drop what it meant to", info.Holds)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ol, err := other.Mutex(name).TryLock(ctx)
+	if errors.Is(err, dlock.ErrNotAcquired) {
+		info, _ := other.Inspect(ctx, name)
+		t.Fatalf("the lock is still held after its only lease was unlocked: %+v", info)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -92,12 +92,14 @@ func (d *redisDriver) wait(ctx context.Context, k keys, r driver.Request) (drive
 // up on it (ctx ended, or its reply was lost): it leaves the queue, and if
 // req was the last change to the hold (a handoff to it, a grant or a
 // re-entry whose reply was lost), that hold is dropped and a freed lock
-// passed on. It is bounded by cleanupTimeout, since ctx may have ended.
+// passed on. It is bounded by cleanupTimeout, since ctx may have ended; a
+// cancel that fails is sent again before the owner's next call on the lock,
+// and meanwhile a queue place not refreshed expires by itself.
 func (d *redisDriver) cancel(ctx context.Context, k keys, owner, req string) {
 	cctx, stop := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer stop()
-	if err := cancelScript.Run(cctx, d.rdb, k.all(), req, owner).Err(); err != nil {
-		d.log.Debug("redislock: cancel of a request failed; its queue place expires by itself",
+	if err := d.node.cancel(cctx, k, owner, req); err != nil {
+		d.log.Debug("redislock: cancel of a request failed; it is sent again before the owner's next call",
 			"request", req, "err", err)
 	}
 }
