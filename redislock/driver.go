@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -90,7 +91,7 @@ func (d *redisDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gra
 	if !r.Wait {
 		req := d.node.newRequest()
 		g, err := d.try(ctx, k, r, req, "")
-		if err != nil {
+		if err != nil && !errors.Is(err, errUnsettled) {
 			// It may have run and lost its reply: undo a hold (or a
 			// re-entry's count) that the caller will never know of.
 			d.cancel(ctx, k, r.Owner, req)

@@ -47,9 +47,19 @@ func (n *Node) cancel(ctx context.Context, k keys, owner, req string) error {
 	return err
 }
 
-// maxPending bounds the locks with failed releases a node remembers; beyond
-// it, one is forgotten (its hold still ends with its TTL once unrenewed).
-const maxPending = 4096
+// maxPending bounds the locks with failed releases a node remembers, and
+// maxPendingPerLock the calls remembered per lock and owner; beyond them,
+// the oldest are forgotten (a forgotten hold still ends with its TTL once
+// nobody renews it).
+const (
+	maxPending        = 4096
+	maxPendingPerLock = 64
+)
+
+// errUnsettled marks a call refused because an earlier release or cancel of
+// the same hold is still unconfirmed: the call itself never reached the
+// store, so there is nothing of it to undo.
+var errUnsettled = errors.New("an earlier release of this hold is still unconfirmed")
 
 func pendingKey(k keys, owner string) string { return k.lock + "\x00" + owner }
 
@@ -64,7 +74,11 @@ func (n *Node) remember(k keys, owner string, p pendingRelease) {
 			break
 		}
 	}
-	n.pending[key] = append(n.pending[key], p)
+	ps := append(n.pending[key], p)
+	if len(ps) > maxPendingPerLock {
+		ps = ps[len(ps)-maxPendingPerLock:]
+	}
+	n.pending[key] = ps
 }
 
 // settle sends again the failed releases and cancels of owner's holds of k. An error
@@ -81,7 +95,7 @@ func (n *Node) settle(ctx context.Context, k keys, owner string) error {
 			n.mu.Lock()
 			n.pending[key] = append(ps[i:], n.pending[key]...)
 			n.mu.Unlock()
-			return fmt.Errorf("redislock: an earlier release of this hold is still unconfirmed: %w", err)
+			return fmt.Errorf("redislock: %w: %w", errUnsettled, err)
 		}
 	}
 	return nil

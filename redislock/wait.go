@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -31,7 +32,7 @@ var pauseHook atomic.Pointer[func(name string)]
 // takes the request out of the queue and passes on a lock handed to it.
 func (d *redisDriver) wait(ctx context.Context, k keys, r driver.Request) (driver.Grant, error) {
 	req := d.node.newRequest()
-	granted := false
+	granted := false // or nothing to undo
 	defer func() {
 		if !granted { // leave the queue; pass the lock on if it was just handed to us
 			d.cancel(ctx, k, r.Owner, req)
@@ -39,7 +40,7 @@ func (d *redisDriver) wait(ctx context.Context, k keys, r driver.Request) (drive
 	}()
 	g, err := d.try(ctx, k, r, req, d.hub.channel) // Since: when Acquire began, just before
 	if err != nil || g.Acquired {
-		granted = err == nil
+		granted = err == nil || errors.Is(err, errUnsettled) // the latter was never sent
 		return g, err
 	}
 	handed, err := d.hub.await(ctx, req)
