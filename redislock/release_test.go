@@ -249,3 +249,71 @@ func TestFailedCancelIsSentAgain(t *testing.T) {
 	}
 	_ = ol.Unlock(ctx)
 }
+
+// TestRetriedReleaseActsOnceAfterOtherChanges: owners shared across
+// processes count their holds in one hash. A release that ran but lost its
+// reply is sent again later; if another process of the same owner changed
+// the hold in between, the retry must still see that it ran, or it takes
+// away a hold that is still held, and the lock is freed under a lease.
+func TestRetriedReleaseActsOnceAfterOtherChanges(t *testing.T) {
+	srv := testserver.Redis(t)
+	ctx := t.Context()
+	drop := &replyDropper{}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Dialer: drop.dial, MaxRetries: -1, ContextTimeoutEnabled: true})
+	p1, err := redislock.Open(ctx, rdb, redislock.Options{CloseClient: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p1.Close()
+	p2, admin := openURL(t, srv), openURL(t, srv)
+	const name = "shared-owner"
+	owner := dlock.WithOwner(dlock.NewOwnerID())
+	m1, m2 := p1.Mutex(name, owner), p2.Mutex(name, owner)
+	if w, err := p1.Mutex("warm").Lock(ctx); err != nil { // load the scripts: a lost NOSCRIPT tests nothing
+		t.Fatal(err)
+	} else if err := w.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	a, err := m1.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := m2.Lock(ctx) // the other process re-enters: 2 holds
+	if err != nil {
+		t.Fatal(err)
+	}
+	drop.armed.Store(true)
+	if err := a.Unlock(ctx); err == nil { // runs (1 hold left), reply lost
+		t.Fatal("Unlock succeeded though its reply was dropped")
+	}
+	if info, err := admin.Inspect(ctx, name); err != nil || info.Holds != 1 {
+		t.Fatalf("after the release whose reply was lost: %+v, %v; want 1 hold", info, err)
+	}
+	c, err := m2.Lock(ctx) // the other process again: 2 holds
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := m1.Lock(ctx) // settles the release, then re-enters: 3 holds
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := admin.Inspect(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Holds != 3 {
+		t.Errorf("the store counts %d holds; the two processes hold 3 leases", info.Holds)
+	}
+	for _, l := range []*dlock.Lease{b, c} {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := admin.Mutex(name).TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("another owner could take the lock while a lease on it is held: %v", err)
+	}
+	if err := d.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
