@@ -86,7 +86,7 @@
 //   - go-redis sends a command again when the connection breaks before its
 //     reply arrives (MaxRetries, 3 by default), so a script can run twice.
 //     Every acquire and release carries an id of its own, and the lock
-//     remembers the last one that changed it: a script run twice acts once.
+//     remembers the last 16 that changed it: a script run twice acts once.
 //     The one visible trace: an Unlock whose final release ran, lost its
 //     reply and was sent again reports ErrLeaseLost, though it released the
 //     lock.
