@@ -305,3 +305,30 @@ func TestUnlockDuringLossReportsIt(t *testing.T) {
 		t.Errorf("Err after loss and Unlock = %v; want ErrLeaseLost", l.Err())
 	}
 }
+
+// An Extend to a shorter TTL whose answer is lost (the store applied it, the
+// connection then failed) is uncertain: the store may keep the short expiry,
+// so the client must not go on believing in the longer one.
+func TestUncertainShorterExtend(t *testing.T) {
+	const ttl = 10 * time.Second
+	const short = time.Second
+	d := newFake()
+	d.renew = func(ctx context.Context, batch []driver.Held) []driver.RenewResult {
+		res := storeRenew(d, batch)
+		if batch[0].TTL == short { // applied, but the answer is lost
+			res[0].Err = errFakeCut
+		}
+		return res
+	}
+	c := New(d, "fake")
+	defer c.Close()
+	l, err := c.Mutex("extend/uncertain", WithTTL(ttl), WithoutRenewal()).Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Extend(t.Context(), short); !errors.Is(err, errFakeCut) {
+		t.Fatalf("Extend = %v; want the store's error", err)
+	}
+	checkNotPastStore(t, d, l)
+	_ = l.Unlock(t.Context())
+}
