@@ -40,13 +40,16 @@ type hold struct {
 	leases   []*Lease
 
 	// guarded by the scheduler's mutex
-	expiry   time.Time // the store keeps the hold at least until then
-	deadline time.Time // loss is signalled then, a margin before expiry
-	next     time.Time // when the scheduler next looks at the hold
-	idx      int       // index in the scheduler's heap, -1 when not in it
-	removed  bool      // unscheduled for good
-	renewing bool      // a renewal of it is in flight
-	renewals uint64    // renewal results recorded, for Extend
+	expiry       time.Time // the store keeps the hold at least until then
+	deadline     time.Time // loss is signalled then, a margin before expiry
+	next         time.Time // when the scheduler next looks at the hold
+	idx          int       // index in the scheduler's heap, -1 when not in it
+	removed      bool      // unscheduled for good
+	renewing     bool      // a renewal of it is in flight
+	renewals     uint64    // renewal results recorded, for Extend
+	extending    int       // Extend calls in flight
+	extends      uint64    // Extend calls that may have reached the store, for renewals and Extend
+	batchExtends uint64    // extends when the renewal in flight was sent
 }
 
 func (h *hold) held() driver.Held {
@@ -199,8 +202,11 @@ func (l *Lease) TimeLeft() time.Duration {
 // store session (etcd, ZooKeeper), the session's TTL bounds the extension:
 // TimeLeft tells what was kept. It returns an error wrapping ErrLeaseLost if
 // the store says the lease is gone (the lease then ends), ErrInvalidTTL for a
-// TTL the backend cannot keep, and the store's error, leaving the lease as it
-// was, if the answer was uncertain.
+// TTL the backend cannot keep, and the store's error if the answer was
+// uncertain: the lease then keeps its expiry, or the new one if that is
+// earlier, since the store may have applied it. Concurrent Extends, or an
+// Extend and a watchdog renewal, that overlap keep the earliest expiry
+// either could have left in the store.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	h, c := l.h, l.h.c
 	s := c.sched
@@ -217,7 +223,8 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		return c.wrap("extend", h.name, ErrNotHeld)
 	}
 	s.mu.Lock()
-	busy, gen := h.renewing, h.renewals
+	busy, gen, egen := h.renewing, h.renewals, h.extends
+	h.extending++
 	s.mu.Unlock()
 	held := h.held()
 	held.TTL = ttl
@@ -229,37 +236,50 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	} else {
 		r.Err = errors.New("driver returned no renewal result")
 	}
-	if errors.Is(r.Err, ErrLeaseLost) {
-		c.lost(h, r.Err)
-		return l.Err()
-	}
-	if r.Err != nil {
-		return c.wrap("extend", h.name, r.Err)
-	}
 	v := ttl
 	if r.Validity > 0 && r.Validity < v {
 		v = r.Validity
 	}
 	s.mu.Lock()
-	if h.removed {
-		s.mu.Unlock()
+	// Another Extend or a watchdog renewal that overlapped this call may
+	// have reached the store after it: then keep the earlier expiry.
+	overlapped := busy || h.renewing || h.renewals != gen || h.extending > 1 || h.extends != egen
+	h.extending--
+	h.extends++
+	switch {
+	case h.removed || errors.Is(r.Err, ErrLeaseLost):
+	case r.Err != nil: // it may have been applied: keep the shorter expiry
+		if sent.Add(v).Before(h.expiry) {
+			s.keepExpiry(h, sent, v)
+		}
+	case !overlapped || sent.Add(v).Before(h.expiry):
+		s.keepExpiry(h, sent, v)
+	}
+	removed := h.removed
+	s.mu.Unlock()
+	if errors.Is(r.Err, ErrLeaseLost) {
+		c.lost(h, r.Err)
 		return l.Err()
 	}
-	// A watchdog renewal that overlapped this call may have reached the
-	// store after it, with the hold's own TTL: then keep the earlier expiry.
-	overlapped := busy || h.renewing || h.renewals != gen
-	if !overlapped || sent.Add(v).Before(h.expiry) {
-		s.setExpiry(h, sent, v)
-		if h.renewing { // the renewal in flight is still due at the deadline
-			h.next = h.deadline
-		}
-		if h.idx >= 0 {
-			heap.Fix(&s.h, h.idx)
-		}
-		s.arm()
+	if removed {
+		return l.Err()
 	}
-	s.mu.Unlock()
+	if r.Err != nil {
+		return c.wrap("extend", h.name, r.Err)
+	}
 	return nil
+}
+
+// keepExpiry records an Extend's expiry. s.mu must be held.
+func (s *scheduler) keepExpiry(h *hold, sent time.Time, v time.Duration) {
+	s.setExpiry(h, sent, v)
+	if h.renewing { // the renewal in flight is still due at the deadline
+		h.next = h.deadline
+	}
+	if h.idx >= 0 {
+		heap.Fix(&s.h, h.idx)
+	}
+	s.arm()
 }
 
 // As exposes the backend's own view of the lease (see the backend's package

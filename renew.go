@@ -190,6 +190,7 @@ func (s *scheduler) tick() {
 	}
 	for _, h := range batch { // back in the heap, due at the deadline
 		h.renewing = true
+		h.batchExtends = h.extends
 		h.next = h.deadline
 		heap.Push(&s.h, h)
 	}
@@ -246,6 +247,12 @@ func (s *scheduler) renew(batch []*hold, now, earliest time.Time) {
 			v := h.ttl
 			if r.Validity > 0 && r.Validity < v {
 				v = r.Validity
+			}
+			if (h.extending > 0 || h.extends != h.batchExtends) && !now.Add(v).Before(h.expiry) {
+				// An Extend overlapped and may have reached the store after
+				// this renewal: keep its (earlier) expiry, renew again soon.
+				h.next = minTime(after.Add(max(renewEvery(h.ttl)/10, time.Millisecond)), h.deadline)
+				break
 			}
 			s.setExpiry(h, now, v)
 		case errors.Is(r.Err, ErrLeaseLost):
