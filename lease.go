@@ -123,10 +123,11 @@ func ContextWithLease(ctx context.Context, l *Lease) context.Context {
 }
 
 // leaseIn returns the innermost live lease of c's lock name that ctx
-// carries, or nil.
+// carries, or nil. A lease past its deadline is not live: it is ended as
+// lost here, as Err would.
 func leaseIn(ctx context.Context, c *Client, name string) *Lease {
 	for x, _ := ctx.Value(leaseKey{}).(*ctxLeases); x != nil; x = x.next {
-		if x.l.h.c == c && x.l.h.name == name && x.l.ctx.Err() == nil {
+		if x.l.h.c == c && x.l.h.name == name && x.l.ctx.Err() == nil && x.l.h.checkDeadline() == nil {
 			return x.l
 		}
 	}

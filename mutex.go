@@ -110,7 +110,7 @@ func (c *Client) reenter(ctx context.Context, e *entry, req driver.Request) (*Le
 	c.mu.Lock()
 	h := e.hold
 	c.mu.Unlock()
-	if h == nil {
+	if h == nil || h.checkDeadline() != nil { // none, or past its deadline: lost
 		return nil, nil
 	}
 	if c.caps.Reentrant { // the store counts holds: count this one there too
