@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -331,4 +332,51 @@ func TestUncertainShorterExtend(t *testing.T) {
 	}
 	checkNotPastStore(t, d, l)
 	_ = l.Unlock(t.Context())
+}
+
+// Unlock racing a loss, in either order: the caller learns of the loss
+// exactly when it was declared (the Lost hook ran): Unlock then returns an
+// error wrapping ErrLeaseLost, and Err says so afterwards.
+func TestUnlockRacingLoss(t *testing.T) {
+	var lostCalls sync.Map
+	d := newFake()
+	c := New(d, "fake", WithLogger(slog.New(slog.DiscardHandler)),
+		WithHooks(Hooks{Lost: func(_ context.Context, e Event) { lostCalls.Store(e.Token, true) }}))
+	defer c.Close()
+	ctx := t.Context()
+	m := c.Mutex("unlock/race", WithTTL(time.Hour))
+	declared, reported := 0, 0
+	for i := range 500 {
+		l, err := m.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			c.lost(l.h, errors.Join(ErrLeaseLost, errors.New("store says another owner has it")))
+		}()
+		close(start)
+		uerr := l.Unlock(ctx)
+		wg.Wait()
+		_, wasLost := lostCalls.Load(l.Token())
+		if wasLost {
+			declared++
+		}
+		if errors.Is(uerr, ErrLeaseLost) {
+			reported++
+		}
+		if wasLost != errors.Is(uerr, ErrLeaseLost) {
+			t.Fatalf("round %d: loss declared %v, Unlock = %v", i, wasLost, uerr)
+		}
+		if wasLost != errors.Is(l.Err(), ErrLeaseLost) {
+			t.Fatalf("round %d: loss declared %v, Err after Unlock = %v", i, wasLost, l.Err())
+		}
+		// The lost hold's best-effort release may still be under way: let it end.
+		c.cleanup.Wait()
+	}
+	t.Logf("%d of 500 rounds declared lost, %d reported by Unlock", declared, reported)
 }
