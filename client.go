@@ -254,6 +254,14 @@ func (c *Client) detach(h *hold) bool {
 		c.mu.Unlock()
 		return false
 	}
+	c.detachLocked(h)
+	c.mu.Unlock()
+	c.sched.remove(h)
+	return true
+}
+
+// detachLocked removes h from the client. c.mu must be held.
+func (c *Client) detachLocked(h *hold) {
 	h.detached = true
 	k := holdKey{h.name, h.owner}
 	if e := c.entries[k]; e != nil && e.hold == h {
@@ -262,9 +270,6 @@ func (c *Client) detach(h *hold) bool {
 			delete(c.entries, k)
 		}
 	}
-	c.mu.Unlock()
-	c.sched.remove(h)
-	return true
 }
 
 // renewed reports one hold's renewal result, from the scheduler.
@@ -278,18 +283,34 @@ func (c *Client) renewed(h *hold, latency time.Duration, err error) {
 }
 
 // lost ends h with err (wrapping ErrLeaseLost), from the scheduler or a
-// session watcher.
+// session watcher. It detaches h and ends its leases in one step under c.mu,
+// and records err on h, so an Unlock racing it (in either order) reports the
+// loss; the Lost hook runs after Done has closed.
 func (c *Client) lost(h *hold, err error) {
-	if !c.detach(h) {
+	err = c.wrap("lease", h.name, err)
+	c.mu.Lock()
+	if h.detached {
+		c.mu.Unlock()
 		return
 	}
-	err = c.wrap("lease", h.name, err)
+	h.lostErr = err
+	n := 1
+	if c.caps.Reentrant {
+		n = max(len(h.leases), 1)
+	}
+	ls := h.leases
+	h.leases = nil
+	for _, l := range ls {
+		l.ended = true
+		l.cancel(err) // wakes Done's waiters; AfterFuncs run in goroutines of their own
+	}
+	c.detachLocked(h)
+	c.mu.Unlock()
+	c.sched.remove(h)
 	c.log.Warn("dlock: lease lost", "backend", c.scheme, "name", h.name, "token", h.token, "err", err)
 	if c.hooks.Lost != nil {
 		c.hooks.Lost(context.Background(), Event{Backend: c.scheme, Name: h.name, Token: h.token, Held: time.Since(h.acquired), Err: err})
 	}
-	n := h.storeHolds()
-	h.end(err)
 	c.cleanup.Add(1)
 	go func() { // let the driver free the hold's state; the store refuses it if it changed hands
 		defer c.cleanup.Done()

@@ -37,6 +37,7 @@ type hold struct {
 
 	// guarded by c.mu
 	detached bool
+	lostErr  error // why the hold was lost, if it was
 	leases   []*Lease
 
 	// guarded by the scheduler's mutex
@@ -322,7 +323,15 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	c.mu.Unlock()
 
 	if last && !c.detach(h) { // lost or closed while we unlocked
-		cause := context.Cause(l.ctx)
+		c.mu.Lock()
+		cause := h.lostErr
+		c.mu.Unlock()
+		if cause == nil {
+			cause = context.Cause(l.ctx)
+		}
+		if cause != nil {
+			l.cancel(cause)
+		}
 		l.cancel(errUnlocked)
 		return cause
 	}
