@@ -283,9 +283,9 @@ func (c *Client) renewed(h *hold, latency time.Duration, err error) {
 }
 
 // lost ends h with err (wrapping ErrLeaseLost), from the scheduler or a
-// session watcher. It detaches h and ends its leases in one step under c.mu,
-// and records err on h, so an Unlock racing it (in either order) reports the
-// loss; the Lost hook runs after Done has closed.
+// session watcher. It detaches h, marks its leases ended and records err on
+// h in one step under c.mu, so an Unlock or Err racing it (in either order)
+// reports the loss; then it runs the Lost hook and closes the leases' Done.
 func (c *Client) lost(h *hold, err error) {
 	err = c.wrap("lease", h.name, err)
 	c.mu.Lock()
@@ -293,7 +293,7 @@ func (c *Client) lost(h *hold, err error) {
 		c.mu.Unlock()
 		return
 	}
-	h.lostErr = err
+	h.lostErr.Store(&err)
 	n := 1
 	if c.caps.Reentrant {
 		n = max(len(h.leases), 1)
@@ -302,7 +302,6 @@ func (c *Client) lost(h *hold, err error) {
 	h.leases = nil
 	for _, l := range ls {
 		l.ended = true
-		l.cancel(err) // wakes Done's waiters; AfterFuncs run in goroutines of their own
 	}
 	c.detachLocked(h)
 	c.mu.Unlock()
@@ -310,6 +309,9 @@ func (c *Client) lost(h *hold, err error) {
 	c.log.Warn("dlock: lease lost", "backend", c.scheme, "name", h.name, "token", h.token, "err", err)
 	if c.hooks.Lost != nil {
 		c.hooks.Lost(context.Background(), Event{Backend: c.scheme, Name: h.name, Token: h.token, Held: time.Since(h.acquired), Err: err})
+	}
+	for _, l := range ls {
+		l.cancel(err)
 	}
 	c.cleanup.Add(1)
 	go func() { // let the driver free the hold's state; the store refuses it if it changed hands

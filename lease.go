@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlock/dlock/driver"
@@ -35,9 +36,10 @@ type hold struct {
 	lostCh   <-chan struct{}
 	acquired time.Time
 
+	lostErr atomic.Pointer[error] // why the hold was lost, if it was
+
 	// guarded by c.mu
 	detached bool
-	lostErr  error // why the hold was lost, if it was
 	leases   []*Lease
 
 	// guarded by the scheduler's mutex
@@ -172,10 +174,18 @@ func (l *Lease) Err() error {
 	select {
 	case <-l.ctx.Done():
 	default:
-		return nil
+		return l.h.lostCause() // lost, its Done about to close
 	}
 	if cause := context.Cause(l.ctx); cause != errUnlocked {
 		return cause
+	}
+	return nil
+}
+
+// lostCause is why h was lost, or nil.
+func (h *hold) lostCause() error {
+	if p := h.lostErr.Load(); p != nil {
+		return *p
 	}
 	return nil
 }
@@ -323,9 +333,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	c.mu.Unlock()
 
 	if last && !c.detach(h) { // lost or closed while we unlocked
-		c.mu.Lock()
-		cause := h.lostErr
-		c.mu.Unlock()
+		cause := h.lostCause()
 		if cause == nil {
 			cause = context.Cause(l.ctx)
 		}
