@@ -31,6 +31,10 @@ type Client struct {
 	closed  bool
 	entries map[holdKey]*entry    // per (name, owner): re-entry and its hold
 	queues  map[string]*waitQueue // per name: local waiters in arrival order
+	// per (name, owner): closed when the store release of the owner's
+	// detached hold is done. A Lock by that owner waits for it, or the store
+	// would grant it as a re-entry of the hold the release then deletes.
+	freeing map[holdKey]chan struct{}
 }
 
 type holdKey struct{ name, owner string }
@@ -57,7 +61,7 @@ func New(d driver.Driver, scheme string, opts ...ClientOption) *Client {
 	}
 	c := &Client{
 		drv: d, scheme: scheme, caps: caps, log: o.logger, hooks: o.hooks,
-		entries: map[holdKey]*entry{}, queues: map[string]*waitQueue{},
+		entries: map[holdKey]*entry{}, queues: map[string]*waitQueue{}, freeing: map[holdKey]chan struct{}{},
 	}
 	c.closing, c.cancel = context.WithCancel(context.Background())
 	c.sched = newScheduler(d, c.lost, c.renewed)
@@ -166,6 +170,7 @@ func (c *Client) Close() error {
 			continue
 		}
 		_, err := c.drv.Release(ctx, h.held(), h.storeHolds())
+		c.freed(h)
 		if err != nil && !errors.Is(err, ErrLeaseLost) {
 			errs = append(errs, c.wrap("close", h.name, err))
 		}
@@ -260,15 +265,48 @@ func (c *Client) detach(h *hold) bool {
 	return true
 }
 
-// detachLocked removes h from the client. c.mu must be held.
+// detachLocked removes h from the client. c.mu must be held. The caller
+// then releases h in the store and calls freed.
 func (c *Client) detachLocked(h *hold) {
 	h.detached = true
 	k := holdKey{h.name, h.owner}
+	h.freeing = make(chan struct{})
+	c.freeing[k] = h.freeing
 	if e := c.entries[k]; e != nil && e.hold == h {
 		e.hold = nil
 		if e.refs == 0 {
 			delete(c.entries, k)
 		}
+	}
+}
+
+// freed reports that the store release of the detached hold h is done.
+func (c *Client) freed(h *hold) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := holdKey{h.name, h.owner}
+	if c.freeing[k] == h.freeing {
+		delete(c.freeing, k)
+	}
+	close(h.freeing)
+}
+
+// awaitFreed waits until the store release of the owner's last detached
+// hold of the name, if one is under way, is done.
+func (c *Client) awaitFreed(ctx context.Context, k holdKey) error {
+	c.mu.Lock()
+	ch := c.freeing[k]
+	c.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-c.closing.Done():
+		return ErrClosed
 	}
 }
 
@@ -319,5 +357,6 @@ func (c *Client) lost(h *hold, err error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_, _ = c.drv.Release(ctx, h.held(), n)
+		c.freed(h)
 	}()
 }

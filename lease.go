@@ -40,6 +40,7 @@ type hold struct {
 
 	// guarded by c.mu
 	detached bool
+	freeing  chan struct{} // set when detached; closed when released in the store
 	leases   []*Lease
 
 	// guarded by the scheduler's mutex
@@ -346,6 +347,9 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	var err error
 	if last || c.caps.Reentrant {
 		_, err = c.drv.Release(ctx, h.held(), 1)
+	}
+	if last {
+		c.freed(h)
 	}
 	if err != nil {
 		err = c.wrap("unlock", h.name, err)

@@ -68,6 +68,9 @@ func (m *Mutex) acquire(ctx context.Context, op string, try bool) (*Lease, error
 	if l, err := c.reenter(ctx, e, req); l != nil || err != nil {
 		return l, c.wrap(op, m.name, err)
 	}
+	if err := c.awaitFreed(ctx, k); err != nil { // the owner's last hold is being released
+		return nil, c.wrap(op, m.name, gaveUp(ctx, err))
+	}
 	began := time.Now()
 	var l *Lease
 	for {
