@@ -380,3 +380,83 @@ func TestUnlockRacingLoss(t *testing.T) {
 	}
 	t.Logf("%d of 500 rounds declared lost, %d reported by Unlock", declared, reported)
 }
+
+// A write in flight that may shorten the store's expiry must lower the
+// client's belief when it is sent, not when (or if) it is answered: the
+// store may apply it at once and the answer never come back in time.
+
+// An Extend to a shorter TTL whose answer is held up after the store
+// applied it: once the store's (new) expiry has passed, the lease must read
+// as lost, whatever the Extend call is still doing.
+func TestShorterExtendInFlight(t *testing.T) {
+	const ttl = 10 * time.Second
+	const short = 300 * time.Millisecond
+	d := newFake()
+	applied, answer := make(chan struct{}), make(chan struct{})
+	d.renew = func(ctx context.Context, batch []driver.Held) []driver.RenewResult {
+		res := storeRenew(d, batch)
+		if batch[0].TTL == short {
+			close(applied)
+			<-answer // a half-open connection: ignores ctx
+		}
+		return res
+	}
+	c := New(d, "fake", WithLogger(slog.New(slog.DiscardHandler)))
+	defer c.Close()
+	defer close(answer) // before Close
+	l, err := c.Mutex("extend/inflight", WithTTL(ttl), WithoutRenewal()).Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = l.Extend(t.Context(), short) }()
+	<-applied
+	time.Sleep(time.Until(storeExpiry(d, l.Name())) + 10*time.Millisecond)
+	if err := l.Err(); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("Err = %v after the store's expiry, with the shortening Extend unanswered; want ErrLeaseLost (TimeLeft %v)", err, l.TimeLeft())
+	}
+}
+
+// A renewing lease extended by a longer TTL: its next watchdog renewal
+// brings the store's expiry back to the lease's own TTL. If that renewal is
+// applied and its answer held up, the lease must read as lost once the
+// store's expiry has passed, not at the long Extend's deadline.
+func TestWatchdogRenewalAfterLongerExtendInFlight(t *testing.T) {
+	const ttl = 600 * time.Millisecond
+	const long = 30 * time.Second
+	d := newFake()
+	applied, answer := make(chan struct{}), make(chan struct{})
+	extendedCh := make(chan struct{})
+	d.renew = func(ctx context.Context, batch []driver.Held) []driver.RenewResult {
+		select {
+		case <-extendedCh:
+		default:
+			return storeRenew(d, batch) // before the Extend: renew normally
+		}
+		res := storeRenew(d, batch)
+		if batch[0].TTL == ttl {
+			select {
+			case <-applied:
+			default:
+				close(applied)
+			}
+			<-answer
+		}
+		return res
+	}
+	c := New(d, "fake", WithLogger(slog.New(slog.DiscardHandler)))
+	defer c.Close()
+	defer close(answer)
+	l, err := c.Mutex("extend/longer", WithTTL(ttl)).Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(extendedCh)
+	if err := l.Extend(t.Context(), long); err != nil {
+		t.Fatal(err)
+	}
+	<-applied // the watchdog's renewal set the store's expiry back to ttl
+	time.Sleep(time.Until(storeExpiry(d, l.Name())) + 10*time.Millisecond)
+	if err := l.Err(); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("Err = %v after the store's expiry, with the watchdog renewal unanswered; want ErrLeaseLost (TimeLeft %v)", err, l.TimeLeft())
+	}
+}
