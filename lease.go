@@ -235,13 +235,22 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if l.ctx.Err() != nil {
 		return c.wrap("extend", h.name, ErrNotHeld)
 	}
+	sent := time.Now()
 	s.mu.Lock()
 	busy, gen, egen := h.renewing, h.renewals, h.extends
 	h.extending++
+	// The store may apply it at once and the answer never come: believe no
+	// more than the new expiry from now on if it is the earlier.
+	if !h.removed {
+		s.lowerExpiry(h, sent.Add(ttl))
+		if h.idx >= 0 {
+			heap.Fix(&s.h, h.idx)
+		}
+		s.arm()
+	}
 	s.mu.Unlock()
 	held := h.held()
 	held.TTL = ttl
-	sent := time.Now()
 	res := c.drv.Renew(ctx, []driver.Held{held})
 	var r driver.RenewResult
 	if len(res) == 1 {
@@ -261,10 +270,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	h.extends++
 	switch {
 	case h.removed || errors.Is(r.Err, ErrLeaseLost):
-	case r.Err != nil: // it may have been applied: keep the shorter expiry
-		if sent.Add(v).Before(h.expiry) {
-			s.keepExpiry(h, sent, v)
-		}
+	case r.Err != nil: // it may have been applied: the expiry was lowered when it was sent
 	case !overlapped || sent.Add(v).Before(h.expiry):
 		s.keepExpiry(h, sent, v)
 	}

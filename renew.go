@@ -108,6 +108,18 @@ func (s *scheduler) setExpiry(h *hold, sent time.Time, validity time.Duration) {
 	}
 }
 
+// lowerExpiry moves h's expiry (and deadline) back to e if e is earlier:
+// for a store write in flight that may shorten it. s.mu must be held; the
+// caller fixes h's place in the heap.
+func (s *scheduler) lowerExpiry(h *hold, e time.Time) {
+	if !e.Before(h.expiry) {
+		return
+	}
+	h.expiry = e
+	h.deadline = e.Add(-margin(h.ttl))
+	h.next = minTime(h.next, h.deadline)
+}
+
 // remove unschedules h (unlocked, lost or closed).
 func (s *scheduler) remove(h *hold) {
 	s.mu.Lock()
@@ -185,6 +197,10 @@ func (s *scheduler) tick() {
 			lost = append(lost, h)
 			continue
 		}
+		// The renewal sets the store's expiry to its TTL from when it is
+		// applied, which is shorter than an expiry a longer Extend left:
+		// believe no more than that from now on, answered or not.
+		s.lowerExpiry(h, now.Add(h.ttl))
 		batch = append(batch, h)
 		earliest = minTime(earliest, h.deadline)
 	}
