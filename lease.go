@@ -239,16 +239,10 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	s.mu.Lock()
 	busy, gen, egen := h.renewing, h.renewals, h.extends
 	h.extending++
+	s.mu.Unlock()
 	// The store may apply it at once and the answer never come: believe no
 	// more than the new expiry from now on if it is the earlier.
-	if !h.removed {
-		s.lowerExpiry(h, sent.Add(ttl))
-		if h.idx >= 0 {
-			heap.Fix(&s.h, h.idx)
-		}
-		s.arm()
-	}
-	s.mu.Unlock()
+	s.lower(h, sent, ttl)
 	held := h.held()
 	held.TTL = ttl
 	res := c.drv.Renew(ctx, []driver.Held{held})

@@ -117,9 +117,16 @@ func (c *Client) reenter(ctx context.Context, e *entry, req driver.Request) (*Le
 		return nil, nil
 	}
 	if c.caps.Reentrant { // the store counts holds: count this one there too
+		// which sets the store's expiry to req.TTL from when it is applied:
+		// believe no more than that if it is shorter than the hold's.
+		sent := time.Now()
+		c.sched.lower(h, sent, req.TTL)
 		g, err := c.drv.Acquire(ctx, req)
 		if err != nil {
 			return nil, err
+		}
+		if g.Acquired && g.Validity > 0 {
+			c.sched.lower(h, sent, g.Validity)
 		}
 		if !g.Acquired { // the store says another owner has it: ours is gone
 			c.lost(h, fmt.Errorf("%w: re-entry found another holder", ErrLeaseLost))

@@ -108,16 +108,36 @@ func (s *scheduler) setExpiry(h *hold, sent time.Time, validity time.Duration) {
 	}
 }
 
-// lowerExpiry moves h's expiry (and deadline) back to e if e is earlier:
-// for a store write in flight that may shorten it. s.mu must be held; the
-// caller fixes h's place in the heap.
-func (s *scheduler) lowerExpiry(h *hold, e time.Time) {
+// lowerExpiry moves h's expiry (and deadline) back to sent+v if that is
+// earlier: for a store write, sent at sent, that may set the store's expiry
+// to v from when it is applied. A renewing hold is then renewed as after a
+// grant of v, unless a renewal is in flight. s.mu must be held; the caller
+// fixes h's place in the heap.
+func (s *scheduler) lowerExpiry(h *hold, sent time.Time, v time.Duration) {
+	e := sent.Add(v)
 	if !e.Before(h.expiry) {
 		return
 	}
 	h.expiry = e
 	h.deadline = e.Add(-margin(h.ttl))
+	if h.renew && !h.renewing {
+		h.next = minTime(h.next, sent.Add(min(renewEvery(h.ttl), v/2)))
+	}
 	h.next = minTime(h.next, h.deadline)
+}
+
+// lower is lowerExpiry for a hold that may be in the heap.
+func (s *scheduler) lower(h *hold, sent time.Time, v time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h.removed {
+		return
+	}
+	s.lowerExpiry(h, sent, v)
+	if h.idx >= 0 {
+		heap.Fix(&s.h, h.idx)
+	}
+	s.arm()
 }
 
 // remove unschedules h (unlocked, lost or closed).
@@ -200,7 +220,7 @@ func (s *scheduler) tick() {
 		// The renewal sets the store's expiry to its TTL from when it is
 		// applied, which is shorter than an expiry a longer Extend left:
 		// believe no more than that from now on, answered or not.
-		s.lowerExpiry(h, now.Add(h.ttl))
+		s.lowerExpiry(h, now, h.ttl)
 		batch = append(batch, h)
 		earliest = minTime(earliest, h.deadline)
 	}
