@@ -432,3 +432,68 @@ func TestCloseCancelsRenewalsNoLeak(t *testing.T) {
 		t.Errorf("waiter across Close: %v; want ErrClosed", err)
 	}
 }
+
+// Every way a Lock can give up when its ctx ends matches both
+// ErrNotAcquired and ctx's error (ctx.Err(), also when the ctx has a
+// cause): waiting on another owner (polling or in a blocking store), and
+// waiting behind the same owner's acquisition in this client.
+func TestGiveUpMatchesCtxErr(t *testing.T) {
+	cause := errors.New("the caller's own reason")
+	for _, path := range []string{"polling", "blocking", "same-owner"} {
+		for _, withCause := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/cause=%v", path, withCause), func(t *testing.T) {
+				d := newFake()
+				d.caps.Blocking = path == "blocking"
+				if d.caps.Blocking {
+					d.acquire = func(ctx context.Context, req driver.Request) (driver.Grant, error) {
+						if req.Owner == "holder" {
+							return driver.Grant{Acquired: true, Token: 1}, nil
+						}
+						<-ctx.Done()
+						return driver.Grant{}, ctx.Err()
+					}
+				}
+				c := New(d, "fake", quiet())
+				defer c.Close()
+				ctx := t.Context()
+				held, err := c.Mutex("giveup", WithOwner("holder")).Lock(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer held.Unlock(ctx)
+				m := c.Mutex("giveup")
+				if path == "same-owner" { // a first acquisition of this owner waits on "holder"
+					m = c.Mutex("giveup", WithOwner("waiter"))
+					bctx, cancel := context.WithCancel(ctx)
+					defer cancel()
+					go func() { _, _ = m.Lock(bctx) }()
+					for {
+						c.mu.Lock()
+						e := c.entries[holdKey{"giveup", "waiter"}]
+						busy := e != nil && e.waiting
+						c.mu.Unlock()
+						if busy {
+							break
+						}
+						time.Sleep(time.Millisecond)
+					}
+				}
+				var wctx context.Context
+				var cancel context.CancelFunc
+				if withCause {
+					wctx, cancel = context.WithTimeoutCause(ctx, 50*time.Millisecond, cause)
+				} else {
+					wctx, cancel = context.WithTimeout(ctx, 50*time.Millisecond)
+				}
+				defer cancel()
+				l, err := m.Lock(wctx)
+				if err == nil {
+					t.Fatalf("got a lease (token %d) of a held lock", l.Token())
+				}
+				if !errors.Is(err, ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("Lock = %v; want ErrNotAcquired and context.DeadlineExceeded", err)
+				}
+			})
+		}
+	}
+}
