@@ -222,7 +222,7 @@ func (c *Client) enter(ctx context.Context, k holdKey, try bool) (*entry, error)
 			return e, nil
 		case <-ctx.Done():
 			c.unref(k, e)
-			return nil, context.Cause(ctx)
+			return nil, ctx.Err() // as waitErr: the error matches ctx's
 		case <-c.closing.Done():
 			c.unref(k, e)
 			return nil, ErrClosed
@@ -304,7 +304,7 @@ func (c *Client) awaitFreed(ctx context.Context, k holdKey) error {
 	case <-ch:
 		return nil
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		return ctx.Err()
 	case <-c.closing.Done():
 		return ErrClosed
 	}
