@@ -497,3 +497,44 @@ func TestGiveUpMatchesCtxErr(t *testing.T) {
 		}
 	}
 }
+
+// A Lost hook that closes the client ("on loss, shut down") must not
+// deadlock, whether the loss was found by the scheduler's tick (a fixed
+// lease's end) or by a renewal's answer (the store refused it).
+func TestCloseInLostHook(t *testing.T) {
+	for _, how := range []string{"tick", "renewal"} {
+		t.Run(how, func(t *testing.T) {
+			d := newFake()
+			if how == "renewal" {
+				d.renew = func(context.Context, []driver.Held) []driver.RenewResult {
+					return []driver.RenewResult{{Err: driver.ErrLeaseLost}}
+				}
+			}
+			var c *Client
+			closed := make(chan error, 1)
+			c = New(d, "fake", quiet(), WithHooks(Hooks{Lost: func(context.Context, Event) {
+				closed <- c.Close()
+			}}))
+			opts := []Option{WithTTL(150 * time.Millisecond)}
+			if how == "tick" {
+				opts = append(opts, WithoutRenewal())
+			}
+			l, err := c.Mutex("close/in/hook", opts...).Lock(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-closed:
+				if err != nil {
+					t.Errorf("Close in the Lost hook: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Close in a Lost hook deadlocked")
+			}
+			<-l.Done()
+			if !errors.Is(l.Err(), ErrLeaseLost) {
+				t.Errorf("Err = %v; want ErrLeaseLost", l.Err())
+			}
+		})
+	}
+}
