@@ -351,12 +351,27 @@ func (c *Client) lost(h *hold, err error) {
 	for _, l := range ls {
 		l.cancel(err)
 	}
-	c.cleanup.Add(1)
-	go func() { // let the driver free the hold's state; the store refuses it if it changed hands
-		defer c.cleanup.Done()
+	// Close waits for the releases below once it has set closed: count this
+	// one before then, or release it on this goroutine (as when the hook
+	// above closed the client).
+	c.mu.Lock()
+	async := !c.closed
+	if async {
+		c.cleanup.Add(1)
+	}
+	c.mu.Unlock()
+	release := func() { // let the driver free the hold's state; the store refuses it if it changed hands
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_, _ = c.drv.Release(ctx, h.held(), n)
 		c.freed(h)
+	}
+	if !async {
+		release()
+		return
+	}
+	go func() {
+		defer c.cleanup.Done()
+		release()
 	}()
 }

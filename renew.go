@@ -175,31 +175,38 @@ func (s *scheduler) stop() {
 	s.flights.Wait()
 }
 
-// fire runs a tick and sets the timer for the next one.
+// fire runs a tick and sets the timer for the next one. The holds the tick
+// found lost are signalled after it, outside ticking, so that a Lost hook
+// may close the client (whose stop waits for a running tick).
 func (s *scheduler) fire() {
 	s.ticking.Lock()
-	defer s.ticking.Unlock()
 	s.mu.Lock()
 	s.at = time.Time{}
 	stopped := s.stopped
 	s.mu.Unlock()
 	if stopped {
+		s.ticking.Unlock()
 		return
 	}
-	s.tick()
+	lost := s.tick()
 	s.mu.Lock()
 	s.arm()
 	s.mu.Unlock()
+	s.ticking.Unlock()
+	for _, h := range lost {
+		s.lost(h, expiredErr(h))
+	}
 }
 
 // tick handles every hold that is due: those past their deadline are
 // declared lost, the rest are sent for renewal in one batch. The batch runs
 // in a goroutine of its own, and its holds stay in the heap, due at their
 // deadline: if the renewal has not been confirmed by then, the next tick
-// declares them lost while the store call is still under way.
-func (s *scheduler) tick() {
+// declares them lost while the store call is still under way. It returns
+// the holds past their deadline, for the caller to signal.
+func (s *scheduler) tick() (lost []*hold) {
 	now := time.Now()
-	var batch, lost []*hold
+	var batch []*hold
 	earliest := now.Add(time.Hour)
 	s.mu.Lock()
 	for len(s.h) > 0 {
@@ -234,19 +241,16 @@ func (s *scheduler) tick() {
 		s.flights.Add(1)
 	}
 	s.mu.Unlock()
-	for _, h := range lost {
-		s.lost(h, expiredErr(h))
-	}
 	if len(batch) > 0 {
 		go s.renew(batch, now, earliest)
 	}
+	return lost
 }
 
 // renew sends one batch of renewals, started at now, and records the
 // results. A renewal confirmed after its hold's deadline counts for nothing:
 // the hold was declared lost at the deadline.
 func (s *scheduler) renew(batch []*hold, now, earliest time.Time) {
-	defer s.flights.Done()
 	helds := make([]driver.Held, len(batch))
 	for i, h := range batch {
 		helds[i] = h.held()
@@ -306,6 +310,9 @@ func (s *scheduler) renew(batch []*hold, now, earliest time.Time) {
 	}
 	s.arm()
 	s.mu.Unlock()
+	// Done before signalling losses, so that a Lost hook may close the
+	// client (whose stop waits for the renewals in flight).
+	s.flights.Done()
 	s.flushLost()
 }
 
