@@ -68,6 +68,9 @@ func (m *Mutex) acquire(ctx context.Context, op string, try bool) (*Lease, error
 	if l, err := c.reenter(ctx, e, req); l != nil || err != nil {
 		return l, c.wrap(op, m.name, err)
 	}
+	if err := c.awaitFreed(ctx, k); err != nil { // the owner's last hold is being released
+		return nil, c.wrap(op, m.name, gaveUp(ctx, err))
+	}
 	began := time.Now()
 	var l *Lease
 	for {
@@ -110,13 +113,20 @@ func (c *Client) reenter(ctx context.Context, e *entry, req driver.Request) (*Le
 	c.mu.Lock()
 	h := e.hold
 	c.mu.Unlock()
-	if h == nil {
+	if h == nil || h.checkDeadline() != nil { // none, or past its deadline: lost
 		return nil, nil
 	}
 	if c.caps.Reentrant { // the store counts holds: count this one there too
+		// which sets the store's expiry to req.TTL from when it is applied:
+		// believe no more than that if it is shorter than the hold's.
+		sent := time.Now()
+		c.sched.lower(h, sent, req.TTL)
 		g, err := c.drv.Acquire(ctx, req)
 		if err != nil {
 			return nil, err
+		}
+		if g.Acquired && g.Validity > 0 {
+			c.sched.lower(h, sent, g.Validity)
 		}
 		if !g.Acquired { // the store says another owner has it: ours is gone
 			c.lost(h, fmt.Errorf("%w: re-entry found another holder", ErrLeaseLost))
