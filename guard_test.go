@@ -194,3 +194,23 @@ func TestReentryOnAnotherTokenIsNotOurs(t *testing.T) {
 		t.Errorf("the count the re-entry added to token 2 was not released: %+v", d.releases())
 	}
 }
+
+// A Grant.Since in the future (a driver's bug) does not stretch the lease:
+// it counts from no later than when the grant came back.
+func TestFutureSinceIsClamped(t *testing.T) {
+	const ttl = time.Second
+	d := newFake()
+	d.acquire = func(context.Context, driver.Request) (driver.Grant, error) {
+		return driver.Grant{Acquired: true, Token: 1, Since: time.Now().Add(time.Hour)}, nil
+	}
+	c := New(d, "fake")
+	defer c.Close()
+	before := time.Now()
+	l, err := c.Mutex("future", WithTTL(ttl), WithoutRenewal()).Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left, most := l.TimeLeft(), ttl-time.Since(before)+time.Millisecond; left > most {
+		t.Fatalf("TimeLeft = %v with a Since an hour ahead; want at most %v", left, most)
+	}
+}

@@ -159,7 +159,7 @@ var errStaleGrant = errors.New("grant confirmed too late to be safe")
 // ended, whatever the driver said.
 func (c *Client) grant(ctx context.Context, e *entry, req driver.Request, g driver.Grant, sent time.Time, renew bool) (*Lease, error) {
 	if !g.Since.IsZero() { // the driver knows when the grant was proven
-		sent = g.Since
+		sent = minTime(g.Since, time.Now()) // never a time still to come
 	}
 	validity := req.TTL
 	if g.Validity > 0 && g.Validity < validity {
