@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/memlock"
 )
 
@@ -128,17 +129,17 @@ func TestOwnerIDs(t *testing.T) {
 }
 
 func TestParseURLHostList(t *testing.T) {
-	u, err := dlock.ParseURL("redlock://user:pw@h1:6379,h2:6380,[::1]:6381/0?x=1")
+	u, err := driver.ParseURL("redlock://user:pw@h1:6379,h2:6380,[::1]:6381/0?x=1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := dlock.Hosts(u); strings.Join(got, " ") != "h1:6379 h2:6380 [::1]:6381" {
+	if got := driver.Hosts(u); strings.Join(got, " ") != "h1:6379 h2:6380 [::1]:6381" {
 		t.Errorf("Hosts = %q", got)
 	}
 	if pw, _ := u.User.Password(); pw != "pw" || u.Path != "/0" || u.Query().Get("x") != "1" {
 		t.Errorf("parsed %+v", u)
 	}
-	if _, err := dlock.ParseURL("redlock://h1:6379,,h3:1"); !errors.Is(err, dlock.ErrInvalidURL) {
+	if _, err := driver.ParseURL("redlock://h1:6379,,h3:1"); !errors.Is(err, dlock.ErrInvalidURL) {
 		t.Errorf("empty host in list: %v", err)
 	}
 }

@@ -147,7 +147,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 			return nil, fmt.Errorf("etcdlock: %w: unknown parameter %q", dlock.ErrInvalidURL, k)
 		}
 	}
-	for _, h := range dlock.Hosts(u) {
+	for _, h := range driver.Hosts(u) {
 		if h == "" || strings.ContainsAny(h, "/ ") {
 			return nil, fmt.Errorf("etcdlock: %w: bad host", dlock.ErrInvalidURL)
 		}

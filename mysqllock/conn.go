@@ -41,10 +41,10 @@ func (l *Lease) As(target any) bool {
 	return false
 }
 
-// LockName is the GET_LOCK name session mode uses for name: the name itself
+// lockName is the GET_LOCK name session mode uses for name: the name itself
 // up to 64 characters, else "dlock:" and the first 58 hex digits of its
 // SHA-256.
-func LockName(name string) string {
+func lockName(name string) string {
 	if len([]rune(name)) <= 64 {
 		return name
 	}
@@ -149,7 +149,7 @@ func (d *myDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 			timeout = 365 * 24 * 3600 // a year (MariaDB reads -1 as 0); ctx ends the wait by closing the connection
 		}
 		var got sql.NullInt64
-		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", LockName(r.Name), timeout).Scan(&got); err != nil {
+		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", lockName(r.Name), timeout).Scan(&got); err != nil {
 			return fail(myErr("GET_LOCK", err))
 		}
 		if got.Int64 != 1 {
@@ -239,7 +239,7 @@ func (l *Lease) release(ctx context.Context) error {
 		}
 	} else {
 		var ok sql.NullInt64
-		err = l.conn.QueryRowContext(ctx, "SELECT RELEASE_LOCK(?)", LockName(l.name)).Scan(&ok)
+		err = l.conn.QueryRowContext(ctx, "SELECT RELEASE_LOCK(?)", lockName(l.name)).Scan(&ok)
 		if err == nil && ok.Int64 != 1 {
 			err = errors.New("not held by this session")
 		}
@@ -280,7 +280,7 @@ func (d *myDriver) holderID(ctx context.Context, name string) (uint64, error) {
 	var id sql.NullInt64
 	var err error
 	if d.mode == ModeSession {
-		err = d.db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", LockName(name)).Scan(&id)
+		err = d.db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", lockName(name)).Scan(&id)
 	} else {
 		// Held if the row exists but a shared read that skips locked rows
 		// does not see it (INNODB_TRX would be up to 0.1s stale).

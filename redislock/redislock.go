@@ -173,7 +173,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	base, _ := strings.CutSuffix(u.Scheme, "+sentinel")
 	base, _ = strings.CutSuffix(base, "+cluster")
 	v.Scheme = base
-	hosts := dlock.Hosts(u)
+	hosts := driver.Hosts(u)
 	v.Host = hosts[0]
 	for _, h := range hosts[1:] {
 		q.Add("addr", h)

@@ -131,7 +131,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 			return nil, fmt.Errorf("redlock: %w: unknown parameter %q", dlock.ErrInvalidURL, k)
 		}
 	}
-	hosts := dlock.Hosts(u)
+	hosts := driver.Hosts(u)
 	if err := checkNodes(hosts); err != nil {
 		return nil, err
 	}

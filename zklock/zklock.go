@@ -155,7 +155,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 			return nil, fmt.Errorf("zklock: %w: unknown parameter %q", dlock.ErrInvalidURL, k)
 		}
 	}
-	hosts := dlock.Hosts(u)
+	hosts := driver.Hosts(u)
 	if len(hosts) == 0 {
 		return nil, fmt.Errorf("zklock: %w: want zk://host:2181[,host:2181…][/chroot]", dlock.ErrInvalidURL)
 	}

@@ -24,7 +24,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/internal/embedetcd"
 	"github.com/spf13/cobra"
 )
@@ -158,7 +158,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 			}
 		}
 	default:
-		u, err := dlock.ParseURL(cfg.backend)
+		u, err := driver.ParseURL(cfg.backend)
 		if err != nil {
 			return fail(exitUsage, "%v", err)
 		}
