@@ -59,7 +59,7 @@ func TestPausedWaiterIsNotGrantedAStaleHandoff(t *testing.T) {
 			}
 		}
 	}
-	wm := waiter.Mutex(name, dlock.WithTTL(ttl))
+	wm := waiter.Mutex(name, dlock.WithTTL(ttl), dlock.WithOwner(dlock.NewOwnerID())) // its owner is checked below
 	w := lockAsync(ctx, wm)
 	waitFor("the waiter queues", func(i dlock.Info) bool { return i.Waiters == 1 })
 

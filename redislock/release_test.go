@@ -59,7 +59,7 @@ func TestFailedReleaseIsNotReentered(t *testing.T) {
 	}
 	defer c.Close()
 	other := openURL(t, srv)
-	m := c.Mutex("failed-release")
+	m := c.Mutex("failed-release", dlock.WithOwner(dlock.NewOwnerID())) // its next Lock is the same owner
 
 	l, err := m.Lock(ctx)
 	if err != nil {
@@ -116,7 +116,7 @@ func TestLostReentryIsUndone(t *testing.T) {
 	defer c.Close()
 	other := openURL(t, srv)
 	const name = "lost-reentry"
-	m := c.Mutex(name)
+	m := c.Mutex(name, dlock.WithOwner(dlock.NewOwnerID())) // the second Lock re-enters
 	l, err := m.Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +219,7 @@ func TestFailedCancelIsSentAgain(t *testing.T) {
 	defer c.Close()
 	other := openURL(t, srv)
 	const name = "failed-cancel"
-	m := c.Mutex(name)
+	m := c.Mutex(name, dlock.WithOwner(dlock.NewOwnerID())) // the second Lock re-enters
 	l, err := m.Lock(ctx)
 	if err != nil {
 		t.Fatal(err)

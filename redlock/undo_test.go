@@ -87,7 +87,7 @@ func TestFailedAttemptUndoesLateGrants(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	m := c.Mutex("late", dlock.WithTTL(10*time.Second))
+	m := c.Mutex("late", dlock.WithTTL(10*time.Second), dlock.WithOwner(dlock.NewOwnerID()))
 	if l, err := m.TryLock(ctx); err != nil { // load the scripts on every node
 		t.Fatal(err)
 	} else if err := l.Unlock(ctx); err != nil {
@@ -180,7 +180,7 @@ func TestFailedReleaseIsNotReentered(t *testing.T) {
 	}
 	defer c.Close()
 	const name = "failed-release"
-	m := c.Mutex(name, dlock.WithTTL(10*time.Second))
+	m := c.Mutex(name, dlock.WithTTL(10*time.Second), dlock.WithOwner(dlock.NewOwnerID()))
 	l, err := m.Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
