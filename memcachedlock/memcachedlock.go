@@ -1,5 +1,5 @@
 // Package memcachedlock is the dlock backend for Memcached, through
-// github.com/bradfitz/gomemcache: the articles' `add` lock, which succeeds
+// github.com/bradfitz/gomemcache: the classic `add` lock, which succeeds
 // only if the key is absent.
 //
 // # URLs

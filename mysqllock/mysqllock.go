@@ -1,5 +1,5 @@
 // Package mysqllock is the dlock backend for MySQL and MariaDB, through
-// github.com/go-sql-driver/mysql: the articles' database locks done properly,
+// github.com/go-sql-driver/mysql: lock tables, FOR UPDATE and advisory locks done properly,
 // in three modes.
 //
 // # URLs

@@ -1,5 +1,5 @@
 // Package pglock is the dlock backend for PostgreSQL, through
-// github.com/jackc/pgx/v5: the articles' database locks done properly, in
+// github.com/jackc/pgx/v5: lock tables, FOR UPDATE and advisory locks done properly, in
 // three modes.
 //
 // # URLs

@@ -1,6 +1,7 @@
 // Package zklock is the dlock backend for ZooKeeper, through
-// github.com/go-zookeeper/zk: the articles' ZooKeeper lock, with the node
-// layout of Apache Curator's InterProcessMutex.
+// github.com/go-zookeeper/zk: the ephemeral-sequential lock recipe of
+// ZooKeeper's documentation, with the node layout of Apache Curator's
+// InterProcessMutex.
 //
 // # URLs
 //
