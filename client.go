@@ -16,6 +16,7 @@ import (
 type Client struct {
 	drv    driver.Driver
 	scheme string
+	label  string // the default holder label, "host:pid"
 	caps   driver.Caps
 	log    *slog.Logger
 	hooks  Hooks
@@ -60,7 +61,7 @@ func New(d driver.Driver, scheme string, opts ...ClientOption) *Client {
 		caps.MaxNameLen = defaultMaxNameLen
 	}
 	c := &Client{
-		drv: d, scheme: scheme, caps: caps, log: o.logger, hooks: o.hooks,
+		drv: d, scheme: scheme, label: defaultLabel(), caps: caps, log: o.logger, hooks: o.hooks,
 		entries: map[holdKey]*entry{}, queues: map[string]*waitQueue{}, freeing: map[holdKey]chan struct{}{},
 	}
 	c.closing, c.cancel = context.WithCancel(context.Background())

@@ -28,6 +28,9 @@ var (
 	ErrInvalidTTL = driver.ErrInvalidTTL
 	// ErrInvalidOwner means an empty or too long owner id.
 	ErrInvalidOwner = driver.ErrInvalidOwner
+	// ErrInvalidLabel means a holder label over 256 bytes, not UTF-8, or
+	// with a NUL byte.
+	ErrInvalidLabel = driver.ErrInvalidLabel
 	// ErrInvalidURL means a malformed backend URL or bad URL parameters.
 	ErrInvalidURL = driver.ErrInvalidURL
 	// ErrInvalidConfig means a configuration the backend cannot work with,

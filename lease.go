@@ -28,6 +28,7 @@ type hold struct {
 	c        *Client
 	name     string
 	owner    string
+	label    string
 	ttl      time.Duration
 	kind     driver.Kind
 	renew    bool
@@ -143,6 +144,10 @@ func (l *Lease) Name() string { return l.h.name }
 
 // Owner returns the owner id holding the lease.
 func (l *Lease) Owner() string { return l.h.owner }
+
+// Label returns the holder label stored with the lease's hold (see
+// WithLabel).
+func (l *Lease) Label() string { return l.h.label }
 
 // Token returns the fencing token: strictly greater than the token of every
 // earlier holder of this lock name. Pass it to the protected resource and have

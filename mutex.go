@@ -63,7 +63,11 @@ func (m *Mutex) acquire(ctx context.Context, op string, try bool) (*Lease, error
 		return nil, c.wrap(op, m.name, gaveUp(ctx, err))
 	}
 	defer c.leave(k, e)
-	req := driver.Request{Name: m.name, Owner: owner, TTL: m.opts.ttl, Kind: driver.Exclusive}
+	label := m.opts.label
+	if label == "" {
+		label = c.label
+	}
+	req := driver.Request{Name: m.name, Owner: owner, Label: label, TTL: m.opts.ttl, Kind: driver.Exclusive}
 
 	if l, err := c.reenter(ctx, e, req); l != nil || err != nil {
 		return l, c.wrap(op, m.name, err)
@@ -166,7 +170,7 @@ func (c *Client) grant(ctx context.Context, e *entry, req driver.Request, g driv
 		validity = g.Validity
 	}
 	h := &hold{
-		c: c, name: req.Name, owner: req.Owner, ttl: req.TTL, kind: req.Kind, renew: renew,
+		c: c, name: req.Name, owner: req.Owner, label: req.Label, ttl: req.TTL, kind: req.Kind, renew: renew,
 		token: g.Token, handle: g.Handle, lostCh: g.Lost, acquired: sent,
 	}
 	if left := time.Until(sent.Add(validity)); left < grantMargin(req.TTL) {

@@ -15,6 +15,7 @@ type Option func(*mutexOptions)
 
 type mutexOptions struct {
 	ttl       time.Duration
+	label     string // "" : the client's default, "host:pid"
 	owner     string // "" unless WithOwner: each Lock is then its own holder
 	ownerSet  bool
 	noRenewal bool
@@ -44,6 +45,12 @@ func WithoutRenewal() Option { return func(o *mutexOptions) { o.noRenewal = true
 func WithOwner(id string) Option {
 	return func(o *mutexOptions) { o.owner, o.ownerSet = id, true }
 }
+
+// WithLabel sets the holder label stored with the Mutex's holds, where the
+// store has room for it, and shown by Client.Inspect and `dlock inspect`, so
+// operators can tell which host or process holds a lock. The default is
+// "host:pid" of the process. Labels are for people: ownership is by owner id.
+func WithLabel(label string) Option { return func(o *mutexOptions) { o.label = label } }
 
 // ClientOption configures a Client.
 type ClientOption func(*clientOptions)

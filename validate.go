@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -48,7 +50,19 @@ func (c *Client) validate(name string, o mutexOptions) error {
 	if o.ownerSet && o.owner == "" || len(o.owner) > maxOwnerLen || !utf8.ValidString(o.owner) || strings.ContainsRune(o.owner, 0) {
 		return fmt.Errorf("%w: want 1 to %d bytes of UTF-8 without NUL", ErrInvalidOwner, maxOwnerLen)
 	}
+	if len(o.label) > maxOwnerLen || !utf8.ValidString(o.label) || strings.ContainsRune(o.label, 0) {
+		return fmt.Errorf("%w: want at most %d bytes of UTF-8 without NUL", ErrInvalidLabel, maxOwnerLen)
+	}
 	return c.validateTTL(o.ttl)
+}
+
+// defaultLabel is "host:pid" of this process.
+func defaultLabel() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	return host + ":" + strconv.Itoa(os.Getpid())
 }
 
 func (c *Client) validateTTL(ttl time.Duration) error {

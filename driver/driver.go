@@ -46,6 +46,8 @@ var (
 	ErrInvalidTTL = errors.New("invalid TTL")
 	// ErrInvalidOwner means the owner id is empty or too long.
 	ErrInvalidOwner = errors.New("invalid owner id")
+	// ErrInvalidLabel means a holder label is too long or malformed.
+	ErrInvalidLabel = errors.New("invalid holder label")
 	// ErrInvalidURL means a backend URL is malformed or has bad parameters.
 	ErrInvalidURL = errors.New("invalid backend URL")
 	// ErrInvalidConfig means a backend was given a configuration it cannot
@@ -77,6 +79,10 @@ type Request struct {
 	TTL   time.Duration // lease length, validated by dlock against Caps
 	Kind  Kind          // Exclusive unless the driver's Caps list other kinds
 	Limit int           // number of permits, for Kind Permit
+	// Label is a readable name of the holder (default "host:pid"), stored
+	// with the hold where the store has room for it and reported by Inspect
+	// in Info.Label. It does not take part in ownership.
+	Label string
 	// Wait asks the driver to block until the hold is granted or ctx ends.
 	// dlock sets it only when Caps.Blocking is true. A driver that returns
 	// because ctx ended must leave nothing of the request behind in the store.
@@ -136,6 +142,7 @@ type Info struct {
 	Name    string
 	Held    bool
 	Owner   string        // the holder's owner id
+	Label   string        // the holder's label (Request.Label), where the store keeps it
 	Holds   int           // the holder's hold count
 	Token   uint64        // the holder's fencing token
 	TTL     time.Duration // time left on the holder's lease; 0 if unknown

@@ -52,6 +52,9 @@ type Caps struct {
 	// SessionBound reports a lock that lives while the store's session does
 	// (ZooKeeper): Inspect has no time left to report.
 	SessionBound bool
+	// NoLabels reports a store with no room for a holder label (database
+	// row and session locks): Inspect's Label is empty.
+	NoLabels bool
 	// QueueInStore reports that waiters keep a record in the store (a queue
 	// node or key) that Inspect counts in Waiters.
 	QueueInStore bool

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -95,10 +96,13 @@ func (s *suite) testInspect(t *testing.T) {
 	if err != nil || info.Held {
 		t.Fatalf("Inspect of a free lock = %+v, %v", info, err)
 	}
-	l := mustLock(t, a.Mutex(name, dlock.WithTTL(10*time.Second)))
+	l := mustLock(t, a.Mutex(name, dlock.WithTTL(10*time.Second), dlock.WithLabel("worker-7 on host-a")))
 	info, err = b.Inspect(t.Context(), name)
 	if err != nil {
 		t.Fatalf("Inspect: %v", err)
+	}
+	if !s.caps.NoLabels && (info.Label != "worker-7 on host-a" || l.Label() != info.Label) {
+		t.Errorf("Inspect's Label = %q, the lease's %q; want the holder's label %q", info.Label, l.Label(), "worker-7 on host-a")
 	}
 	ttlOK := info.TTL > 0 && info.TTL <= 10*time.Second
 	if s.caps.ConnBound || s.caps.SessionBound { // held while a connection or session lives: no time left
@@ -106,6 +110,14 @@ func (s *suite) testInspect(t *testing.T) {
 	}
 	if !info.Held || info.Owner != l.Owner() || info.Token != l.Token() || !ttlOK {
 		t.Fatalf("Inspect = %+v; want held by %s with token %d and 0 < TTL <= 10s (0 if connection-bound)", info, l.Owner(), l.Token())
+	}
+	unlock(t, l)
+	// The default label says which host and process holds the lock.
+	l = mustLock(t, a.Mutex(name))
+	info, err = b.Inspect(t.Context(), name)
+	host, _ := os.Hostname()
+	if err != nil || !s.caps.NoLabels && info.Label != fmt.Sprintf("%s:%d", host, os.Getpid()) {
+		t.Errorf("Inspect = %+v, %v; want the default label host:pid = %s:%d", info, err, host, os.Getpid())
 	}
 	unlock(t, l)
 }

@@ -21,6 +21,7 @@ type store struct {
 
 type entry struct {
 	owner   string
+	label   string
 	holds   int
 	token   uint64
 	expires time.Time
@@ -50,7 +51,7 @@ func (s *store) acquire(req driver.Request) driver.Grant {
 	switch {
 	case e == nil:
 		s.tokens[req.Name]++
-		e = &entry{owner: req.Owner, token: s.tokens[req.Name]}
+		e = &entry{owner: req.Owner, label: req.Label, token: s.tokens[req.Name]}
 		s.locks[req.Name] = e
 	case e.owner != req.Owner:
 		return driver.Grant{Retry: e.expires.Sub(now)}
@@ -107,7 +108,7 @@ func (s *store) inspect(name string) driver.Info {
 	if e == nil {
 		return driver.Info{Name: name}
 	}
-	return driver.Info{Name: name, Held: true, Owner: e.owner, Holds: e.holds, Token: e.token, TTL: e.expires.Sub(now)}
+	return driver.Info{Name: name, Held: true, Owner: e.owner, Label: e.label, Holds: e.holds, Token: e.token, TTL: e.expires.Sub(now)}
 }
 
 // notify wakes the subscribers of name. s.mu must be held.

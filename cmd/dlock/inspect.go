@@ -50,6 +50,7 @@ type infoJSON struct {
 	Name    string   `json:"name"`
 	Held    bool     `json:"held"`
 	Owner   string   `json:"owner,omitempty"`
+	Label   string   `json:"label,omitempty"`
 	Holds   int      `json:"holds"`
 	Token   uint64   `json:"token"`
 	TTLMs   int64    `json:"ttl_ms"`
@@ -58,7 +59,7 @@ type infoJSON struct {
 }
 
 func inspectJSON(i dlock.Info) infoJSON {
-	return infoJSON{Name: i.Name, Held: i.Held, Owner: i.Owner, Holds: i.Holds, Token: i.Token,
+	return infoJSON{Name: i.Name, Held: i.Held, Owner: i.Owner, Label: i.Label, Holds: i.Holds, Token: i.Token,
 		TTLMs: i.TTL.Milliseconds(), Waiters: i.Waiters, Notes: i.Notes}
 }
 
@@ -67,8 +68,12 @@ func printInfo(cmd *cobra.Command, i dlock.Info) {
 	if !i.Held {
 		fmt.Fprintf(w, "%s: free\n", i.Name)
 	} else {
+		who := i.Owner
+		if i.Label != "" {
+			who = i.Label + " (owner " + i.Owner + ")"
+		}
 		fmt.Fprintf(w, "%s: held by %s (holds %d, token %d, %v left, %d waiting)\n",
-			i.Name, i.Owner, i.Holds, i.Token, i.TTL.Round(time.Millisecond), i.Waiters)
+			i.Name, who, i.Holds, i.Token, i.TTL.Round(time.Millisecond), i.Waiters)
 	}
 	for _, n := range i.Notes {
 		fmt.Fprintln(w, "note:", n)
@@ -127,7 +132,7 @@ func unlockCmd() *cobra.Command {
 				return nil
 			}
 			if !yes {
-				fmt.Fprintf(cmd.ErrOrStderr(), "Force-release %q held by %s (token %d)? [y/N] ", name, info.Owner, info.Token)
+				fmt.Fprintf(cmd.ErrOrStderr(), "Force-release %q held by %s %s (token %d)? [y/N] ", name, info.Label, info.Owner, info.Token)
 				answer, _ := bufio.NewReader(os.Stdin).ReadString('\n')
 				if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
 					return fail(exitFailed, "not released")

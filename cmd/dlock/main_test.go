@@ -246,7 +246,7 @@ func TestRunLeaseLostKillsChild(t *testing.T) {
 func TestInspectAndForceUnlock(t *testing.T) {
 	u := redisURL(t)
 	c := client(t, u)
-	l, err := c.Mutex("orders", dlock.WithOwner("op-test")).Lock(t.Context())
+	l, err := c.Mutex("orders", dlock.WithOwner("op-test"), dlock.WithLabel("billing-3")).Lock(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,13 +254,14 @@ func TestInspectAndForceUnlock(t *testing.T) {
 	var info struct {
 		Held  bool   `json:"held"`
 		Owner string `json:"owner"`
+		Label string `json:"label"`
 		Token uint64 `json:"token"`
 		TTLMs int64  `json:"ttl_ms"`
 	}
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &info) != nil || !info.Held || info.Owner != "op-test" || info.Token != l.Token() || info.TTLMs <= 0 {
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &info) != nil || !info.Held || info.Owner != "op-test" || info.Label != "billing-3" || info.Token != l.Token() || info.TTLMs <= 0 {
 		t.Fatalf("inspect: exit %d, %q, %+v", r.code, r.stdout, info)
 	}
-	if r := dlockCmd(t, nil, "inspect", "--backend", u, "orders"); !strings.Contains(r.stdout, "held by op-test") {
+	if r := dlockCmd(t, nil, "inspect", "--backend", u, "orders"); !strings.Contains(r.stdout, "held by billing-3 (owner op-test)") {
 		t.Fatalf("inspect text: %q", r.stdout)
 	}
 	if r := dlockCmd(t, nil, "unlock", "--backend", u, "orders"); r.code != 2 {

@@ -22,6 +22,7 @@ func runCmd() *cobra.Command {
 		grace       time.Duration
 		noWait      bool
 		owner       string
+		label       string
 		waitForever = time.Duration(0)
 	)
 	cmd := &cobra.Command{
@@ -41,7 +42,7 @@ A cron job that must not run twice:
 			if cmd.ArgsLenAtDash() != 1 {
 				return fail(exitUsage, "usage: dlock run [flags] NAME -- CMD [ARGS...]")
 			}
-			return runLocked(cmd.Context(), backend, args[0], args[1:], ttl, wait, noWait, owner, grace)
+			return runLocked(cmd.Context(), backend, args[0], args[1:], ttl, wait, noWait, owner, label, grace)
 		},
 	}
 	addBackendFlag(cmd, &backend)
@@ -49,17 +50,21 @@ A cron job that must not run twice:
 	cmd.Flags().DurationVar(&wait, "wait", waitForever, "how long to wait for the lock (0: forever)")
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "fail at once (exit 3) if the lock is held")
 	cmd.Flags().StringVar(&owner, "owner", "", "owner id (default: random)")
+	cmd.Flags().StringVar(&label, "label", "", "holder label shown by inspect (default: host:pid)")
 	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lease is lost")
 	return cmd
 }
 
-func runLocked(ctx context.Context, backend, name string, argv []string, ttl, wait time.Duration, noWait bool, owner string, grace time.Duration) error {
+func runLocked(ctx context.Context, backend, name string, argv []string, ttl, wait time.Duration, noWait bool, owner, label string, grace time.Duration) error {
 	c, err := openBackend(ctx, backend)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	opts := []dlock.Option{dlock.WithTTL(ttl)}
+	if label != "" {
+		opts = append(opts, dlock.WithLabel(label))
+	}
 	if owner != "" {
 		opts = append(opts, dlock.WithOwner(owner))
 	}
