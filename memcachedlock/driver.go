@@ -28,6 +28,7 @@ type mcDriver struct {
 // value is what a lock item holds.
 type value struct {
 	Owner   string `json:"o"`
+	Label   string `json:"l,omitempty"` // the first hold's holder label
 	Holds   int    `json:"n"`
 	Token   uint64 `json:"t"`
 	Expires int64  `json:"e"` // Unix ms by the writer's clock: a hint for waiters and Inspect
@@ -102,7 +103,7 @@ func (d *mcDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 	if err != nil {
 		return driver.Grant{}, fmt.Errorf("memcachedlock: token: %w", err)
 	}
-	err = d.mc.Add(&memcache.Item{Key: key, Value: encode(value{Owner: r.Owner, Holds: 1, Token: tok}, r.TTL), Expiration: expiration(r.TTL)})
+	err = d.mc.Add(&memcache.Item{Key: key, Value: encode(value{Owner: r.Owner, Label: r.Label, Holds: 1, Token: tok}, r.TTL), Expiration: expiration(r.TTL)})
 	switch {
 	case err == nil:
 		return driver.Grant{Acquired: true, Token: tok, Holds: 1, Validity: validity(r.TTL)}, nil
@@ -228,7 +229,7 @@ func (d *mcDriver) Inspect(_ context.Context, name string) (driver.Info, error) 
 	if err != nil {
 		return driver.Info{}, fmt.Errorf("memcachedlock: inspect: %w", err)
 	}
-	info.Held, info.Owner, info.Holds, info.Token, info.TTL = true, v.Owner, v.Holds, v.Token, v.retry()
+	info.Held, info.Owner, info.Label, info.Holds, info.Token, info.TTL = true, v.Owner, v.Label, v.Holds, v.Token, v.retry()
 	return info, nil
 }
 

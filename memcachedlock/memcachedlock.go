@@ -11,10 +11,11 @@
 //
 // # Layout
 //
-// A lock is the item "<prefix>:<sha256 of the name>" holding its owner id,
-// hold count and fencing token, with the TTL as its expiration; acquire is
-// `add`, and re-entry, renewal and release are `gets` + `cas` checked
-// against the owner and token (release is a `cas` to an expiration in the
+// A lock is the item "<prefix>:<sha256 of the name>" holding, as JSON, its
+// owner id, holder label (the first hold's: a re-entry keeps it), hold
+// count and fencing token, with the TTL as its expiration; acquire is `add`,
+// and re-entry, renewal and release are `gets` + `cas` checked against the
+// owner and token (release is a `cas` to an expiration in the
 // past, so it never deletes another owner's lock). The fencing token is an
 // `incr` of the counter item "<key>:token".
 //

@@ -76,7 +76,7 @@ func (d *redisDriver) keysOf(h driver.Held) keys {
 // try runs the acquire script once for request req; with a channel (the
 // hub's), the request queues if the lock is taken.
 func (d *redisDriver) try(ctx context.Context, k keys, r driver.Request, req, channel string) (driver.Grant, error) {
-	g, err := d.node.acquire(ctx, k, r.Owner, r.TTL, req, channel, 0)
+	g, err := d.node.acquire(ctx, k, r.Owner, r.Label, r.TTL, req, channel, 0)
 	if err != nil || !g.Acquired {
 		return driver.Grant{Retry: g.TTL}, err
 	}

@@ -99,3 +99,63 @@ func TestHandoffWakesOnlyTheNextWaiter(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 }
+
+// A lock handed to a waiter carries the waiter's label, from the moment the
+// release hands it over (the waiter's place in the queue keeps its label),
+// and a re-entry keeps the label of the hold's first acquire.
+func TestHandoffAndReentryLabels(t *testing.T) {
+	srv := testserver.Redis(t)
+	ctx := t.Context()
+	holder, waiter, admin := openURL(t, srv), openURL(t, srv), openURL(t, srv)
+	l, err := holder.Mutex("labels", dlock.WithOwner("shared"), dlock.WithLabel("first")).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := holder.Mutex("labels", dlock.WithOwner("shared"), dlock.WithLabel("second")).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := admin.Inspect(ctx, "labels"); err != nil || info.Holds != 2 || info.Label != "first" {
+		t.Fatalf("Inspect after a re-entry = %+v, %v; want 2 holds labelled %q", info, err, "first")
+	}
+	type result struct {
+		l   *dlock.Lease
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		w, err := waiter.Mutex("labels", dlock.WithLabel("waiter")).Lock(ctx)
+		got <- result{w, err}
+	}()
+	for {
+		info, err := admin.Inspect(ctx, "labels")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Waiters == 1 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := again.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err != nil { // the release hands the lock over
+		t.Fatal(err)
+	}
+	info, err := admin.Inspect(ctx, "labels")
+	if err != nil || !info.Held || info.Owner == "shared" || info.Label != "waiter" {
+		t.Fatalf("Inspect after the handoff = %+v, %v; want it held with the waiter's label %q", info, err, "waiter")
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	info, err = admin.Inspect(ctx, "labels")
+	if err != nil || info.Owner != r.l.Owner() || info.Label != "waiter" || r.l.Label() != "waiter" {
+		t.Fatalf("Inspect of the waiter's lease = %+v, %v; want its owner %s and label %q", info, err, r.l.Owner(), "waiter")
+	}
+	if err := r.l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

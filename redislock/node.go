@@ -78,15 +78,17 @@ type NodeGrant struct {
 // TryAcquire makes one attempt, without queueing. A token of 0 takes the
 // node's next counter value; another is used as the hold's token and raises
 // the node's counter to it, and the attempt fails if the node's counter is
-// already at or above it (that token was given out).
-func (n *Node) TryAcquire(ctx context.Context, name, owner string, ttl time.Duration, token uint64) (NodeGrant, error) {
-	return n.acquire(ctx, newKeys(n.prefix, name), owner, ttl, n.newRequest(), "", token)
+// already at or above it (that token was given out). A new hold keeps
+// label as its holder's label; a re-entry keeps the first hold's.
+func (n *Node) TryAcquire(ctx context.Context, name, owner, label string, ttl time.Duration, token uint64) (NodeGrant, error) {
+	return n.acquire(ctx, newKeys(n.prefix, name), owner, label, ttl, n.newRequest(), "", token)
 }
 
 // acquire runs the acquire script for request req. With a channel, the
 // request queues if the lock is taken, and a handoff to it is announced on
-// the channel.
-func (n *Node) acquire(ctx context.Context, k keys, owner string, ttl time.Duration, req, channel string, token uint64) (NodeGrant, error) {
+// the channel; its place in the queue carries label, so the lock handed to
+// it is labelled as its own.
+func (n *Node) acquire(ctx context.Context, k keys, owner, label string, ttl time.Duration, req, channel string, token uint64) (NodeGrant, error) {
 	if err := n.settle(ctx, k, owner); err != nil {
 		return NodeGrant{}, err
 	}
@@ -94,7 +96,7 @@ func (n *Node) acquire(ctx context.Context, k keys, owner string, ttl time.Durat
 	if token > 0 {
 		tok = strconv.FormatUint(token, 10)
 	}
-	v, err := acquireScript.Run(ctx, n.rdb, k.all(), owner, ms(ttl), req, tok, channel).Result()
+	v, err := acquireScript.Run(ctx, n.rdb, k.all(), owner, ms(ttl), req, tok, channel, label).Result()
 	if err != nil {
 		return NodeGrant{}, fmt.Errorf("redislock: acquire: %w", err)
 	}
@@ -243,6 +245,8 @@ func (n *Node) Inspect(ctx context.Context, name string) (driver.Info, error) {
 		switch {
 		case f == "\x00t":
 			info.Token, _ = strconv.ParseUint(v, 10, 64)
+		case f == "\x00l":
+			info.Label = v
 		case strings.HasPrefix(f, "\x00"):
 		default:
 			info.Held, info.Owner = true, f

@@ -36,12 +36,16 @@
 //
 // A lock is a hash "<prefix>:{<name>}" of owner id → hold count, with a
 // PEXPIRE; its fencing token comes from the counter "<prefix>:{<name>}:token",
-// taken in the same script as each new hold. Waiters queue in the list
-// "<prefix>:{<name>}:queue", and a release hands the lock to the first live
-// waiter and tells it so on its client's channel "<prefix>:handoffs:<id>".
-// Braces,
-// and "%", in names are percent-escaped inside the hash tag, so every key of
-// a lock stays in one Cluster slot. Acquire, re-entry, renewal and release
+// taken in the same script as each new hold. The hash also keeps, in fields
+// starting with NUL, the token, the holder's label (dlock.WithLabel; the
+// first hold's, which a re-entry keeps) and the last requests that changed
+// the hold. Waiters queue in the list "<prefix>:{<name>}:queue", their
+// places (expiry, TTL, channel, owner and label) in the hash
+// "<prefix>:{<name>}:queueinfo", and a release hands the lock, with the
+// waiter's label, to the first live waiter and tells it so on its client's
+// channel "<prefix>:handoffs:<id>". Braces, and "%", in names are
+// percent-escaped inside the hash tag, so every key of a lock stays in one
+// Cluster slot. Acquire, re-entry, renewal and release
 // are each one Lua script (EVALSHA, falling back to EVAL on NOSCRIPT).
 //
 // # Waiting

@@ -10,7 +10,9 @@ import (
 // Every step of the lock is one Lua script, so it is atomic and costs one
 // round trip. KEYS are those of keys.all(): lock, token, queue, queue info.
 // Hash fields starting with NUL are the lock's own (owner ids cannot hold
-// NUL): "\0t" the holder's token, "\0r" the requests that last changed the
+// NUL): "\0t" the holder's token, "\0l" its label (Request.Label, set by
+// the hold's first acquire, or carried in the queue by the waiter it was
+// handed to; a re-entry keeps it), "\0r" the requests that last changed the
 // hold (the acquires and releases that made it what it is, or the waiter it
 // was handed to), the last recentRequests of them, space-separated, oldest
 // first.
@@ -62,10 +64,13 @@ local function handoff(now)
     if info then
       local exp, ttl, n, rest = string.match(info, '^(%d+)|(%d+)|(%d+)|(.*)$')
       n = tonumber(n)
-      local ch, owner = string.sub(rest, 1, n), string.sub(rest, n + 1)
+      local ch, who = string.sub(rest, 1, n), string.sub(rest, n + 1)
+      local owner, label = who, ''
+      local z = string.find(who, '\0', 1, true) -- owner NUL label
+      if z then owner, label = string.sub(who, 1, z - 1), string.sub(who, z + 1) end
       if tonumber(exp) > now then
         local token = redis.call('INCR', tokk)
-        redis.call('HSET', lock, owner, 1, '\0t', token, '\0r', head)
+        redis.call('HSET', lock, owner, 1, '\0t', token, '\0r', head, '\0l', label)
         redis.call('PEXPIRE', lock, math.min(tonumber(ttl), hcap))
         redis.call('PUBLISH', ch, 'h' .. head .. ' ' .. token)
         return
@@ -79,11 +84,12 @@ end
 // of the node's counter; else a token chosen by the caller, which raises the
 // counter to it and is refused if the counter is already at or above it),
 // channel (where a handoff to the request is announced; "" for a single
-// attempt that does not queue).
+// attempt that does not queue), label (kept with a new hold, and with a
+// queued request for the hold it may be handed).
 // Returns the token of a new hold, the common case, or else {acquired,
 // token, holds, pttl}.
 var acquireScript = newScript(prelude + `
-local owner, ttl, req = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local owner, ttl, req, label = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[6] or ''
 if redis.call('EXISTS', lock, q) == 0 then -- free, nobody waiting: the common case
   local token = ARGV[4]
   if token == nil or token == '' then
@@ -93,7 +99,7 @@ if redis.call('EXISTS', lock, q) == 0 then -- free, nobody waiting: the common c
   else -- this token, or a later one, was already given out here
     return {0, 0, 0, redis.call('PTTL', lock)}
   end
-  redis.call('HSET', lock, owner, 1, '\0t', token, '\0r', req)
+  redis.call('HSET', lock, owner, 1, '\0t', token, '\0r', req, '\0l', label)
   redis.call('PEXPIRE', lock, ttl)
   return tonumber(token)
 end
@@ -146,7 +152,7 @@ if redis.call('EXISTS', lock) == 0 then
     else -- this token, or a later one, was already given out here
       return {0, 0, 0, redis.call('PTTL', lock)}
     end
-    redis.call('HSET', lock, owner, 1, '\0t', token, '\0r', req)
+    redis.call('HSET', lock, owner, 1, '\0t', token, '\0r', req, '\0l', label)
     redis.call('PEXPIRE', lock, ttl)
     return {1, tonumber(token), 1, ttl}
   end
@@ -154,7 +160,7 @@ if redis.call('EXISTS', lock) == 0 then
 end
 if ch ~= '' then -- take or keep a place in the queue
   if redis.call('HEXISTS', qi, req) == 0 then redis.call('RPUSH', q, req) end
-  redis.call('HSET', qi, req, (now + wttl) .. '|' .. ttl .. '|' .. #ch .. '|' .. ch .. owner)
+  redis.call('HSET', qi, req, (now + wttl) .. '|' .. ttl .. '|' .. #ch .. '|' .. ch .. owner .. '\0' .. label)
   redis.call('PEXPIRE', q, wttl * 2)
   redis.call('PEXPIRE', qi, wttl * 2)
 end

@@ -137,7 +137,7 @@ func (d *redlockDriver) Acquire(ctx context.Context, r driver.Request) (driver.G
 	}
 	token++
 	grants, gerrs := each(ctx, d, to, func(ctx context.Context, n *redislock.Node) (redislock.NodeGrant, error) {
-		return n.TryAcquire(ctx, r.Name, r.Owner, r.TTL, token)
+		return n.TryAcquire(ctx, r.Name, r.Owner, r.Label, r.TTL, token)
 	})
 	var won int
 	var got redislock.NodeGrant
@@ -259,7 +259,9 @@ func (d *redlockDriver) Inspect(ctx context.Context, name string) (driver.Info, 
 	info := driver.Info{Name: name}
 	for _, ins := range votes {
 		if len(ins) >= d.quorum {
+			// One acquire set the token, and the label with it, on every node.
 			info.Held, info.Owner, info.Token, info.Holds = true, ins[0].Owner, ins[0].Token, ins[0].Holds
+			info.Label = ins[0].Label
 			info.TTL = ins[0].TTL
 			for _, in := range ins {
 				info.TTL = min(info.TTL, in.TTL)

@@ -30,6 +30,9 @@
 //   - Waiting: waiters subscribe to the lock's release channel on every node
 //     and retry on the first message, or when the holder's TTL runs out.
 //   - Re-entry by owner is counted on each node.
+//   - Each node keeps the holder's label with its hold (the first acquire's,
+//     as in package redislock's layout); Inspect reports the holder, label
+//     included, that a majority of nodes agree on.
 //
 // # Fencing tokens across nodes
 //
