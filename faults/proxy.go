@@ -1,0 +1,133 @@
+package faults
+
+import (
+	"io"
+	"net"
+	"strconv"
+	"sync"
+)
+
+// Proxy forwards loopback TCP connections to one upstream address. Cut makes
+// it drop everything in both directions without closing any connection, as
+// a network partition would; Heal forwards again (what was dropped is lost).
+type Proxy struct {
+	Addr     string // where clients connect
+	upstream string
+	ln       net.Listener
+
+	mu    sync.Mutex
+	cut   bool
+	conns map[net.Conn]net.Conn // client side -> upstream side
+	wg    sync.WaitGroup
+}
+
+// NewProxy listens on a free loopback port and forwards to upstream.
+func NewProxy(upstream string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{Addr: ln.Addr().String(), upstream: upstream, ln: ln, conns: map[net.Conn]net.Conn{}}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		u, err := net.Dial("tcp", p.upstream)
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns[c] = u
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go p.pump(u, c, c, u)
+		go p.pump(c, u, c, u)
+	}
+}
+
+// pump copies src to dst, dropping while cut; when either side ends, both
+// are closed.
+func (p *Proxy) pump(dst, src, client, up net.Conn) {
+	defer p.wg.Done()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !p.isCut() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				err = werr
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	_ = client.Close()
+	_ = up.Close()
+	p.mu.Lock()
+	delete(p.conns, client)
+	p.mu.Unlock()
+}
+
+func (p *Proxy) isCut() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cut
+}
+
+// Cut starts dropping traffic; connections stay open.
+func (p *Proxy) Cut() { p.setCut(true) }
+
+// Heal forwards traffic again.
+func (p *Proxy) Heal() { p.setCut(false) }
+
+func (p *Proxy) setCut(v bool) {
+	p.mu.Lock()
+	p.cut = v
+	p.mu.Unlock()
+}
+
+// UpstreamPorts returns the local ports of the proxy's open connections to
+// the upstream: how the server sees this client (to kill its connections).
+func (p *Proxy) UpstreamPorts() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ports []int
+	for _, u := range p.conns {
+		if a, ok := u.LocalAddr().(*net.TCPAddr); ok {
+			ports = append(ports, a.Port)
+		}
+	}
+	return ports
+}
+
+// Close stops listening, closes every connection and waits for its
+// goroutines.
+func (p *Proxy) Close() error {
+	err := p.ln.Close()
+	p.mu.Lock()
+	for c, u := range p.conns {
+		_ = c.Close()
+		_ = u.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+	return err
+}
+
+// proxyPort is the port of a proxy's address.
+func proxyPort(addr string) int {
+	_, port, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(port)
+	return n
+}
+
+var _ io.Closer = (*Proxy)(nil)
