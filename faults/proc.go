@@ -98,5 +98,9 @@ func (w *lockedWriter) Write(b []byte) (int, error) {
 	return w.b.Write(b)
 }
 
-// sigLong asks a worker to make its current (or next) hold last until loss.
-const sigLong = syscall.SIGUSR1
+// sigLong asks a worker to make its current (or next) hold last until
+// loss; sigRelease ends such a hold.
+const (
+	sigLong    = syscall.SIGUSR1
+	sigRelease = syscall.SIGUSR2
+)

@@ -44,8 +44,8 @@ func promiseOf(b *Backend, f *Fault, ttl time.Duration, st *Store) Promise {
 		dataLost = st != nil && !st.Persistent
 	case RedlockMajority:
 		dataLost = true // a majority restarts without its data
-	case KillHolder:
-		p.Recovery = ttl + time.Second
+	case KillHolder, BlackholeHolder:
+		p.Recovery = ttl + time.Second // a cut-off holder is dead to the store
 	case KillLeader:
 		if strings.HasPrefix(b.Store, "etcd") {
 			p.Recovery = etcdElection + 2*time.Second

@@ -3,7 +3,6 @@ package faults
 import (
 	"io"
 	"net"
-	"strconv"
 	"sync"
 )
 
@@ -15,10 +14,12 @@ type Proxy struct {
 	upstream string
 	ln       net.Listener
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]net.Conn // client side -> upstream side
-	wg    sync.WaitGroup
+	mu     sync.Mutex
+	cut    bool
+	healed chan struct{}         // closed while not cut
+	closed chan struct{}         // closed by Close
+	conns  map[net.Conn]net.Conn // client side -> upstream side
+	wg     sync.WaitGroup
 }
 
 // NewProxy listens on a free loopback port and forwards to upstream.
@@ -27,7 +28,9 @@ func NewProxy(upstream string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{Addr: ln.Addr().String(), upstream: upstream, ln: ln, conns: map[net.Conn]net.Conn{}}
+	p := &Proxy{Addr: ln.Addr().String(), upstream: upstream, ln: ln, conns: map[net.Conn]net.Conn{},
+		healed: make(chan struct{}), closed: make(chan struct{})}
+	close(p.healed)
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -55,7 +58,8 @@ func (p *Proxy) accept() {
 }
 
 // pump copies src to dst, dropping while cut; when either side ends, both
-// are closed.
+// are closed — once healed: a close is dropped by a partition like any
+// packet, and arrives (as a retransmitted FIN would) when it heals.
 func (p *Proxy) pump(dst, src, client, up net.Conn) {
 	defer p.wg.Done()
 	buf := make([]byte, 32<<10)
@@ -69,6 +73,13 @@ func (p *Proxy) pump(dst, src, client, up net.Conn) {
 		if err != nil {
 			break
 		}
+	}
+	p.mu.Lock()
+	healed := p.healed
+	p.mu.Unlock()
+	select {
+	case <-healed:
+	case <-p.closed:
 	}
 	_ = client.Close()
 	_ = up.Close()
@@ -91,8 +102,16 @@ func (p *Proxy) Heal() { p.setCut(false) }
 
 func (p *Proxy) setCut(v bool) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	if v == p.cut {
+		return
+	}
 	p.cut = v
-	p.mu.Unlock()
+	if v {
+		p.healed = make(chan struct{})
+	} else {
+		close(p.healed)
+	}
 }
 
 // UpstreamPorts returns the local ports of the proxy's open connections to
@@ -113,6 +132,7 @@ func (p *Proxy) UpstreamPorts() []int {
 // goroutines.
 func (p *Proxy) Close() error {
 	err := p.ln.Close()
+	close(p.closed)
 	p.mu.Lock()
 	for c, u := range p.conns {
 		_ = c.Close()
@@ -121,13 +141,6 @@ func (p *Proxy) Close() error {
 	p.mu.Unlock()
 	p.wg.Wait()
 	return err
-}
-
-// proxyPort is the port of a proxy's address.
-func proxyPort(addr string) int {
-	_, port, _ := net.SplitHostPort(addr)
-	n, _ := strconv.Atoi(port)
-	return n
 }
 
 var _ io.Closer = (*Proxy)(nil)

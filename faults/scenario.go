@@ -78,6 +78,7 @@ func Run(ctx context.Context, cfg Config, b *Backend, f *Fault, st *Store) (res 
 			break
 		}
 		chk.Record(-1, kindFaultEnd, "")
+		r.releaseLong()
 		// Settle: the lock is granted again (or the promise's bound
 		// passes), then a little more contention.
 		from := chk.Len()
@@ -188,6 +189,16 @@ func (r *run) longHolder(ctx context.Context) (*proc, error) {
 		}
 	}
 	return nil, fmt.Errorf("faults: no worker would hold the lock long")
+}
+
+// releaseLong ends every long hold (a holder that was never told of a loss
+// ends its belief here).
+func (r *run) releaseLong() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.procs {
+		p.signal(sigRelease)
+	}
 }
 
 // waiter returns a worker that has been waiting in Lock for a while.

@@ -25,7 +25,7 @@ type Result struct {
 	MinMarginMs float64
 	Losses      int     // holds that ended by loss
 	LateLosses  int     // of which the next holder was granted first
-	RecoveryMs  float64 // the longest time from a death/kill to the next grant (NaN: none)
+	RecoveryMs  float64 // the longest time from a holder's kill or cut, or a leader's kill, to the next grant (NaN: none)
 	ProgressMs  float64 // the longest time from a fault's end to the next grant
 	Regressions int     // grants whose token was not above every earlier grant's
 	DeadGrants  int     // leases lost within 20 ms of Lock returning, with no fault to explain it
@@ -94,6 +94,8 @@ func (r *Result) judge(evs []Event, ttl time.Duration, connKillExcuses bool) {
 			srvEvents = append(srvEvents, e.T)
 			if e.Kind == kindConnKill {
 				targets = append(targets, window{e.Worker, e.T, e.T})
+			} else {
+				deaths = append(deaths, e.T) // to the store, a cut-off holder is dead
 			}
 		case kindSrvKill:
 			srvEvents = append(srvEvents, e.T)
@@ -198,7 +200,7 @@ func (r *Result) judge(evs []Event, ttl time.Duration, connKillExcuses bool) {
 		fail("%d token regressions", r.Regressions)
 	}
 	if p.Recovery > 0 && !(r.RecoveryMs <= ms(p.Recovery)) {
-		fail("next grant %.0f ms after the death, bound %v", r.RecoveryMs, p.Recovery)
+		fail("next grant %.0f ms after the holder's or leader's death, bound %v", r.RecoveryMs, p.Recovery)
 	}
 	if !(r.ProgressMs <= ms(p.Progress)) {
 		fail("next grant %.0f ms after the fault ended, bound %v", r.ProgressMs, p.Progress)

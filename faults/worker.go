@@ -28,21 +28,24 @@ type WorkerConfig struct {
 
 // RunWorker is a worker process's loop, until SIGTERM/SIGINT or ctx ends.
 // SIGUSR1 makes the current hold (or the next) last until the lease is
-// lost or LongMax has passed.
+// lost, SIGUSR2 arrives, or LongMax has passed.
 func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	var long atomic.Bool
 	usr := make(chan os.Signal, 1)
-	signal.Notify(usr, syscall.SIGUSR1)
+	signal.Notify(usr, sigLong)
 	defer signal.Stop(usr)
 	go func() {
 		for range usr {
 			long.Store(true)
 		}
 	}()
+	release := make(chan os.Signal, 1)
+	signal.Notify(release, sigRelease)
+	defer signal.Stop(release)
 
-	w := &worker{cfg: cfg, http: &http.Client{Timeout: 10 * time.Second}}
+	w := &worker{cfg: cfg, http: &http.Client{Timeout: 10 * time.Second}, release: release}
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	c, err := dlock.Open(octx, cfg.URL)
 	cancel()
@@ -71,27 +74,33 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 
 // worker sends events to the checker.
 type worker struct {
-	cfg  WorkerConfig
-	http *http.Client
+	cfg     WorkerConfig
+	http    *http.Client
+	release chan os.Signal // SIGUSR2: end a long hold
 }
 
 // hold runs one hold: grant, writes, belief end, Unlock.
 func (w *worker) hold(ctx context.Context, l *dlock.Lease, hold int, long *atomic.Bool) {
 	start := time.Now().UnixNano()
-	var lossAt atomic.Int64
-	watched := make(chan struct{})
+	var lossAt atomic.Int64 // when Done was first seen closed
+	noteLoss := func() { lossAt.CompareAndSwap(0, time.Now().UnixNano()) }
+	watched, unwatch := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(watched)
 		select {
 		case <-l.Done():
-			lossAt.Store(time.Now().UnixNano())
-		case <-ctx.Done():
+			noteLoss()
+		case <-unwatch:
 		}
 	}()
 	tok := l.Token()
 	w.send(Event{Kind: kindGrant, Hold: hold, Token: tok, T: start})
 	w.send(Event{Kind: kindWrite, Hold: hold, Token: tok})
 	if long.Swap(false) {
+		select {
+		case <-w.release: // an old one
+		default:
+		}
 		w.send(Event{Kind: kindLong, Hold: hold, Token: tok})
 		until := time.NewTimer(w.cfg.LongMax)
 		tick := time.NewTicker(50 * time.Millisecond)
@@ -99,8 +108,11 @@ func (w *worker) hold(ctx context.Context, l *dlock.Lease, hold int, long *atomi
 		for {
 			select {
 			case <-l.Done():
+				noteLoss()
 				break loop
 			case <-until.C:
+				break loop
+			case <-w.release:
 				break loop
 			case <-ctx.Done():
 				break loop
@@ -113,19 +125,21 @@ func (w *worker) hold(ctx context.Context, l *dlock.Lease, hold int, long *atomi
 	} else {
 		select {
 		case <-l.Done():
+			noteLoss()
 		case <-time.After(w.cfg.Hold):
 		case <-ctx.Done():
 		}
 	}
 	select {
 	case <-l.Done(): // a careful holder does not write once told
+		noteLoss()
 	default:
 		w.send(Event{Kind: kindWrite, Hold: hold, Token: tok})
 	}
 	end := time.Now().UnixNano()
 	select {
 	case <-l.Done():
-		<-watched
+		noteLoss()
 	default:
 	}
 	loss := lossAt.Load() // a loss after the decision to unlock is Unlock's
@@ -141,6 +155,8 @@ func (w *worker) hold(ctx context.Context, l *dlock.Lease, hold int, long *atomi
 	if err != nil {
 		msg = "unlock: " + err.Error()
 	}
+	close(unwatch)
+	<-watched
 	w.send(Event{Kind: kindEnd, Hold: hold, Token: tok, T: end, LossAt: loss, Msg: msg})
 }
 

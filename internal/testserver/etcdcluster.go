@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -47,9 +48,17 @@ func EtcdCluster(t TB, n int) []*Server {
 				"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
 				"--initial-cluster-token", "dlocktest", "--log-level", "error"}
 		}
-		// A member answers /health as soon as it listens; the cluster's
-		// health is checked below, once all are up.
-		s.ready = func(ctx context.Context, addr string) error { _, err := etcdGet(ctx, addr, "/health"); return err }
+		// A member serves clients only once a majority is up: it is
+		// ready when it listens, and the cluster's health is checked
+		// below, once all are up.
+		s.ready = func(ctx context.Context, addr string) error {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, "tcp", addr)
+			if err == nil {
+				_ = c.Close()
+			}
+			return err
+		}
 		if err := s.Start(); err != nil {
 			t.Fatalf("start %s: %v", s.Name, err)
 		}

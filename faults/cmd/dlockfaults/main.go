@@ -84,11 +84,11 @@ func suite(args []string) (int, error) {
 		return 2, err
 	}
 	cfg.WorkerBin = bin
-	fl := faults.Faults()
+	fl, bl := faults.Faults(), append(faults.Backends(), faults.ClusterBackends()...)
 	if *ci {
-		fl, cfg.Rounds = []*faults.Fault{faults.PauseWaiter, faults.BlackholeHolder}, 1
+		fl, bl, cfg.Rounds = []*faults.Fault{faults.PauseWaiter, faults.BlackholeHolder}, faults.Backends(), 1
 	}
-	plan := faults.Plan(pick(append(faults.Backends(), faults.ClusterBackends()...), *only, func(b *faults.Backend) string { return b.Name }),
+	plan := faults.Plan(pick(bl, *only, func(b *faults.Backend) string { return b.Name }),
 		pick(fl, *onlyF, func(f *faults.Fault) string { return f.Name }))
 	total := 0
 	for _, g := range plan {
