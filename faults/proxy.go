@@ -7,8 +7,12 @@ import (
 )
 
 // Proxy forwards loopback TCP connections to one upstream address. Cut makes
-// it drop everything in both directions without closing any connection, as
-// a network partition would; Heal forwards again (what was dropped is lost).
+// it stop forwarding in both directions without closing any connection, as
+// a network partition that drops packets would: nothing gets through, not
+// even a close, and both ends see silence. Heal forwards again, delivering
+// what was held back, as TCP's retransmissions would once the partition
+// heals (dropping bytes instead would corrupt the streams, which no network
+// does to a live TCP connection).
 type Proxy struct {
 	Addr     string // where clients connect
 	upstream string
@@ -57,15 +61,15 @@ func (p *Proxy) accept() {
 	}
 }
 
-// pump copies src to dst, dropping while cut; when either side ends, both
-// are closed — once healed: a close is dropped by a partition like any
-// packet, and arrives (as a retransmitted FIN would) when it heals.
+// pump copies src to dst, holding back while cut; when either side ends,
+// both are closed, once healed: a close is held back like any packet.
 func (p *Proxy) pump(dst, src, client, up net.Conn) {
 	defer p.wg.Done()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 && !p.isCut() {
+		p.waitHealed()
+		if n > 0 {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				err = werr
 			}
@@ -74,13 +78,6 @@ func (p *Proxy) pump(dst, src, client, up net.Conn) {
 			break
 		}
 	}
-	p.mu.Lock()
-	healed := p.healed
-	p.mu.Unlock()
-	select {
-	case <-healed:
-	case <-p.closed:
-	}
 	_ = client.Close()
 	_ = up.Close()
 	p.mu.Lock()
@@ -88,16 +85,21 @@ func (p *Proxy) pump(dst, src, client, up net.Conn) {
 	p.mu.Unlock()
 }
 
-func (p *Proxy) isCut() bool {
+// waitHealed returns when the proxy is not cut, or is closed.
+func (p *Proxy) waitHealed() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cut
+	healed := p.healed
+	p.mu.Unlock()
+	select {
+	case <-healed:
+	case <-p.closed:
+	}
 }
 
-// Cut starts dropping traffic; connections stay open.
+// Cut stops forwarding; connections stay open.
 func (p *Proxy) Cut() { p.setCut(true) }
 
-// Heal forwards traffic again.
+// Heal forwards again, what was held back first.
 func (p *Proxy) Heal() { p.setCut(false) }
 
 func (p *Proxy) setCut(v bool) {

@@ -146,7 +146,7 @@ func (r *run) stop() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out := p.stop(3*r.cfg.TTL + 2*time.Second)
+			out := p.stop(r.cfg.TTL + time.Second)
 			if out != "" {
 				r.mu.Lock()
 				r.dead = append(r.dead, fmt.Sprintf("worker %d: %s", p.id, out))

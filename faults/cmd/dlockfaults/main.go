@@ -73,7 +73,7 @@ func suite(args []string) (int, error) {
 	ci := fs.Bool("ci", false, "the bounded subset CI runs: pause-waiter and blackhole-holder, one injection each")
 	cfg := faults.Config{}
 	fs.IntVar(&cfg.Rounds, "rounds", 3, "injections per backend × fault")
-	fs.DurationVar(&cfg.TTL, "ttl", 3*time.Second, "lease TTL (whole seconds, ≥ 2s)")
+	fs.DurationVar(&cfg.TTL, "ttl", 2*time.Second, "lease TTL (whole seconds, ≥ 2s)")
 	fs.IntVar(&cfg.Workers, "workers", 3, "worker processes per scenario")
 	fs.DurationVar(&cfg.Hold, "hold", 20*time.Millisecond, "how long a worker holds the lock")
 	if err := fs.Parse(args); err != nil {
