@@ -1,7 +1,7 @@
 # The commands a new user runs. `make test` installs missing servers first.
 GO ?= go
 
-.PHONY: test deps vet demo bench faults
+.PHONY: test deps tidy vet demo bench faults
 
 deps:
 	./scripts/install-deps.sh
@@ -9,7 +9,10 @@ deps:
 vet:
 	$(GO) vet ./...
 
-test: deps vet
+tidy:
+	$(GO) mod tidy -diff # fails when go.mod or go.sum would change
+
+test: deps tidy vet
 	cd bench && $(GO) vet ./... # the benchmark tool is compiled, not run
 	$(GO) test -race -count=1 ./...
 

@@ -69,18 +69,16 @@ func (c *Client) Backend() string { return c.scheme }
 
 // Mutex returns a mutual-exclusion lock named name. Making a Mutex does not
 // touch the store; invalid arguments are reported by its methods. A Mutex
-// is a value describing (name, owner, options) and is safe for concurrent
-// use, but goroutines that share one share its owner id and so re-enter each
-// other's holds: give each independent worker its own Mutex.
+// is safe for concurrent use, and like sync.Mutex its Lock calls exclude
+// each other: goroutines sharing one Mutex take turns. Re-entry is only
+// what a caller asks for: through a ctx carrying a live lease of the lock
+// (Do's, or ContextWithLease), or by sharing an owner id (WithOwner).
 func (c *Client) Mutex(name string, opts ...Option) *Mutex {
 	o := mutexOptions{ttl: DefaultTTL}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	m := &Mutex{c: c, name: name, opts: o}
-	if m.opts.owner == "" {
-		m.opts.owner = NewOwnerID()
-	}
 	m.err = c.validate(name, o)
 	return m
 }
@@ -278,7 +276,7 @@ func (c *Client) lost(h *hold, err error) {
 	err = c.wrap("lease", h.name, err)
 	c.log.Warn("dlock: lease lost", "backend", c.scheme, "name", h.name, "token", h.token, "err", err)
 	if c.hooks.Lost != nil {
-		c.hooks.Lost(h.name, h.token, err)
+		c.hooks.Lost(context.Background(), Event{Backend: c.scheme, Name: h.name, Token: h.token, Held: time.Since(h.acquired), Err: err})
 	}
 	n := h.storeHolds()
 	h.end(err)

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -175,21 +176,37 @@ func TestCloseWakesWaiters(t *testing.T) {
 func TestHooks(t *testing.T) {
 	var mu sync.Mutex
 	var events []string
+	var renewed atomic.Bool
 	rec := func(s string) { mu.Lock(); events = append(events, s); mu.Unlock() }
 	c := memlock.Open(dlock.WithHooks(dlock.Hooks{
-		Acquired: func(name string, tok uint64, _ time.Duration) { rec(fmt.Sprintf("acquired %s %d", name, tok)) },
-		Released: func(name string, tok uint64, _ time.Duration) { rec(fmt.Sprintf("released %s %d", name, tok)) },
-		Lost:     func(name string, tok uint64, _ error) { rec(fmt.Sprintf("lost %s %d", name, tok)) },
+		Acquired: func(_ context.Context, e dlock.Event) { rec(fmt.Sprintf("acquired %s %d", e.Name, e.Token)) },
+		Refused: func(_ context.Context, e dlock.Event) {
+			rec(fmt.Sprintf("refused %s %v", e.Name, errors.Is(e.Err, dlock.ErrNotAcquired)))
+		},
+		Released: func(_ context.Context, e dlock.Event) { rec(fmt.Sprintf("released %s %d", e.Name, e.Token)) },
+		Renewed: func(_ context.Context, e dlock.Event) {
+			if e.Err == nil && e.Latency > 0 {
+				renewed.Store(true)
+			}
+		},
+		Lost: func(_ context.Context, e dlock.Event) {
+			rec(fmt.Sprintf("lost %s %d %v", e.Name, e.Token, errors.Is(e.Err, dlock.ErrLeaseLost)))
+		},
 	}))
 	defer c.Close()
 	ctx := t.Context()
-	l, _ := c.Mutex("h").Lock(ctx)
+	l, _ := c.Mutex("h", dlock.WithTTL(30*time.Millisecond)).Lock(ctx)
+	_, _ = c.Mutex("h").TryLock(ctx)
+	time.Sleep(40 * time.Millisecond) // renewed every 10ms
 	_ = l.Unlock(ctx)
 	l, _ = c.Mutex("h", dlock.WithTTL(20*time.Millisecond), dlock.WithoutRenewal()).Lock(ctx)
 	<-l.Done()
 	mu.Lock()
 	defer mu.Unlock()
-	want := "acquired h 1,released h 1,acquired h 2,lost h 2"
+	if !renewed.Load() {
+		t.Errorf("Renewed hook not called with a latency")
+	}
+	want := "acquired h 1,refused h true,released h 1,acquired h 2,lost h 2 true"
 	if got := strings.Join(events, ","); got != want {
 		t.Fatalf("events %q; want %q", got, want)
 	}

@@ -3,22 +3,62 @@ package dlock
 import (
 	"context"
 	"errors"
+	"time"
 )
 
+// Locker is what Do locks: a Mutex, or any lock with the same methods.
+type Locker interface {
+	Lock(ctx context.Context) (*Lease, error)
+	TryLock(ctx context.Context) (*Lease, error)
+}
+
+// DoOption configures Do.
+type DoOption func(*doOptions)
+
+type doOptions struct {
+	maxWait time.Duration // 0: as long as ctx allows
+	try     bool
+}
+
+// MaxWait bounds how long Do waits for the lock: after d it gives up with an
+// error matching ErrNotAcquired and context.DeadlineExceeded. The bound
+// covers the wait only; the work runs as long as ctx and the lease allow.
+func MaxWait(d time.Duration) DoOption { return func(o *doOptions) { o.maxWait = d } }
+
+// TryOnce makes Do try the lock once (TryLock) and give up with an error
+// matching ErrNotAcquired if another holder has it: the "skip this run if
+// another one is busy" of a cron job.
+func TryOnce() DoOption { return func(o *doOptions) { o.try = true } }
+
 // Do locks m, runs fn while holding the lock, and unlocks. The context passed
-// to fn is cancelled when the lease is lost (its cause then wraps
-// ErrLeaseLost), so fn should watch it. Do returns fn's error, joined with a
-// loss or unlock error if there was one. The lock is released even if fn
-// panics.
-func Do(ctx context.Context, m Locker, fn func(ctx context.Context, l *Lease) error) (err error) {
+// to fn derives from ctx (not from a MaxWait bound), carries the lease (so a
+// nested Do of the same lock re-enters it) and is cancelled when the lease is
+// lost, with the loss as its cause (context.Cause wraps ErrLeaseLost): fn
+// should watch it. Do returns fn's error, joined with a loss or unlock error
+// if there was one. The lock is released even if fn panics.
+func Do(ctx context.Context, m Locker, fn func(ctx context.Context, l *Lease) error, opts ...DoOption) (err error) {
 	if ctx == nil {
 		return ErrNilContext
 	}
-	l, err := m.Lock(ctx)
+	var o doOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	wait, cancelWait := ctx, context.CancelFunc(func() {})
+	if o.maxWait > 0 {
+		wait, cancelWait = context.WithTimeout(ctx, o.maxWait)
+	}
+	var l *Lease
+	if o.try {
+		l, err = m.TryLock(wait)
+	} else {
+		l, err = m.Lock(wait)
+	}
+	cancelWait()
 	if err != nil {
 		return err
 	}
-	wctx, cancel := context.WithCancelCause(ctx)
+	wctx, cancel := context.WithCancelCause(ContextWithLease(ctx, l))
 	stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
 	defer func() {
 		stop()

@@ -94,3 +94,40 @@ func ExampleLease_Done() {
 	}
 	// Output: lost: true
 }
+
+func ExampleTryOnce() {
+	ctx := context.Background()
+	c, _ := dlock.Open(ctx, "mem://tryonce")
+	defer c.Close()
+
+	report := c.Mutex("cron/nightly-report")
+	other, _ := report.Lock(ctx) // another run is busy
+	err := dlock.Do(ctx, report, func(context.Context, *dlock.Lease) error {
+		fmt.Println("writing the report")
+		return nil
+	}, dlock.TryOnce())
+	fmt.Println("skipped:", errors.Is(err, dlock.ErrNotAcquired))
+	_ = other.Unlock(ctx)
+	// Output: skipped: true
+}
+
+func ExampleMaxWait() {
+	ctx := context.Background()
+	c, _ := dlock.Open(ctx, "mem://maxwait")
+	defer c.Close()
+
+	m := c.Mutex("orders/sku-42")
+	// Wait at most 5 s for the lock, then run as long as the work needs:
+	// fn's ctx is the caller's, cancelled only if the lease is lost.
+	err := dlock.Do(ctx, m, func(ctx context.Context, l *dlock.Lease) error {
+		// A nested Do of the same lock re-enters: its ctx carries the lease.
+		return dlock.Do(ctx, m, func(context.Context, *dlock.Lease) error {
+			fmt.Println("inside, re-entered")
+			return nil
+		})
+	}, dlock.MaxWait(5*time.Second))
+	fmt.Println(err)
+	// Output:
+	// inside, re-entered
+	// <nil>
+}

@@ -1,6 +1,7 @@
 package dlock
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"time"
@@ -44,6 +45,8 @@ type hold struct {
 	next     time.Time // when the scheduler next looks at the hold
 	idx      int       // index in the scheduler's heap, -1 when not in it
 	removed  bool      // unscheduled for good
+	renewing bool      // a renewal of it is in flight
+	renewals uint64    // renewal results recorded, for Extend
 }
 
 func (h *hold) held() driver.Held {
@@ -82,6 +85,51 @@ func (h *hold) end(cause error) {
 	}
 }
 
+// checkDeadline ends h as lost if its deadline has passed and it is still
+// live, and returns the loss error then; otherwise nil.
+func (h *hold) checkDeadline() error {
+	s := h.c.sched
+	s.mu.Lock()
+	due := !h.removed && !h.deadline.IsZero() && !time.Now().Before(h.deadline)
+	s.mu.Unlock()
+	if !due {
+		return nil
+	}
+	err := h.c.wrap("lease", h.name, expiredErr(h))
+	h.c.lost(h, expiredErr(h))
+	return err
+}
+
+// leaseKey is the context key of the leases a ctx carries.
+type leaseKey struct{}
+
+// ctxLeases is the chain of leases a ctx carries, innermost first.
+type ctxLeases struct {
+	l    *Lease
+	next *ctxLeases
+}
+
+// ContextWithLease returns a copy of ctx that carries l: a Lock of l's lock
+// through this client with that ctx (or one derived from it) re-enters l's
+// hold instead of waiting for it, as long as l is live. Do passes such a ctx
+// to its function, so a nested Do of the same lock re-enters. The returned
+// ctx is not cancelled when l ends; Do's is.
+func ContextWithLease(ctx context.Context, l *Lease) context.Context {
+	next, _ := ctx.Value(leaseKey{}).(*ctxLeases)
+	return context.WithValue(ctx, leaseKey{}, &ctxLeases{l: l, next: next})
+}
+
+// leaseIn returns the innermost live lease of c's lock name that ctx
+// carries, or nil.
+func leaseIn(ctx context.Context, c *Client, name string) *Lease {
+	for x, _ := ctx.Value(leaseKey{}).(*ctxLeases); x != nil; x = x.next {
+		if x.l.h.c == c && x.l.h.name == name && x.l.ctx.Err() == nil {
+			return x.l
+		}
+	}
+	return nil
+}
+
 // Name returns the lock's name.
 func (l *Lease) Name() string { return l.h.name }
 
@@ -98,11 +146,24 @@ func (l *Lease) Token() uint64 { return l.h.token }
 // Done is closed when the lease ends: by Unlock, Client.Close, expiry, a
 // renewal that could not be confirmed in time, or the end of the store's
 // session. Protected work should stop when it closes.
-func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+//
+// Done and Err look at the lease's deadline themselves: once it has passed,
+// the lease is ended as lost at the call, even if the client's scheduler has
+// not run yet (after a pause of the process, say).
+func (l *Lease) Done() <-chan struct{} {
+	l.h.checkDeadline()
+	return l.ctx.Done()
+}
 
 // Err returns nil while the lease is live and after Unlock; after a loss, an
 // error wrapping ErrLeaseLost; after Client.Close, one wrapping ErrClosed.
 func (l *Lease) Err() error {
+	if err := l.h.checkDeadline(); err != nil {
+		if c := context.Cause(l.ctx); c != nil && c != errUnlocked {
+			return c
+		}
+		return err
+	}
 	select {
 	case <-l.ctx.Done():
 	default:
@@ -111,6 +172,93 @@ func (l *Lease) Err() error {
 	if cause := context.Cause(l.ctx); cause != errUnlocked {
 		return cause
 	}
+	return nil
+}
+
+// TimeLeft returns how long the lease is known to be held: the time until
+// the client would declare it lost if it were not renewed, which is never
+// later than its expiry in the store. It is 0 once the lease has ended.
+func (l *Lease) TimeLeft() time.Duration {
+	h, s := l.h, l.h.c.sched
+	if l.ctx.Err() != nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h.removed || h.deadline.IsZero() {
+		return 0
+	}
+	return max(time.Until(h.deadline), 0)
+}
+
+// Extend asks the store, checking that the lease still holds the lock, to
+// keep it for ttl from now, and on success moves the lease's expiry there
+// (longer or shorter). It is for fixed leases (WithoutRenewal): a fixed lease
+// stays fixed, at its new length. A renewing lease is extended too, but its
+// watchdog goes on renewing it by its own TTL. Where holds live as long as a
+// store session (etcd, ZooKeeper), the session's TTL bounds the extension:
+// TimeLeft tells what was kept. It returns an error wrapping ErrLeaseLost if
+// the store says the lease is gone (the lease then ends), ErrInvalidTTL for a
+// TTL the backend cannot keep, and the store's error, leaving the lease as it
+// was, if the answer was uncertain.
+func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
+	h, c := l.h, l.h.c
+	s := c.sched
+	if ctx == nil {
+		return c.wrap("extend", h.name, ErrNilContext)
+	}
+	if err := c.validateTTL(ttl); err != nil {
+		return c.wrap("extend", h.name, err)
+	}
+	if err := l.Err(); err != nil {
+		return err
+	}
+	if l.ctx.Err() != nil {
+		return c.wrap("extend", h.name, ErrNotHeld)
+	}
+	s.mu.Lock()
+	busy, gen := h.renewing, h.renewals
+	s.mu.Unlock()
+	held := h.held()
+	held.TTL = ttl
+	sent := time.Now()
+	res := c.drv.Renew(ctx, []driver.Held{held})
+	var r driver.RenewResult
+	if len(res) == 1 {
+		r = res[0]
+	} else {
+		r.Err = errors.New("driver returned no renewal result")
+	}
+	if errors.Is(r.Err, ErrLeaseLost) {
+		c.lost(h, r.Err)
+		return l.Err()
+	}
+	if r.Err != nil {
+		return c.wrap("extend", h.name, r.Err)
+	}
+	v := ttl
+	if r.Validity > 0 && r.Validity < v {
+		v = r.Validity
+	}
+	s.mu.Lock()
+	if h.removed {
+		s.mu.Unlock()
+		return l.Err()
+	}
+	// A watchdog renewal that overlapped this call may have reached the
+	// store after it, with the hold's own TTL: then keep the earlier expiry.
+	overlapped := busy || h.renewing || h.renewals != gen
+	if !overlapped || sent.Add(v).Before(h.expiry) {
+		s.setExpiry(h, sent, v)
+		if h.renewing { // the renewal in flight is still due at the deadline
+			h.next = h.deadline
+		}
+		if h.idx >= 0 {
+			heap.Fix(&s.h, h.idx)
+		}
+		s.arm()
+	}
+	s.mu.Unlock()
 	return nil
 }
 
@@ -173,7 +321,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	}
 	l.cancel(errUnlocked)
 	if c.hooks.Released != nil {
-		c.hooks.Released(h.name, h.token, time.Since(h.acquired))
+		c.hooks.Released(ctx, Event{Backend: c.scheme, Name: h.name, Token: h.token, Held: time.Since(h.acquired)})
 	}
 	return err
 }

@@ -9,11 +9,6 @@ import (
 	"github.com/dlock/dlock/driver"
 )
 
-// Locker is what Do locks: a Mutex, or any lock with the same Lock method.
-type Locker interface {
-	Lock(ctx context.Context) (*Lease, error)
-}
-
 // Mutex is a distributed mutual-exclusion lock, made by Client.Mutex. Its
 // methods are safe for concurrent use; each successful Lock or TryLock returns
 // a Lease that must be unlocked.
@@ -27,13 +22,19 @@ type Mutex struct {
 // Name returns the lock's name.
 func (m *Mutex) Name() string { return m.name }
 
-// Owner returns the owner id the Mutex locks as.
+// Owner returns the owner id set with WithOwner, or "" when each Lock is a
+// holder of its own (then Lease.Owner tells a lease's id).
 func (m *Mutex) Owner() string { return m.opts.owner }
 
 // Lock blocks until the lock is held and returns its lease. ctx bounds the
 // wait only: the lease lasts until Unlock, Client.Close or its loss. When ctx
-// ends first, Lock returns ctx's error and leaves nothing behind in the store.
-// The owner re-enters a lock it already holds at once.
+// ends first, Lock returns an error matching both ErrNotAcquired and ctx's
+// error, and leaves nothing behind in the store.
+//
+// Each call is a holder of its own, so concurrent calls exclude each other,
+// unless the Mutex was made WithOwner (calls share the owner's hold) or ctx
+// carries a live lease of this lock from this client (ContextWithLease; the
+// ctx Do passes to its function): the call then re-enters that hold at once.
 func (m *Mutex) Lock(ctx context.Context) (*Lease, error) { return m.acquire(ctx, "lock", false) }
 
 // TryLock makes one attempt: it returns an error wrapping ErrNotAcquired when
@@ -48,30 +49,60 @@ func (m *Mutex) acquire(ctx context.Context, op string, try bool) (*Lease, error
 	if m.err != nil {
 		return nil, c.wrap(op, m.name, m.err)
 	}
-	k := holdKey{m.name, m.opts.owner}
+	owner := m.opts.owner
+	if owner == "" {
+		if l := leaseIn(ctx, c, m.name); l != nil {
+			owner = l.h.owner // a nested Lock re-enters the caller's hold
+		} else {
+			owner = NewOwnerID()
+		}
+	}
+	k := holdKey{m.name, owner}
 	e, err := c.enter(ctx, k, try)
 	if err != nil {
-		return nil, c.wrap(op, m.name, err)
+		return nil, c.wrap(op, m.name, gaveUp(ctx, err))
 	}
 	defer c.leave(k, e)
-	req := driver.Request{Name: m.name, Owner: m.opts.owner, TTL: m.opts.ttl, Kind: driver.Exclusive}
+	req := driver.Request{Name: m.name, Owner: owner, TTL: m.opts.ttl, Kind: driver.Exclusive}
 
 	if l, err := c.reenter(ctx, e, req); l != nil || err != nil {
 		return l, c.wrap(op, m.name, err)
 	}
 	began := time.Now()
-	g, sent, err := c.obtain(ctx, e, req, try)
-	if err != nil {
-		return nil, c.wrap(op, m.name, err)
-	}
-	l, err := c.grant(e, req, g, sent, !m.opts.noRenewal)
-	if err != nil {
-		return nil, c.wrap(op, m.name, err)
+	var l *Lease
+	for {
+		g, sent, err := c.obtain(ctx, e, req, try)
+		if err != nil {
+			err = gaveUp(ctx, err)
+			if c.hooks.Refused != nil && errors.Is(err, ErrNotAcquired) {
+				c.hooks.Refused(ctx, Event{Backend: c.scheme, Name: m.name, Wait: time.Since(began), Err: err})
+			}
+			return nil, c.wrap(op, m.name, err)
+		}
+		l, err = c.grant(ctx, e, req, g, sent, !m.opts.noRenewal)
+		switch {
+		case errors.Is(err, errStaleGrant) && try:
+			return nil, c.wrap(op, m.name, fmt.Errorf("%w: %w", ErrNotAcquired, err))
+		case errors.Is(err, errStaleGrant):
+			continue // released; wait again
+		case err != nil:
+			return nil, c.wrap(op, m.name, err)
+		}
+		break
 	}
 	if c.hooks.Acquired != nil {
-		c.hooks.Acquired(m.name, g.Token, time.Since(began))
+		c.hooks.Acquired(ctx, Event{Backend: c.scheme, Name: m.name, Token: l.h.token, Wait: time.Since(began)})
 	}
 	return l, nil
+}
+
+// gaveUp makes the error of a wait that ended with ctx match ErrNotAcquired
+// as well as ctx's error, so callers need one check.
+func gaveUp(ctx context.Context, err error) error {
+	if ctx.Err() == nil || errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrClosed) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrNotAcquired, err)
 }
 
 // reenter gives the owner a new lease on the hold it has, if it has one.
@@ -100,8 +131,19 @@ func (c *Client) reenter(ctx context.Context, e *entry, req driver.Request) (*Le
 	return h.newLease(), nil
 }
 
+// errStaleGrant is the cause of a grant that came too late to be returned.
+var errStaleGrant = errors.New("grant confirmed too late to be safe")
+
 // grant turns a granted request into a hold, registered with the scheduler.
-func (c *Client) grant(e *entry, req driver.Request, g driver.Grant, sent time.Time, renew bool) (*Lease, error) {
+// It refuses (releases, and returns errStaleGrant) a grant whose proven
+// validity, counted from the send time of the request that proved it, leaves
+// less than grantMargin: a process paused while the lock was handed to it,
+// or a slow round trip, must not get a lease that is about to end or has
+// ended, whatever the driver said.
+func (c *Client) grant(ctx context.Context, e *entry, req driver.Request, g driver.Grant, sent time.Time, renew bool) (*Lease, error) {
+	if !g.Since.IsZero() { // the driver knows when the grant was proven
+		sent = g.Since
+	}
 	validity := req.TTL
 	if g.Validity > 0 && g.Validity < validity {
 		validity = g.Validity
@@ -109,6 +151,14 @@ func (c *Client) grant(e *entry, req driver.Request, g driver.Grant, sent time.T
 	h := &hold{
 		c: c, name: req.Name, owner: req.Owner, ttl: req.TTL, kind: req.Kind, renew: renew,
 		token: g.Token, handle: g.Handle, lostCh: g.Lost, acquired: sent,
+	}
+	if left := time.Until(sent.Add(validity)); left < grantMargin(req.TTL) {
+		c.log.Warn("dlock: grant came too late to be safe; released", "backend", c.scheme, "name", req.Name,
+			"token", g.Token, "left", left, "need", grantMargin(req.TTL))
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_, _ = c.drv.Release(rctx, h.held(), 1)
+		return nil, fmt.Errorf("%w (%v left of its validity, %v needed)", errStaleGrant, left.Round(time.Millisecond), grantMargin(req.TTL))
 	}
 	c.mu.Lock()
 	if c.closed {

@@ -1,6 +1,7 @@
 package dlock
 
 import (
+	"context"
 	"log/slog"
 	"time"
 )
@@ -14,7 +15,8 @@ type Option func(*mutexOptions)
 
 type mutexOptions struct {
 	ttl       time.Duration
-	owner     string
+	owner     string // "" unless WithOwner: each Lock is then its own holder
+	ownerSet  bool
 	noRenewal bool
 }
 
@@ -26,11 +28,22 @@ func WithTTL(d time.Duration) Option { return func(o *mutexOptions) { o.ttl = d 
 // TTL, when Done closes and Err wraps ErrLeaseLost.
 func WithoutRenewal() Option { return func(o *mutexOptions) { o.noRenewal = true } }
 
-// WithOwner sets the owner id. An owner that holds a lock and locks it again
-// gets it at once, and the lock is released when every hold is unlocked; with
-// backends that keep hold counts in the store this works across processes
-// that share an owner id. The default is a random 128-bit id per Mutex.
-func WithOwner(id string) Option { return func(o *mutexOptions) { o.owner = id } }
+// WithOwner makes every Lock and TryLock of the Mutex lock as owner id, so
+// that they share one hold: an owner that holds the lock and locks it again
+// gets it at once, and the lock is released when every hold is unlocked.
+// With backends that keep hold counts in the store (Redis, Redlock, mem,
+// Memcached and the SQL table modes) this works across clients and
+// processes that use the same id, like the host and thread columns of a
+// re-entrant MySQL lock table; elsewhere, within one client.
+//
+// Without WithOwner, every Lock and TryLock call is a holder of its own
+// (a fresh random 128-bit owner id), so goroutines sharing a Mutex exclude
+// each other as with sync.Mutex; re-entry then happens only through a ctx
+// that carries a live lease of the same lock (see ContextWithLease and Do).
+// An empty id is refused with ErrInvalidOwner.
+func WithOwner(id string) Option {
+	return func(o *mutexOptions) { o.owner, o.ownerSet = id, true }
+}
 
 // ClientOption configures a Client.
 type ClientOption func(*clientOptions)
@@ -44,16 +57,34 @@ type clientOptions struct {
 // slog.Default().
 func WithLogger(l *slog.Logger) ClientOption { return func(o *clientOptions) { o.logger = l } }
 
-// Hooks are called on lock events, for metrics. Each field may be nil. Hooks
-// must return quickly: they run on the goroutine that saw the event.
+// Event describes one lock event, for hooks.
+type Event struct {
+	Backend string        // the backend's URL scheme
+	Name    string        // the lock name
+	Token   uint64        // the lease's fencing token; 0 when refused
+	Wait    time.Duration // Acquired, Refused: how long the call waited
+	Held    time.Duration // Released, Lost: how long the hold lasted
+	Latency time.Duration // Renewed: the renewal's round trip
+	Err     error         // Refused: why; Renewed: a failed renewal's error; Lost: the cause
+}
+
+// Hooks are called on lock events, for metrics, traces and logs. Each field
+// may be nil. Hooks must return quickly: they run on the goroutine that saw
+// the event. The ctx of Acquired and Refused is the Lock call's, that of
+// Released the Unlock call's; Renewed and Lost get a background context
+// (they come from the client's scheduler).
 type Hooks struct {
-	// Acquired is called when a Lock or TryLock is granted, with the time it
-	// waited.
-	Acquired func(name string, token uint64, waited time.Duration)
-	// Released is called when a lease is unlocked.
-	Released func(name string, token uint64, held time.Duration)
-	// Lost is called when a lease is lost.
-	Lost func(name string, token uint64, err error)
+	// Acquired: a Lock or TryLock was granted a new hold (not a re-entry).
+	Acquired func(ctx context.Context, e Event)
+	// Refused: a TryLock found the lock held, or a Lock's wait ended
+	// without it (contention).
+	Refused func(ctx context.Context, e Event)
+	// Released: a lease was unlocked.
+	Released func(ctx context.Context, e Event)
+	// Renewed: one hold's renewal came back, confirmed or failed (e.Err).
+	Renewed func(ctx context.Context, e Event)
+	// Lost: a lease was lost; e.Err wraps ErrLeaseLost.
+	Lost func(ctx context.Context, e Event)
 }
 
 // WithHooks sets event hooks.

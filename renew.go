@@ -26,6 +26,11 @@ type scheduler struct {
 	at      time.Time // when the timer fires; zero when it is stopped
 	stopped bool
 	ticking sync.Mutex // held while a tick runs: ticks never overlap
+	// renewals in flight: a tick hands each batch to a goroutine, so that no
+	// store call can hold up the next tick and with it a loss at a deadline
+	flights  sync.WaitGroup
+	stopping context.Context // cancelled by stop: in-flight renewals give up
+	halt     context.CancelFunc
 	// session-loss channels from Grant.Lost, each watched by one goroutine
 	watchers map[<-chan struct{}]*watcher
 	pending  []lostHold // found lost during a tick, signalled after it
@@ -38,6 +43,7 @@ type watcher struct {
 
 func newScheduler(c *Client) *scheduler {
 	s := &scheduler{c: c, watchers: map[<-chan struct{}]*watcher{}}
+	s.stopping, s.halt = context.WithCancel(context.Background())
 	s.timer = time.AfterFunc(time.Hour, s.fire)
 	s.timer.Stop()
 	return s
@@ -49,6 +55,12 @@ func renewEvery(ttl time.Duration) time.Duration { return ttl / 3 }
 // margin is how long before its expiry a lease that could not be renewed is
 // declared lost: room for clock drift and scheduling delay.
 func margin(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+// grantMargin is the least validity a grant must have left when Lock would
+// return it: the loss margin, plus a tenth of the TTL (at most a second) for
+// the caller to act and for the first renewal to be confirmed. A grant with
+// less is released instead (see Client.grant).
+func grantMargin(ttl time.Duration) time.Duration { return margin(ttl) + min(ttl/10, time.Second) }
 
 // add schedules h, granted by a request sent at sent and valid for validity.
 func (s *scheduler) add(h *hold, sent time.Time, validity time.Duration) {
@@ -110,7 +122,8 @@ func (s *scheduler) remove(h *hold) {
 	}
 }
 
-// stop stops the timer and waits for a running tick to finish.
+// stop stops the timer, cancels the renewals in flight and waits for them
+// and for a running tick to finish.
 func (s *scheduler) stop() {
 	s.mu.Lock()
 	s.stopped = true
@@ -120,8 +133,10 @@ func (s *scheduler) stop() {
 		delete(s.watchers, ch)
 	}
 	s.mu.Unlock()
+	s.halt()
 	s.ticking.Lock()
 	s.ticking.Unlock() //nolint:staticcheck // waits for a running tick
+	s.flights.Wait()
 }
 
 // fire runs a tick and sets the timer for the next one.
@@ -141,8 +156,11 @@ func (s *scheduler) fire() {
 	s.mu.Unlock()
 }
 
-// tick handles every hold that is due: the lost are signalled, the rest are
-// renewed in one batch.
+// tick handles every hold that is due: those past their deadline are
+// declared lost, the rest are sent for renewal in one batch. The batch runs
+// in a goroutine of its own, and its holds stay in the heap, due at their
+// deadline: if the renewal has not been confirmed by then, the next tick
+// declares them lost while the store call is still under way.
 func (s *scheduler) tick() {
 	now := time.Now()
 	var batch, lost []*hold
@@ -152,7 +170,7 @@ func (s *scheduler) tick() {
 		h := s.h[0]
 		// Renewals due within a tenth of their interval join this batch.
 		window := renewEvery(h.ttl) / 10
-		if !h.renew {
+		if !h.renew || h.renewing {
 			window = 0
 		}
 		if h.next.After(now.Add(window)) {
@@ -166,23 +184,49 @@ func (s *scheduler) tick() {
 		batch = append(batch, h)
 		earliest = minTime(earliest, h.deadline)
 	}
+	for _, h := range batch { // back in the heap, due at the deadline
+		h.renewing = true
+		h.next = h.deadline
+		heap.Push(&s.h, h)
+	}
+	if len(batch) > 0 {
+		s.flights.Add(1)
+	}
 	s.mu.Unlock()
 	for _, h := range lost {
 		s.c.lost(h, expiredErr(h))
 	}
-	if len(batch) == 0 {
-		return
+	if len(batch) > 0 {
+		go s.renew(batch, now, earliest)
 	}
+}
+
+// renew sends one batch of renewals, started at now, and records the
+// results. A renewal confirmed after its hold's deadline counts for nothing:
+// the hold was declared lost at the deadline.
+func (s *scheduler) renew(batch []*hold, now, earliest time.Time) {
+	defer s.flights.Done()
 	helds := make([]driver.Held, len(batch))
 	for i, h := range batch {
 		helds[i] = h.held()
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), earliest)
+	ctx, cancel := context.WithDeadline(s.stopping, earliest)
 	res := s.c.drv.Renew(ctx, helds)
 	cancel()
 	after := time.Now()
+	if hook := s.c.hooks.Renewed; hook != nil {
+		for i, h := range batch {
+			e := Event{Backend: s.c.scheme, Name: h.name, Token: h.token, Latency: after.Sub(now)}
+			if i < len(res) {
+				e.Err = res[i].Err
+			}
+			hook(context.Background(), e)
+		}
+	}
 	s.mu.Lock()
 	for i, h := range batch {
+		h.renewing = false
+		h.renewals++
 		if h.removed { // unlocked, lost or closed while renewing
 			continue
 		}
@@ -193,6 +237,9 @@ func (s *scheduler) tick() {
 			r.Err = errors.New("driver returned too few renewal results")
 		}
 		switch {
+		case !after.Before(h.deadline) && r.Err == nil:
+			// Confirmed too late to count: the next tick declares it lost.
+			continue
 		case r.Err == nil:
 			v := h.ttl
 			if r.Validity > 0 && r.Validity < v {
@@ -209,8 +256,11 @@ func (s *scheduler) tick() {
 			h.next = minTime(after.Add(max(renewEvery(h.ttl)/10, time.Millisecond)), h.deadline)
 			s.c.log.Debug("dlock: renewal failed; retrying", "backend", s.c.scheme, "name", h.name, "err", r.Err)
 		}
-		heap.Push(&s.h, h)
+		if h.idx >= 0 {
+			heap.Fix(&s.h, h.idx)
+		}
 	}
+	s.arm()
 	s.mu.Unlock()
 	s.flushLost()
 }

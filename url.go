@@ -63,7 +63,8 @@ func Open(ctx context.Context, rawURL string, opts ...ClientOption) (*Client, er
 	o := registry.openers[u.Scheme]
 	registry.mu.RUnlock()
 	if o == nil {
-		return nil, fmt.Errorf("dlock: open %s: %w %q (forgotten import?)", u.Redacted(), ErrUnknownScheme, u.Scheme)
+		return nil, fmt.Errorf("dlock: open %s: %w %q (forgotten import?); registered: %s",
+			u.Redacted(), ErrUnknownScheme, u.Scheme, strings.Join(Schemes(), ", "))
 	}
 	d, err := o.OpenDriver(ctx, u)
 	if err != nil {

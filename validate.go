@@ -15,7 +15,7 @@ const (
 )
 
 // NewOwnerID returns a fresh random owner id: 128 bits from crypto/rand, in
-// hex. Mutexes made without WithOwner use one each.
+// hex. Every Lock of a Mutex made without WithOwner uses a new one.
 func NewOwnerID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
@@ -40,7 +40,7 @@ func (c *Client) validate(name string, o mutexOptions) error {
 	if err := c.validateName(name); err != nil {
 		return err
 	}
-	if len(o.owner) > maxOwnerLen || !utf8.ValidString(o.owner) || strings.ContainsRune(o.owner, 0) {
+	if o.ownerSet && o.owner == "" || len(o.owner) > maxOwnerLen || !utf8.ValidString(o.owner) || strings.ContainsRune(o.owner, 0) {
 		return fmt.Errorf("%w: want 1 to %d bytes of UTF-8 without NUL", ErrInvalidOwner, maxOwnerLen)
 	}
 	return c.validateTTL(o.ttl)

@@ -34,9 +34,6 @@ func (c *Client) obtain(ctx context.Context, e *entry, req driver.Request, try b
 			g, err := c.drv.Acquire(ctx, req)
 			switch {
 			case err == nil && g.Acquired: // kept even if ctx just ended: it is held
-				if !g.Since.IsZero() {
-					sent = g.Since
-				}
 				return g, sent, nil
 			case err == nil:
 				err = ErrNotAcquired
@@ -94,10 +91,21 @@ func (c *Client) wait(ctx context.Context, req driver.Request, retry time.Durati
 	var lastErr error
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	// Without notifications nothing can have changed for us since obtain's
+	// attempt but the holder's expiry: wait first (no longer than the
+	// holder's remaining TTL it reported). With them, try again at once,
+	// since a release before the subscription was in place sent no message.
+	skip := wake == nil
 	for {
+		var g driver.Grant
+		var err error
 		sent := time.Now()
-		g, err := c.drv.Acquire(ctx, req)
+		if !skip {
+			g, err = c.drv.Acquire(ctx, req)
+		}
 		switch {
+		case skip:
+			skip = false
 		case err != nil: // the store may come back before ctx ends: keep trying
 			if ctx.Err() != nil {
 				return g, sent, c.waitErr(ctx, err)

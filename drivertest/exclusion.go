@@ -84,7 +84,7 @@ func (s *suite) testTokensIncrease(t *testing.T) {
 		last = l.Token()
 		unlock(t, l)
 	}
-	m := clients[0].Mutex(name)
+	m := clients[0].Mutex(name, dlock.WithOwner(dlock.NewOwnerID()))
 	l1 := mustLock(t, m)
 	l2 := mustLock(t, m)
 	if l1.Token() != l2.Token() || l1.Token() <= last {

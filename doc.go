@@ -1,0 +1,66 @@
+// Package dlock is distributed locking for Go over the stores teams already
+// run — Redis (single, Sentinel, Cluster), Redlock, etcd, ZooKeeper,
+// PostgreSQL, MySQL/MariaDB, Memcached, and an in-process store for tests —
+// behind one API:
+//
+//	c, err := dlock.Open(ctx, "redis://127.0.0.1:6379") // import _ "github.com/dlock/dlock/redislock"
+//	defer c.Close()
+//	m := c.Mutex("orders/sku-42")
+//	err = dlock.Do(ctx, m, func(ctx context.Context, l *dlock.Lease) error {
+//		return sell(ctx, l.Token()) // ctx ends if the lease is lost
+//	}, dlock.MaxWait(5*time.Second))
+//
+// The package itself imports only the standard library: each backend lives in
+// a package of its own (memlock, redislock, redlock, etcdlock, zklock,
+// pglock, mysqllock, memcachedlock) that registers its URL scheme when
+// imported, as database/sql drivers do, and implements the small interface
+// of package driver. Package drivertest is the conformance suite every
+// backend passes against a real server.
+//
+// # Guarantees
+//
+// On every backend, within what its package doc says of its store:
+//
+//   - Mutual exclusion: Lock and TryLock return a lease only while the lock is
+//     held for it. A grant that comes too late to be safe (a process paused
+//     while the lock was handed to it) is released, never returned.
+//   - Every Lock is a holder of its own, so goroutines sharing a Mutex exclude
+//     each other as with sync.Mutex. Re-entry only when asked: through a ctx
+//     carrying a live lease of the lock (Do's, ContextWithLease), or by a
+//     shared owner id (WithOwner).
+//   - No deadlock: a lease expires at its TTL (or when the store's session
+//     or connection ends) if its holder dies. A watchdog renews live leases
+//     every TTL/3, in one batch per client.
+//   - Loss is signalled before expiry: a lease that cannot be confirmed is
+//     declared lost (Lease.Done closes, Lease.Err wraps ErrLeaseLost, Do's
+//     ctx is cancelled) a margin before the store could give the lock to
+//     someone else, whatever a store call in flight is doing.
+//   - Only the owner can unlock; Unlock never releases a later holder's lock.
+//   - Fencing tokens (Lease.Token) strictly increase with each new holder,
+//     so the protected resource can refuse a stale holder's writes. How far
+//     they survive store failures differs by backend (etcd, ZooKeeper and
+//     the SQL backends persist them; Redis and Memcached may not).
+//
+// What no lock can do: a holder paused longer than its TTL (a long GC, a
+// frozen VM) runs on after another process got the lock, until it next
+// looks at Done or Err. Fencing tokens are the defence; docs/reliability.md
+// shows what the fault suite observed on each backend.
+//
+// # URLs
+//
+// Open picks the backend by the URL's scheme: mem://, redis://, rediss://,
+// redis+sentinel://, redis+cluster://, redlock://, etcd://, etcds://,
+// zk://, postgres://, mysql://, memcached://. A host part may list several
+// hosts separated by commas. Each backend's package doc lists its
+// parameters. Passwords in URLs never appear in errors or logs.
+//
+// # Errors
+//
+// Errors of lock operations are *Error values (operation, backend and lock
+// name) that wrap one of the sentinel errors, for errors.Is: ErrNotAcquired
+// (held by another owner, also when a wait ended with its ctx: the error
+// then matches ctx's error too), ErrLeaseLost, ErrNotHeld, ErrClosed,
+// ErrInvalidName, ErrInvalidTTL, ErrInvalidOwner, ErrInvalidURL,
+// ErrInvalidConfig, ErrUnsupported, ErrUnknownScheme and ErrNilContext.
+// The store's own error, where there is one, stays reachable with errors.As.
+package dlock
