@@ -33,17 +33,21 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	var long atomic.Bool
-	usr := make(chan os.Signal, 1)
-	signal.Notify(usr, sigLong)
-	defer signal.Stop(usr)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, sigLong, sigRelease)
+	defer signal.Stop(sigs)
+	release := make(chan struct{}, 1)
 	go func() {
-		for range usr {
-			long.Store(true)
+		for sig := range sigs {
+			long.Store(sig == sigLong) // a release also cancels a pending request
+			if sig == sigRelease {
+				select {
+				case release <- struct{}{}:
+				default:
+				}
+			}
 		}
 	}()
-	release := make(chan os.Signal, 1)
-	signal.Notify(release, sigRelease)
-	defer signal.Stop(release)
 
 	w := &worker{cfg: cfg, http: &http.Client{Timeout: 10 * time.Second}, release: release}
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -76,7 +80,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 type worker struct {
 	cfg     WorkerConfig
 	http    *http.Client
-	release chan os.Signal // SIGUSR2: end a long hold
+	release chan struct{} // SIGUSR2: end a long hold
 }
 
 // hold runs one hold: grant, writes, belief end, Unlock.
