@@ -163,3 +163,29 @@ func (c *Checker) Waiters(minAge time.Duration) []int {
 	}
 	return ws
 }
+
+// LongHolders returns the workers in a long hold (announced, not ended).
+func (c *Checker) LongHolders() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	long := map[holdID]bool{}
+	for _, e := range c.events {
+		switch e.Kind {
+		case kindLong:
+			long[e.id()] = true
+		case kindEnd:
+			delete(long, e.id())
+		case kindKill:
+			for id := range long {
+				if id.worker == e.Worker {
+					delete(long, id)
+				}
+			}
+		}
+	}
+	var ws []int
+	for id := range long {
+		ws = append(ws, id.worker)
+	}
+	return ws
+}

@@ -32,7 +32,14 @@ func startWorker(bin string, cfg WorkerConfig) (*proc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("faults: start worker %d: %w", cfg.ID, err)
 	}
-	go func() { _ = cmd.Wait(); close(p.exit) }()
+	go func() {
+		if err := cmd.Wait(); err != nil {
+			p.mu.Lock()
+			fmt.Fprintf(p.out, "exit: %v", err)
+			p.mu.Unlock()
+		}
+		close(p.exit)
+	}()
 	return p, nil
 }
 

@@ -53,6 +53,14 @@ func (p *Proxy) accept() {
 			continue
 		}
 		p.mu.Lock()
+		select {
+		case <-p.closed: // Close has already closed the others
+			p.mu.Unlock()
+			_ = c.Close()
+			_ = u.Close()
+			return
+		default:
+		}
 		p.conns[c] = u
 		p.mu.Unlock()
 		p.wg.Add(2)
@@ -131,11 +139,15 @@ func (p *Proxy) UpstreamPorts() []int {
 }
 
 // Close stops listening, closes every connection and waits for its
-// goroutines.
+// goroutines. It may be called more than once.
 func (p *Proxy) Close() error {
 	err := p.ln.Close()
-	close(p.closed)
 	p.mu.Lock()
+	select {
+	case <-p.closed:
+	default:
+		close(p.closed)
+	}
 	for c, u := range p.conns {
 		_ = c.Close()
 		_ = u.Close()

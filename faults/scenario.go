@@ -192,12 +192,13 @@ func (r *run) longHolder(ctx context.Context) (*proc, error) {
 }
 
 // releaseLong ends every long hold (a holder that was never told of a loss
-// ends its belief here).
+// ends its belief here). Only workers in one are signalled: a worker still
+// starting has no handler yet, and the signal would kill it.
 func (r *run) releaseLong() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, p := range r.procs {
-		p.signal(sigRelease)
+	for _, w := range r.chk.LongHolders() {
+		if p := r.proc(w); p != nil {
+			p.signal(sigRelease)
+		}
 	}
 }
 

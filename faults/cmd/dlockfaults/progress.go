@@ -52,6 +52,9 @@ func (p *progress) result(r faults.Result) {
 		fmt.Fprint(p.w, "\r\033[K")
 	}
 	fmt.Fprintf(p.w, "%s %s × %s: %s\n", p.prefix(), r.Backend, r.Fault, faults.Verdict(r))
+	if r.Output != "" && r.Output != "[]" {
+		fmt.Fprintf(p.w, "    workers said: %s\n", r.Output)
+	}
 }
 
 // done ends the status line.
