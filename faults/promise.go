@@ -9,9 +9,9 @@ import (
 // backend under a fault: which verdicts are judged, and their bounds.
 type Promise struct {
 	// Exclusive: belief intervals never overlap, except a holder's that the
-	// fault itself excuses (paused past its TTL; its connection killed in
-	// a SQL row/session mode, which the package docs call a window covered
-	// by fencing).
+	// fault itself excuses (paused past its TTL; its connection killed, or
+	// the server, in a SQL row/session mode, which the package docs call a
+	// window covered by fencing).
 	Exclusive bool
 	// Fenced: an excused overlap must be ordered by tokens, so the fenced
 	// view rejects the stale holder's writes (backends whose tokens the

@@ -89,7 +89,7 @@ func Run(ctx context.Context, cfg Config, b *Backend, f *Fault, st *Store) (res 
 	}
 	r.stop()
 	res.History = chk.Events()
-	res.judge(res.History, cfg.TTL, f == KillConn && (b.SQLMode == "row" || b.SQLMode == "session"))
+	res.judge(res.History, cfg.TTL, (f == KillConn || f == RestartServer) && (b.SQLMode == "row" || b.SQLMode == "session"))
 	if len(res.Fails) > 0 {
 		res.Output = r.outputs()
 	}

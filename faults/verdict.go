@@ -55,7 +55,9 @@ type window struct {
 
 // judge computes the figures from the history and the verdicts against the
 // promise.
-func (r *Result) judge(evs []Event, ttl time.Duration, connKillExcuses bool) {
+// connDeath: a holder whose connection dies (killed, or the server killed)
+// is excused, as SQL row/session modes' docs say fencing covers that window.
+func (r *Result) judge(evs []Event, ttl time.Duration, connDeath bool) {
 	var last int64
 	holds := map[holdID]*holdRec{}
 	open := map[int]*holdRec{} // by worker
@@ -99,6 +101,7 @@ func (r *Result) judge(evs []Event, ttl time.Duration, connKillExcuses bool) {
 			}
 		case kindSrvKill:
 			srvEvents = append(srvEvents, e.T)
+			targets = append(targets, window{-1, e.T, e.T})
 			if r.Fault == KillLeader.Name {
 				deaths = append(deaths, e.T)
 			}
@@ -118,9 +121,9 @@ func (r *Result) judge(evs []Event, ttl time.Duration, connKillExcuses bool) {
 				h.excused = true
 			}
 		}
-		if connKillExcuses {
+		if connDeath {
 			for _, w := range targets {
-				if w.worker == h.id.worker && w.from >= h.start && w.from <= h.end {
+				if (w.worker == h.id.worker || w.worker == -1) && w.from >= h.start && w.from <= h.end {
 					h.excused = true
 				}
 			}

@@ -19,7 +19,7 @@ This file is written by the fault suite (package [faults](../faults), command
 `+"`faults/cmd/dlockfaults`"+`): re-run it with
 
 `+"```sh"+`
-make faults                                        # the full suite, rewrites this file (about 15 minutes)
+make faults                                        # the full suite, rewrites this file (about 20 minutes)
 go run ./faults/cmd/dlockfaults -backends redis,zk -faults pause-waiter   # a part of it, printed only
 go test -race -count=1 ./faults/                   # the bounded subset CI runs (every backend × pause-waiter, blackhole-holder)
 `+"```"+`
@@ -32,8 +32,9 @@ loops: `+"`Lock`"+`; belief starts when `+"`Lock`"+` returns; a write carrying i
 it holds %v; belief ends when it decides to `+"`Unlock`"+` or when `+"`Done()`"+` closes, whichever comes
 first. The checker is an HTTP endpoint on loopback in the controller, not the lock's store; its
 fenced view rejects a write whose token is at or below the highest token seen from a different
-hold. Every worker reaches the store through its own loopback TCP proxy, which can drop traffic
-without closing connections. Servers are real (internal/testserver: loopback, temp dirs). Each
+hold. Every worker reaches the store through its own loopback TCP proxy, which can cut it off as
+a partition would: nothing is forwarded, not even a close, and connections stay open; on healing,
+what was held back is delivered, as TCP's retransmissions would. Servers are real (internal/testserver: loopback, temp dirs). Each
 fault is injected %d times per backend.
 
 Faults: **pause-waiter** (SIGSTOP a worker waiting in Lock for TTL + 1 s), **blackhole-holder**
@@ -48,16 +49,17 @@ pause or a blackhole the target holder is asked (SIGUSR1) to hold until its leas
 every 50 ms, as a long job would.
 
 Verdicts: **overlaps** of belief intervals must be 0, except a holder's paused past its TTL (and, in
-SQL row/session modes, a holder whose connection was killed, a window the package docs say fencing
-covers): those are *excused*, and on backends whose tokens the README calls safe they must be
+SQL row/session modes, a holder whose connection was killed or whose server was restarted, a window
+the package docs say fencing covers): those are *excused*, and on backends whose tokens the README calls safe they must be
 ordered by token (*unfenced* = 0), so the fenced view rejects the stale holder's writes. **Loss
 margin**: a holder whose lease was lost must see `+"`Done()`"+` before the next holder's grant (late = 0).
-**Recovery**: the next grant after a holder's kill within TTL + 1 s; after a leader's kill within
+**Recovery**: the next grant after a holder's kill or cut-off (dead, to the store) within TTL + 1 s; after a leader's kill within
 the store's election time + 2 s (etcd 1 s, ZooKeeper 2 s). **Progress**: a grant within TTL + 2 s of
 the fault's end. **Token regressions**: 0 where tokens survive the fault (not after Redis or Memcached
 restart empty, or a Redlock majority restarted empty; there, exclusion is not promised either). **Dead
 grants**: no lease lost within 20 ms of its grant without a fault to explain it. Times are wall
-clock on one machine; figures are over all injections.
+clock on one machine; figures are over all injections; *overlaps* counts overlapping pairs of holds.
+The machine running the suite may be shared: a loaded machine stretches every time in the table.
 
 ## Results
 
