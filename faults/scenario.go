@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -70,11 +71,16 @@ func Run(ctx context.Context, cfg Config, b *Backend, f *Fault, st *Store) (res 
 		res.Error = "no hold completed within 20s: " + r.outputs()
 		return res
 	}
+	stuck := "" // a liveness failure found while injecting
 	for round := range cfg.Rounds {
 		cfg.logf("%s × %s: injection %d/%d", b.Name, f.Name, round+1, cfg.Rounds)
 		chk.Record(-1, kindInject, "")
 		if err := f.Inject(ctx, r); err != nil {
-			res.Error = fmt.Sprintf("injection %d: %v", round+1, err)
+			if errors.Is(err, errNoHolder) && ctx.Err() == nil {
+				stuck = fmt.Sprintf("before injection %d: %v", round+1, err)
+			} else {
+				res.Error = fmt.Sprintf("injection %d: %v", round+1, err)
+			}
 			break
 		}
 		chk.Record(-1, kindFaultEnd, "")
@@ -89,10 +95,15 @@ func Run(ctx context.Context, cfg Config, b *Backend, f *Fault, st *Store) (res 
 	}
 	r.stop()
 	res.History = chk.Events()
+	defer func() {
+		if stuck != "" {
+			res.Fails = append(res.Fails, stuck)
+		}
+		if len(res.Fails) > 0 {
+			res.Output = r.outputs()
+		}
+	}()
 	res.judge(res.History, cfg.TTL, (f == KillConn || f == RestartServer) && (b.SQLMode == "row" || b.SQLMode == "session"))
-	if len(res.Fails) > 0 {
-		res.Output = r.outputs()
-	}
 	return res
 }
 
@@ -172,7 +183,8 @@ func (r *run) outputs() string {
 // longHolder makes the current holder's hold last until loss and returns
 // it, once it has said so.
 func (r *run) longHolder(ctx context.Context) (*proc, error) {
-	for try := 0; try < 20; try++ {
+	deadline := time.Now().Add(holderWait)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
 		w, ok := r.chk.Holder()
 		p := r.proc(w)
 		if !ok || p == nil {
@@ -188,8 +200,15 @@ func (r *run) longHolder(ctx context.Context) (*proc, error) {
 			return p, nil
 		}
 	}
-	return nil, fmt.Errorf("faults: no worker would hold the lock long")
+	return nil, fmt.Errorf("%w within %v", errNoHolder, holderWait)
 }
+
+// holderWait is how long an injection waits for a holder: the lock not
+// being granted for that long is itself a failure.
+const holderWait = 15 * time.Second
+
+// errNoHolder: no worker held the lock when a fault was to be injected.
+var errNoHolder = errors.New("faults: no worker held the lock")
 
 // releaseLong ends every long hold (a holder that was never told of a loss
 // ends its belief here). Only workers in one are signalled: a worker still
