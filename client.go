@@ -31,6 +31,10 @@ type Client struct {
 	closed  bool
 	entries map[holdKey]*entry    // per (name, owner): re-entry and its hold
 	queues  map[string]*waitQueue // per name: local waiters in arrival order
+	// per (name, owner): closed when the store release of the owner's
+	// detached hold is done. A Lock by that owner waits for it, or the store
+	// would grant it as a re-entry of the hold the release then deletes.
+	freeing map[holdKey]chan struct{}
 }
 
 type holdKey struct{ name, owner string }
@@ -57,10 +61,10 @@ func New(d driver.Driver, scheme string, opts ...ClientOption) *Client {
 	}
 	c := &Client{
 		drv: d, scheme: scheme, caps: caps, log: o.logger, hooks: o.hooks,
-		entries: map[holdKey]*entry{}, queues: map[string]*waitQueue{},
+		entries: map[holdKey]*entry{}, queues: map[string]*waitQueue{}, freeing: map[holdKey]chan struct{}{},
 	}
 	c.closing, c.cancel = context.WithCancel(context.Background())
-	c.sched = newScheduler(c)
+	c.sched = newScheduler(d, c.lost, c.renewed)
 	return c
 }
 
@@ -166,6 +170,7 @@ func (c *Client) Close() error {
 			continue
 		}
 		_, err := c.drv.Release(ctx, h.held(), h.storeHolds())
+		c.freed(h)
 		if err != nil && !errors.Is(err, ErrLeaseLost) {
 			errs = append(errs, c.wrap("close", h.name, err))
 		}
@@ -217,7 +222,7 @@ func (c *Client) enter(ctx context.Context, k holdKey, try bool) (*entry, error)
 			return e, nil
 		case <-ctx.Done():
 			c.unref(k, e)
-			return nil, context.Cause(ctx)
+			return nil, ctx.Err() // as waitErr: the error matches ctx's
 		case <-c.closing.Done():
 			c.unref(k, e)
 			return nil, ErrClosed
@@ -254,37 +259,119 @@ func (c *Client) detach(h *hold) bool {
 		c.mu.Unlock()
 		return false
 	}
+	c.detachLocked(h)
+	c.mu.Unlock()
+	c.sched.remove(h)
+	return true
+}
+
+// detachLocked removes h from the client. c.mu must be held. The caller
+// then releases h in the store and calls freed.
+func (c *Client) detachLocked(h *hold) {
 	h.detached = true
 	k := holdKey{h.name, h.owner}
+	h.freeing = make(chan struct{})
+	c.freeing[k] = h.freeing
 	if e := c.entries[k]; e != nil && e.hold == h {
 		e.hold = nil
 		if e.refs == 0 {
 			delete(c.entries, k)
 		}
 	}
+}
+
+// freed reports that the store release of the detached hold h is done.
+func (c *Client) freed(h *hold) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := holdKey{h.name, h.owner}
+	if c.freeing[k] == h.freeing {
+		delete(c.freeing, k)
+	}
+	close(h.freeing)
+}
+
+// awaitFreed waits until the store release of the owner's last detached
+// hold of the name, if one is under way, is done.
+func (c *Client) awaitFreed(ctx context.Context, k holdKey) error {
+	c.mu.Lock()
+	ch := c.freeing[k]
 	c.mu.Unlock()
-	c.sched.remove(h)
-	return true
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.closing.Done():
+		return ErrClosed
+	}
+}
+
+// renewed reports one hold's renewal result, from the scheduler.
+func (c *Client) renewed(h *hold, latency time.Duration, err error) {
+	if err != nil && !errors.Is(err, ErrLeaseLost) {
+		c.log.Debug("dlock: renewal failed; retrying", "backend", c.scheme, "name", h.name, "err", err)
+	}
+	if c.hooks.Renewed != nil {
+		c.hooks.Renewed(context.Background(), Event{Backend: c.scheme, Name: h.name, Token: h.token, Latency: latency, Err: err})
+	}
 }
 
 // lost ends h with err (wrapping ErrLeaseLost), from the scheduler or a
-// session watcher.
+// session watcher. It detaches h, marks its leases ended and records err on
+// h in one step under c.mu, so an Unlock or Err racing it (in either order)
+// reports the loss; then it runs the Lost hook and closes the leases' Done.
 func (c *Client) lost(h *hold, err error) {
-	if !c.detach(h) {
+	err = c.wrap("lease", h.name, err)
+	c.mu.Lock()
+	if h.detached {
+		c.mu.Unlock()
 		return
 	}
-	err = c.wrap("lease", h.name, err)
+	h.lostErr.Store(&err)
+	n := 1
+	if c.caps.Reentrant {
+		n = max(len(h.leases), 1)
+	}
+	ls := h.leases
+	h.leases = nil
+	for _, l := range ls {
+		l.ended = true
+	}
+	c.detachLocked(h)
+	c.mu.Unlock()
+	c.sched.remove(h)
 	c.log.Warn("dlock: lease lost", "backend", c.scheme, "name", h.name, "token", h.token, "err", err)
 	if c.hooks.Lost != nil {
 		c.hooks.Lost(context.Background(), Event{Backend: c.scheme, Name: h.name, Token: h.token, Held: time.Since(h.acquired), Err: err})
 	}
-	n := h.storeHolds()
-	h.end(err)
-	c.cleanup.Add(1)
-	go func() { // let the driver free the hold's state; the store refuses it if it changed hands
-		defer c.cleanup.Done()
+	for _, l := range ls {
+		l.cancel(err)
+	}
+	// Close waits for the releases below once it has set closed: count this
+	// one before then, or release it on this goroutine (as when the hook
+	// above closed the client).
+	c.mu.Lock()
+	async := !c.closed
+	if async {
+		c.cleanup.Add(1)
+	}
+	c.mu.Unlock()
+	release := func() { // let the driver free the hold's state; the store refuses it if it changed hands
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_, _ = c.drv.Release(ctx, h.held(), n)
+		c.freed(h)
+	}
+	if !async {
+		release()
+		return
+	}
+	go func() {
+		defer c.cleanup.Done()
+		release()
 	}()
 }

@@ -2,41 +2,117 @@ package dlock
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlock/dlock/driver"
 )
 
-// fakeDriver is an in-package driver whose every call a test can script, as
-// database/sql's fakedb is: it tests the portable layer's own logic (waiting,
-// the grant guard, renewal and loss) apart from any store.
+// fakeDriver is an in-package driver, as database/sql's fakedb is: a small
+// in-memory lock store whose calls a test can count, cut off or replace, to
+// test the portable layer's own logic (waiting, the grant guard, renewal and
+// loss) apart from any real store.
 type fakeDriver struct {
-	caps    driver.Caps
+	caps driver.Caps
+	// acquire and renew, when set, replace the store's own.
 	acquire func(ctx context.Context, req driver.Request) (driver.Grant, error)
 	renew   func(ctx context.Context, batch []driver.Held) []driver.RenewResult
 
+	cut              atomic.Bool // every call fails, as with cut connections
+	acquires, renews atomic.Int64
+
 	mu       sync.Mutex
+	locks    map[string]fakeLock
+	tokens   map[string]uint64
+	subs     map[string]map[chan struct{}]struct{}
 	released []driver.Held
+}
+
+type fakeLock struct {
+	owner   string
+	token   uint64
+	expires time.Time
+}
+
+var errFakeCut = errors.New("fake: connections cut")
+
+func newFake() *fakeDriver {
+	return &fakeDriver{caps: fakeCaps(), locks: map[string]fakeLock{}, tokens: map[string]uint64{},
+		subs: map[string]map[chan struct{}]struct{}{}}
+}
+
+func fakeCaps() driver.Caps {
+	return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Millisecond}
 }
 
 func (d *fakeDriver) Caps() driver.Caps { return d.caps }
 
 func (d *fakeDriver) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	return d.acquire(ctx, req)
+	d.acquires.Add(1)
+	if d.acquire != nil {
+		return d.acquire(ctx, req)
+	}
+	if d.cut.Load() {
+		return driver.Grant{}, errFakeCut
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	if l, ok := d.locks[req.Name]; ok && now.Before(l.expires) {
+		if l.owner != req.Owner {
+			return driver.Grant{Retry: l.expires.Sub(now)}, nil
+		}
+		return driver.Grant{Acquired: true, Token: l.token, Holds: 1}, nil
+	}
+	d.tokens[req.Name]++
+	tok := d.tokens[req.Name]
+	d.locks[req.Name] = fakeLock{owner: req.Owner, token: tok, expires: now.Add(req.TTL)}
+	return driver.Grant{Acquired: true, Token: tok, Holds: 1}, nil
 }
 
 func (d *fakeDriver) Renew(ctx context.Context, batch []driver.Held) []driver.RenewResult {
+	d.renews.Add(1)
 	if d.renew != nil {
 		return d.renew(ctx, batch)
 	}
-	return make([]driver.RenewResult, len(batch))
+	res := make([]driver.RenewResult, len(batch))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	for i, h := range batch {
+		l, ok := d.locks[h.Name]
+		switch {
+		case d.cut.Load():
+			res[i].Err = errFakeCut
+		case !ok || l.token != h.Token || !now.Before(l.expires):
+			res[i].Err = driver.ErrLeaseLost
+		default:
+			l.expires = now.Add(h.TTL)
+			d.locks[h.Name] = l
+		}
+	}
+	return res
 }
 
 func (d *fakeDriver) Release(_ context.Context, h driver.Held, _ int) (int, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.released = append(d.released, h)
+	if d.cut.Load() {
+		return 0, errFakeCut
+	}
+	if l, ok := d.locks[h.Name]; !ok || l.token != h.Token {
+		return 0, driver.ErrLeaseLost
+	}
+	delete(d.locks, h.Name)
+	for ch := range d.subs[h.Name] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 	return 0, nil
 }
 
@@ -46,10 +122,32 @@ func (d *fakeDriver) releases() []driver.Held {
 	return append([]driver.Held(nil), d.released...)
 }
 
+// Subscribe implements driver.Notifier.
+func (d *fakeDriver) Subscribe(_ context.Context, name string) (driver.Subscription, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ch := make(chan struct{}, 1)
+	if d.subs[name] == nil {
+		d.subs[name] = map[chan struct{}]struct{}{}
+	}
+	d.subs[name][ch] = struct{}{}
+	return &fakeSub{d: d, name: name, ch: ch}, nil
+}
+
+type fakeSub struct {
+	d    *fakeDriver
+	name string
+	ch   chan struct{}
+}
+
+func (s *fakeSub) C() <-chan struct{} { return s.ch }
+func (s *fakeSub) Close() error {
+	s.d.mu.Lock()
+	defer s.d.mu.Unlock()
+	delete(s.d.subs[s.name], s.ch)
+	return nil
+}
+
 func (d *fakeDriver) Inspect(context.Context, string) (driver.Info, error) { return driver.Info{}, nil }
 func (d *fakeDriver) Close() error                                         { return nil }
 func (d *fakeDriver) As(any) bool                                          { return false }
-
-func fakeCaps() driver.Caps {
-	return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Millisecond}
-}

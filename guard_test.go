@@ -22,7 +22,7 @@ func TestStaleGrantIsNotReturned(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				var mu sync.Mutex
 				calls := 0
-				d := &fakeDriver{caps: fakeCaps()}
+				d := newFake()
 				d.caps.Blocking = blocking
 				d.acquire = func(ctx context.Context, req driver.Request) (driver.Grant, error) {
 					mu.Lock()
@@ -74,7 +74,7 @@ func TestStaleGrantIsNotReturned(t *testing.T) {
 func TestLossNotDelayedByStuckRenewal(t *testing.T) {
 	const ttl = time.Second
 	unstick := make(chan struct{})
-	d := &fakeDriver{caps: fakeCaps()}
+	d := newFake()
 	d.acquire = func(context.Context, driver.Request) (driver.Grant, error) {
 		return driver.Grant{Acquired: true, Token: 1}, nil
 	}
@@ -122,7 +122,7 @@ func TestLossNotDelayedByStuckRenewal(t *testing.T) {
 // lease reads as lost even if the scheduler has not run yet (as after a
 // pause of the whole process).
 func TestErrConsultsDeadline(t *testing.T) {
-	d := &fakeDriver{caps: fakeCaps()}
+	d := newFake()
 	d.acquire = func(context.Context, driver.Request) (driver.Grant, error) {
 		return driver.Grant{Acquired: true, Token: 1}, nil
 	}
@@ -152,5 +152,65 @@ func TestErrConsultsDeadline(t *testing.T) {
 				t.Errorf("Err = %v after Done; want ErrLeaseLost", l.Err())
 			}
 		}
+	}
+}
+
+// A re-entry that the store grants under another token finds a later hold
+// of the owner, not ours: ours is lost, and the re-entry becomes a new hold
+// instead of sharing a dead lease's token.
+func TestReentryOnAnotherTokenIsNotOurs(t *testing.T) {
+	d := newFake()
+	d.caps.Reentrant = true
+	calls := 0
+	d.acquire = func(context.Context, driver.Request) (driver.Grant, error) {
+		calls++
+		if calls == 1 {
+			return driver.Grant{Acquired: true, Token: 1, Holds: 1}, nil
+		}
+		return driver.Grant{Acquired: true, Token: 2, Holds: calls - 1}, nil
+	}
+	c := New(d, "fake")
+	defer c.Close()
+	m := c.Mutex("reenter", WithOwner("o"))
+	l1, err := m.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, err := m.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(l1.Err(), ErrLeaseLost) {
+		t.Errorf("first lease Err = %v; want ErrLeaseLost (the store's hold is a later one)", l1.Err())
+	}
+	if l2.Token() != 2 || l2.Err() != nil {
+		t.Errorf("re-entry lease token %d, Err %v; want a live lease with the store's token 2", l2.Token(), l2.Err())
+	}
+	var sawRelease bool
+	for _, h := range d.releases() {
+		sawRelease = sawRelease || h.Token == 2
+	}
+	if !sawRelease {
+		t.Errorf("the count the re-entry added to token 2 was not released: %+v", d.releases())
+	}
+}
+
+// A Grant.Since in the future (a driver's bug) does not stretch the lease:
+// it counts from no later than when the grant came back.
+func TestFutureSinceIsClamped(t *testing.T) {
+	const ttl = time.Second
+	d := newFake()
+	d.acquire = func(context.Context, driver.Request) (driver.Grant, error) {
+		return driver.Grant{Acquired: true, Token: 1, Since: time.Now().Add(time.Hour)}, nil
+	}
+	c := New(d, "fake")
+	defer c.Close()
+	before := time.Now()
+	l, err := c.Mutex("future", WithTTL(ttl), WithoutRenewal()).Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left, most := l.TimeLeft(), ttl-time.Since(before)+time.Millisecond; left > most {
+		t.Fatalf("TimeLeft = %v with a Since an hour ahead; want at most %v", left, most)
 	}
 }

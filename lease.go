@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlock/dlock/driver"
@@ -35,18 +36,24 @@ type hold struct {
 	lostCh   <-chan struct{}
 	acquired time.Time
 
+	lostErr atomic.Pointer[error] // why the hold was lost, if it was
+
 	// guarded by c.mu
 	detached bool
+	freeing  chan struct{} // set when detached; closed when released in the store
 	leases   []*Lease
 
 	// guarded by the scheduler's mutex
-	expiry   time.Time // the store keeps the hold at least until then
-	deadline time.Time // loss is signalled then, a margin before expiry
-	next     time.Time // when the scheduler next looks at the hold
-	idx      int       // index in the scheduler's heap, -1 when not in it
-	removed  bool      // unscheduled for good
-	renewing bool      // a renewal of it is in flight
-	renewals uint64    // renewal results recorded, for Extend
+	expiry       time.Time // the store keeps the hold at least until then
+	deadline     time.Time // loss is signalled then, a margin before expiry
+	next         time.Time // when the scheduler next looks at the hold
+	idx          int       // index in the scheduler's heap, -1 when not in it
+	removed      bool      // unscheduled for good
+	renewing     bool      // a renewal of it is in flight
+	renewals     uint64    // renewal results recorded, for Extend
+	extending    int       // Extend calls in flight
+	extends      uint64    // Extend calls that may have reached the store, for renewals and Extend
+	batchExtends uint64    // extends when the renewal in flight was sent
 }
 
 func (h *hold) held() driver.Held {
@@ -120,10 +127,11 @@ func ContextWithLease(ctx context.Context, l *Lease) context.Context {
 }
 
 // leaseIn returns the innermost live lease of c's lock name that ctx
-// carries, or nil.
+// carries, or nil. A lease past its deadline is not live: it is ended as
+// lost here, as Err would.
 func leaseIn(ctx context.Context, c *Client, name string) *Lease {
 	for x, _ := ctx.Value(leaseKey{}).(*ctxLeases); x != nil; x = x.next {
-		if x.l.h.c == c && x.l.h.name == name && x.l.ctx.Err() == nil {
+		if x.l.h.c == c && x.l.h.name == name && x.l.ctx.Err() == nil && x.l.h.checkDeadline() == nil {
 			return x.l
 		}
 	}
@@ -167,10 +175,18 @@ func (l *Lease) Err() error {
 	select {
 	case <-l.ctx.Done():
 	default:
-		return nil
+		return l.h.lostCause() // lost, its Done about to close
 	}
 	if cause := context.Cause(l.ctx); cause != errUnlocked {
 		return cause
+	}
+	return nil
+}
+
+// lostCause is why h was lost, or nil.
+func (h *hold) lostCause() error {
+	if p := h.lostErr.Load(); p != nil {
+		return *p
 	}
 	return nil
 }
@@ -199,8 +215,11 @@ func (l *Lease) TimeLeft() time.Duration {
 // store session (etcd, ZooKeeper), the session's TTL bounds the extension:
 // TimeLeft tells what was kept. It returns an error wrapping ErrLeaseLost if
 // the store says the lease is gone (the lease then ends), ErrInvalidTTL for a
-// TTL the backend cannot keep, and the store's error, leaving the lease as it
-// was, if the answer was uncertain.
+// TTL the backend cannot keep, and the store's error if the answer was
+// uncertain: the lease then keeps its expiry, or the new one if that is
+// earlier, since the store may have applied it. Concurrent Extends, or an
+// Extend and a watchdog renewal, that overlap keep the earliest expiry
+// either could have left in the store.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	h, c := l.h, l.h.c
 	s := c.sched
@@ -216,12 +235,16 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if l.ctx.Err() != nil {
 		return c.wrap("extend", h.name, ErrNotHeld)
 	}
+	sent := time.Now()
 	s.mu.Lock()
-	busy, gen := h.renewing, h.renewals
+	busy, gen, egen := h.renewing, h.renewals, h.extends
+	h.extending++
 	s.mu.Unlock()
+	// The store may apply it at once and the answer never come: believe no
+	// more than the new expiry from now on if it is the earlier.
+	s.lower(h, sent, ttl)
 	held := h.held()
 	held.TTL = ttl
-	sent := time.Now()
 	res := c.drv.Renew(ctx, []driver.Held{held})
 	var r driver.RenewResult
 	if len(res) == 1 {
@@ -229,37 +252,47 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	} else {
 		r.Err = errors.New("driver returned no renewal result")
 	}
-	if errors.Is(r.Err, ErrLeaseLost) {
-		c.lost(h, r.Err)
-		return l.Err()
-	}
-	if r.Err != nil {
-		return c.wrap("extend", h.name, r.Err)
-	}
 	v := ttl
 	if r.Validity > 0 && r.Validity < v {
 		v = r.Validity
 	}
 	s.mu.Lock()
-	if h.removed {
-		s.mu.Unlock()
+	// Another Extend or a watchdog renewal that overlapped this call may
+	// have reached the store after it: then keep the earlier expiry.
+	overlapped := busy || h.renewing || h.renewals != gen || h.extending > 1 || h.extends != egen
+	h.extending--
+	h.extends++
+	switch {
+	case h.removed || errors.Is(r.Err, ErrLeaseLost):
+	case r.Err != nil: // it may have been applied: the expiry was lowered when it was sent
+	case !overlapped || sent.Add(v).Before(h.expiry):
+		s.keepExpiry(h, sent, v)
+	}
+	removed := h.removed
+	s.mu.Unlock()
+	if errors.Is(r.Err, ErrLeaseLost) {
+		c.lost(h, r.Err)
 		return l.Err()
 	}
-	// A watchdog renewal that overlapped this call may have reached the
-	// store after it, with the hold's own TTL: then keep the earlier expiry.
-	overlapped := busy || h.renewing || h.renewals != gen
-	if !overlapped || sent.Add(v).Before(h.expiry) {
-		s.setExpiry(h, sent, v)
-		if h.renewing { // the renewal in flight is still due at the deadline
-			h.next = h.deadline
-		}
-		if h.idx >= 0 {
-			heap.Fix(&s.h, h.idx)
-		}
-		s.arm()
+	if removed {
+		return l.Err()
 	}
-	s.mu.Unlock()
+	if r.Err != nil {
+		return c.wrap("extend", h.name, r.Err)
+	}
 	return nil
+}
+
+// keepExpiry records an Extend's expiry. s.mu must be held.
+func (s *scheduler) keepExpiry(h *hold, sent time.Time, v time.Duration) {
+	s.setExpiry(h, sent, v)
+	if h.renewing { // the renewal in flight is still due at the deadline
+		h.next = h.deadline
+	}
+	if h.idx >= 0 {
+		heap.Fix(&s.h, h.idx)
+	}
+	s.arm()
 }
 
 // As exposes the backend's own view of the lease (see the backend's package
@@ -301,13 +334,22 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	c.mu.Unlock()
 
 	if last && !c.detach(h) { // lost or closed while we unlocked
-		cause := context.Cause(l.ctx)
+		cause := h.lostCause()
+		if cause == nil {
+			cause = context.Cause(l.ctx)
+		}
+		if cause != nil {
+			l.cancel(cause)
+		}
 		l.cancel(errUnlocked)
 		return cause
 	}
 	var err error
 	if last || c.caps.Reentrant {
 		_, err = c.drv.Release(ctx, h.held(), 1)
+	}
+	if last {
+		c.freed(h)
 	}
 	if err != nil {
 		err = c.wrap("unlock", h.name, err)

@@ -68,6 +68,9 @@ func (m *Mutex) acquire(ctx context.Context, op string, try bool) (*Lease, error
 	if l, err := c.reenter(ctx, e, req); l != nil || err != nil {
 		return l, c.wrap(op, m.name, err)
 	}
+	if err := c.awaitFreed(ctx, k); err != nil { // the owner's last hold is being released
+		return nil, c.wrap(op, m.name, gaveUp(ctx, err))
+	}
 	began := time.Now()
 	var l *Lease
 	for {
@@ -110,16 +113,30 @@ func (c *Client) reenter(ctx context.Context, e *entry, req driver.Request) (*Le
 	c.mu.Lock()
 	h := e.hold
 	c.mu.Unlock()
-	if h == nil {
+	if h == nil || h.checkDeadline() != nil { // none, or past its deadline: lost
 		return nil, nil
 	}
 	if c.caps.Reentrant { // the store counts holds: count this one there too
+		// which sets the store's expiry to req.TTL from when it is applied:
+		// believe no more than that if it is shorter than the hold's.
+		sent := time.Now()
+		c.sched.lower(h, sent, req.TTL)
 		g, err := c.drv.Acquire(ctx, req)
 		if err != nil {
 			return nil, err
 		}
+		if g.Acquired && g.Validity > 0 {
+			c.sched.lower(h, sent, g.Validity)
+		}
 		if !g.Acquired { // the store says another owner has it: ours is gone
 			c.lost(h, fmt.Errorf("%w: re-entry found another holder", ErrLeaseLost))
+			return nil, nil
+		}
+		if g.Token != h.token { // the owner's hold in the store is a later one: ours is gone
+			later := h.held()
+			later.Token, later.Handle = g.Token, g.Handle
+			_, _ = c.drv.Release(ctx, later, 1) // the count this attempt added
+			c.lost(h, fmt.Errorf("%w: re-entry found a later hold (token %d, ours %d)", ErrLeaseLost, g.Token, h.token))
 			return nil, nil
 		}
 	}
@@ -142,7 +159,7 @@ var errStaleGrant = errors.New("grant confirmed too late to be safe")
 // ended, whatever the driver said.
 func (c *Client) grant(ctx context.Context, e *entry, req driver.Request, g driver.Grant, sent time.Time, renew bool) (*Lease, error) {
 	if !g.Since.IsZero() { // the driver knows when the grant was proven
-		sent = g.Since
+		sent = minTime(g.Since, time.Now()) // never a time still to come
 	}
 	validity := req.TTL
 	if g.Validity > 0 && g.Validity < validity {

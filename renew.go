@@ -19,7 +19,11 @@ import (
 // signals loss: a hold whose renewal could not be confirmed is declared lost a
 // margin before it could expire in the store, never after.
 type scheduler struct {
-	c       *Client
+	drv driver.Driver
+	// lost ends a hold as lost; renewed reports one hold's renewal result
+	// (latency, error) after the store answered.
+	lost    func(h *hold, err error)
+	renewed func(h *hold, latency time.Duration, err error)
 	mu      sync.Mutex
 	h       holdHeap
 	timer   *time.Timer
@@ -41,8 +45,8 @@ type watcher struct {
 	stop  chan struct{}
 }
 
-func newScheduler(c *Client) *scheduler {
-	s := &scheduler{c: c, watchers: map[<-chan struct{}]*watcher{}}
+func newScheduler(drv driver.Driver, lost func(*hold, error), renewed func(*hold, time.Duration, error)) *scheduler {
+	s := &scheduler{drv: drv, lost: lost, renewed: renewed, watchers: map[<-chan struct{}]*watcher{}}
 	s.stopping, s.halt = context.WithCancel(context.Background())
 	s.timer = time.AfterFunc(time.Hour, s.fire)
 	s.timer.Stop()
@@ -104,6 +108,38 @@ func (s *scheduler) setExpiry(h *hold, sent time.Time, validity time.Duration) {
 	}
 }
 
+// lowerExpiry moves h's expiry (and deadline) back to sent+v if that is
+// earlier: for a store write, sent at sent, that may set the store's expiry
+// to v from when it is applied. A renewing hold is then renewed as after a
+// grant of v, unless a renewal is in flight. s.mu must be held; the caller
+// fixes h's place in the heap.
+func (s *scheduler) lowerExpiry(h *hold, sent time.Time, v time.Duration) {
+	e := sent.Add(v)
+	if !e.Before(h.expiry) {
+		return
+	}
+	h.expiry = e
+	h.deadline = e.Add(-margin(h.ttl))
+	if h.renew && !h.renewing {
+		h.next = minTime(h.next, sent.Add(min(renewEvery(h.ttl), v/2)))
+	}
+	h.next = minTime(h.next, h.deadline)
+}
+
+// lower is lowerExpiry for a hold that may be in the heap.
+func (s *scheduler) lower(h *hold, sent time.Time, v time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h.removed {
+		return
+	}
+	s.lowerExpiry(h, sent, v)
+	if h.idx >= 0 {
+		heap.Fix(&s.h, h.idx)
+	}
+	s.arm()
+}
+
 // remove unschedules h (unlocked, lost or closed).
 func (s *scheduler) remove(h *hold) {
 	s.mu.Lock()
@@ -139,31 +175,38 @@ func (s *scheduler) stop() {
 	s.flights.Wait()
 }
 
-// fire runs a tick and sets the timer for the next one.
+// fire runs a tick and sets the timer for the next one. The holds the tick
+// found lost are signalled after it, outside ticking, so that a Lost hook
+// may close the client (whose stop waits for a running tick).
 func (s *scheduler) fire() {
 	s.ticking.Lock()
-	defer s.ticking.Unlock()
 	s.mu.Lock()
 	s.at = time.Time{}
 	stopped := s.stopped
 	s.mu.Unlock()
 	if stopped {
+		s.ticking.Unlock()
 		return
 	}
-	s.tick()
+	lost := s.tick()
 	s.mu.Lock()
 	s.arm()
 	s.mu.Unlock()
+	s.ticking.Unlock()
+	for _, h := range lost {
+		s.lost(h, expiredErr(h))
+	}
 }
 
 // tick handles every hold that is due: those past their deadline are
 // declared lost, the rest are sent for renewal in one batch. The batch runs
 // in a goroutine of its own, and its holds stay in the heap, due at their
 // deadline: if the renewal has not been confirmed by then, the next tick
-// declares them lost while the store call is still under way.
-func (s *scheduler) tick() {
+// declares them lost while the store call is still under way. It returns
+// the holds past their deadline, for the caller to signal.
+func (s *scheduler) tick() (lost []*hold) {
 	now := time.Now()
-	var batch, lost []*hold
+	var batch []*hold
 	earliest := now.Add(time.Hour)
 	s.mu.Lock()
 	for len(s.h) > 0 {
@@ -181,11 +224,16 @@ func (s *scheduler) tick() {
 			lost = append(lost, h)
 			continue
 		}
+		// The renewal sets the store's expiry to its TTL from when it is
+		// applied, which is shorter than an expiry a longer Extend left:
+		// believe no more than that from now on, answered or not.
+		s.lowerExpiry(h, now, h.ttl)
 		batch = append(batch, h)
 		earliest = minTime(earliest, h.deadline)
 	}
 	for _, h := range batch { // back in the heap, due at the deadline
 		h.renewing = true
+		h.batchExtends = h.extends
 		h.next = h.deadline
 		heap.Push(&s.h, h)
 	}
@@ -193,35 +241,30 @@ func (s *scheduler) tick() {
 		s.flights.Add(1)
 	}
 	s.mu.Unlock()
-	for _, h := range lost {
-		s.c.lost(h, expiredErr(h))
-	}
 	if len(batch) > 0 {
 		go s.renew(batch, now, earliest)
 	}
+	return lost
 }
 
 // renew sends one batch of renewals, started at now, and records the
 // results. A renewal confirmed after its hold's deadline counts for nothing:
 // the hold was declared lost at the deadline.
 func (s *scheduler) renew(batch []*hold, now, earliest time.Time) {
-	defer s.flights.Done()
 	helds := make([]driver.Held, len(batch))
 	for i, h := range batch {
 		helds[i] = h.held()
 	}
 	ctx, cancel := context.WithDeadline(s.stopping, earliest)
-	res := s.c.drv.Renew(ctx, helds)
+	res := s.drv.Renew(ctx, helds)
 	cancel()
 	after := time.Now()
-	if hook := s.c.hooks.Renewed; hook != nil {
-		for i, h := range batch {
-			e := Event{Backend: s.c.scheme, Name: h.name, Token: h.token, Latency: after.Sub(now)}
-			if i < len(res) {
-				e.Err = res[i].Err
-			}
-			hook(context.Background(), e)
+	for i, h := range batch {
+		var err error
+		if i < len(res) {
+			err = res[i].Err
 		}
+		s.renewed(h, after.Sub(now), err)
 	}
 	s.mu.Lock()
 	for i, h := range batch {
@@ -245,6 +288,12 @@ func (s *scheduler) renew(batch []*hold, now, earliest time.Time) {
 			if r.Validity > 0 && r.Validity < v {
 				v = r.Validity
 			}
+			if (h.extending > 0 || h.extends != h.batchExtends) && !now.Add(v).Before(h.expiry) {
+				// An Extend overlapped and may have reached the store after
+				// this renewal: keep its (earlier) expiry, renew again soon.
+				h.next = minTime(after.Add(max(renewEvery(h.ttl)/10, time.Millisecond)), h.deadline)
+				break
+			}
 			s.setExpiry(h, now, v)
 		case errors.Is(r.Err, ErrLeaseLost):
 			s.lostLater(h, r.Err)
@@ -254,7 +303,6 @@ func (s *scheduler) renew(batch []*hold, now, earliest time.Time) {
 			continue
 		default: // uncertain: try again soon, ownership is re-checked by the renewal itself
 			h.next = minTime(after.Add(max(renewEvery(h.ttl)/10, time.Millisecond)), h.deadline)
-			s.c.log.Debug("dlock: renewal failed; retrying", "backend", s.c.scheme, "name", h.name, "err", r.Err)
 		}
 		if h.idx >= 0 {
 			heap.Fix(&s.h, h.idx)
@@ -262,6 +310,9 @@ func (s *scheduler) renew(batch []*hold, now, earliest time.Time) {
 	}
 	s.arm()
 	s.mu.Unlock()
+	// Done before signalling losses, so that a Lost hook may close the
+	// client (whose stop waits for the renewals in flight).
+	s.flights.Done()
 	s.flushLost()
 }
 
@@ -276,7 +327,7 @@ func (s *scheduler) flushLost() {
 	s.pending = nil
 	s.mu.Unlock()
 	for _, x := range p {
-		s.c.lost(x.h, x.err)
+		s.lost(x.h, x.err)
 	}
 }
 
@@ -306,7 +357,7 @@ func (s *scheduler) watch(ch <-chan struct{}, w *watcher) {
 	}
 	s.mu.Unlock()
 	for _, h := range hs {
-		s.c.lost(h, fmt.Errorf("%w: the store's session ended", ErrLeaseLost))
+		s.lost(h, fmt.Errorf("%w: the store's session ended", ErrLeaseLost))
 	}
 }
 

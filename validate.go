@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/dlock/dlock/driver"
 )
 
 const (
@@ -32,6 +34,9 @@ func (c *Client) validateName(name string) error {
 		return fmt.Errorf("%w: not valid UTF-8", ErrInvalidName)
 	case strings.ContainsRune(name, 0):
 		return fmt.Errorf("%w: contains a NUL byte", ErrInvalidName)
+	}
+	if nc, ok := c.drv.(driver.NameChecker); ok {
+		return nc.CheckName(name)
 	}
 	return nil
 }

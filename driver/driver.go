@@ -203,6 +203,14 @@ type Subscription interface {
 	Close() error
 }
 
+// NameChecker is implemented by drivers whose store refuses some names that
+// dlock's own checks accept (ZooKeeper's path rules): CheckName returns an
+// error wrapping ErrInvalidName for such a name, so that it is refused when
+// the lock is made, before anything is sent.
+type NameChecker interface {
+	CheckName(name string) error
+}
+
 // ForceReleaser is implemented by drivers that can delete a lock whatever its
 // owner, for operators (dlock unlock --force).
 type ForceReleaser interface {

@@ -26,6 +26,10 @@ type etcdDriver struct {
 	closed   bool
 	sessions map[time.Duration]*session
 	slots    map[string]*slot // per name: the client's one key for it
+
+	bgCtx    context.Context // background key removals; cancelled by Close
+	bgCancel context.CancelFunc
+	bg       sync.WaitGroup
 }
 
 // slot lets one contender of this client at a time own the client's key for
@@ -76,8 +80,10 @@ func newDriver(ctx context.Context, cli *clientv3.Client, prefix string, owned b
 	if _, err := cli.Get(ctx, "dlock-connect-check", clientv3.WithCountOnly()); err != nil {
 		return nil, fmt.Errorf("etcdlock: connect: %w", err)
 	}
+	bgCtx, bgCancel := context.WithCancel(context.Background())
 	return &etcdDriver{cli: cli, owned: owned, prefix: prefix,
-		sessions: map[time.Duration]*session{}, slots: map[string]*slot{}}, nil
+		sessions: map[time.Duration]*session{}, slots: map[string]*slot{},
+		bgCtx: bgCtx, bgCancel: bgCancel}, nil
 }
 
 func (d *etcdDriver) Caps() driver.Caps {
@@ -146,95 +152,236 @@ func (d *etcdDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gran
 	if err != nil || !ok {
 		return driver.Grant{}, err
 	}
+	g, err := d.acquire(ctx, r, free)
+	if err != nil || !g.Acquired {
+		free()
+	}
+	return g, err
+}
+
+// entry is a contender's key in a lock's queue.
+type entry struct {
+	sess *session
+	key  string
+	rev  int64 // the key's create revision: the fencing token
+	// since is when the last request that found the key first in line (and
+	// still under sess's lease) was sent; zero until one has.
+	since time.Time
+}
+
+// acquire queues the client's key for r.Name and, with r.Wait, waits for its
+// turn. A grant is proven by a request sent after any wait, which found the
+// key still there, under a live session lease, and first in line; if the key
+// is gone (its session lease expired while the process was paused, or it was
+// deleted), the contender queues again with a new key in a live session.
+func (d *etcdDriver) acquire(ctx context.Context, r driver.Request, free func()) (driver.Grant, error) {
 	pfx := d.prefix + r.Name + "/"
-	owner := clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)
-	var sess *session
-	var key string
-	var resp *clientv3.TxnResponse
-	for attempt := 0; ; attempt++ {
-		if sess, err = d.session(ctx, r.TTL); err != nil {
-			free()
+	for {
+		e, err := d.enqueue(ctx, r, pfx)
+		if err != nil {
 			return driver.Grant{}, err
 		}
-		key = fmt.Sprintf("%s%x", pfx, int64(sess.id))
-		resp, err = d.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(clientv3.OpPut(key, r.Owner, clientv3.WithLease(sess.id)), owner).
-			Else(clientv3.OpGet(key), owner).
-			Commit()
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt == 0 {
-			sess.markLost() // revoked or expired before the keepalive noticed: start a new session
+		if e.since.IsZero() && !r.Wait {
+			d.dropKey(e.sess, e.key, e.rev)
+			return driver.Grant{}, nil
+		}
+		validity, err := d.await(ctx, pfx, e, r.Wait)
+		if errors.Is(err, errKeyGone) {
 			continue
 		}
-		break
+		if err != nil {
+			d.dropKey(e.sess, e.key, e.rev) // leave nothing behind
+			return driver.Grant{}, fmt.Errorf("etcdlock: acquire: %w", err)
+		}
+		l := &Lease{Key: e.key, Revision: e.rev, LeaseID: e.sess.id, name: r.Name, sess: e.sess, free: free}
+		e.sess.track(l)
+		return driver.Grant{Acquired: true, Token: uint64(e.rev), Holds: 1, Since: e.since,
+			Validity: validity, Lost: e.sess.lost, Handle: l}, nil
 	}
-	if err != nil { // the put may have happened: take the key back
-		d.deleteKey(key, 0)
-		free()
-		return driver.Grant{}, fmt.Errorf("etcdlock: acquire: %w", err)
-	}
-	rev := resp.Header.Revision
-	if !resp.Succeeded { // a key of ours left over: carry on with it
-		rev = resp.Responses[0].GetResponseRange().Kvs[0].CreateRevision
-	}
-	l := &Lease{Key: key, Revision: rev, LeaseID: sess.id, name: r.Name, sess: sess, free: free}
-	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 && kvs[0].CreateRevision == rev {
-		return d.grant(l), nil
-	}
-	if !r.Wait {
-		d.deleteKey(key, rev)
-		free()
-		return driver.Grant{}, nil
-	}
-	if err := d.waitTurn(ctx, pfx, rev, resp.Header.Revision); err != nil {
-		d.deleteKey(key, rev) // leave nothing behind
-		free()
-		return driver.Grant{}, err
-	}
-	return d.grant(l), nil
 }
 
-func (d *etcdDriver) grant(l *Lease) driver.Grant {
-	l.sess.track(l)
-	now := time.Now()
-	return driver.Grant{Acquired: true, Token: uint64(l.Revision), Holds: 1, Since: now,
-		Validity: l.sess.validity(now), Lost: l.sess.lost, Handle: l}
+// errKeyGone means a contender's key is no longer there, or no longer under
+// the session it was put in: it must queue again.
+var errKeyGone = errors.New("etcdlock: the contender's key is gone")
+
+// enqueue puts the contender's key under a live session (or finds the one
+// left there by an earlier attempt) and reads the first key in line.
+func (d *etcdDriver) enqueue(ctx context.Context, r driver.Request, pfx string) (*entry, error) {
+	first := clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)
+	for attempt := 0; ; attempt++ {
+		sess, err := d.session(ctx, r.TTL)
+		if err != nil {
+			return nil, err
+		}
+		key := fmt.Sprintf("%s%x", pfx, int64(sess.id))
+		var resp *clientv3.TxnResponse
+		var sent time.Time
+		put := func(ctx context.Context) (err error) {
+			sent = time.Now()
+			resp, err = d.cli.Txn(ctx).
+				If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+				Then(clientv3.OpPut(key, r.Owner, clientv3.WithLease(sess.id)), first).
+				Else(clientv3.OpGet(key), first).
+				Commit()
+			return err
+		}
+		if r.Wait { // the put is idempotent: a retry finds the key
+			_, err = retry(ctx, put)
+		} else {
+			err = put(ctx)
+		}
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt < 2 {
+			sess.markLost() // expired or revoked before the keepalive noticed: start a new session
+			continue
+		}
+		if err != nil { // the put may have happened: take the key back
+			d.dropKey(sess, key, 0)
+			return nil, fmt.Errorf("etcdlock: acquire: %w", err)
+		}
+		e := &entry{sess: sess, key: key, rev: resp.Header.Revision}
+		if !resp.Succeeded { // a key of ours left over: carry on with it
+			e.rev = resp.Responses[0].GetResponseRange().Kvs[0].CreateRevision
+		}
+		if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 && kvs[0].CreateRevision == e.rev {
+			e.since = sent
+		}
+		return e, nil
+	}
 }
 
-// waitTurn waits until no key of the lock older than rev is left, watching
-// only the one just before it.
-func (d *etcdDriver) waitTurn(ctx context.Context, pfx string, rev, seen int64) error {
+// await waits, with wait, until e's key is first in line (e.since set), then
+// makes sure the session lease is known to live long enough, and returns the
+// grant's validity counted from e.since. It returns errKeyGone if the key is
+// gone; another error if ctx ended or etcd could not be reached (without
+// wait, after one try).
+func (d *etcdDriver) await(ctx context.Context, pfx string, e *entry, wait bool) (time.Duration, error) {
+	pause := retryPause
 	for {
-		resp, err := d.cli.Get(ctx, pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))...)
+		if e.since.IsZero() {
+			if err := d.waitTurn(ctx, pfx, e); err != nil {
+				return 0, err
+			}
+		}
+		validity, err := d.confirm(ctx, e, wait)
+		if err == nil || !wait || errors.Is(err, errKeyGone) || ctx.Err() != nil {
+			return validity, err
+		}
+		// The lease could not be refreshed: prove the turn again, then retry.
+		e.since = time.Time{}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		pause = min(2*pause, maxRetryPause)
+	}
+}
+
+// confirm returns how long past e.since the session lease is known to live.
+// When less than half the TTL is left (the process was paused, or the
+// keepalive has been failing), it refreshes the lease first: the key was
+// there at e.since and a lease that etcd still has has not expired since, so
+// the refresh extends what the grant is known to be valid for.
+func (d *etcdDriver) confirm(ctx context.Context, e *entry, wait bool) (time.Duration, error) {
+	s := e.sess
+	if s.remaining() < s.ttl/2 {
+		refresh := func(ctx context.Context) error { return s.refresh(ctx, d.cli) }
+		var err error
+		if wait {
+			_, err = retry(ctx, refresh)
+		} else {
+			ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+			err = refresh(ctx)
+			cancel()
+		}
+		if errors.Is(err, errSessionLost) {
+			return 0, errKeyGone
+		}
+		if err != nil {
+			return 0, fmt.Errorf("session lease not confirmed: %w", err)
+		}
+	}
+	s.mu.Lock()
+	v := s.safe.Sub(e.since)
+	s.mu.Unlock()
+	if v < s.ttl/2 {
+		return 0, errors.New("session lease not confirmed")
+	}
+	return v, nil
+}
+
+// waitTurn waits until no key of the lock older than e's is left, watching
+// only the one just before it. The read that finds none is the proof of the
+// turn: it also finds e's key still there under e's session, and e.since is
+// set to its send time. It returns errKeyGone if the key is gone or the
+// session is lost meanwhile.
+func (d *etcdDriver) waitTurn(ctx context.Context, pfx string, e *entry) error {
+	older := clientv3.OpGet(pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(e.rev-1))...)
+	for {
+		var resp *clientv3.TxnResponse
+		var sent time.Time
+		_, err := retry(ctx, func(ctx context.Context) (err error) {
+			sent = time.Now()
+			resp, err = d.cli.Txn(ctx).Then(older, clientv3.OpGet(e.key)).Commit()
+			return err
+		})
 		if err != nil {
 			return err
 		}
-		if len(resp.Kvs) == 0 {
+		own := resp.Responses[1].GetResponseRange().Kvs
+		if len(own) == 0 || own[0].CreateRevision != e.rev || own[0].Lease != int64(e.sess.id) {
+			return errKeyGone
+		}
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 {
+			e.since = sent
 			return nil
 		}
-		if err := d.waitDelete(ctx, resp.Kvs[0]); err != nil {
+		err = d.waitDelete(ctx, kvs[0], e.sess.lost)
+		if err != nil && (errors.Is(err, errKeyGone) || ctx.Err() != nil || !transient(err)) {
 			return err
+		}
+		if err != nil { // no leader for a moment, a member gone: read and watch again
+			select {
+			case <-time.After(retryPause):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 	}
 }
 
-// waitDelete waits until the key kv is deleted. Its watch starts at the
-// store's current revision (a watch from an older revision is one etcd
-// catches up only every 100ms); once the watch is in place, one read tells
-// whether the key went before it.
-func (d *etcdDriver) waitDelete(ctx context.Context, kv *mvccpb.KeyValue) error {
+// waitDelete waits until the key kv is deleted, or returns errKeyGone when
+// lost closes. Its watch starts at the store's current revision (a watch from
+// an older revision is one etcd catches up only every 100ms); once the watch
+// is in place, one read tells whether the key went before it.
+func (d *etcdDriver) waitDelete(ctx context.Context, kv *mvccpb.KeyValue, lost <-chan struct{}) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	key := string(kv.Key)
 	wch := d.cli.Watch(wctx, key, clientv3.WithCreatedNotify(), clientv3.WithFilterPut())
 	created := false
-	for wr := range wch {
+	for {
+		var wr clientv3.WatchResponse
+		var ok bool
+		select {
+		case wr, ok = <-wch:
+		case <-lost:
+			return errKeyGone
+		}
+		if !ok {
+			break
+		}
 		if err := wr.Err(); err != nil {
 			return err
 		}
 		if wr.Created && !created {
 			created = true
-			resp, err := d.cli.Get(ctx, key)
+			var resp *clientv3.GetResponse
+			_, err := retry(ctx, func(ctx context.Context) (err error) {
+				resp, err = d.cli.Get(ctx, key)
+				return err
+			})
 			if err != nil {
 				return err
 			}
@@ -254,17 +401,64 @@ func (d *etcdDriver) waitDelete(ctx context.Context, kv *mvccpb.KeyValue) error 
 	return errors.New("etcdlock: watch closed")
 }
 
-// deleteKey deletes key if its create revision is rev (any when rev is 0),
-// outliving the caller's ctx.
-func (d *etcdDriver) deleteKey(key string, rev int64) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
+// deleteKey deletes key if its create revision is rev (any when rev is 0).
+func (d *etcdDriver) deleteKey(ctx context.Context, key string, rev int64) error {
 	if rev == 0 {
-		_, _ = d.cli.Delete(ctx, key)
+		_, err := d.cli.Delete(ctx, key)
+		return err
+	}
+	_, err := d.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
+		Then(clientv3.OpDelete(key)).Commit()
+	return err
+}
+
+// dropKey deletes a contender's key that is given up, outliving the caller's
+// ctx: one attempt now, then (see dropKeyLater) in the background until it is
+// gone.
+func (d *etcdDriver) dropKey(s *session, key string, rev int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), attemptTimeout)
+	err := d.deleteKey(ctx, key, rev)
+	cancel()
+	if err != nil {
+		d.dropKeyLater(s, key, rev, func() {})
+	}
+}
+
+// dropKeyLater deletes key in the background, retrying until it is gone, its
+// session's lease is (which takes the key with it) or the driver is closed
+// (which revokes the lease); then it calls done. A key left under a lease the
+// session keeps alive would hold the lock for good.
+func (d *etcdDriver) dropKeyLater(s *session, key string, rev int64, done func()) {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		done()
 		return
 	}
-	_, _ = d.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
-		Then(clientv3.OpDelete(key)).Commit()
+	d.bg.Add(1)
+	d.mu.Unlock()
+	go func() {
+		defer d.bg.Done()
+		defer done()
+		ctx, cancel := context.WithCancel(d.bgCtx)
+		defer cancel()
+		go func() {
+			select {
+			case <-s.lost:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		for ctx.Err() == nil {
+			if _, err := retry(ctx, func(ctx context.Context) error { return d.deleteKey(ctx, key, rev) }); err == nil {
+				return
+			}
+			select { // an error a retry cannot mend (auth?): try again now and then
+			case <-time.After(maxRetryPause):
+			case <-ctx.Done():
+			}
+		}
+	}()
 }
 
 // Renew checks that every held key is still there, up to 128 in one
@@ -302,20 +496,30 @@ func (d *etcdDriver) Renew(ctx context.Context, batch []driver.Held) []driver.Re
 	return res
 }
 
+// Release deletes the holder's key, retrying each attempt bounded by
+// attemptTimeout until ctx ends or for the TTL at most. If it cannot, the key
+// is deleted in the background (the client's slot for the name is freed once
+// it is gone).
 func (d *etcdDriver) Release(ctx context.Context, h driver.Held, _ int) (int, error) {
 	l, ok := h.Handle.(*Lease)
 	if !ok {
 		return 0, fmt.Errorf("etcdlock: release: %w", dlock.ErrLeaseLost)
 	}
-	resp, err := d.cli.Txn(ctx).If(l.IsOwner()).Then(clientv3.OpDelete(l.Key)).Commit()
+	ctx, cancel := context.WithTimeout(ctx, h.TTL) // an unreachable store: leave it to the background
+	defer cancel()
+	var resp *clientv3.TxnResponse
+	retried, err := retry(ctx, func(ctx context.Context) (err error) {
+		resp, err = d.cli.Txn(ctx).If(l.IsOwner()).Then(clientv3.OpDelete(l.Key)).Commit()
+		return err
+	})
 	if err != nil {
-		// Uncertain: the key may remain until the session ends; free the slot
-		// only once it is known gone.
-		go func() { d.deleteKey(l.Key, l.Revision); l.release() }()
+		// Uncertain: the key may remain while the session lives; free the
+		// slot only once it is known gone.
+		d.dropKeyLater(l.sess, l.Key, l.Revision, l.release)
 		return 0, fmt.Errorf("etcdlock: release: %w", err)
 	}
 	l.release()
-	if !resp.Succeeded {
+	if !resp.Succeeded && !retried { // after an uncertain attempt, gone is likely our own delete
 		return 0, fmt.Errorf("etcdlock: release: %w: the key was already gone", dlock.ErrLeaseLost)
 	}
 	return 0, nil
@@ -363,6 +567,8 @@ func (d *etcdDriver) Close() error {
 	sessions := d.sessions
 	d.sessions = map[time.Duration]*session{}
 	d.mu.Unlock()
+	d.bgCancel()
+	d.bg.Wait()
 	for _, s := range sessions {
 		s.close(d.cli)
 	}
@@ -372,10 +578,15 @@ func (d *etcdDriver) Close() error {
 	return nil
 }
 
-// As sets **clientv3.Client targets.
+// As sets **clientv3.Client targets (and, for this package's tests,
+// **etcdDriver).
 func (d *etcdDriver) As(target any) bool {
-	if p, ok := target.(**clientv3.Client); ok {
+	switch p := target.(type) {
+	case **clientv3.Client:
 		*p = d.cli
+		return true
+	case **etcdDriver:
+		*p = d
 		return true
 	}
 	return false

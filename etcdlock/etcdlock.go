@@ -8,6 +8,23 @@
 //
 // Users with a client already use Open.
 //
+// # Bounded I/O
+//
+// A client built from a URL dials with a timeout (dial_timeout, 5s) and pings
+// its connections every 10s (gRPC's minimum), dropping one that does not answer
+// within 3s, so a dead or cut-off member is left for the others. Every call
+// the driver makes follows its ctx. The requests it repeats until they succeed
+// or ctx ends (the waiter's put and reads, the release, the lease refresh
+// before a grant) bound each attempt by 1s: etcd answers a write lost with a
+// killed leader only after its request timeout (5s and two election
+// timeouts), which would stall the lock that long. A release retries for at
+// most the lock's TTL; if it cannot finish, the key is deleted in the
+// background (or goes with the session) and the error says so.
+//
+// Users who pass their own client to Open should set DialTimeout,
+// DialKeepAliveTime (10s or more) and DialKeepAliveTimeout in its
+// clientv3.Config for the same behaviour.
+//
 // # Layout: the same as etcd's own lock
 //
 // A contender puts the key "<prefix><name>/<lease id in hex>" under its
@@ -38,6 +55,14 @@
 //     Lease.IsOwner in a transaction.
 //   - A lease is declared lost before etcd can expire it: its validity is
 //     counted from the sending of the last refresh etcd answered.
+//   - A grant is proven after the wait: Lock returns only once a read sent
+//     after the wait finds the contender's key still there, under its live
+//     session lease, and first in line, and the grant counts from that read.
+//     A waiter whose key went with its session (its process paused past the
+//     TTL) queues again with a new key in a new session, behind whoever
+//     queued meanwhile, and gets a higher token.
+//   - After the leader of a cluster is killed, locking resumes about an
+//     election timeout plus an attempt timeout (1s) later.
 //   - Re-entry by owner is counted within a client, not in etcd: processes
 //     sharing an owner id do not re-enter each other's holds.
 //   - TTLs are whole seconds, at least 2 s (etcd raises shorter leases to its
@@ -91,7 +116,8 @@ func Open(ctx context.Context, cli *clientv3.Client, opts Options) (*dlock.Clien
 
 func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	q := u.Query()
-	cfg := clientv3.Config{DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	cfg := clientv3.Config{DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialKeepAliveTime: 10 * time.Second, DialKeepAliveTimeout: 3 * time.Second}
 	scheme := "http://"
 	if u.Scheme == SchemeTLS {
 		scheme = "https://"
@@ -121,7 +147,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 			return nil, fmt.Errorf("etcdlock: %w: unknown parameter %q", dlock.ErrInvalidURL, k)
 		}
 	}
-	for _, h := range dlock.Hosts(u) {
+	for _, h := range driver.Hosts(u) {
 		if h == "" || strings.ContainsAny(h, "/ ") {
 			return nil, fmt.Errorf("etcdlock: %w: bad host", dlock.ErrInvalidURL)
 		}

@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/etcdlock"
 	"github.com/dlock/dlock/internal/embedetcd"
 	"github.com/dlock/dlock/internal/testserver"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -248,5 +250,318 @@ func TestThreeMemberCluster(t *testing.T) {
 	}
 	if n := contend(time.Second); n == 0 {
 		t.Fatal("no acquisitions after the members came back")
+	}
+}
+
+// Killing the leader of a 3-member cluster while 4 clients contend for one
+// name: exclusion holds, and locking resumes within the election time and a
+// couple of seconds (a client pinned to the dead member, or a request lost
+// with it and never timed out, stalled it until the member came back).
+func TestLeaderKillUnderContention(t *testing.T) {
+	const election = 500 * time.Millisecond
+	// The promise is election + 2s; the bound leaves room for this loaded
+	// machine while catching a stall of a request timeout (5s and more).
+	const bound = 4 * time.Second
+	members := testserver.EtcdCluster(t, 3, election)
+	var eps []string
+	for _, m := range members {
+		eps = append(eps, "http://"+m.Addr())
+	}
+	ctx := t.Context()
+	admin, err := newClientv3(eps, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	leader := func() *testserver.Server {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			for _, m := range members {
+				sctx, cancel := context.WithTimeout(ctx, time.Second)
+				st, err := admin.Status(sctx, "http://"+m.Addr())
+				cancel()
+				if err == nil && st.Leader != 0 && st.Leader == st.Header.MemberId {
+					return m
+				}
+			}
+		}
+		t.Fatal("no leader")
+		return nil
+	}
+	var (
+		mu     sync.Mutex
+		grants []time.Time
+		inside atomic.Int32
+	)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		c := open(t, eps...)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				l, err := c.Mutex("leaderkill").Lock(lctx)
+				cancel()
+				if err != nil {
+					t.Logf("Lock: %v", err)
+					continue
+				}
+				if inside.Add(1) != 1 {
+					t.Error("two holders at once")
+				}
+				mu.Lock()
+				grants = append(grants, time.Now())
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+				inside.Add(-1)
+				if err := l.Unlock(ctx); err != nil {
+					t.Logf("Unlock: %v", err)
+				}
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	// grantsAfter waits for n grants after t0 and returns the longest wait
+	// between t0 and the first of them or between two of them.
+	grantsAfter := func(t0 time.Time, n int) time.Duration {
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			mu.Lock()
+			var after []time.Time
+			for _, g := range grants {
+				if g.After(t0) {
+					after = append(after, g)
+				}
+			}
+			mu.Unlock()
+			if len(after) < n {
+				continue
+			}
+			longest, prev := time.Duration(0), t0
+			for _, g := range after[:n] {
+				longest, prev = max(longest, g.Sub(prev)), g
+			}
+			return longest
+		}
+		t.Fatalf("fewer than %d grants in 30s after %v", n, t0)
+		return 0
+	}
+	for round := range 5 {
+		grantsAfter(time.Now(), 20) // contention under way
+		m := leader()
+		killed := time.Now()
+		m.Kill()
+		gap := grantsAfter(killed, 10)
+		t.Logf("round %d: killed the leader %s; longest wait for a grant after it: %v", round, m.Name, gap.Round(time.Millisecond))
+		if gap > bound {
+			t.Errorf("round %d: locking stalled %v after the leader was killed (election timeout %v)", round, gap, election)
+		}
+		if err := m.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A waiter whose session lease ended while it waited (a process paused past
+// its TTL: its key went with the lease) is not granted when the keys before
+// its old one are gone: it queues again, with a new key in a new session,
+// behind whoever queued meanwhile, and gets the lock after them with a higher
+// token. Paused: its client does not know the lease ended until the wait is
+// over; not paused: its keepalive finds out while it waits.
+func TestWaiterSessionLost(t *testing.T) {
+	for _, paused := range []bool{true, false} {
+		t.Run(map[bool]string{true: "paused", false: "keepalive"}[paused], func(t *testing.T) {
+			testWaiterSessionLost(t, paused)
+		})
+	}
+}
+
+func testWaiterSessionLost(t *testing.T, paused bool) {
+	eps := embedded(t)
+	a, b, c := open(t, eps...), open(t, eps...), open(t, eps...)
+	ctx := t.Context()
+	admin, err := newClientv3(eps, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	const ttl = 3 * time.Second
+	const name = "waiterlost"
+	keys := func() []*mvccpb.KeyValue {
+		resp, err := admin.Get(ctx, name+"/", clientv3.WithPrefix(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Kvs
+	}
+	waitFor := func(what string, ok func([]*mvccpb.KeyValue) bool) []*mvccpb.KeyValue {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if kvs := keys(); ok(kvs) {
+				return kvs
+			}
+		}
+		t.Fatalf("no %s after 10s: keys %v", what, keys())
+		return nil
+	}
+	type result struct {
+		l   *dlock.Lease
+		err error
+	}
+	lock := func(c *dlock.Client) chan result {
+		ch := make(chan result, 1)
+		go func() {
+			l, err := c.Mutex(name, dlock.WithTTL(ttl)).Lock(ctx)
+			ch <- result{l, err}
+		}()
+		return ch
+	}
+	receive := func(who string, ch chan result) *dlock.Lease {
+		t.Helper()
+		select {
+		case r := <-ch:
+			if r.err != nil {
+				t.Fatalf("%s: Lock: %v", who, r.err)
+			}
+			return r.l
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: not granted after 10s", who)
+			return nil
+		}
+	}
+
+	la, err := a.Mutex(name, dlock.WithTTL(ttl)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bc := lock(b)
+	waitFor("waiter b", func(kvs []*mvccpb.KeyValue) bool { return len(kvs) == 2 })
+	cc := lock(c)
+	bKey := waitFor("waiter c", func(kvs []*mvccpb.KeyValue) bool { return len(kvs) == 3 })[1]
+	if paused {
+		etcdlock.PauseKeepAlives(b)
+	}
+	// b's key goes with its session's lease, as if that expired while b was paused.
+	if _, err := admin.Revoke(ctx, clientv3.LeaseID(bKey.Lease)); err != nil {
+		t.Fatal(err)
+	}
+	if !paused { // b's keepalive finds out and b queues again, behind c
+		waitFor("new key of b", func(kvs []*mvccpb.KeyValue) bool { return len(kvs) == 3 })
+	}
+	if err := la.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lc := receive("c", cc)
+	select {
+	case r := <-bc:
+		if r.err == nil {
+			t.Fatalf("b granted (token %d, err %v) while c holds the lock (token %d)", r.l.Token(), r.l.Err(), lc.Token())
+		}
+		t.Fatalf("b: Lock: %v", r.err)
+	case <-time.After(2 * time.Second): // b waits, behind c
+	}
+	if err := lc.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lb := receive("b", bc)
+	if lb.Token() <= lc.Token() {
+		t.Fatalf("b's token %d is not above c's %d", lb.Token(), lc.Token())
+	}
+	if err := lb.Err(); err != nil {
+		t.Fatalf("b's lease: %v", err)
+	}
+	var el *etcdlock.Lease
+	if !lb.As(&el) {
+		t.Fatal("Lease.As(*etcdlock.Lease) failed")
+	}
+	if el.LeaseID == clientv3.LeaseID(bKey.Lease) {
+		t.Fatal("b holds under the revoked session lease")
+	}
+	kvs := keys()
+	if len(kvs) != 1 || string(kvs[0].Key) != el.Key || kvs[0].CreateRevision != int64(lb.Token()) ||
+		kvs[0].Lease != int64(el.LeaseID) {
+		t.Fatalf("b holds token %d, key %s, lease %x; etcd has %v", lb.Token(), el.Key, el.LeaseID, kvs)
+	}
+	if err := lb.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if kvs := keys(); len(kvs) != 0 {
+		t.Fatalf("keys left behind: %v", kvs)
+	}
+}
+
+// With the server frozen (SIGSTOP: connections open, no answers), every call
+// of a URL-opened client's driver returns once its ctx ends, and Unlock with
+// a ctx of its own.
+func TestCallsFollowCtx(t *testing.T) {
+	srv := testserver.Etcd(t)
+	ctx := t.Context()
+	c, err := dlock.Open(ctx, "etcd://"+srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	const ttl = 2 * time.Second
+	l, err := c.Mutex("frozen", dlock.WithTTL(ttl)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var el *etcdlock.Lease
+	if !l.As(&el) {
+		t.Fatal("Lease.As(*etcdlock.Lease) failed")
+	}
+	d := etcdlock.DriverOf(c)
+	held := driver.Held{Name: "frozen", Owner: l.Owner(), TTL: ttl, Token: l.Token(), Handle: el}
+	var cli *clientv3.Client
+	if !c.As(&cli) {
+		t.Fatal("Client.As(*clientv3.Client) failed")
+	}
+	srv.Pause()
+	defer srv.Resume()
+	for { // SIGSTOP takes effect a moment after kill returns
+		gctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		_, err := cli.Get(gctx, "x")
+		cancel()
+		if err != nil {
+			break
+		}
+	}
+	calls := map[string]func(context.Context) error{
+		"Renew": func(ctx context.Context) error { return d.Renew(ctx, []driver.Held{held})[0].Err },
+		"Acquire": func(ctx context.Context) error {
+			_, err := d.Acquire(ctx, driver.Request{Name: "frozen2", Owner: "o", TTL: ttl, Wait: true})
+			return err
+		},
+		"Inspect": func(ctx context.Context) error { _, err := d.Inspect(ctx, "frozen"); return err },
+		"Release": func(ctx context.Context) error { _, err := d.Release(ctx, held, 1); return err },
+	}
+	for _, name := range []string{"Renew", "Acquire", "Inspect", "Release"} {
+		cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		done := make(chan error, 1)
+		go func() { done <- calls[name](cctx) }()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Errorf("%s succeeded against a frozen server", name)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s still running 10s after its ctx ended", name)
+		}
+		cancel()
+	}
+	uctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- l.Unlock(uctx) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Unlock still running 10s after its ctx ended")
 	}
 }

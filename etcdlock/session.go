@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -18,6 +19,10 @@ type session struct {
 	lost   chan struct{} // closed when the lease expired or was revoked
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the keepalive loop ends
+
+	// paused stops the keepalive loop's refreshes, as a paused process
+	// would; set only by tests (export_test.go).
+	paused atomic.Bool
 
 	mu       sync.Mutex
 	safe     time.Time // the lease lives at least until then
@@ -61,8 +66,15 @@ func (s *session) untrack(l *Lease) {
 
 // newSession grants a lease of ttl and keeps it alive.
 func newSession(ctx context.Context, cli *clientv3.Client, ttl time.Duration) (*session, error) {
-	sent := time.Now()
-	g, err := cli.Grant(ctx, int64(ttl/time.Second))
+	var sent time.Time
+	var g *clientv3.LeaseGrantResponse
+	// A retried grant may leave a lease behind: with no key and no keepalive,
+	// etcd expires it after ttl.
+	_, err := retry(ctx, func(ctx context.Context) (err error) {
+		sent = time.Now()
+		g, err = cli.Grant(ctx, int64(ttl/time.Second))
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -73,9 +85,7 @@ func newSession(ctx context.Context, cli *clientv3.Client, ttl time.Duration) (*
 	return s, nil
 }
 
-// keepAlive refreshes the lease every TTL/3 (sooner after a failure). The
-// server restarts the lease's TTL when it handles a refresh, which is after
-// the refresh was sent: so the lease lives at least TTL past the send.
+// keepAlive refreshes the lease every TTL/3 (sooner after a failure).
 func (s *session) keepAlive(ctx context.Context, cli *clientv3.Client) {
 	defer close(s.done)
 	wait := s.ttl / 3
@@ -85,25 +95,57 @@ func (s *session) keepAlive(ctx context.Context, cli *clientv3.Client) {
 			return
 		case <-time.After(wait):
 		}
-		sent := time.Now()
+		if s.paused.Load() {
+			continue
+		}
 		rctx, cancel := context.WithTimeout(ctx, s.ttl/3)
-		resp, err := cli.KeepAliveOnce(rctx, s.id)
+		err := s.refresh(rctx, cli)
 		cancel()
 		switch {
-		case err == nil && resp.TTL > 0:
-			s.mu.Lock()
-			s.safe = sent.Add(time.Duration(resp.TTL) * time.Second)
-			s.mu.Unlock()
+		case err == nil:
 			wait = s.ttl / 3
-		case errors.Is(err, rpctypes.ErrLeaseNotFound) || err == nil:
-			s.markLost() // expired or revoked
-			return
-		case ctx.Err() != nil:
+		case errors.Is(err, errSessionLost) || ctx.Err() != nil:
 			return
 		default: // uncertain: try again soon; dlock declares loss at the safe expiry
 			wait = s.ttl / 10
 		}
 	}
+}
+
+// errSessionLost means etcd no longer knows the session's lease: it expired
+// or was revoked, and every key under it is gone.
+var errSessionLost = errors.New("etcdlock: session lease expired or revoked")
+
+// refresh sends one keepalive for the lease. The server restarts the lease's
+// TTL when it handles the refresh, which is after the refresh was sent: so the
+// lease lives at least TTL past the send. It returns errSessionLost (and marks
+// the session lost) if etcd no longer has the lease, another error if the
+// outcome is unknown.
+func (s *session) refresh(ctx context.Context, cli *clientv3.Client) error {
+	sent := time.Now()
+	resp, err := cli.KeepAliveOnce(ctx, s.id)
+	switch {
+	case err == nil && resp.TTL > 0:
+		s.mu.Lock()
+		if t := sent.Add(time.Duration(resp.TTL) * time.Second); t.After(s.safe) {
+			s.safe = t
+		}
+		s.mu.Unlock()
+		return nil
+	case errors.Is(err, rpctypes.ErrLeaseNotFound) || err == nil:
+		s.markLost()
+		return errSessionLost
+	default:
+		return err
+	}
+}
+
+// remaining returns how long from now the lease is known to live (negative
+// if that moment has passed).
+func (s *session) remaining() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Until(s.safe)
 }
 
 // validity returns how long past from the lease is known to live.

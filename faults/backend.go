@@ -93,7 +93,7 @@ func startStore(t testserver.TB, kind string) *Store {
 	case "etcd":
 		return &Store{Kind: kind, Persistent: true, Servers: []*testserver.Server{testserver.Etcd(t)}}
 	case "etcd3":
-		return &Store{Kind: kind, Persistent: true, Servers: testserver.EtcdCluster(t, 3)}
+		return &Store{Kind: kind, Persistent: true, Servers: testserver.EtcdCluster(t, 3, 0)}
 	case "zk":
 		return &Store{Kind: kind, Persistent: true, Servers: []*testserver.Server{testserver.ZooKeeper(t)}}
 	case "zk3":

@@ -88,7 +88,7 @@ func openURL(_ context.Context, u *url.URL) (driver.Driver, error) {
 	if u.User != nil || (u.Path != "" && u.Path != "/") {
 		return nil, fmt.Errorf("memcachedlock: %w: want memcached://host:11211[,host:11211…]", dlock.ErrInvalidURL)
 	}
-	hosts := dlock.Hosts(u)
+	hosts := driver.Hosts(u)
 	if len(hosts) == 0 {
 		return nil, fmt.Errorf("memcachedlock: %w: no server", dlock.ErrInvalidURL)
 	}

@@ -36,9 +36,9 @@ const Scheme = "mem"
 
 func init() { dlock.Register(Scheme, driver.OpenerFunc(openURL)) }
 
-// ErrCut is returned by every call of a Driver whose connection was cut with
-// Cut: the failure is uncertain, as a network error would be.
-var ErrCut = errors.New("memlock: connection cut")
+// errCut is returned by every call of a Driver cut by a test: the failure
+// is uncertain, as a network error would be.
+var errCut = errors.New("memlock: connection cut")
 
 // named holds the stores opened by name; they are the backend's connection
 // targets, like servers, and live while a client uses them.
@@ -73,36 +73,19 @@ func Open(opts ...dlock.ClientOption) *dlock.Client {
 	return dlock.New(&Driver{s: newStore("")}, Scheme, opts...)
 }
 
-// Driver is the memlock driver. Tests reach it with Client.As to simulate
-// faults.
+// Driver is the memlock driver, reached with Client.As.
 type Driver struct {
-	s        *store
-	closed   atomic.Bool
-	cut      atomic.Bool
-	renews   atomic.Int64
-	acquires atomic.Int64
+	s      *store
+	closed atomic.Bool
+	cut    atomic.Bool // set by tests (export_test.go): every call fails
 }
-
-// Cut makes every later call fail with ErrCut, as if the client's connections
-// were cut: nothing is released, so its leases expire in the store at their
-// TTL while the client cannot renew them.
-func (d *Driver) Cut() { d.cut.Store(true) }
-
-// Heal undoes Cut.
-func (d *Driver) Heal() { d.cut.Store(false) }
-
-// RenewCalls returns how many Renew calls (batches) the driver received.
-func (d *Driver) RenewCalls() int64 { return d.renews.Load() }
-
-// AcquireCalls returns how many Acquire calls the driver received.
-func (d *Driver) AcquireCalls() int64 { return d.acquires.Load() }
 
 func (d *Driver) check() error {
 	if d.closed.Load() {
 		return dlock.ErrClosed
 	}
 	if d.cut.Load() {
-		return ErrCut
+		return errCut
 	}
 	return nil
 }
@@ -114,7 +97,6 @@ func (d *Driver) Caps() driver.Caps {
 
 // Acquire implements driver.Driver.
 func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
-	d.acquires.Add(1)
 	if err := d.check(); err != nil {
 		return driver.Grant{}, err
 	}
@@ -126,7 +108,6 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Grant,
 
 // Renew implements driver.Driver.
 func (d *Driver) Renew(_ context.Context, batch []driver.Held) []driver.RenewResult {
-	d.renews.Add(1)
 	res := make([]driver.RenewResult, len(batch))
 	if err := d.check(); err != nil {
 		for i := range res {

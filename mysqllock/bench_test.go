@@ -40,7 +40,7 @@ func BenchmarkTableUncontended(b *testing.B) {
 			if token == 0 {
 				b.Fatal("not granted")
 			}
-			if _, err := db.ExecContext(ctx, mysqllock.ReleaseSQL, 1, 1, 1, "bench/u/statements", owner, token); err != nil {
+			if _, err := db.ExecContext(ctx, mysqllock.ReleaseSQL, 1, 0, 1, 0, 1, 0, "bench/u/statements", owner, token); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/sqlbase"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -26,6 +27,9 @@ type Lease struct {
 	conn *sql.Conn
 	tx   *sql.Tx // row mode
 	done bool
+	// the session's timeouts before the lock bounded them: wait_timeout,
+	// net_read_timeout, net_write_timeout
+	saved [3]int64
 }
 
 // As sets **Lease targets.
@@ -37,10 +41,10 @@ func (l *Lease) As(target any) bool {
 	return false
 }
 
-// LockName is the GET_LOCK name session mode uses for name: the name itself
+// lockName is the GET_LOCK name session mode uses for name: the name itself
 // up to 64 characters, else "dlock:" and the first 58 hex digits of its
 // SHA-256.
-func LockName(name string) string {
+func lockName(name string) string {
 	if len([]rune(name)) <= 64 {
 		return name
 	}
@@ -57,19 +61,43 @@ func (d *myDriver) acquireConn(ctx context.Context, r driver.Request) (driver.Gr
 		d.slots.Give()
 		return driver.Grant{}, err
 	}
+	// The lease counts from a statement sent on the holding connection after
+	// the wait: the server's wait_timeout counts from when it finished it.
+	var since time.Time
 	var tok uint64
-	res, err := d.db.ExecContext(ctx, `INSERT INTO dlock_tokens (name, token, owner, holder_id) VALUES (?, LAST_INSERT_ID(1), ?, ?)
-ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1), owner = VALUES(owner), holder_id = VALUES(holder_id)`, r.Name, r.Owner, l.ConnID)
-	if err == nil {
-		var id int64
-		id, err = res.LastInsertId()
-		tok = uint64(id)
+	if l.tx == nil { // session mode: no transaction, the token's statement is that one
+		since = time.Now()
+		tok, err = nextToken(ctx, l.conn, r, l.ConnID)
+	} else { // the token must commit apart from the lock's transaction
+		tok, err = nextToken(ctx, d.db, r, l.ConnID)
+		if err == nil {
+			since = time.Now()
+			if _, err = l.tx.ExecContext(ctx, "SELECT 1"); err != nil {
+				err = fmt.Errorf("confirm: %w", err)
+			}
+		}
 	}
 	if err != nil {
 		_ = l.release(context.WithoutCancel(ctx))
 		return driver.Grant{}, myErr("token", err)
 	}
-	return driver.Grant{Acquired: true, Token: tok, Holds: 1, Handle: l}, nil
+	return driver.Grant{Acquired: true, Token: tok, Holds: 1, Since: since, Handle: l}, nil
+}
+
+// nextToken takes r.Name's next token through e, outside any transaction,
+// recording the holder (for Inspect and ForceRelease).
+func nextToken(ctx context.Context, e interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}, r driver.Request, connID uint64) (uint64, error) {
+	res, err := e.ExecContext(ctx, `INSERT INTO dlock_tokens (name, token, owner, holder_id) VALUES (?, LAST_INSERT_ID(1), ?, ?)
+ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1), owner = VALUES(owner), holder_id = VALUES(holder_id)`, r.Name, r.Owner, connID)
+	if err != nil {
+		return 0, err
+	}
+	// Read the result at once: it locks the pooled connection it came from,
+	// which another Lock may take next and block on the lock this one holds.
+	id, err := res.LastInsertId()
+	return uint64(id), err
 }
 
 func (d *myDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool, error) {
@@ -89,8 +117,16 @@ func (d *myDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 		}
 		return nil, false, err
 	}
-	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&l.ConnID); err != nil {
+	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID(), @@SESSION.wait_timeout, @@SESSION.net_read_timeout, @@SESSION.net_write_timeout").
+		Scan(&l.ConnID, &l.saved[0], &l.saved[1], &l.saved[2]); err != nil {
 		return fail(myErr("connect", err))
+	}
+	// Bound the session by the lease (see sqlbase): the server closes it,
+	// and so frees the lock, once no statement has come for the TTL in
+	// whole seconds, rounded up.
+	idle := sqlbase.IdleSeconds(r.TTL)
+	if _, err := conn.ExecContext(ctx, "SET SESSION wait_timeout = ?, net_read_timeout = ?, net_write_timeout = ?", idle, idle, idle); err != nil {
+		return fail(myErr("set wait_timeout", err))
 	}
 	// MySQL notices a closed client only when it next talks to it, so a
 	// cancelled wait would go on waiting on the server (and could then take
@@ -113,11 +149,11 @@ func (d *myDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 			timeout = 365 * 24 * 3600 // a year (MariaDB reads -1 as 0); ctx ends the wait by closing the connection
 		}
 		var got sql.NullInt64
-		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", LockName(r.Name), timeout).Scan(&got); err != nil {
+		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", lockName(r.Name), timeout).Scan(&got); err != nil {
 			return fail(myErr("GET_LOCK", err))
 		}
 		if got.Int64 != 1 {
-			_ = conn.Close()
+			l.restore()
 			return nil, false, nil
 		}
 		return granted()
@@ -148,7 +184,7 @@ func (d *myDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 		var me *mysql.MySQLError
 		if errors.As(err, &me) && (me.Number == 3572 || me.Number == 1205) { // NOWAIT: lock not available
 			_ = tx.Rollback()
-			_ = conn.Close()
+			l.restore()
 			return nil, false, nil
 		}
 		if tx == nil {
@@ -194,10 +230,16 @@ func (l *Lease) release(ctx context.Context) error {
 	defer cancel()
 	var err error
 	if l.tx != nil {
-		err = l.tx.Commit()
+		// COMMIT as a statement, bounded by ctx (Tx.Commit is not: it would
+		// wait on a dead connection until TCP gives up); then Rollback ends
+		// database/sql's transaction, with nothing left to roll back.
+		if _, err = l.tx.ExecContext(ctx, "COMMIT"); err == nil && l.tx.Rollback() != nil {
+			l.discard() // released, but the connection is not fit for the pool
+			return nil
+		}
 	} else {
 		var ok sql.NullInt64
-		err = l.conn.QueryRowContext(ctx, "SELECT RELEASE_LOCK(?)", LockName(l.name)).Scan(&ok)
+		err = l.conn.QueryRowContext(ctx, "SELECT RELEASE_LOCK(?)", lockName(l.name)).Scan(&ok)
 		if err == nil && ok.Int64 != 1 {
 			err = errors.New("not held by this session")
 		}
@@ -209,7 +251,21 @@ func (l *Lease) release(ctx context.Context) error {
 		l.discard()
 		return fmt.Errorf("mysqllock: release: %w: %v", dlock.ErrLeaseLost, err)
 	}
-	return l.conn.Close() // back to the pool: it holds nothing now
+	l.restore()
+	return nil
+}
+
+// restore puts back the session's timeouts and returns the connection to
+// the pool, or discards it if that fails.
+func (l *Lease) restore() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := l.conn.ExecContext(ctx, "SET SESSION wait_timeout = ?, net_read_timeout = ?, net_write_timeout = ?",
+		l.saved[0], l.saved[1], l.saved[2]); err != nil {
+		l.discard()
+		return
+	}
+	_ = l.conn.Close() // back to the pool: it holds nothing now
 }
 
 // discard closes the dedicated connection instead of pooling it: nothing it
@@ -224,7 +280,7 @@ func (d *myDriver) holderID(ctx context.Context, name string) (uint64, error) {
 	var id sql.NullInt64
 	var err error
 	if d.mode == ModeSession {
-		err = d.db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", LockName(name)).Scan(&id)
+		err = d.db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", lockName(name)).Scan(&id)
 	} else {
 		// Held if the row exists but a shared read that skips locked rows
 		// does not see it (INNODB_TRX would be up to 0.1s stale).

@@ -11,6 +11,7 @@ import (
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/internal/slots"
+	"github.com/dlock/dlock/internal/sqlbase"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -18,7 +19,8 @@ type myDriver struct {
 	db    *sql.DB
 	owned bool
 	mode  Mode
-	slots slots.Slots // row and session modes: one per held connection
+	slots slots.Slots   // row and session modes: one per held connection
+	holds sqlbase.Holds // table mode: holds whose release failed
 }
 
 var schema = []string{
@@ -124,15 +126,23 @@ ON DUPLICATE KEY UPDATE
   owner = IF(expires_at <= NOW(6), VALUES(owner), owner),
   expires_at = IF(expires_at <= NOW(6), VALUES(expires_at), IF(owner = VALUES(owner), GREATEST(expires_at, VALUES(expires_at)), expires_at))`
 
-// releaseSQL drops count holds of a live lease, marking the row expired
-// when none are left.
+// releaseSQL drops ? holds but keeps at least ? (see sqlbase.Settle) of a
+// live lease, marking the row expired when none are left. holds changes last
+// (assignments see the ones before) and LAST_INSERT_ID carries what is left
+// of it plus one, so that 0 means no such live hold (an UPDATE that changes
+// nothing reports no affected rows).
 const releaseSQL = `UPDATE dlock_locks SET
-  expires_at = IF(holds <= ?, '1970-01-02', expires_at), owner = IF(holds <= ?, '', owner), holds = LAST_INSERT_ID(GREATEST(holds - ?, 0))
+  expires_at = IF(GREATEST(holds - ?, ?) <= 0, '1970-01-02', expires_at),
+  owner = IF(GREATEST(holds - ?, ?) <= 0, '', owner),
+  holds = LAST_INSERT_ID(GREATEST(holds - ?, ?, 0) + 1) - 1
 WHERE name = ? AND owner = ? AND token = ? AND holds > 0 AND expires_at > NOW(6)`
 
 // acquireRow grants, re-enters or refuses in one statement; only a refusal
 // reads the holder's time left, for the waiter's next try.
 func (d *myDriver) acquireRow(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	if err := d.holds.Settle(ctx, r.Name, r.Owner, d.releaseStmt(r.Name, r.Owner)); err != nil {
+		return driver.Grant{}, myErr("settle a failed release", err)
+	}
 	res, err := d.db.ExecContext(ctx, acquireSQL, r.Name, r.Owner, r.TTL.Microseconds())
 	if err != nil {
 		return driver.Grant{}, myErr("acquire", err)
@@ -142,6 +152,7 @@ func (d *myDriver) acquireRow(ctx context.Context, r driver.Request) (driver.Gra
 		return driver.Grant{}, myErr("acquire", err)
 	}
 	if token > 0 {
+		d.holds.Granted(r.Name, r.Owner, uint64(token))
 		return driver.Grant{Acquired: true, Token: uint64(token)}, nil
 	}
 	var leftUs int64
@@ -228,18 +239,33 @@ func (d *myDriver) Release(ctx context.Context, h driver.Held, count int) (int, 
 		}
 		return 0, l.release(ctx)
 	}
-	// The row stays, expired, carrying the token counter. holds changes
-	// last (assignments see earlier ones) and LAST_INSERT_ID returns what is
-	// left of it.
-	res, err := d.db.ExecContext(ctx, releaseSQL, count, count, count, h.Name, h.Owner, h.Token)
-	if err != nil {
+	left, o, err := d.holds.Drop(ctx, h.Name, h.Owner, h.Token, count, h.TTL, d.releaseStmt(h.Name, h.Owner))
+	switch o {
+	case sqlbase.Uncertain:
 		return 0, myErr("release", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	case sqlbase.Gone:
 		return 0, fmt.Errorf("mysqllock: release: %w: expired, held by another owner or deleted", dlock.ErrLeaseLost)
 	}
-	left, err := res.LastInsertId()
-	return int(left), myErr("release", err)
+	return left, nil
+}
+
+// releaseStmt runs releaseSQL for a sqlbase.Settle of (name, owner). The row
+// stays, expired, carrying the token counter.
+func (d *myDriver) releaseStmt(name, owner string) sqlbase.Stmt {
+	return func(ctx context.Context, s sqlbase.Settle) (int, sqlbase.Outcome, error) {
+		res, err := d.db.ExecContext(ctx, releaseSQL, s.Sub, s.Floor, s.Sub, s.Floor, s.Sub, s.Floor, name, owner, s.Token)
+		var left int64
+		if err == nil {
+			left, err = res.LastInsertId()
+		}
+		switch {
+		case err != nil:
+			return 0, sqlbase.Uncertain, err
+		case left == 0:
+			return 0, sqlbase.Gone, nil
+		}
+		return int(left - 1), sqlbase.Applied, nil
+	}
 }
 
 func (d *myDriver) Inspect(ctx context.Context, name string) (driver.Info, error) {

@@ -5,3 +5,6 @@ const (
 	AcquireSQL = acquireSQL
 	ReleaseSQL = releaseSQL
 )
+
+// LockName is lockName, for the GET_LOCK interop test.
+var LockName = lockName

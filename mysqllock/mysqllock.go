@@ -13,8 +13,10 @@
 //
 //		mode     how a lock is held                          a dead holder's lock ends    waiting              cost while held
 //		table    a row in dlock_locks with an expiry         at its TTL (renewed)         polling + expiry     nothing
-//		row      SELECT … FOR UPDATE in an open transaction  when the server sees its     in the database      one connection
-//		                                                     connection die
+//		row      SELECT … FOR UPDATE in an open transaction  when its connection dies,    in the database      one connection
+//		                                                     or a TTL (whole seconds,
+//		                                                     rounded up) after its last
+//		                                                     statement
 //		session  GET_LOCK(name) on a session                 as for row                   in the database      one connection
 //
 //	  - table (default): dlock_locks(name PRIMARY KEY, owner, holds, token,
@@ -42,6 +44,49 @@
 // max_held (default 16). When a connection dies the server releases its lock
 // at once; the holder learns of it at its next renewal (within TTL/3).
 // Cancelling a wait closes its connection, which ends the wait on the server.
+// A lease counts from the send time of a statement on the holding connection
+// after the wait (session mode: the token's; row mode: a SELECT 1 after the
+// token), never from before a wait.
+//
+// # A holder cut off (row and session modes)
+//
+// The lock lasts as long as the holding session. So that a holder cut off
+// without a close (dropped packets, a frozen host) does not keep it for as
+// long as the server believes the connection alive (about two hours with
+// default keepalives), the holding session's wait_timeout,
+// net_read_timeout and net_write_timeout are set, before the lock is taken,
+// to the TTL in whole seconds rounded up (at least 1 s), and put back before
+// the connection returns to the pool. The server closes a session that sent
+// no statement for wait_timeout, in a transaction or not, which frees the
+// lock. The holder sends one every TTL/3 (its renewal) and its lease counts
+// from that statement's send time, so the server never frees the lock
+// before the holder's lease has ended; another client gets it within about
+// the rounded-up TTL + TTL/3 of the cut (3.0 s with a 3 s TTL in the tests,
+// through a proxy that drops everything). A holder paused longer than its
+// TTL loses its session the same way (its lease had ended).
+//
+// What remains: the bound is in whole seconds (a 500 ms TTL is held up to
+// 1 s after the holder's last statement). The server's TCP keepalives are
+// global settings (MariaDB's tcp_keepalive_time, …), not per session, and
+// dlock leaves them alone. A waiter cut off while waiting is not noticed on
+// a network that drops packets (at best the server notices a closed
+// connection; an InnoDB row lock wait ends at innodb_lock_wait_timeout and
+// dlock waits again); if it is granted, wait_timeout frees the lock a rounded-up TTL later, so each
+// such waiter can delay the next holder by up to that.
+//
+// # Failed releases (table mode)
+//
+// A release that fails with an uncertain error (the server down, the
+// connection lost) may leave the row counting the hold. The client
+// remembers it and settles it before the owner's next acquire of the name:
+// it drops the holds whose release failed, but never below the holds the
+// client still has; if that fails too, the acquire fails and Lock retries.
+// So an owner never re-enters, with its old token, a hold it gave up (which
+// would refresh the row at every re-entry and keep every other owner out).
+// What remains: a client that exits, or never locks the name again, leaves
+// the row to expire at its TTL; and a release whose reply was lost after it
+// was applied is counted twice when settled, which, with one owner id
+// shared by several processes, can drop one of another process's holds.
 //
 // Fencing tokens come from the row in table mode and from
 // dlock_tokens(name PRIMARY KEY, token) in row and session modes, where the

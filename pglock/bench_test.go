@@ -38,7 +38,7 @@ func BenchmarkTableUncontended(b *testing.B) {
 			if holds == 0 {
 				b.Fatal("not granted")
 			}
-			if err := p.QueryRow(ctx, pglock.ReleaseSQL, "bench/u/statements", owner, token, 1).Scan(&deleted, &left); err != nil {
+			if err := p.QueryRow(ctx, pglock.ReleaseSQL, "bench/u/statements", owner, token, 1, 0).Scan(&deleted, &left); err != nil {
 				b.Fatal(err)
 			}
 		}

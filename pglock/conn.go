@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/sqlbase"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -39,6 +41,53 @@ func (l *Lease) As(target any) bool {
 
 const advisoryKey = "hashtextextended($1, 0)"
 
+// boundSettings are the session settings that bound a holding connection
+// by its lease (see sqlbase), in the order they are set; newDriver keeps
+// those the server has. The idle timeout that fits the mode is added: idle
+// in transaction for row mode, idle (PostgreSQL 14 and later) for session
+// mode.
+var boundSettings = []string{"tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count", "tcp_user_timeout", "client_connection_check_interval"}
+
+// bounds returns the names and values of the settings that bound a holding
+// connection of a lease of ttl.
+func (d *pgDriver) bounds(ttl time.Duration) (names, values []string) {
+	ka := sqlbase.KeepaliveFor(ttl)
+	value := map[string]int64{
+		"tcp_keepalives_idle":                 int64(ka.Idle / time.Second),
+		"tcp_keepalives_interval":             int64(ka.Interval / time.Second),
+		"tcp_keepalives_count":                int64(ka.Count),
+		"tcp_user_timeout":                    ka.UserTimeout.Milliseconds(),
+		"client_connection_check_interval":    min(max(ttl/3, 100*time.Millisecond), time.Second).Milliseconds(),
+		"idle_in_transaction_session_timeout": sqlbase.IdleMillis(ttl),
+		"idle_session_timeout":                sqlbase.IdleMillis(ttl),
+	}
+	for _, n := range d.settings {
+		names, values = append(names, n), append(values, strconv.FormatInt(value[n], 10))
+	}
+	return names, values
+}
+
+// idleSetting is the idle timeout that fits mode.
+func idleSetting(mode Mode) string {
+	if mode == ModeRow {
+		return "idle_in_transaction_session_timeout"
+	}
+	return "idle_session_timeout"
+}
+
+// setBounds, as a materialised CTE, applies the settings $2 = $3 (local to
+// the transaction if $4) before the statement that uses it takes the lock.
+const setBounds = "WITH bounds AS MATERIALIZED (SELECT count(set_config(n, v, $4)) FROM unnest($2::text[], $3::text[]) AS s(n, v)) "
+
+// resetBounds puts the settings named by the text[] parameter p back as the
+// session began with them.
+func resetBounds(p string) string {
+	return "(SELECT count(set_config(name, reset_val, false)) FROM pg_settings WHERE name = ANY(" + p + "::text[]))"
+}
+
+// rowLockSQL locks the row named $1 in row mode, bounding the session first.
+const rowLockSQL = setBounds + "SELECT r.name FROM bounds, dlock_rows r WHERE r.name = $1 FOR UPDATE OF r"
+
 func (d *pgDriver) acquireConn(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	if ok, err := d.slots.Take(ctx, r.Wait); !ok { // bound the connections held
 		return driver.Grant{}, err
@@ -48,16 +97,31 @@ func (d *pgDriver) acquireConn(ctx context.Context, r driver.Request) (driver.Gr
 		d.slots.Give()
 		return driver.Grant{}, err
 	}
-	tok, err := d.nextToken(ctx, r.Name, r.Owner, l.PID)
+	// The lease counts from a statement sent on the holding connection after
+	// the wait: the server's idle timeout counts from when it finished it.
+	var since time.Time
+	var tok uint64
+	if d.mode == ModeSession { // no transaction: the token's statement is that one
+		since = time.Now()
+		tok, err = d.nextToken(ctx, l.conn, r.Name, r.Owner, l.PID)
+	} else { // the token must commit apart from the lock's transaction
+		tok, err = d.nextToken(ctx, d.pool, r.Name, r.Owner, l.PID)
+		if err == nil {
+			since = time.Now()
+			_, err = l.tx.Exec(ctx, "SELECT 1")
+			err = pgErr("confirm", err)
+		}
+	}
 	if err != nil {
 		_ = l.release(context.WithoutCancel(ctx))
 		return driver.Grant{}, err
 	}
-	return driver.Grant{Acquired: true, Token: tok, Holds: 1, Handle: l}, nil
+	return driver.Grant{Acquired: true, Token: tok, Holds: 1, Since: since, Handle: l}, nil
 }
 
 // lockConn takes a dedicated connection and the lock on it, waiting in the
-// database if r.Wait (cancelling ctx cancels the server-side wait).
+// database if r.Wait (cancelling ctx cancels the server-side wait). The
+// connection's session is bounded by r.TTL before the lock is taken.
 func (d *pgDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool, error) {
 	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
@@ -71,19 +135,24 @@ func (d *pgDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 		}
 		return nil, false, err
 	}
+	names, values := d.bounds(r.TTL)
 	switch d.mode {
 	case ModeSession:
 		if r.Wait {
-			if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock("+advisoryKey+")", r.Name); err != nil {
+			if _, err := conn.Exec(ctx, setBounds+"SELECT pg_advisory_lock("+advisoryKey+") FROM bounds", r.Name, names, values, false); err != nil {
 				return fail(pgErr("pg_advisory_lock", err))
 			}
 			return l, true, nil
 		}
 		var ok bool
-		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock("+advisoryKey+")", r.Name).Scan(&ok); err != nil {
+		if err := conn.QueryRow(ctx, setBounds+"SELECT pg_try_advisory_lock("+advisoryKey+") FROM bounds", r.Name, names, values, false).Scan(&ok); err != nil {
 			return fail(pgErr("pg_try_advisory_lock", err))
 		}
 		if !ok {
+			var n int64
+			if err := conn.QueryRow(ctx, "SELECT "+resetBounds("$1"), names).Scan(&n); err != nil {
+				return fail(pgErr("reset", err))
+			}
 			conn.Release()
 			return nil, false, nil
 		}
@@ -96,15 +165,15 @@ func (d *pgDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 		if err != nil {
 			return fail(pgErr("begin", err))
 		}
-		q := "SELECT name FROM dlock_rows WHERE name = $1 FOR UPDATE"
+		q := rowLockSQL
 		if !r.Wait {
 			q += " NOWAIT"
 		}
 		var n string
-		if err := tx.QueryRow(ctx, q, r.Name).Scan(&n); err != nil {
+		if err := tx.QueryRow(ctx, q, r.Name, names, values, true).Scan(&n); err != nil {
 			var pe *pgconn.PgError
 			if errors.As(err, &pe) && pe.Code == "55P03" { // lock_not_available
-				_ = tx.Rollback(ctx)
+				_ = tx.Rollback(ctx) // the settings were local to it
 				conn.Release()
 				return nil, false, nil
 			}
@@ -154,7 +223,8 @@ func (l *Lease) release(ctx context.Context) error {
 		err = l.tx.Commit(ctx)
 	} else {
 		var ok bool
-		err = l.conn.QueryRow(ctx, "SELECT pg_advisory_unlock("+advisoryKey+")", l.name).Scan(&ok)
+		var n int64
+		err = l.conn.QueryRow(ctx, "SELECT pg_advisory_unlock("+advisoryKey+"), "+resetBounds("$2"), l.name, l.d.settings).Scan(&ok, &n)
 		if err == nil && !ok {
 			err = errors.New("not held")
 		}

@@ -9,6 +9,8 @@ import (
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/internal/slots"
+	"github.com/dlock/dlock/internal/sqlbase"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -19,6 +21,10 @@ type pgDriver struct {
 	mode  Mode
 	slots slots.Slots // row and session modes: one per held connection
 	hub   *hub        // table mode: LISTEN dlock_release
+	// row and session modes: the settings in boundSettings and the idle
+	// timeout of the mode that the server has
+	settings []string
+	holds    sqlbase.Holds // table mode: holds whose release failed
 }
 
 const schema = `
@@ -55,6 +61,15 @@ func newDriver(ctx context.Context, pool *pgxpool.Pool, opts Options) (*pgDriver
 	}
 	if d.mode == ModeTable {
 		d.hub = newHub(pool)
+		return d, nil
+	}
+	want := append(append([]string{}, boundSettings...), idleSetting(d.mode))
+	rows, err := pool.Query(ctx, "SELECT name FROM pg_settings WHERE name = ANY($1) ORDER BY array_position($1, name)", want)
+	if err == nil {
+		d.settings, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil {
+		return nil, pgErr("read settings", err)
 	}
 	return d, nil
 }
@@ -128,11 +143,14 @@ func (d *pgDriver) Release(ctx context.Context, h driver.Held, count int) (int, 
 	return 0, l.release(ctx)
 }
 
-// nextToken takes the name's next token, recording the holder (for Inspect
-// and ForceRelease in row and session modes). It commits on its own.
-func (d *pgDriver) nextToken(ctx context.Context, name, owner string, pid uint32) (uint64, error) {
+// nextToken takes the name's next token through q (outside any
+// transaction), recording the holder (for Inspect and ForceRelease in row
+// and session modes). It commits on its own.
+func (d *pgDriver) nextToken(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, name, owner string, pid uint32) (uint64, error) {
 	var tok int64
-	err := d.pool.QueryRow(ctx, `INSERT INTO dlock_tokens AS t (name, token, owner, holder_pid) VALUES ($1, 1, $2, $3)
+	err := q.QueryRow(ctx, `INSERT INTO dlock_tokens AS t (name, token, owner, holder_pid) VALUES ($1, 1, $2, $3)
 ON CONFLICT (name) DO UPDATE SET token = t.token + 1, owner = EXCLUDED.owner, holder_pid = EXCLUDED.holder_pid
 RETURNING token`, name, owner, int32(pid)).Scan(&tok)
 	return uint64(tok), pgErr("token", err)

@@ -4,4 +4,5 @@ package pglock
 const (
 	AcquireSQL = acquireSQL
 	ReleaseSQL = releaseSQL
+	RowLockSQL = rowLockSQL // row mode's lock, for the test of its plan
 )

@@ -12,8 +12,9 @@
 //
 //		mode     how a lock is held                      a dead holder's lock ends   waiting                 cost while held
 //		table    a row in dlock_locks with an expiry     at its TTL (renewed)        LISTEN/NOTIFY + expiry  nothing
-//		row      SELECT … FOR UPDATE in an open tx       when the server sees its    in the database         one connection
-//		                                                 connection die
+//		row      SELECT … FOR UPDATE in an open tx       when its connection dies,   in the database         one connection
+//		                                                 or a TTL after its last
+//		                                                 statement
 //		session  pg_advisory_lock on a session           as for row                  in the database         one connection
 //
 //	  - table (default): dlock_locks(name PRIMARY KEY, owner, holds, token,
@@ -35,7 +36,57 @@
 // connection dies the server releases the lock at once; the holder learns of
 // it at its next renewal (within TTL/3), so there is a window in which a
 // new holder exists while the old one has not yet been told: fencing
-// tokens cover it.
+// tokens cover it. A lease counts from the send time of a statement on the
+// holding connection after the wait (session mode: the token's; row mode: a
+// SELECT 1 after the token), never from before a wait.
+//
+// # A holder cut off (row and session modes)
+//
+// The lock lasts as long as the holding session. So that a holder cut off
+// without a close (dropped packets, a frozen host) does not keep it for as
+// long as the server believes the connection alive (about two hours with
+// default keepalives), the holding session is bounded by its lease with
+// session settings set in the statement that takes the lock (local to the
+// transaction in row mode; put back before the connection returns to the
+// pool in session mode):
+//
+//   - idle_in_transaction_session_timeout (row mode) or idle_session_timeout
+//     (session mode) = the TTL in ms: the server ends the session, and so
+//     frees the lock, a TTL after the holder's last statement. The holder
+//     sends one every TTL/3 (its renewal) and its lease counts from that
+//     statement's send time, so the server never frees the lock before the
+//     holder's lease has ended; another client gets it within about
+//     TTL + TTL/3 of the cut (3.0 to 3.1 s with a 3 s TTL in the tests,
+//     through a proxy that drops everything). A holder paused longer than
+//     its TTL loses its session the same way (its lease had ended).
+//   - tcp_keepalives_idle and tcp_keepalives_interval = TTL/3 (whole
+//     seconds, at least 1), tcp_keepalives_count = 3, tcp_user_timeout =
+//     the TTL (at least 1 s), client_connection_check_interval = TTL/3
+//     (100 ms to 1 s): the server also notices a dead peer while the session
+//     waits for the lock or sends to it, on a network that drops packets.
+//
+// What remains: settings the server lacks are skipped. Before PostgreSQL 14
+// there is no idle_session_timeout nor client_connection_check_interval:
+// session mode then relies on the keepalives, which end the session on a
+// network that drops packets (about TTL/3 + TTL) but not behind a proxy or
+// pooler that keeps answering for the client. A waiter cut off while
+// waiting is noticed by the keepalives and the connection check; if it is
+// granted first, the idle timeout frees the lock a TTL later, so each such
+// waiter can delay the next holder by up to a TTL.
+//
+// # Failed releases (table mode)
+//
+// A release that fails with an uncertain error (the server down, the
+// connection lost) may leave the row counting the hold. The client
+// remembers it and settles it before the owner's next acquire of the name:
+// it drops the holds whose release failed, but never below the holds the
+// client still has; if that fails too, the acquire fails and Lock retries.
+// So an owner never re-enters, with its old token, a hold it gave up (which
+// would refresh the row at every re-entry and keep every other owner out).
+// What remains: a client that exits, or never locks the name again, leaves
+// the row to expire at its TTL; and a release whose reply was lost after it
+// was applied is counted twice when settled, which, with one owner id
+// shared by several processes, can drop one of another process's holds.
 //
 // # Fencing tokens
 //

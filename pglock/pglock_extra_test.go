@@ -157,7 +157,8 @@ func TestRowQueryUsesIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	var plan strings.Builder
-	rows, err := conn.Query(ctx, "EXPLAIN SELECT name FROM dlock_rows WHERE name = 'n42' FOR UPDATE")
+	q := strings.NewReplacer("$1", "'n42'", "$2", "'{tcp_user_timeout}'", "$3", "'{1000}'", "$4", "true").Replace(pglock.RowLockSQL)
+	rows, err := conn.Query(ctx, "EXPLAIN "+q)
 	if err != nil {
 		t.Fatal(err)
 	}

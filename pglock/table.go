@@ -7,6 +7,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/sqlbase"
 )
 
 // acquireSQL grants a free or expired lock, or re-enters the owner's live
@@ -38,6 +39,9 @@ SELECT coalesce((SELECT token FROM ins), (SELECT token FROM re), 0),
        coalesce((SELECT (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint FROM cur WHERE live), 0)`
 
 func (d *pgDriver) acquireRow(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	if err := d.holds.Settle(ctx, r.Name, r.Owner, d.releaseStmt(r.Name, r.Owner)); err != nil {
+		return driver.Grant{}, pgErr("settle a failed release", err)
+	}
 	var token, holds, left int64
 	err := d.pool.QueryRow(ctx, acquireSQL, r.Name, r.Owner, r.TTL.Milliseconds()).Scan(&token, &holds, &left)
 	if err != nil {
@@ -46,6 +50,7 @@ func (d *pgDriver) acquireRow(ctx context.Context, r driver.Request) (driver.Gra
 	if holds == 0 {
 		return driver.Grant{Retry: time.Duration(max(left, 0)) * time.Millisecond}, nil
 	}
+	d.holds.Granted(r.Name, r.Owner, uint64(token))
 	return driver.Grant{Acquired: true, Token: uint64(token), Holds: int(holds)}, nil
 }
 
@@ -90,31 +95,46 @@ func (d *pgDriver) renewRows(ctx context.Context, batch []driver.Held) []driver.
 	return res
 }
 
-// releaseSQL drops count holds: deleting the row (and notifying waiters)
-// when none are left. Returns rows deleted and the holds left (-1: not
-// held).
+// releaseSQL drops $4 holds but keeps at least $5 (see sqlbase.Settle):
+// deleting the row (and notifying waiters) when none are left. Returns rows
+// deleted and the holds left (-1: not held).
 const releaseSQL = `
 WITH d AS (
-  DELETE FROM dlock_locks WHERE name = $1 AND owner = $2 AND token = $3 AND holds <= $4 RETURNING name
+  DELETE FROM dlock_locks WHERE name = $1 AND owner = $2 AND token = $3 AND greatest(holds - $4, $5) <= 0 RETURNING name
 ), u AS (
-  UPDATE dlock_locks SET holds = holds - $4 WHERE name = $1 AND owner = $2 AND token = $3 AND holds > $4 RETURNING holds
+  UPDATE dlock_locks SET holds = greatest(holds - $4, $5)
+  WHERE name = $1 AND owner = $2 AND token = $3 AND greatest(holds - $4, $5) > 0 RETURNING holds
 ), n AS (
   SELECT pg_notify('dlock_release', name) FROM d
 )
 SELECT (SELECT count(*) FROM d) + (SELECT count(*) FROM n) * 0, coalesce((SELECT holds FROM u), -1)`
 
 func (d *pgDriver) releaseRow(ctx context.Context, h driver.Held, count int) (int, error) {
-	var deleted, left int64
-	if err := d.pool.QueryRow(ctx, releaseSQL, h.Name, h.Owner, int64(h.Token), count).Scan(&deleted, &left); err != nil {
+	left, o, err := d.holds.Drop(ctx, h.Name, h.Owner, h.Token, count, h.TTL, d.releaseStmt(h.Name, h.Owner))
+	switch o {
+	case sqlbase.Uncertain:
 		return 0, pgErr("release", err)
+	case sqlbase.Gone:
+		return 0, fmt.Errorf("pglock: release: %w: held by another owner or deleted", dlock.ErrLeaseLost)
 	}
-	switch {
-	case deleted > 0:
-		return 0, nil
-	case left >= 0:
-		return int(left), nil
+	return left, nil
+}
+
+// releaseStmt runs releaseSQL for a sqlbase.Settle of (name, owner).
+func (d *pgDriver) releaseStmt(name, owner string) sqlbase.Stmt {
+	return func(ctx context.Context, s sqlbase.Settle) (int, sqlbase.Outcome, error) {
+		var deleted, left int64
+		if err := d.pool.QueryRow(ctx, releaseSQL, name, owner, int64(s.Token), s.Sub, s.Floor).Scan(&deleted, &left); err != nil {
+			return 0, sqlbase.Uncertain, err
+		}
+		switch {
+		case deleted > 0:
+			return 0, sqlbase.Applied, nil
+		case left >= 0:
+			return int(left), sqlbase.Applied, nil
+		}
+		return 0, sqlbase.Gone, nil
 	}
-	return 0, fmt.Errorf("pglock: release: %w: held by another owner or deleted", dlock.ErrLeaseLost)
 }
 
 func (d *pgDriver) inspectRow(ctx context.Context, name string) (driver.Info, error) {

@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -30,6 +31,11 @@ func newDriver(ctx context.Context, rdb redis.UniversalClient, opts Options, own
 	}
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return nil, fmt.Errorf("redislock: connect: %w", err)
+	}
+	if !node.FollowsContext() {
+		d.log.Warn("redislock: the go-redis client ignores context deadlines (ContextTimeoutEnabled is false): " +
+			"a renewal cut off by the network waits out ReadTimeout, and a lost lease can be reported after " +
+			"another client took the lock; set ContextTimeoutEnabled: true in its options")
 	}
 	d.checkEviction(ctx)
 	d.hub = newHub(rdb, node.prefix)
@@ -83,7 +89,14 @@ func (d *redisDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gra
 	}
 	k := newKeys(d.prefix, r.Name)
 	if !r.Wait {
-		return d.try(ctx, k, r, d.node.newRequest(), "")
+		req := d.node.newRequest()
+		g, err := d.try(ctx, k, r, req, "")
+		if err != nil && !errors.Is(err, errUnsettled) {
+			// It may have run and lost its reply: undo a hold (or a
+			// re-entry's count) that the caller will never know of.
+			d.cancel(ctx, k, r.Owner, req)
+		}
+		return g, err
 	}
 	return d.wait(ctx, k, r)
 }

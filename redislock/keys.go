@@ -6,7 +6,7 @@ import "strings"
 // Cluster they live in one slot and every script touches one node.
 type keys struct {
 	list  []string // lock, token, queue, info: the KEYS of every script
-	lock  string   // hash: owner -> hold count, "\x00t" -> token, "\x00r" -> last request that changed the hold
+	lock  string   // hash: owner -> hold count, "\x00t" -> token, "\x00r" -> the last requests that changed the hold
 	token string   // counter: the last fencing token; outlives the lock
 	queue string   // list: waiting requests in arrival order
 	info  string   // hash: request -> "expiry|ttl|owner"

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +24,9 @@ type Node struct {
 	prefix string
 	id     string // prefix of the node's request ids
 	seq    atomic.Uint64
+
+	mu      sync.Mutex
+	pending map[string][]pendingRelease // failed releases, by lock key and owner
 }
 
 // NewNode returns a Node over rdb with the key prefix ("" for "dlock").
@@ -30,7 +34,7 @@ func NewNode(rdb redis.UniversalClient, keyPrefix string) *Node {
 	if keyPrefix == "" {
 		keyPrefix = defaultPrefix
 	}
-	return &Node{rdb: rdb, prefix: keyPrefix, id: dlock.NewOwnerID() + "-"}
+	return &Node{rdb: rdb, prefix: keyPrefix, id: dlock.NewOwnerID() + "-", pending: map[string][]pendingRelease{}}
 }
 
 // newRequest returns an id for one acquire or release, unique to this
@@ -38,6 +42,22 @@ func NewNode(rdb redis.UniversalClient, keyPrefix string) *Node {
 // that changed a hold, so a script run twice (see scripts.go) acts once.
 func (n *Node) newRequest() string {
 	return n.id + strconv.FormatUint(n.seq.Add(1), 10)
+}
+
+// FollowsContext reports whether the node's client follows context
+// deadlines, as far as it can see: false for a go-redis Client (single or
+// Sentinel-backed) or ClusterClient whose options leave
+// ContextTimeoutEnabled off. Such a client ignores the deadline dlock gives
+// each renewal, so a renewal sent into a silent network waits out the
+// client's ReadTimeout, and loss can be signalled after the lock expired.
+func (n *Node) FollowsContext() bool {
+	switch c := n.rdb.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return true
 }
 
 // Client returns the node's go-redis client.
@@ -67,6 +87,9 @@ func (n *Node) TryAcquire(ctx context.Context, name, owner string, ttl time.Dura
 // request queues if the lock is taken, and a handoff to it is announced on
 // the channel.
 func (n *Node) acquire(ctx context.Context, k keys, owner string, ttl time.Duration, req, channel string, token uint64) (NodeGrant, error) {
+	if err := n.settle(ctx, k, owner); err != nil {
+		return NodeGrant{}, err
+	}
 	tok := ""
 	if token > 0 {
 		tok = strconv.FormatUint(token, 10)
@@ -115,11 +138,25 @@ func (n *Node) Release(ctx context.Context, name, owner string, token uint64, co
 }
 
 func (n *Node) release(ctx context.Context, k keys, owner string, token uint64, count int, notify bool) (int, error) {
+	if err := n.settle(ctx, k, owner); err != nil {
+		return 0, err
+	}
+	p := pendingRelease{token: token, count: count, notify: notify, req: n.newRequest()}
+	left, err := n.releaseReq(ctx, k, owner, p.token, p.count, p.notify, p.req)
+	if err != nil && !errors.Is(err, dlock.ErrLeaseLost) {
+		n.remember(k, owner, p)
+	}
+	return left, err
+}
+
+// releaseReq runs the release script as request req: sent again with the
+// same req after its reply was lost, it acts once.
+func (n *Node) releaseReq(ctx context.Context, k keys, owner string, token uint64, count int, notify bool, req string) (int, error) {
 	flag := "0"
 	if notify {
 		flag = "1"
 	}
-	left, err := releaseScript.Run(ctx, n.rdb, k.all(), owner, count, token, flag, n.newRequest()).Int64()
+	left, err := releaseScript.Run(ctx, n.rdb, k.all(), owner, count, token, flag, req).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("redislock: release: %w", err)
 	}

@@ -10,7 +10,27 @@
 //
 // (and rediss+sentinel, rediss+cluster). Query parameters are go-redis's
 // (dial_timeout, read_timeout, pool_size, …), plus prefix=NAME for the key
-// prefix (default "dlock"). Users with a client already use Open.
+// prefix (default "dlock"). A client built from a URL follows context
+// deadlines (go-redis's ContextTimeoutEnabled), and has a dial timeout of 2 s
+// and read and write timeouts of 3 s unless the URL sets its own. Users with
+// a client already use Open.
+//
+// # Your own client
+//
+// dlock gives every renewal a deadline: the lease's, a margin before the
+// lock can expire in Redis. go-redis ignores context deadlines unless its
+// options set ContextTimeoutEnabled, so a renewal sent over a connection
+// that went silent (a network partition, a dropped route) waits out
+// ReadTimeout (3 s by default) instead, and the holder can learn it lost the
+// lock after another client took it. Set, on the client passed to Open:
+//
+//	ContextTimeoutEnabled: true,
+//	DialTimeout:  2 * time.Second, // or less; a bound on reconnects
+//	ReadTimeout:  3 * time.Second, // bounds calls without a deadline
+//	WriteTimeout: 3 * time.Second,
+//
+// Open logs a warning (through Options.Logger) when it can see the client
+// does not follow context deadlines (*redis.Client, *redis.ClusterClient).
 //
 // # Layout
 //
@@ -37,6 +57,14 @@
 // one goroutine) it is for, not every waiting process. A waiter also
 // retries when the holder's TTL runs out, since an expiry sends no message.
 //
+// A handoff message only wakes the waiter: a process paused after it
+// arrived reads it when the handed lock may have expired and gone to
+// another waiter. The waiter's next acquire script is the proof: it finds
+// the lock held by the waiter's request (and extends it to the TTL), and
+// the grant counts from that script's send time; otherwise the waiter keeps
+// waiting. A waiter that gives up leaves the queue, and passes on a lock
+// handed to it meanwhile.
+//
 // # Guarantees and non-guarantees
 //
 //   - Mutual exclusion holds while the Redis server (or the Cluster shard that
@@ -53,14 +81,23 @@
 //   - An evicted key is a silently lost lock. Open reads maxmemory-policy; if
 //     it is not noeviction it logs a warning, and Inspect reports it in Notes.
 //   - A holder that cannot reach Redis declares its lease lost before the key
-//     can expire (see package dlock); a holder paused past its TTL cannot.
+//     can expire (see package dlock), provided its client follows context
+//     deadlines (see "Your own client"); a holder paused past its TTL cannot.
 //   - go-redis sends a command again when the connection breaks before its
 //     reply arrives (MaxRetries, 3 by default), so a script can run twice.
 //     Every acquire and release carries an id of its own, and the lock
-//     remembers the last one that changed it: a script run twice acts once.
+//     remembers the last 16 that changed it: a script run twice acts once.
 //     The one visible trace: an Unlock whose final release ran, lost its
 //     reply and was sent again reports ErrLeaseLost, though it released the
 //     lock.
+//   - The store never keeps counting a hold the client has forgotten. An
+//     attempt whose reply is lost is undone; a release, or an undo, that
+//     fails without a certain answer is sent again, as the same request,
+//     before the owner's next Lock or Unlock of that name in the process,
+//     and that call fails while it still cannot be confirmed. Without this
+//     the owner would re-enter the forgotten hold (with its old token), and
+//     the lock would outlive each later Unlock. Meanwhile, the forgotten
+//     hold ends with its TTL.
 package redislock
 
 import (
@@ -91,6 +128,8 @@ const (
 	waiterTTL     = 3 * time.Second // a queue place not refreshed for this long expires
 	keepAlive     = waiterTTL / 3   // how often a waiter refreshes its place
 	handoffTTL    = waiterTTL       // TTL cap of a lock handed to a waiter
+	// cleanupTimeout bounds the best-effort undo of a request given up on.
+	cleanupTimeout = 2 * time.Second
 )
 
 func init() {
@@ -104,8 +143,8 @@ func init() {
 type Options struct {
 	// KeyPrefix starts every key dlock writes. Default "dlock".
 	KeyPrefix string
-	// Logger receives warnings such as an unsafe eviction policy. Default
-	// slog.Default().
+	// Logger receives warnings such as an unsafe eviction policy or a client
+	// that ignores context deadlines. Default slog.Default().
 	Logger *slog.Logger
 	// Client are options for the dlock client.
 	Client []dlock.ClientOption
@@ -134,7 +173,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	base, _ := strings.CutSuffix(u.Scheme, "+sentinel")
 	base, _ = strings.CutSuffix(base, "+cluster")
 	v.Scheme = base
-	hosts := dlock.Hosts(u)
+	hosts := driver.Hosts(u)
 	v.Host = hosts[0]
 	for _, h := range hosts[1:] {
 		q.Add("addr", h)
@@ -147,6 +186,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redislock: %w: %v", dlock.ErrInvalidURL, err)
 		}
+		boundIO(q, &o.ContextTimeoutEnabled, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout)
 		rdb = redis.NewClusterClient(o)
 	case strings.HasSuffix(u.Scheme, "+sentinel"):
 		master := strings.Trim(u.Path, "/")
@@ -164,6 +204,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		}
 		// The URL's credentials are the data nodes'; sentinels usually share them.
 		o.Username, o.Password = o.SentinelUsername, o.SentinelPassword
+		boundIO(q, &o.ContextTimeoutEnabled, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout)
 		rdb = redis.NewFailoverClient(o)
 	default:
 		if len(hosts) > 1 {
@@ -173,6 +214,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redislock: %w: %v", dlock.ErrInvalidURL, err)
 		}
+		boundIO(q, &o.ContextTimeoutEnabled, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout)
 		rdb = redis.NewClient(o)
 	}
 	d, err := newDriver(ctx, rdb, opts, true)
@@ -181,4 +223,29 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// Default I/O bounds of the clients built from URLs. Calls with a deadline
+// (renewals, Redlock's per-node calls) end at it; these bound the rest.
+const (
+	defaultDialTimeout = 2 * time.Second
+	defaultIOTimeout   = 3 * time.Second
+)
+
+// boundIO makes a go-redis client built from a URL follow context deadlines
+// (go-redis ignores them unless ContextTimeoutEnabled is set, so a renewal
+// sent into a silent network would wait out the read timeout, past the
+// lease's expiry), and gives it dial, read and write timeouts where the
+// URL's query sets none.
+func boundIO(q url.Values, ctxTimeout *bool, dial, read, write *time.Duration) {
+	*ctxTimeout = true
+	if !q.Has("dial_timeout") {
+		*dial = defaultDialTimeout
+	}
+	if !q.Has("read_timeout") {
+		*read = defaultIOTimeout
+	}
+	if !q.Has("write_timeout") && !q.Has("read_timeout") { // go-redis: write follows read
+		*write = defaultIOTimeout
+	}
 }

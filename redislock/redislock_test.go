@@ -290,6 +290,9 @@ func TestClusterNamesAndBraces(t *testing.T) {
 	var rdb redis.UniversalClient
 	a.As(&rdb)
 	cc := rdb.(*redis.ClusterClient)
+	if !cc.Options().ContextTimeoutEnabled {
+		t.Error("a cluster client built from a URL ignores context deadlines")
+	}
 	shards := map[string]bool{}
 	var leases []*dlock.Lease
 	for i := range 12 {
@@ -329,6 +332,10 @@ func TestSentinelURL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	var sc redis.UniversalClient
+	if c.As(&sc); !sc.(*redis.Client).Options().ContextTimeoutEnabled {
+		t.Error("a sentinel-backed client built from a URL ignores context deadlines")
+	}
 	l, err := c.Mutex("via-sentinel").Lock(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -10,16 +10,20 @@ import (
 // Every step of the lock is one Lua script, so it is atomic and costs one
 // round trip. KEYS are those of keys.all(): lock, token, queue, queue info.
 // Hash fields starting with NUL are the lock's own (owner ids cannot hold
-// NUL): "\0t" the holder's token, "\0r" the request that last changed the
-// hold (the acquire or release that made it what it is, or the waiter it
-// was handed to).
+// NUL): "\0t" the holder's token, "\0r" the requests that last changed the
+// hold (the acquires and releases that made it what it is, or the waiter it
+// was handed to), the last recentRequests of them, space-separated, oldest
+// first.
 //
 // Each acquire and release carries a request id of its own, and a script
 // that finds its id in "\0r" has already run: it reports the hold as it is
 // and changes nothing. go-redis sends a command again when its reply is lost
-// with the connection (MaxRetries, 3 by default), so without this a release
-// of one of two holds that ran twice would free the lock while a lease on it
-// is still held.
+// with the connection (MaxRetries, 3 by default), and dlock sends a release
+// again before the owner's next call when it failed uncertainly (see
+// pendingRelease), so without this a release of one of two holds that ran
+// twice would free the lock while a lease on it is still held. A list, not
+// the last id alone: another process of the same owner may change the hold
+// between the run and the retry.
 
 // prelude binds the keys; helpers defines the slow-path functions. Lua
 // builds a script's local functions on every call, so the fast paths of
@@ -27,6 +31,15 @@ import (
 const prelude = `
 local lock, tokk, q, qi = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local wttl, hcap = WAITER_TTL, HANDOFF_TTL
+local function seen(r, id) -- whether request id is among the ids r lists
+  return r and string.find(' ' .. r .. ' ', ' ' .. id .. ' ', 1, true) ~= nil
+end
+local function push(r, id) -- r with id added, keeping the last RECENT
+  local ids = {}
+  if r then for x in string.gmatch(r, '%S+') do ids[#ids + 1] = x end end
+  ids[#ids + 1] = id
+  return table.concat(ids, ' ', math.max(1, #ids - RECENT + 1))
+end
 `
 
 const helpers = `
@@ -85,19 +98,30 @@ if redis.call('EXISTS', lock, q) == 0 then -- free, nobody waiting: the common c
   return tonumber(token)
 end
 ` + helpers + `
+local ch = ARGV[5]
 local h = redis.call('HMGET', lock, '\0r', owner, '\0t')
-if h[1] == req then
-  -- this request holds it: handed to it while it waited (its message may
-  -- have been lost), or granted by this same call run before
+if seen(h[1], req) then
+  -- this request holds it: handed to it while it waited (the waiter's
+  -- proof of a handoff, whose message may be old or lost), or granted by
+  -- this same call run before. The holder takes its own TTL now (a handoff
+  -- caps it), counted by the client from this call's send time.
+  if ch ~= '' then -- a request granted is queued no more
+    redis.call('LREM', q, 0, req)
+    redis.call('HDEL', qi, req)
+  end
+  if redis.call('PTTL', lock) < ttl then redis.call('PEXPIRE', lock, ttl) end
   return {1, tonumber(h[3]), tonumber(h[2] or 1), redis.call('PTTL', lock)}
 end
 if h[2] then -- re-entry
+  if ch ~= '' then
+    redis.call('LREM', q, 0, req)
+    redis.call('HDEL', qi, req)
+  end
   local n = redis.call('HINCRBY', lock, owner, 1)
-  redis.call('HSET', lock, '\0r', req)
+  redis.call('HSET', lock, '\0r', push(h[1], req))
   if redis.call('PTTL', lock) < ttl then redis.call('PEXPIRE', lock, ttl) end
   return {1, tonumber(h[3]), n, redis.call('PTTL', lock)}
 end
-local ch = ARGV[5]
 local now = now_ms()
 if redis.call('EXISTS', lock) == 0 then
   local head
@@ -145,10 +169,10 @@ var releaseScript = newScript(prelude + `
 local h = redis.call('HMGET', lock, ARGV[1], '\0t', '\0r')
 local n = h[1]
 if not n or h[2] ~= ARGV[3] then return -1 end
-if h[3] == ARGV[5] then return tonumber(n) end -- this release, run before
+if seen(h[3], ARGV[5]) then return tonumber(n) end -- this release, run before
 n = tonumber(n) - tonumber(ARGV[2])
 if n > 0 then
-  redis.call('HSET', lock, ARGV[1], n, '\0r', ARGV[5])
+  redis.call('HSET', lock, ARGV[1], n, '\0r', push(h[3], ARGV[5]))
   return n
 end
 redis.call('DEL', lock)
@@ -172,18 +196,31 @@ end
 return 0
 `)
 
-// cancelScript: ARGV request. Removes a
-// request that stopped waiting from the queue; if the lock had just been
-// handed to it, passes the lock on.
+// cancelScript: ARGV request, owner. Undoes an acquire request given up on
+// (its waiter stopped, or its reply was lost): removes it from the queue,
+// and if it changed the hold (the lock was handed to it, or it granted or
+// re-entered it), drops the one hold it made: the lock, passed on to the
+// next waiter, if it is the owner's only one. It then takes its id out of
+// the hold's list, so a cancel run twice acts once. Returns 1 if it dropped
+// a hold.
 var cancelScript = newScript(prelude + helpers + `
-redis.call('LREM', q, 0, ARGV[1])
-redis.call('HDEL', qi, ARGV[1])
-if redis.call('HGET', lock, '\0r') == ARGV[1] then
-  redis.call('DEL', lock)
-  handoff(now_ms())
+local req, owner = ARGV[1], ARGV[2]
+redis.call('LREM', q, 0, req)
+redis.call('HDEL', qi, req)
+local h = redis.call('HMGET', lock, '\0r', owner)
+if not seen(h[1], req) then return 0 end
+local n = tonumber(h[2] or 0)
+if n > 1 then -- the owner's other holds stay
+  local ids = {}
+  for x in string.gmatch(h[1], '%S+') do
+    if x ~= req then ids[#ids + 1] = x end
+  end
+  redis.call('HSET', lock, owner, n - 1, '\0r', table.concat(ids, ' '))
   return 1
 end
-return 0
+redis.call('DEL', lock)
+handoff(now_ms())
+return 1
 `)
 
 // forceScript: no ARGV. Deletes the lock whoever
@@ -194,11 +231,16 @@ handoff(now_ms())
 return 1
 `)
 
+// recentRequests is how many of the requests that last changed a hold it
+// lists: more than a reply can be late by, in changes of its owner's holds.
+const recentRequests = 16
+
 // newScript fills in the timing constants, so scripts need no arguments for
 // them.
 func newScript(src string) *redis.Script {
 	return redis.NewScript(strings.NewReplacer(
 		"WAITER_TTL", strconv.FormatInt(ms(waiterTTL), 10),
 		"HANDOFF_TTL", strconv.FormatInt(ms(handoffTTL), 10),
+		"RECENT", strconv.Itoa(recentRequests),
 	).Replace(src))
 }

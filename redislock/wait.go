@@ -2,10 +2,11 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlock/dlock"
@@ -13,24 +14,35 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// wait queues a request for the lock and blocks until the lock is handed to
-// it, ctx ends, or an attempt finds it free and the request at the queue's
-// head. It costs one round trip when the lock is free.
+// pauseHook, set only by tests (export_test.go), runs where a waiter is
+// about to refresh its place: a test blocks it there to pause the waiter as
+// SIGSTOP or a long GC pause would, while its handoffs still arrive.
+var pauseHook atomic.Pointer[func(name string)]
+
+// wait queues a request for the lock and blocks until the store grants it
+// to the request, ctx ends, or an attempt finds it free and the request at
+// the queue's head. It costs one round trip when the lock is free.
+//
+// A handoff message is only a wake-up: it is a claim about the past, and a
+// process paused after it arrived (SIGSTOP, a long GC pause) reads it
+// seconds later, when the handed lock may have expired and gone to another
+// waiter. So every grant wait returns is proven by an acquire script that
+// found the lock held by this request (or granted it), and its validity
+// counts from that script's send time. Every way out that is not a grant
+// takes the request out of the queue and passes on a lock handed to it.
 func (d *redisDriver) wait(ctx context.Context, k keys, r driver.Request) (driver.Grant, error) {
 	req := d.node.newRequest()
-	sent := time.Now()
-	g, err := d.try(ctx, k, r, req, d.hub.channel)
-	if err != nil || g.Acquired {
-		return g, err
-	}
-	granted := false
+	granted := false // or nothing to undo
 	defer func() {
 		if !granted { // leave the queue; pass the lock on if it was just handed to us
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			defer cancel()
-			_ = cancelScript.Run(cctx, d.rdb, k.all(), req).Err()
+			d.cancel(ctx, k, r.Owner, req)
 		}
 	}()
+	g, err := d.try(ctx, k, r, req, d.hub.channel) // Since: when Acquire began, just before
+	if err != nil || g.Acquired {
+		granted = err == nil || errors.Is(err, errUnsettled) // the latter was never sent
+		return g, err
+	}
 	handed, err := d.hub.await(ctx, req)
 	if err != nil {
 		return driver.Grant{}, fmt.Errorf("redislock: subscribe: %w", err)
@@ -40,9 +52,14 @@ func (d *redisDriver) wait(ctx context.Context, k keys, r driver.Request) (drive
 	defer timer.Stop()
 	<-timer.C
 	for {
-		// Refresh our place; this also finds a handoff made before the
-		// subscription was in place.
-		sent = time.Now()
+		if f := pauseHook.Load(); f != nil {
+			(*f)(r.Name)
+		}
+		// Refresh our place. This is also what proves a handoff, whether
+		// its message came or was lost (made before the subscription was in
+		// place, or dropped with the pub/sub connection): the script finds
+		// the lock held by this request and extends it to the TTL.
+		sent := time.Now()
 		g, err = d.try(ctx, k, r, req, d.hub.channel)
 		if err == nil && g.Acquired {
 			granted = true
@@ -58,10 +75,7 @@ func (d *redisDriver) wait(ctx context.Context, k keys, r driver.Request) (drive
 		}
 		timer.Reset(next)
 		select {
-		case token := <-handed:
-			granted = true
-			return driver.Grant{Acquired: true, Token: token, Holds: 1,
-				Validity: min(r.TTL, handoffTTL), Since: sent, Handle: k}, nil
+		case <-handed: // refresh now: it finds the lock if it is still ours
 		case <-timer.C:
 		case <-ctx.Done():
 			return driver.Grant{}, ctx.Err()
@@ -75,6 +89,22 @@ func (d *redisDriver) wait(ctx context.Context, k keys, r driver.Request) (drive
 	}
 }
 
+// cancel undoes request req of owner, best effort, for a caller that gives
+// up on it (ctx ended, or its reply was lost): it leaves the queue, and if
+// req was the last change to the hold (a handoff to it, a grant or a
+// re-entry whose reply was lost), that hold is dropped and a freed lock
+// passed on. It is bounded by cleanupTimeout, since ctx may have ended; a
+// cancel that fails is sent again before the owner's next call on the lock,
+// and meanwhile a queue place not refreshed expires by itself.
+func (d *redisDriver) cancel(ctx context.Context, k keys, owner, req string) {
+	cctx, stop := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer stop()
+	if err := d.node.cancel(cctx, k, owner, req); err != nil {
+		d.log.Debug("redislock: cancel of a request failed; it is sent again before the owner's next call",
+			"request", req, "err", err)
+	}
+}
+
 // hub delivers handoffs to the waiters of a client. Each client has a
 // channel of its own, and a queued request names it, so a release wakes
 // only the client of the waiter it hands the lock to, and there only that
@@ -83,13 +113,13 @@ func (d *redisDriver) wait(ctx context.Context, k keys, r driver.Request) (drive
 // subscribed until it closes.
 type hub struct {
 	rdb     redis.UniversalClient
-	channel string // this client's: "h<request> <token>" messages
+	channel string // this client's: "h<request> <token>" messages, wake-ups only
 
 	mu      sync.Mutex
 	ps      *redis.PubSub
 	ready   chan struct{} // closed when the server confirmed the subscription
 	once    sync.Once
-	waiters map[string]chan uint64
+	waiters map[string]chan struct{}
 	done    chan struct{}
 	closed  bool
 }
@@ -97,12 +127,14 @@ type hub struct {
 func newHub(rdb redis.UniversalClient, prefix string) *hub {
 	id := dlock.NewOwnerID()
 	return &hub{rdb: rdb, channel: prefix + ":handoffs:" + id,
-		waiters: map[string]chan uint64{}, ready: make(chan struct{})}
+		waiters: map[string]chan struct{}{}, ready: make(chan struct{})}
 }
 
-// await returns the channel on which the token of a lock handed to req
-// arrives, once the server has confirmed the client's subscription.
-func (h *hub) await(ctx context.Context, req string) (<-chan uint64, error) {
+// await returns the channel on which a handoff to req is announced, once the
+// server has confirmed the client's subscription. An announcement only says
+// that the lock was handed to req at some time: the waiter checks with the
+// store whether it still holds it.
+func (h *hub) await(ctx context.Context, req string) (<-chan struct{}, error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -113,7 +145,7 @@ func (h *hub) await(ctx context.Context, req string) (<-chan uint64, error) {
 		h.done = make(chan struct{})
 		go h.dispatch(h.ps.ChannelWithSubscriptions(redis.WithChannelSize(1000)))
 	}
-	w := make(chan uint64, 1)
+	w := make(chan struct{}, 1)
 	h.waiters[req] = w
 	h.mu.Unlock()
 	select {
@@ -140,15 +172,14 @@ func (h *hub) dispatch(in <-chan any) {
 				h.once.Do(func() { close(h.ready) })
 			}
 		case *redis.Message:
-			req, tok, ok := strings.Cut(strings.TrimPrefix(m.Payload, "h"), " ")
-			token, err := strconv.ParseUint(tok, 10, 64)
-			if !ok || err != nil {
+			req, _, ok := strings.Cut(strings.TrimPrefix(m.Payload, "h"), " ")
+			if !ok {
 				continue
 			}
 			h.mu.Lock()
 			if w := h.waiters[req]; w != nil {
 				select {
-				case w <- token:
+				case w <- struct{}{}:
 				default:
 				}
 			}
@@ -161,7 +192,7 @@ func (h *hub) close() {
 	h.mu.Lock()
 	ps, done := h.ps, h.done
 	h.ps = nil
-	h.waiters = map[string]chan uint64{}
+	h.waiters = map[string]chan struct{}{}
 	h.closed = true
 	h.mu.Unlock()
 	if ps != nil {

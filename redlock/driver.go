@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -34,8 +35,18 @@ func newDriver(ctx context.Context, clients []redis.UniversalClient, opts Option
 		return nil, err
 	}
 	d := &redlockDriver{clients: clients, owned: opts.CloseClients, quorum: len(clients)/2 + 1, nodeTimeout: opts.NodeTimeout}
-	for _, c := range clients {
-		d.nodes = append(d.nodes, redislock.NewNode(c, opts.KeyPrefix))
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	for i, c := range clients {
+		n := redislock.NewNode(c, opts.KeyPrefix)
+		if !n.FollowsContext() {
+			log.Warn("redlock: a node's go-redis client ignores context deadlines (ContextTimeoutEnabled is false): "+
+				"the per-node timeout does not bound its socket reads; set ContextTimeoutEnabled: true in its options",
+				"node", i, "addr", addrs[i])
+		}
+		d.nodes = append(d.nodes, n)
 	}
 	_, errs := each(ctx, d, 2*time.Second, func(ctx context.Context, n *redislock.Node) (struct{}, error) {
 		return struct{}{}, n.Client().Ping(ctx).Err()
@@ -125,7 +136,7 @@ func (d *redlockDriver) Acquire(ctx context.Context, r driver.Request) (driver.G
 		}
 	}
 	token++
-	grants, _ := each(ctx, d, to, func(ctx context.Context, n *redislock.Node) (redislock.NodeGrant, error) {
+	grants, gerrs := each(ctx, d, to, func(ctx context.Context, n *redislock.Node) (redislock.NodeGrant, error) {
 		return n.TryAcquire(ctx, r.Name, r.Owner, r.TTL, token)
 	})
 	var won int
@@ -144,11 +155,17 @@ func (d *redlockDriver) Acquire(ctx context.Context, r driver.Request) (driver.G
 		return driver.Grant{Acquired: true, Token: got.Token, Holds: got.Holds,
 			Validity: r.TTL - drift(r.TTL), Since: start}, nil
 	}
-	// No majority in time: undo what was granted, on every node at once.
+	// No majority in time: undo what was granted, on every node at once,
+	// including those that did not answer in time: a late grant there would
+	// stay counted for the owner, whose next attempt would re-enter it.
 	_, _ = each(context.WithoutCancel(ctx), d, to, func(ctx context.Context, n *redislock.Node) (int, error) {
 		for i, m := range d.nodes {
-			if m == n && grants[i].Acquired {
+			switch {
+			case m != n:
+			case grants[i].Acquired:
 				return n.Release(ctx, r.Name, r.Owner, grants[i].Token, 1, true)
+			case gerrs[i] != nil: // a hold made late has our token
+				return n.Release(ctx, r.Name, r.Owner, token, 1, true)
 			}
 		}
 		return 0, nil

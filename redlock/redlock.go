@@ -10,7 +10,12 @@
 // At least 3 distinct nodes; an odd number (5 is usual). Users needing other
 // settings per node (each its own password, TLS or db) pass their clients to
 // Open, and should set ContextTimeoutEnabled on them so the per-node
-// timeout also bounds socket reads.
+// timeout also bounds socket reads: without it, a call to a node that went
+// silent holds a connection and a goroutine until the client's ReadTimeout
+// (3 s by default), well past the per-node timeout, and calls pile up. Open
+// logs a warning (through Options.Logger) for each client it can see
+// ignores context deadlines. Clients built from a URL follow them, with a
+// 2 s dial and 3 s read and write timeout.
 //
 // # The algorithm
 //
@@ -50,6 +55,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strconv"
 	"strings"
@@ -72,6 +78,9 @@ type Options struct {
 	// NodeTimeout bounds each node's answer to one request; default
 	// min(TTL/20, 50ms).
 	NodeTimeout time.Duration
+	// Logger receives warnings, such as a client that ignores context
+	// deadlines. Default slog.Default().
+	Logger *slog.Logger
 	// Client are options for the dlock client.
 	Client []dlock.ClientOption
 	// CloseClients makes Close of the dlock client close the clients too.
@@ -92,7 +101,8 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	q := u.Query()
 	opts := Options{KeyPrefix: q.Get("prefix"), CloseClients: true}
 	// Per-node timeouts are contexts: have go-redis honour them on sockets.
-	base := redis.Options{DialTimeout: 2 * time.Second, ContextTimeoutEnabled: true}
+	base := redis.Options{ContextTimeoutEnabled: true,
+		DialTimeout: 2 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second}
 	if u.User != nil {
 		base.Username = u.User.Username()
 		base.Password, _ = u.User.Password()
@@ -121,7 +131,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 			return nil, fmt.Errorf("redlock: %w: unknown parameter %q", dlock.ErrInvalidURL, k)
 		}
 	}
-	hosts := dlock.Hosts(u)
+	hosts := driver.Hosts(u)
 	if err := checkNodes(hosts); err != nil {
 		return nil, err
 	}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/dlock/dlock"
@@ -37,91 +40,117 @@ func (d *zkDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 	if err != nil {
 		return driver.Grant{}, err
 	}
-	lost := d.session() // before the create: a node is never older than its session
-	guid, err := newGUID()
-	if err != nil {
-		return driver.Grant{}, err
+	// A session change ends an attempt (its node lives in a session the
+	// driver no longer follows): a few more go in the new session.
+	for retries := 0; ; retries++ {
+		s := d.current()
+		if s.isEnded() { // expired, and no new session yet
+			err = fmt.Errorf("zklock: %w: no session (go-zookeeper is opening a new one)", errRetry)
+		} else {
+			a := &attempt{d: d, s: s, path: path, owner: r.Owner}
+			if a.guid, err = newGUID(); err != nil {
+				return driver.Grant{}, err
+			}
+			var g driver.Grant
+			g, err = a.run(ctx, r)
+			if err == nil && g.Acquired {
+				return g, nil
+			}
+			a.abandon() // every path that gives up deletes what it made
+			if err == nil {
+				return g, nil
+			}
+		}
+		if !errors.Is(err, errRetry) || retries >= 5 || ctx.Err() != nil {
+			return driver.Grant{}, fmt.Errorf("zklock: acquire %q: %w", r.Name, err)
+		}
+		if perr := d.pause(ctx, nil); perr != nil {
+			return driver.Grant{}, fmt.Errorf("zklock: acquire %q: %w", r.Name, errors.Join(perr, err))
+		}
 	}
+}
+
+// run makes the attempt: it creates our node and waits (with r.Wait) until
+// it is the first. Whatever it returns but a grant, the caller abandons
+// the attempt.
+func (a *attempt) run(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	d, s, path := a.d, a.s, a.path
 	var (
-		node  string
 		first children
 		cz    int64
+		err   error
 	)
 	if !d.noMulti.Load() && d.parentEmpty(path) {
 		// One round trip: the create's transaction also tells whether our
 		// node is alone, and its czxid.
 		var parent *zk.Stat
-		node, parent, err = d.create(ctx, path, guid, r.Owner, true)
+		parent, err = a.create(ctx, true)
 		if err == nil && parent != nil {
 			cz = parent.Pzxid
 			d.statTokens.Add(1)
 			if parent.NumChildren == 1 {
-				first.names = []string{node[strings.LastIndex(node, "/")+1:]}
+				first.names = []string{a.node[strings.LastIndex(a.node, "/")+1:]}
 			}
 		}
 	} else {
-		node, first, cz, err = d.createAndRead(ctx, path, guid, r.Owner)
+		first, cz, err = a.createAndRead(ctx)
 	}
 	if err != nil {
 		return driver.Grant{}, err
 	}
+	node := a.node
 	mine := node[strings.LastIndex(node, "/")+1:]
 	// Unless the create proved it, the czxid (the token) is read while the
 	// queue is: one round trip.
-	type stat struct {
-		czxid int64
-		err   error
-	}
-	czxid := make(chan stat, 1)
-	if cz > 0 {
-		czxid <- stat{czxid: cz}
-	} else {
-		go func() {
+	var czxid *pending
+	if cz == 0 {
+		czxid = d.start(s, func() error {
 			ok, st, err := d.conn.Exists(node)
 			if err == nil && !ok {
 				err = zk.ErrNoNode
 			}
-			if err != nil {
-				czxid <- stat{err: err}
-				return
+			if err == nil {
+				cz = st.Czxid
 			}
-			czxid <- stat{czxid: st.Czxid}
-		}()
+			return err
+		})
 	}
-	token := func() (int64, error) {
-		st := <-czxid
-		czxid <- st
-		return st.czxid, st.err
-	}
-	sent := time.Now()
 	grant := func() (driver.Grant, error) {
-		cz, err := token()
-		if err != nil {
-			d.remove(node)
-			return driver.Grant{}, fmt.Errorf("zklock: stat %s: %w", node, err)
+		if czxid != nil {
+			if err := czxid.wait(ctx); err != nil {
+				return driver.Grant{}, fmt.Errorf("zklock: stat %s: %w", node, err)
+			}
+			if !czxid.inSession {
+				return driver.Grant{}, errSessionChanged
+			}
 		}
-		return driver.Grant{Acquired: true, Token: uint64(cz), Holds: 1, Since: sent,
-			Validity: min(r.TTL, d.timeout), Lost: lost, Handle: &Lease{Path: node, Czxid: cz}}, nil
+		// The hold lasts while the session does, and the server keeps the
+		// session for its timeout after it last heard from it: the send
+		// time of the last request answered in it, which is after our
+		// create was sent.
+		return driver.Grant{Acquired: true, Token: uint64(cz), Holds: 1, Since: s.lastHeard(),
+			Validity: min(r.TTL, d.valid()), Lost: s.lost, Handle: &Lease{Path: node, Czxid: cz, sess: s}}, nil
 	}
 	for {
 		var children []string
 		if first.names != nil {
 			children, first.names = first.names, nil
 		} else {
-			c := d.readChildren(path)
+			c := d.readChildren(ctx, s, path)
 			children, err = c.names, c.err
 			d.learnParent(path, c.stat)
+			if err == nil && !c.inSession {
+				return driver.Grant{}, errSessionChanged
+			}
 		}
 		if transient(err) && r.Wait && ctx.Err() == nil {
 			// Connection loss: the session (and our place) may survive it.
-			if err := d.pause(ctx, lost); err != nil {
-				d.remove(node)
+			if err := d.pause(ctx, s.lost); err != nil {
 				return driver.Grant{}, err
 			}
 			continue
 		}
 		if err != nil {
-			d.remove(node)
 			return driver.Grant{}, fmt.Errorf("zklock: children: %w", err)
 		}
 		i := slices.Index(children, mine)
@@ -131,22 +160,27 @@ func (d *zkDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 		case i == 0:
 			return grant()
 		case !r.Wait:
-			d.remove(node)
 			return driver.Grant{}, nil
 		}
-		exists, _, ch, err := d.conn.ExistsW(path + "/" + children[i-1]) // only the one before ours
+		var (
+			exists bool
+			ch     <-chan zk.Event
+		)
+		prev := path + "/" + children[i-1] // only the one before ours
+		p, err := d.call(ctx, s, func() (err error) { exists, _, ch, err = d.conn.ExistsW(prev); return err })
 		if transient(err) {
 			continue // read again, which pauses while the connection is down
 		}
 		if err != nil {
-			d.remove(node)
 			return driver.Grant{}, fmt.Errorf("zklock: watch: %w", err)
+		}
+		if !p.inSession {
+			return driver.Grant{}, errSessionChanged
 		}
 		// Sequence numbers only grow, so a node created after our read
 		// comes after ours: if the one before ours was the first, its
 		// deletion makes ours the first, with no need to read again.
 		if !exists {
-			sent = time.Now()
 			if i == 1 {
 				return grant()
 			}
@@ -154,31 +188,32 @@ func (d *zkDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 		}
 		select {
 		case ev := <-ch:
-			sent = time.Now()
 			if i == 1 && ev.Type == zk.EventNodeDeleted {
 				return grant()
 			}
 		case <-ctx.Done():
-			d.remove(node)
 			return driver.Grant{}, ctx.Err()
-		case <-lost:
-			return driver.Grant{}, fmt.Errorf("zklock: %w: session expired while waiting", errRetry)
+		case <-s.lost:
+			return driver.Grant{}, fmt.Errorf("zklock: %w: the session may have expired while waiting", errRetry)
 		}
 	}
 }
 
 // errRetry marks failures after which a new attempt may succeed: the
-// session expired, and with it our node.
+// session changed or may have expired, and with it our node.
 var errRetry = errors.New("try again")
 
 // transient reports errors after which the connection (and the session)
-// may come back.
+// may come back: go-zookeeper's, and the network errors it passes on when
+// writing a request fails.
 func transient(err error) bool {
-	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrSessionMoved)
+	var ne net.Error
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrSessionMoved) ||
+		errors.As(err, &ne) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // pause waits a moment before retrying after connection loss; it fails
-// when ctx ends or the session expires.
+// when ctx ends or lost is closed (the session may be gone).
 func (d *zkDriver) pause(ctx context.Context, lost <-chan struct{}) error {
 	select {
 	case <-time.After(50 * time.Millisecond):

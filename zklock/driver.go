@@ -19,13 +19,15 @@ type zkDriver struct {
 	owned   bool
 	root    string // chroot, "" or "/x"
 	acl     []zk.ACL
-	timeout time.Duration
+	timeout time.Duration // the session timeout asked for; see sessionTimeout
+	granted *granted      // the timeout the server granted, if the driver dialled
 
-	mu      sync.Mutex
-	lost    chan struct{} // closed when the current session expires
-	done    chan struct{} // closed when the event watcher ends
-	closing chan struct{} // closed by Close
-	bg      sync.WaitGroup
+	mu   sync.Mutex
+	cur  *session        // the session as last seen; see current
+	done chan struct{}   // closed when the session monitor ends
+	life context.Context // ends with Close: background work stops
+	stop context.CancelFunc
+	bg   sync.WaitGroup
 
 	parentsMu    sync.Mutex
 	emptyParents map[string]bool // lock paths whose node is known to hold no data
@@ -35,17 +37,14 @@ type zkDriver struct {
 	statTokens   atomic.Int64 // tokens taken from a create's parent stat
 }
 
-// session returns the channel closed when the current session expires.
-func (d *zkDriver) session() <-chan struct{} {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.lost
-}
-
 // Lease is the ZooKeeper view of a held lock, reached with dlock's Lease.As.
 type Lease struct {
 	Path  string // the holder's node
 	Czxid int64  // its creation zxid: the fencing token
+
+	sess  *session // the session the node lives in
+	mu    sync.Mutex
+	check *existsCheck // the last check that the node exists, maybe still in flight
 }
 
 // As sets **Lease targets.
@@ -65,22 +64,24 @@ func newDriver(ctx context.Context, conn *zk.Conn, root string, opts Options) (*
 		opts.ACL = zk.WorldACL(zk.PermAll)
 	}
 	d := &zkDriver{conn: conn, owned: opts.CloseConn, root: root, acl: opts.ACL, timeout: opts.SessionTimeout,
-		lost: make(chan struct{}), done: make(chan struct{}), closing: make(chan struct{})}
+		granted: opts.granted, done: make(chan struct{})}
+	d.life, d.stop = context.WithCancel(context.Background())
 	// Wait for a session: a read proves it. A server still starting drops
 	// the first attempts, so retry until ctx (bounded at 10s) ends.
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	d.cur = newSession(0)
 	for {
-		errc := make(chan error, 1)
-		go func() { _, _, err := conn.Exists("/"); errc <- err }()
-		var err error
-		select {
-		case err = <-errc:
-		case <-ctx.Done():
+		s := d.current()
+		_, err := d.call(ctx, s, func() error { _, _, err := conn.Exists("/"); return err })
+		if errors.Is(err, errNoReply) {
 			return nil, fmt.Errorf("zklock: connect: %w", ctx.Err())
 		}
-		if err == nil {
+		if err == nil && !s.lastHeard().IsZero() {
 			break
+		}
+		if err == nil {
+			continue // answered as the session was made: again, in it
 		}
 		select {
 		case <-ctx.Done():
@@ -88,51 +89,25 @@ func newDriver(ctx context.Context, conn *zk.Conn, root string, opts Options) (*
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	if opts.Events != nil {
-		go d.watch(opts.Events)
-	} else {
-		close(d.done)
-	}
+	go d.monitor(opts.Events)
 	return d, nil
-}
-
-// watch ends every lease of the session when it expires. go-zookeeper then
-// opens a new session, whose leases get a new channel.
-func (d *zkDriver) watch(events <-chan zk.Event) {
-	defer close(d.done)
-	for ev := range events {
-		if ev.State == zk.StateExpired {
-			d.mu.Lock()
-			close(d.lost)
-			d.lost = make(chan struct{})
-			d.mu.Unlock()
-		}
-	}
 }
 
 func (d *zkDriver) Caps() driver.Caps {
 	return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Millisecond, Blocking: true}
 }
 
-// lockPath maps a lock name to its node path, refusing names that are not
-// valid ZooKeeper paths.
-func (d *zkDriver) lockPath(name string) (string, error) {
-	name = strings.TrimPrefix(name, "/")
-	for _, seg := range strings.Split(name, "/") {
-		if seg == "" || seg == "." || seg == ".." || seg == "zookeeper" && !strings.Contains(name, "/") {
-			return "", fmt.Errorf("zklock: %w: %q is not a ZooKeeper path (empty, . or .. segments)", dlock.ErrInvalidName, name)
-		}
-	}
-	return d.root + "/" + name, nil
-}
-
 // ensure creates path and its parents as container nodes if missing.
-func (d *zkDriver) ensure(path string) error {
+func (d *zkDriver) ensure(ctx context.Context, s *session, path string) error {
 	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
 	p := ""
 	for _, part := range parts {
 		p += "/" + part
-		_, err := d.conn.CreateContainer(p, nil, zk.FlagContainer, d.acl)
+		node := p
+		_, err := d.call(ctx, s, func() error {
+			_, err := d.conn.CreateContainer(node, nil, zk.FlagContainer, d.acl)
+			return err
+		})
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			return err
 		}
@@ -140,34 +115,34 @@ func (d *zkDriver) ensure(path string) error {
 	return nil
 }
 
-func (d *zkDriver) Release(_ context.Context, h driver.Held, _ int) (int, error) {
+func (d *zkDriver) Release(ctx context.Context, h driver.Held, _ int) (int, error) {
 	l, ok := h.Handle.(*Lease)
 	if !ok {
-		return 0, fmt.Errorf("zklock: release: %w", dlock.ErrLeaseLost)
+		return 0, fmt.Errorf("zklock: release %q: %w", h.Name, dlock.ErrLeaseLost)
 	}
 	// The path carries this contender's GUID: no one else's node can have
 	// it, so an unconditional delete only ever removes our own.
-	err := d.conn.Delete(l.Path, -1)
+	p, err := d.call(ctx, nil, func() error { return d.conn.Delete(l.Path, -1) })
 	switch {
-	case transient(err):
+	case errors.Is(err, errNoReply) || transient(err):
 		// A lease dlock gave up as lost, or an Unlock with the connection
 		// down: the node would hold the lock for the rest of the session.
-		d.remove(l.Path)
-		return 0, fmt.Errorf("zklock: release: %w (deleting again once reconnected, until the node or its session is gone)", err)
+		d.remove(l.Path, p)
+		return 0, fmt.Errorf("zklock: release %q: %w (deleting again once reconnected, until the node is gone)", h.Name, err)
 	case errors.Is(err, zk.ErrNoNode):
-		return 0, fmt.Errorf("zklock: release: %w: the node is gone", dlock.ErrLeaseLost)
+		return 0, fmt.Errorf("zklock: release %q: %w: the node is gone", h.Name, dlock.ErrLeaseLost)
 	case err != nil:
-		return 0, fmt.Errorf("zklock: release: %w", err)
+		return 0, fmt.Errorf("zklock: release %q: %w", h.Name, err)
 	}
 	return 0, nil
 }
 
-func (d *zkDriver) holder(name string) (string, *zk.Stat, []byte, int, error) {
+func (d *zkDriver) holder(ctx context.Context, name string) (string, *zk.Stat, []byte, int, error) {
 	path, err := d.lockPath(name)
 	if err != nil {
 		return "", nil, nil, 0, err
 	}
-	c := d.readChildren(path)
+	c := d.readChildren(ctx, nil, path)
 	children, err := c.names, c.err
 	if errors.Is(err, zk.ErrNoNode) || (err == nil && len(children) == 0) {
 		return "", nil, nil, 0, nil
@@ -176,16 +151,20 @@ func (d *zkDriver) holder(name string) (string, *zk.Stat, []byte, int, error) {
 		return "", nil, nil, 0, err
 	}
 	node := path + "/" + children[0]
-	data, stat, err := d.conn.Get(node)
+	var (
+		data []byte
+		stat *zk.Stat
+	)
+	_, err = d.call(ctx, nil, func() (err error) { data, stat, err = d.conn.Get(node); return err })
 	if errors.Is(err, zk.ErrNoNode) {
 		return "", nil, nil, 0, nil
 	}
 	return node, stat, data, len(children) - 1, err
 }
 
-func (d *zkDriver) Inspect(_ context.Context, name string) (driver.Info, error) {
+func (d *zkDriver) Inspect(ctx context.Context, name string) (driver.Info, error) {
 	info := driver.Info{Name: name}
-	node, stat, data, waiters, err := d.holder(name)
+	node, stat, data, waiters, err := d.holder(ctx, name)
 	if err != nil || node == "" {
 		return info, err
 	}
@@ -194,23 +173,23 @@ func (d *zkDriver) Inspect(_ context.Context, name string) (driver.Info, error) 
 	return info, nil
 }
 
-func (d *zkDriver) ForceRelease(_ context.Context, name string) error {
-	node, _, _, _, err := d.holder(name)
+func (d *zkDriver) ForceRelease(ctx context.Context, name string) error {
+	node, _, _, _, err := d.holder(ctx, name)
 	if err != nil || node == "" {
 		return err
 	}
-	if err := d.conn.Delete(node, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return fmt.Errorf("zklock: force release: %w", err)
+	if _, err := d.call(ctx, nil, func() error { return d.conn.Delete(node, -1) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("zklock: force release %q: %w", name, err)
 	}
 	return nil
 }
 
 func (d *zkDriver) Close() error {
-	close(d.closing)
+	d.stop()
 	d.bg.Wait()
+	<-d.done
 	if d.owned {
 		d.conn.Close()
-		<-d.done
 	}
 	return nil
 }

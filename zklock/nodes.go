@@ -10,6 +10,23 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
+// attempt is one try at a lock: one contender node, named with one GUID,
+// created in one session. An attempt that gives up deletes its node
+// (abandon), whatever session the node ended up in.
+type attempt struct {
+	d     *zkDriver
+	s     *session // the session the attempt runs in
+	path  string   // the lock's node
+	guid  string
+	owner string
+	node  string   // our node, once known
+	sent  *pending // the last create sent, nil before any
+}
+
+// errSessionChanged: a request of the attempt was answered in another
+// session than the attempt's, or the attempt's session ended.
+var errSessionChanged = fmt.Errorf("%w: the session changed", errRetry)
+
 // create makes our contender node, protected as Curator does: its name
 // carries a fresh GUID, so when a reply is lost with the connection, the
 // node is found by GUID instead of created twice (which would leave an
@@ -20,127 +37,198 @@ import (
 // reply is the parent's stat just after our create: how many children it
 // has, and its pzxid, which is our node's czxid. It returns that stat, or
 // nil if the node was made some other way.
-func (d *zkDriver) create(ctx context.Context, path, guid, owner string, empty bool) (string, *zk.Stat, error) {
-	prefix := path + "/_c_" + guid + "-lock-"
-	for attempt := 0; ; attempt++ {
+//
+// A create answered in another session than the attempt's (go-zookeeper
+// sent it after opening a new session) fails with errSessionChanged: the
+// node is in a session the attempt does not follow, and abandon deletes it.
+func (a *attempt) create(ctx context.Context, empty bool) (*zk.Stat, error) {
+	d := a.d
+	prefix := a.path + "/_c_" + a.guid + "-lock-"
+	for try := 0; ; try++ {
 		var (
 			node   string
 			parent *zk.Stat
-			err    error
 		)
-		if empty && !d.noMulti.Load() {
-			var res []zk.MultiResponse
-			res, err = d.conn.Multi(
-				&zk.CreateRequest{Path: prefix, Data: []byte(owner), Acl: d.acl, Flags: zk.FlagEphemeral | zk.FlagSequence},
-				&zk.SetDataRequest{Path: path, Data: []byte{}, Version: -1})
+		multi := empty && !d.noMulti.Load()
+		p, err := d.call(ctx, a.s, func() error {
+			if !multi {
+				var err error
+				node, err = d.conn.Create(prefix, []byte(a.owner), zk.FlagEphemeral|zk.FlagSequence, d.acl)
+				return err
+			}
+			res, err := d.conn.Multi(
+				&zk.CreateRequest{Path: prefix, Data: []byte(a.owner), Acl: d.acl, Flags: zk.FlagEphemeral | zk.FlagSequence},
+				&zk.SetDataRequest{Path: a.path, Data: []byte{}, Version: -1})
 			if err == nil && (len(res) != 2 || res[1].Stat == nil) {
 				err = fmt.Errorf("zklock: create: unexpected multi reply %v", res)
 			}
 			if err == nil {
 				node, parent = res[0].String, res[1].Stat
 			}
-			if errors.Is(err, zk.ErrNoAuth) { // may create children, not write the parent
-				d.noMulti.Store(true)
-				continue
-			}
-		} else {
-			node, err = d.conn.Create(prefix, []byte(owner), zk.FlagEphemeral|zk.FlagSequence, d.acl)
+			return err
+		})
+		a.sent = p
+		if errors.Is(err, errNoReply) {
+			return nil, err // abandon finds the node by GUID once the create is settled
 		}
 		switch {
+		case err == nil && !p.inSession:
+			a.node = node
+			return nil, errSessionChanged
 		case err == nil:
-			return node, parent, nil
-		case errors.Is(err, zk.ErrNoNode) && attempt < 5:
+			a.node = node
+			return parent, nil
+		case multi && errors.Is(err, zk.ErrNoAuth): // may create children, not write the parent
+			d.noMulti.Store(true)
+			continue
+		case errors.Is(err, zk.ErrNoNode) && try < 5:
 			// The first lock of a name, or the server reaped an empty parent.
-			if err := d.ensure(path); err != nil && !transient(err) {
-				return "", nil, fmt.Errorf("zklock: create %s: %w", path, err)
+			if err := d.ensure(ctx, a.s, a.path); err != nil && !transient(err) {
+				return nil, fmt.Errorf("zklock: create %s: %w", a.path, err)
 			}
 			continue
 		case errors.Is(err, zk.ErrSessionExpired):
-			continue // the node went with the session, if it was made
+			// Sent in a session that expired: the node, if made, went with
+			// it. The next attempt runs in the new session.
+			return nil, fmt.Errorf("zklock: create: %w", errSessionChanged)
 		case !transient(err):
-			return "", nil, fmt.Errorf("zklock: create: %w", err)
+			return nil, fmt.Errorf("zklock: create: %w", err)
 		}
 		// The create may have happened: look for it before trying again.
 		for {
-			node, ferr := d.findGUID(path, guid)
-			if node != "" {
-				return node, nil, nil
+			node, ferr := a.findGUID(ctx)
+			if node != "" && ferr == nil {
+				a.node = node
+				return nil, nil
 			}
-			if ferr == nil || ctx.Err() != nil {
+			if ferr == nil {
 				break
 			}
-			if perr := d.pause(ctx, nil); perr != nil {
-				break
+			if !transient(ferr) {
+				return nil, fmt.Errorf("zklock: create: %w", ferr)
+			}
+			if perr := d.pause(ctx, a.s.lost); perr != nil {
+				return nil, errors.Join(perr, err)
 			}
 		}
-		if ctx.Err() != nil || attempt >= 100 {
-			d.cleanup(path, guid)
-			return "", nil, fmt.Errorf("zklock: create: %w", errors.Join(ctx.Err(), err))
+		if try >= 100 {
+			return nil, fmt.Errorf("zklock: create: %w", err)
 		}
 	}
 }
 
-// findGUID returns the child of path whose name carries guid, if any.
-func (d *zkDriver) findGUID(path, guid string) (string, error) {
-	c := d.readChildren(path)
+// findGUID returns our child of the lock's node, if it has one. A child
+// found by a read answered in another session is reported as
+// errSessionChanged, with the node, so that abandon deletes it.
+func (a *attempt) findGUID(ctx context.Context) (string, error) {
+	c := a.d.readChildren(ctx, a.s, a.path)
 	if errors.Is(c.err, zk.ErrNoNode) {
 		return "", nil
 	}
 	if c.err != nil {
 		return "", c.err
 	}
+	node := c.find(a.path, a.guid)
+	if node != "" && !c.inSession {
+		a.node = node
+		return node, errSessionChanged
+	}
+	return node, nil
+}
+
+// find returns the child of path whose name carries guid, or "".
+func (c children) find(path, guid string) string {
 	if i := c.index(guid); i >= 0 {
-		return path + "/" + c.names[i], nil
+		return path + "/" + c.names[i]
 	}
-	return "", nil
+	return ""
 }
 
-// remove deletes a contender node we give up. If the connection is down it
-// keeps trying in the background until the node or its session is gone:
-// a node left behind would hold the lock for the rest of the session.
-func (d *zkDriver) remove(node string) {
-	err := d.conn.Delete(node, -1)
-	if !transient(err) {
-		return
+// abandonWait bounds how long a giving-up attempt waits for its node's
+// deletion before it returns and leaves the rest to the background.
+const abandonWait = 200 * time.Millisecond
+
+// abandon deletes the node of an attempt that gives up: the node if known,
+// else the child carrying the attempt's GUID, once the last create sent is
+// settled (answered or failed: a create still queued in go-zookeeper could
+// be sent later, even in a new session). It tries again in the background
+// until ZooKeeper says the node is gone or the driver closes: a node left
+// behind would hold the lock for the rest of its session. It waits a
+// moment for the deletion, so that the caller's next attempt does not
+// queue behind its own node.
+func (a *attempt) abandon() {
+	if a.sent == nil {
+		return // nothing was sent
 	}
-	d.background(func() bool {
-		err := d.conn.Delete(node, -1)
-		return !transient(err)
-	})
-}
-
-// cleanup deletes the node a failed create may have made, found by GUID.
-func (d *zkDriver) cleanup(path, guid string) {
-	d.background(func() bool {
-		node, err := d.findGUID(path, guid)
-		if err != nil {
-			return !transient(err)
-		}
-		if node != "" {
-			return !transient(d.conn.Delete(node, -1))
-		}
-		return true
-	})
-}
-
-// background runs step every 100ms until it reports done, the session
-// expires (taking our ephemeral nodes with it) or the driver closes.
-func (d *zkDriver) background(step func() (done bool)) {
-	lost := d.session()
+	d, sent, node, path, guid := a.d, a.sent, a.node, a.path, a.guid
+	done := make(chan struct{})
 	d.bg.Add(1)
 	go func() {
 		defer d.bg.Done()
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
+		defer close(done)
+		select {
+		case <-sent.done:
+		case <-d.life.Done():
+			return
+		}
 		for {
-			select {
-			case <-t.C:
-				if step() {
-					return
-				}
-			case <-lost:
+			if d.deleteOurs(path, guid, node) {
 				return
-			case <-d.closing:
+			}
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-d.life.Done():
+				return
+			}
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(abandonWait):
+	}
+}
+
+// deleteOurs deletes node, or if it is not known, the child of path
+// carrying guid. It reports whether that is settled: the node is gone, or
+// the server refused for good.
+func (d *zkDriver) deleteOurs(path, guid, node string) bool {
+	ctx, cancel := context.WithTimeout(d.life, d.sessionTimeout())
+	defer cancel()
+	if node == "" {
+		c := d.readChildren(ctx, nil, path)
+		switch {
+		case errors.Is(c.err, zk.ErrNoNode):
+			return true
+		case c.err != nil:
+			return !retryable(c.err)
+		}
+		if node = c.find(path, guid); node == "" {
+			return true
+		}
+	}
+	_, err := d.call(ctx, nil, func() error { return d.conn.Delete(node, -1) })
+	return !retryable(err)
+}
+
+// retryable reports errors after which a deletion is tried again.
+func retryable(err error) bool { return transient(err) || errors.Is(err, errNoReply) }
+
+// remove deletes a node of ours in the background once del, the deletion
+// that failed or was given up, is settled: until ZooKeeper says the node is
+// gone or the driver closes.
+func (d *zkDriver) remove(node string, del *pending) {
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		select {
+		case <-del.done:
+		case <-d.life.Done():
+			return
+		}
+		for !d.deleteOurs("", "", node) {
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-d.life.Done():
 				return
 			}
 		}

@@ -11,17 +11,24 @@ import (
 
 // children is the answer to one read of a lock's children.
 type children struct {
-	names []string // lock children in sequence order
-	stat  *zk.Stat // the parent's
-	err   error
+	names     []string // lock children in sequence order
+	stat      *zk.Stat // the parent's
+	err       error
+	inSession bool // answered in the session the read was made for
 }
 
-func (d *zkDriver) readChildren(path string) children {
-	names, st, err := d.conn.Children(path)
+// readChildren reads the lock children of path, until ctx ends, as a
+// request of session s (nil: of no particular session).
+func (d *zkDriver) readChildren(ctx context.Context, s *session, path string) children {
+	var (
+		names []string
+		st    *zk.Stat
+	)
+	p, err := d.call(ctx, s, func() (err error) { names, st, err = d.conn.Children(path); return err })
 	if err != nil {
 		return children{err: err}
 	}
-	return children{names: sortLockChildren(names), stat: st}
+	return children{names: sortLockChildren(names), stat: st, inSession: p.inSession}
 }
 
 // sortLockChildren keeps the lock children and orders them by sequence.
@@ -44,8 +51,8 @@ func (c children) index(guid string) int {
 // createAndRead creates our node and reads the children in the same round
 // trip: it sends a read of the children, the create, and a second read
 // without waiting between them (ZooKeeper answers one session's requests in
-// order). It returns our node, the second read if it saw the node, and the
-// node's czxid if the reads prove it, else 0.
+// order). It returns the second read if it saw the node, and the node's
+// czxid if the reads prove it, else 0.
 //
 // The proof: the first read does not list our node, the second does, and
 // the parent's cversion (its count of child changes) grew by exactly one
@@ -54,33 +61,30 @@ func (c children) index(guid string) int {
 // without a read of its own. If the requests went out in another order, or
 // another contender's create or delete came between them, the proof fails
 // and the caller reads the czxid.
-func (d *zkDriver) createAndRead(ctx context.Context, path, guid, owner string) (string, children, int64, error) {
+func (a *attempt) createAndRead(ctx context.Context) (children, int64, error) {
+	d := a.d
 	before := make(chan children, 1)
-	type created struct {
-		node string
-		err  error
-	}
-	done := make(chan created, 1)
-	go func() { before <- d.readChildren(path) }()
+	done := make(chan error, 1)
+	go func() { before <- d.readChildren(ctx, a.s, a.path) }()
 	runtime.Gosched() // let it queue its request first
 	go func() {
-		node, _, err := d.create(ctx, path, guid, owner, false)
-		done <- created{node, err}
+		_, err := a.create(ctx, false)
+		done <- err
 	}()
 	runtime.Gosched()
-	a := d.readChildren(path)
-	c, b := <-done, <-before
-	if c.err != nil {
-		return "", children{}, 0, c.err
+	after := d.readChildren(ctx, a.s, a.path)
+	err, b := <-done, <-before
+	if err != nil {
+		return children{}, 0, err
 	}
-	d.learnParent(path, a.stat)
-	if i := a.index(guid); a.err != nil || i < 0 || path+"/"+a.names[i] != c.node {
-		return c.node, children{}, 0, nil // read again
+	d.learnParent(a.path, after.stat)
+	if i := after.index(a.guid); after.err != nil || !after.inSession || i < 0 || a.path+"/"+after.names[i] != a.node {
+		return children{}, 0, nil // read again
 	}
 	var czxid int64
-	if b.err == nil && b.index(guid) < 0 && a.stat.Cversion == b.stat.Cversion+1 {
-		czxid = a.stat.Pzxid
+	if b.err == nil && b.inSession && b.index(a.guid) < 0 && after.stat.Cversion == b.stat.Cversion+1 {
+		czxid = after.stat.Pzxid
 		d.provedTokens.Add(1)
 	}
-	return c.node, a, czxid, nil
+	return after, czxid, nil
 }

@@ -12,7 +12,11 @@
 // # Layout: Curator's
 //
 // The lock NAME is the path <chroot>/NAME (so "orders/sku-42" is the node
-// /orders/sku-42). A contender creates an EPHEMERAL_SEQUENTIAL child named
+// /orders/sku-42). A name must be a path ZooKeeper accepts: no empty, "."
+// or ".." components and none of the characters it refuses (controls
+// U+0001–U+001F and U+007F–U+009F, U+D800–U+F8FF, U+FFF0–U+FFFF, and every
+// character above U+FFFF, such as emoji); Lock and TryLock refuse others
+// with ErrInvalidName before sending anything. A contender creates an EPHEMERAL_SEQUENTIAL child named
 // _c_<guid>-lock-<sequence>; the lowest sequence holds the lock and each
 // waiter watches only the child just before its own, so a release wakes one
 // waiter. That is Curator's InterProcessMutex layout (and go-zookeeper's
@@ -40,24 +44,39 @@
 //
 // # Sessions and in-doubt leases
 //
-// One ZooKeeper session per client. When the session expires, every lease on
-// it ends (Done closes). While the connection is only suspended, the lease
-// is in doubt: the server may expire the session session_timeout after it
-// last heard from the client. dlock counts a hold valid for session_timeout
-// from the sending of the last check that the holder's node exists
-// (renewals check every TTL/3) and declares it lost a margin before that
-// runs out, so a holder is never told later than the server could have
-// expired its session (Chubby's jeopardy rule, with the grace period cut to
-// zero). Keep session_timeout within the server's bounds (2 to 20 ticks):
-// dlock assumes the timeout it asked for.
+// One ZooKeeper session per client. The server expires a session
+// session_timeout after it last heard from the client, whatever the client
+// believes, so the driver keeps its own clock: it notes the send time of
+// the last request the server answered in the session (sending a cheap
+// read when nothing was answered for a quarter of the timeout) and counts
+// every lease on the session valid until session_timeout after that, less
+// a slack of session_timeout/20 + 10ms for the two clocks and the
+// scheduler. When that runs out (the connection is cut, or replies stop
+// coming back), or go-zookeeper reports the session expired or replaced,
+// the session's leases end at once (Done closes). None of this waits for
+// go-zookeeper, which notices a silent connection only after 2/3 of the
+// timeout and learns of the expiry only once it reconnects; renewals, which
+// check that each holder's node still exists, return when dlock's deadline
+// for them passes whether ZooKeeper answered or not. This is Chubby's
+// jeopardy rule with the grace period cut to zero: a holder is told before
+// the server could have expired its session. The server keeps the session
+// timeout within 2 to 20 of its ticks: a client opened from a URL counts
+// with the timeout the server granted when it is shorter than the one
+// asked for; with Open, Options.SessionTimeout must not exceed it.
 //
 // Connection loss is not the end of a wait: the waiter keeps its node (and
-// its place) and goes on once go-zookeeper reconnects within the session.
-// A node dlock gives up — a cancelled wait, a lease declared lost while the
-// connection was down, a create whose reply was lost — is deleted again in
-// the background until it is gone or its session ends, because a node left
-// behind would hold the lock for the rest of its session. When a session
-// expires, go-zookeeper opens a new one, and Lock goes on in it.
+// its place) and goes on once go-zookeeper reconnects, unless the session
+// may have expired meanwhile. An attempt at a lock belongs to one session:
+// if one of its requests is answered in another (go-zookeeper sends a
+// queued create only after opening a new session, as for a process paused
+// past its session timeout), or its session may be gone, the attempt gives
+// up and a new one starts in the current session. Every attempt that gives
+// up deletes its node, found by the GUID in its name if the reply was lost
+// (once its create can no longer be sent), and so does the release of a
+// lease declared lost. With the connection down, the deletion is retried in
+// the background until ZooKeeper says the node is gone or the client
+// closes: a node left behind would hold the lock for the rest of its
+// session.
 //
 // Each renewal tick checks every held node (one exists request per lease,
 // up to 64 in flight), so 10,000 held leases cost 10,000 reads per TTL/3;
@@ -93,10 +112,15 @@ func init() { dlock.Register(Scheme, driver.OpenerFunc(openURL)) }
 // Options configure Open.
 type Options struct {
 	// SessionTimeout is the session timeout the connection was made with;
-	// leases are valid that long after their last check. Default 10s.
+	// leases are valid that long (less a slack) after the server last
+	// answered a request of the session. Default 10s. It must not be longer
+	// than the timeout the server granted (zk.Connect asks; the server
+	// keeps it within 2 to 20 of its ticks): dlock counts with it. (A
+	// client opened from a URL reads the granted timeout itself.)
 	SessionTimeout time.Duration
-	// Events is the connection's event channel, from zk.Connect: with it,
-	// session expiry ends leases at once rather than at their next check.
+	// Events is the connection's event channel, from zk.Connect. The driver
+	// follows the session without it; with it, it notices changes sooner.
+	// It drains the channel.
 	Events <-chan zk.Event
 	// ACL is set on created nodes; default zk.WorldACL(zk.PermAll).
 	ACL []zk.ACL
@@ -104,6 +128,8 @@ type Options struct {
 	Client []dlock.ClientOption
 	// CloseConn makes Close of the dlock client close conn too.
 	CloseConn bool
+
+	granted *granted // set by openURL, whose dialer learns the granted timeout
 }
 
 // Open returns a dlock client over an existing ZooKeeper connection.
@@ -129,12 +155,13 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 			return nil, fmt.Errorf("zklock: %w: unknown parameter %q", dlock.ErrInvalidURL, k)
 		}
 	}
-	hosts := dlock.Hosts(u)
+	hosts := driver.Hosts(u)
 	if len(hosts) == 0 {
 		return nil, fmt.Errorf("zklock: %w: want zk://host:2181[,host:2181…][/chroot]", dlock.ErrInvalidURL)
 	}
 	chroot := strings.TrimSuffix(u.Path, "/")
-	conn, events, err := zk.Connect(hosts, opts.SessionTimeout, zk.WithLogger(quiet{}))
+	opts.granted = &granted{}
+	conn, events, err := zk.Connect(hosts, opts.SessionTimeout, zk.WithLogger(quiet{}), zk.WithDialer(opts.granted.dial))
 	if err != nil {
 		return nil, fmt.Errorf("zklock: connect: %w", err)
 	}

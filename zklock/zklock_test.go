@@ -3,6 +3,8 @@ package zklock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,7 +129,10 @@ func TestZkLockInterop(t *testing.T) {
 	}
 }
 
-// Names that are not ZooKeeper paths are refused with ErrInvalidName.
+// Names that are not ZooKeeper paths are refused with ErrInvalidName,
+// naming the name, before anything is sent: the characters are those
+// ZooKeeper's PathUtils.validatePath refuses, and the test shows the server
+// refuses each of them ("invalid arguments") and accepts the good names.
 func TestBadNames(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
 	h := &harness{addr: srv.Addr()}
@@ -136,9 +141,47 @@ func TestBadNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	for _, name := range []string{"a//b", "a/./b", "../x"} {
+	direct, _, err := connect(srv.Addr(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	if _, err := direct.Create("/bad", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	// serverRefuses reports whether the server refuses to create /name. A
+	// multi, because go-zookeeper checks paths (not all) before a create.
+	serverRefuses := func(name string) bool {
+		t.Helper()
+		_, err := direct.Multi(&zk.CreateRequest{Path: "/" + name, Acl: zk.WorldACL(zk.PermAll)})
+		if err != nil && !errors.Is(err, zk.ErrBadArguments) {
+			t.Fatalf("create /%q: %v", name, err)
+		}
+		return errors.Is(err, zk.ErrBadArguments)
+	}
+	chars := []string{"\x01", "\x1f", "\x7f", "\u0085", "\u009f", "\ue000", "\uf8ff", "\ufff0", "\ufffd", "\uffff", "\U0001F600"}
+	for _, ch := range chars {
+		name := "bad/a" + ch + "b"
+		if !serverRefuses(name) {
+			t.Errorf("the server accepts %q: the test's list is wrong", name)
+		}
+		if _, err := c.Mutex(name).TryLock(t.Context()); !errors.Is(err, dlock.ErrInvalidName) || !strings.Contains(err.Error(), fmt.Sprintf("%q", name)) {
+			t.Errorf("TryLock(%q) = %v; want ErrInvalidName naming it", name, err)
+		}
+	}
+	for _, name := range []string{"a//b", "a/./b", "../x", "a/..", "x/", "zookeeper"} {
 		if _, err := c.Mutex(name).TryLock(t.Context()); !errors.Is(err, dlock.ErrInvalidName) {
 			t.Errorf("TryLock(%q) = %v; want ErrInvalidName", name, err)
+		}
+	}
+	for _, name := range []string{"good/a\u00a0b", "good/a.b", "good/...", "good/日本", "good/a\uffefb", "good/a b"} {
+		l, err := c.Mutex(name).TryLock(t.Context())
+		if err != nil {
+			t.Errorf("TryLock(%q): %v", name, err)
+			continue
+		}
+		if err := l.Unlock(t.Context()); err != nil {
+			t.Error(err)
 		}
 	}
 }

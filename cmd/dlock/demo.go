@@ -24,7 +24,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/internal/embedetcd"
 	"github.com/spf13/cobra"
 )
@@ -54,7 +54,7 @@ func demoCmd() *cobra.Command {
 round-robin load balancer, and fires --buyers concurrent buyers sending
 --requests purchases at a stock of --stock, once per mode:
 
-  local      a mutex in each instance only (the articles' synchronized): oversells
+  local      a mutex in each instance only (like Java's synchronized): oversells
   trylock    a dlock TryLock: fails fast with "busy, try later", like SETNX
   lock       a blocking dlock Mutex: every sale correct
   segmented  the stock split into --segments parts, each with its own lock
@@ -158,7 +158,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 			}
 		}
 	default:
-		u, err := dlock.ParseURL(cfg.backend)
+		u, err := driver.ParseURL(cfg.backend)
 		if err != nil {
 			return fail(exitUsage, "%v", err)
 		}
@@ -375,7 +375,7 @@ func tail(s string) string {
 	return s
 }
 
-// balancer is the articles' nginx: round-robin over the instances.
+// balancer stands in for an nginx upstream: round-robin over the instances.
 type balancer struct {
 	Addr string
 	srv  *http.Server

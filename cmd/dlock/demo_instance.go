@@ -70,7 +70,7 @@ type instance struct {
 	c        *dlock.Client
 	st       stockStore
 	segments int
-	local    sync.Mutex // the articles' synchronized: right in one process only
+	local    sync.Mutex // like Java's synchronized: right in one process only
 }
 
 func (in *instance) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -166,7 +166,7 @@ func (in *instance) deduct(ctx context.Context, run, mode string) (string, error
 	return "", fmt.Errorf("unknown mode %q", mode)
 }
 
-// sell is the articles' deduct: read the stock, check it, write stock-1.
+// sell is the classic flash-sale deduct: read the stock, check it, write stock-1.
 func (in *instance) sell(ctx context.Context, key string) (string, error) {
 	v, _, err := in.st.get(ctx, key)
 	if err != nil {

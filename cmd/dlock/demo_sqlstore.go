@@ -12,8 +12,8 @@ import (
 )
 
 // sqlStore keeps the demo's stock in PostgreSQL or MySQL, in the table
-// dlock_demo_stock; reads and writes are separate statements, as in the
-// articles.
+// dlock_demo_stock; reads and writes are separate statements (the
+// read-check-write race a lock must protect).
 type sqlStore struct {
 	db *sql.DB
 	pg bool

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -30,14 +30,14 @@ type stockStore interface {
 
 // openStore opens etcd://… or redis://… as a stock store.
 func openStore(ctx context.Context, rawURL string) (stockStore, error) {
-	u, err := dlock.ParseURL(rawURL)
+	u, err := driver.ParseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
 	switch u.Scheme {
 	case "etcd":
 		var eps []string
-		for _, h := range dlock.Hosts(u) {
+		for _, h := range driver.Hosts(u) {
 			eps = append(eps, "http://"+h)
 		}
 		cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})

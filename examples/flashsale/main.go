@@ -1,4 +1,4 @@
-// Command flashsale is the articles' flash-sale experiment in one process:
+// Command flashsale is the flash-sale oversell experiment in one process:
 // instances of a shop sell a stock of 100 to 30 concurrent buyers, reading
 // the stock and writing stock-1 as two separate operations on a shared store.
 // With only a local mutex per instance the shop oversells; with a dlock Mutex

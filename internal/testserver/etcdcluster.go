@@ -1,107 +1,66 @@
 package testserver
 
 import (
-	"context"
-	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// EtcdCluster starts an n-member etcd cluster on loopback (the etcd binary)
-// and waits until every member is healthy. Members can be killed and
-// restarted on the same ports and data dirs; EtcdIsLeader tells the leader.
-func EtcdCluster(t TB, n int) []*Server {
+// EtcdCluster starts a private n-member etcd cluster from the etcd binary,
+// every member a process of its own (so a member can be killed with
+// SIGKILL, as a crash would, and started again on its data). election is the
+// members' Raft election timeout, with a heartbeat of a tenth of it; etcd's
+// default when zero.
+func EtcdCluster(t TB, n int, election time.Duration) []*Server {
 	t.Helper()
 	bin := LookBinary(t, "etcd")
-	ports := make([]int, 2*n) // client and peer port of each member
-	seen := map[int]bool{}
-	for i := range ports {
-		for {
-			p, err := FreePort()
-			if err != nil {
-				t.Fatalf("free port: %v", err)
-			}
-			if !seen[p] {
-				seen[p], ports[i] = true, p
-				break
-			}
+	members := make([]*Server, n)
+	peers := make([]string, n)
+	for i := range members {
+		port, err := FreePort()
+		if err != nil {
+			t.Fatalf("etcd cluster: %v", err)
 		}
+		peer, err := FreePort()
+		if err != nil {
+			t.Fatalf("etcd cluster: %v", err)
+		}
+		name := "m" + strconv.Itoa(i)
+		peers[i] = name + "=http://127.0.0.1:" + strconv.Itoa(peer)
+		members[i] = &Server{Name: "etcd " + name, bin: bin, Host: "127.0.0.1", Port: port, Dir: t.TempDir(),
+			ready: etcdReady}
 	}
-	var initial []string
-	for i := range n {
-		initial = append(initial, fmt.Sprintf("m%d=http://127.0.0.1:%d", i+1, ports[2*i+1]))
-	}
-	servers := make([]*Server, n)
-	for i := range servers {
-		name := "m" + strconv.Itoa(i+1)
-		purl := "http://127.0.0.1:" + strconv.Itoa(ports[2*i+1])
-		s := &Server{Name: fmt.Sprintf("etcd %d/%d", i+1, n), bin: bin, Dir: t.TempDir(), Host: "127.0.0.1", Port: ports[2*i]}
+	for i, s := range members {
+		name, purl, _ := strings.Cut(peers[i], "=")
 		s.args = func(port int, dir string) []string {
 			curl := "http://127.0.0.1:" + strconv.Itoa(port)
-			return []string{"--name", name, "--data-dir", dir + "/data",
+			args := []string{"--name", name, "--data-dir", dir + "/data",
 				"--listen-client-urls", curl, "--advertise-client-urls", curl,
 				"--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
-				"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
-				"--initial-cluster-token", "dlocktest", "--log-level", "error"}
-		}
-		// A member serves clients only once a majority is up: it is
-		// ready when it listens, and the cluster's health is checked
-		// below, once all are up.
-		s.ready = func(ctx context.Context, addr string) error {
-			var d net.Dialer
-			c, err := d.DialContext(ctx, "tcp", addr)
-			if err == nil {
-				_ = c.Close()
+				"--initial-cluster", strings.Join(peers, ","), "--initial-cluster-token", "dlocktest",
+				"--log-level", "error"}
+			if election > 0 {
+				args = append(args, "--election-timeout", strconv.Itoa(int(election/time.Millisecond)),
+					"--heartbeat-interval", strconv.Itoa(int(max(election/10, time.Millisecond)/time.Millisecond)))
 			}
-			return err
+			return args
 		}
-		if err := s.Start(); err != nil {
-			t.Fatalf("start %s: %v", s.Name, err)
+	}
+	errc := make(chan error, n)
+	for _, s := range members { // a member is ready once a quorum is: start them together
+		go func() { errc <- s.Start() }()
+	}
+	var failed error
+	for range members {
+		if err := <-errc; err != nil && failed == nil {
+			failed = err
 		}
+	}
+	for _, s := range members {
 		t.Cleanup(s.Stop)
-		servers[i] = s
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for _, s := range servers {
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			err := etcdReady(ctx, s.Addr())
-			cancel()
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s not healthy after 60s: %v: %s", s.Name, err, tail(s.Log()))
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+	if failed != nil {
+		t.Fatalf("etcd cluster: %v", failed)
 	}
-	return servers
-}
-
-// EtcdIsLeader says whether the etcd member s is its cluster's leader (false
-// when it is down).
-func EtcdIsLeader(s *Server) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	body, err := etcdGet(ctx, s.Addr(), "/metrics")
-	return err == nil && strings.Contains(body, "\netcd_server_is_leader 1")
-}
-
-func etcdGet(ctx context.Context, addr, path string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return string(b), err
+	return members
 }

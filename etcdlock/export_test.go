@@ -1,0 +1,30 @@
+package etcdlock
+
+import (
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
+)
+
+// PauseKeepAlives stops the refreshes of c's current session leases, as a
+// paused process's would stop: etcd can expire them (or a test revoke them)
+// without c knowing. Sessions c starts later are not paused.
+func PauseKeepAlives(c *dlock.Client) {
+	var d *etcdDriver
+	if !c.As(&d) {
+		panic("etcdlock: not an etcd client")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, s := range d.sessions {
+		s.paused.Store(true)
+	}
+}
+
+// DriverOf returns c's driver, for tests that call it directly.
+func DriverOf(c *dlock.Client) driver.Driver {
+	var d *etcdDriver
+	if !c.As(&d) {
+		panic("etcdlock: not an etcd client")
+	}
+	return d
+}

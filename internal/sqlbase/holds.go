@@ -1,0 +1,194 @@
+// Package sqlbase is what the two SQL backends, pglock and mysqllock, share
+// beyond their SQL: the table modes' record of holds whose release failed,
+// and the bounds the row and session modes put on a holding connection.
+package sqlbase
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Holds records, per (name, owner), what a table-mode client holds in the
+// store: the token, how many holds it believes it has, and how many holds it
+// gave up although their release failed with an uncertain error (the
+// store was down, the connection broke). The store may still count those;
+// if nothing settled them, the owner's next Lock would re-enter the row with
+// the old token, each re-entry would refresh it, and no other owner would
+// get the lock again. So the next statement on the hold settles them first:
+// it drops the pending holds, but never below the holds the client still
+// believes it has (a release whose outcome was unknown may have been
+// applied after all).
+//
+// A Holds is safe for concurrent use. The zero value is ready.
+type Holds struct {
+	mu sync.Mutex
+	m  map[holdKey]*holdState
+}
+
+type holdKey struct{ name, owner string }
+
+type holdState struct {
+	token    uint64
+	believed int           // holds granted and not given up
+	pending  int           // holds given up whose release may not have been applied
+	ttl      time.Duration // of the failed release
+	failed   time.Time     // when a release last failed
+}
+
+// Settle is what one release statement applies to the row of (name, owner,
+// Token): drop Sub holds, but keep at least Floor (delete the row when the
+// result is 0).
+type Settle struct {
+	Token      uint64
+	Sub, Floor int
+}
+
+// Outcome is what a release or settle statement found.
+type Outcome int
+
+// The outcomes.
+const (
+	Applied   Outcome = iota // the statement was applied
+	Gone                     // no live row of that owner and token
+	Uncertain                // the statement failed: it may or may not have been applied
+)
+
+// pending returns the settle owed on (name, owner) before a new acquire, if
+// a release failed.
+func (h *Holds) pending(name, owner string) (Settle, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.m[holdKey{name, owner}]
+	if st == nil || st.pending == 0 {
+		return Settle{}, false
+	}
+	return Settle{Token: st.token, Sub: st.pending, Floor: st.believed}, true
+}
+
+// settled records the outcome of a settle from pending.
+func (h *Holds) settled(name, owner string, s Settle, o Outcome) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := holdKey{name, owner}
+	st := h.m[k]
+	if st == nil || st.token != s.Token {
+		return
+	}
+	switch o {
+	case Gone:
+		delete(h.m, k)
+	case Applied:
+		st.pending = max(st.pending-s.Sub, 0)
+		h.drop(k, st)
+	}
+}
+
+// Granted records a grant (or a re-entry) of token.
+func (h *Holds) Granted(name, owner string, token uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := holdKey{name, owner}
+	if st := h.m[k]; st != nil && st.token == token {
+		st.believed++
+		return
+	}
+	if h.m == nil {
+		h.m = map[holdKey]*holdState{}
+	}
+	h.m[k] = &holdState{token: token, believed: 1}
+}
+
+// release returns the settle that releasing count holds of token applies:
+// those and any pending, keeping the holds the client still believes it
+// has.
+func (h *Holds) release(name, owner string, token uint64, count int) Settle {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := Settle{Token: token, Sub: count}
+	if st := h.m[holdKey{name, owner}]; st != nil && st.token == token {
+		s.Sub += st.pending
+		s.Floor = max(st.believed-count, 0)
+	}
+	return s
+}
+
+// released records the outcome of a release of count holds done with s
+// (from release).
+func (h *Holds) released(name, owner string, count int, s Settle, o Outcome, ttl time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := holdKey{name, owner}
+	st := h.m[k]
+	if st != nil && st.token != s.Token {
+		return // a later hold: this release was of an older one
+	}
+	switch o {
+	case Gone:
+		delete(h.m, k)
+	case Applied:
+		if st != nil {
+			st.believed = max(st.believed-count, 0)
+			st.pending = max(st.pending-(s.Sub-count), 0)
+			h.drop(k, st)
+		}
+	case Uncertain:
+		now := time.Now()
+		h.prune(now)
+		if st == nil {
+			if h.m == nil {
+				h.m = map[holdKey]*holdState{}
+			}
+			st = &holdState{token: s.Token}
+			h.m[k] = st
+		}
+		st.believed = max(st.believed-count, 0)
+		st.pending += count
+		st.ttl, st.failed = max(st.ttl, ttl), now
+	}
+}
+
+// drop forgets a hold that has nothing left to settle. h.mu must be held.
+func (h *Holds) drop(k holdKey, st *holdState) {
+	if st.believed == 0 && st.pending == 0 {
+		delete(h.m, k)
+	}
+}
+
+// prune forgets failed releases whose rows have expired: two TTLs after the
+// failure no renewal from this client has refreshed them. h.mu must be held.
+func (h *Holds) prune(now time.Time) {
+	for k, st := range h.m {
+		if st.believed == 0 && st.pending > 0 && now.Sub(st.failed) > 2*st.ttl {
+			delete(h.m, k)
+		}
+	}
+}
+
+// Stmt runs a release statement that applies s and reports the holds left.
+type Stmt func(ctx context.Context, s Settle) (left int, o Outcome, err error)
+
+// Settle applies, through stmt, what is owed on (name, owner) from releases
+// that failed, before the owner acquires again. It returns stmt's error if
+// that failed too (the acquire must not go ahead).
+func (h *Holds) Settle(ctx context.Context, name, owner string, stmt Stmt) error {
+	s, ok := h.pending(name, owner)
+	if !ok {
+		return nil
+	}
+	_, o, err := stmt(ctx, s)
+	h.settled(name, owner, s, o)
+	if o == Uncertain {
+		return err
+	}
+	return nil
+}
+
+// Drop releases count holds of (name, owner, token), and any pending, through
+// stmt, and records the outcome; ttl is the lease's.
+func (h *Holds) Drop(ctx context.Context, name, owner string, token uint64, count int, ttl time.Duration, stmt Stmt) (int, Outcome, error) {
+	s := h.release(name, owner, token, count)
+	left, o, err := stmt(ctx, s)
+	h.released(name, owner, count, s, o, ttl)
+	return left, o, err
+}

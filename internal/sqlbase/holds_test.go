@@ -1,0 +1,78 @@
+package sqlbase
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// store is one row's hold count, as the SQL statements keep it.
+type store struct {
+	token uint64
+	holds int
+	down  bool // statements fail
+	lost  bool // statements apply but their replies are lost
+}
+
+func (s *store) stmt(_ context.Context, st Settle) (int, Outcome, error) {
+	if s.down {
+		return 0, Uncertain, errors.New("down")
+	}
+	if s.holds == 0 || s.token != st.Token {
+		return 0, Gone, nil
+	}
+	s.holds = max(s.holds-st.Sub, st.Floor, 0)
+	if s.lost {
+		return 0, Uncertain, errors.New("reply lost")
+	}
+	return s.holds, Applied, nil
+}
+
+func TestFailedReleaseIsSettled(t *testing.T) {
+	ctx := context.Background()
+	for _, lost := range []bool{false, true} { // the failed release was not applied, or was
+		var h Holds
+		s := &store{token: 5}
+		grant := func() { s.holds++; h.Granted("n", "o", 5) }
+		grant()
+		grant() // a re-entry: two holds
+		s.down, s.lost = !lost, lost
+		if _, o, _ := h.Drop(ctx, "n", "o", 5, 1, time.Second, s.stmt); o != Uncertain {
+			t.Fatalf("lost=%v: release outcome %v", lost, o)
+		}
+		s.down, s.lost = false, false
+		// The next acquire settles what is owed, keeping the hold still believed.
+		if err := h.Settle(ctx, "n", "o", s.stmt); err != nil {
+			t.Fatal(err)
+		}
+		if s.holds != 1 {
+			t.Fatalf("lost=%v: %d holds after settling; want the 1 still held", lost, s.holds)
+		}
+		if _, ok := h.pending("n", "o"); ok {
+			t.Fatalf("lost=%v: still pending after settling", lost)
+		}
+		if left, o, err := h.Drop(ctx, "n", "o", 5, 1, time.Second, s.stmt); o != Applied || left != 0 || err != nil {
+			t.Fatalf("lost=%v: last release = %d, %v, %v", lost, left, o, err)
+		}
+		if len(h.m) != 0 {
+			t.Fatalf("lost=%v: %d holds remembered after the last release", lost, len(h.m))
+		}
+	}
+}
+
+func TestSettleWhileDownBlocksAcquire(t *testing.T) {
+	ctx := context.Background()
+	var h Holds
+	s := &store{token: 7, holds: 1}
+	h.Granted("n", "o", 7)
+	s.down = true
+	_, _, _ = h.Drop(ctx, "n", "o", 7, 1, time.Second, s.stmt)
+	if err := h.Settle(ctx, "n", "o", s.stmt); err == nil {
+		t.Fatal("settle succeeded with the store down")
+	}
+	s.down = false
+	if err := h.Settle(ctx, "n", "o", s.stmt); err != nil || s.holds != 0 {
+		t.Fatalf("settle = %v, %d holds left", err, s.holds)
+	}
+}

@@ -1,0 +1,102 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/dlock/dlock"
+)
+
+// pendingRelease is a release, or the cancel of an acquire, that failed
+// without a certain answer (a timeout, a broken connection): it may not
+// have run, and then the store still counts a hold its owner's client has
+// forgotten. The owner's next acquire would re-enter that hold unknowingly,
+// with its old token, and the store would count one hold more than the
+// client has: the lock would outlive every later Unlock while the owner
+// keeps locking. So the node sends it again, as the same request (it acts
+// at most once), before the owner's next acquire or release of that lock.
+type pendingRelease struct {
+	cancel bool // a cancel of acquire request req; else a release
+	token  uint64
+	count  int
+	notify bool
+	req    string
+}
+
+// run sends p once more.
+func (n *Node) run(ctx context.Context, k keys, owner string, p pendingRelease) error {
+	if p.cancel {
+		if err := cancelScript.Run(ctx, n.rdb, k.all(), p.req, owner).Err(); err != nil {
+			return fmt.Errorf("redislock: cancel: %w", err)
+		}
+		return nil
+	}
+	_, err := n.releaseReq(ctx, k, owner, p.token, p.count, p.notify, p.req)
+	return err
+}
+
+// cancel undoes acquire request req of owner (see cancelScript); if that
+// fails, the node sends it again before owner's next call on k.
+func (n *Node) cancel(ctx context.Context, k keys, owner, req string) error {
+	p := pendingRelease{cancel: true, req: req}
+	err := n.run(ctx, k, owner, p)
+	if err != nil {
+		n.remember(k, owner, p)
+	}
+	return err
+}
+
+// maxPending bounds the locks with failed releases a node remembers, and
+// maxPendingPerLock the calls remembered per lock and owner; beyond them,
+// the oldest are forgotten (a forgotten hold still ends with its TTL once
+// nobody renews it).
+const (
+	maxPending        = 4096
+	maxPendingPerLock = 64
+)
+
+// errUnsettled marks a call refused because an earlier release or cancel of
+// the same hold is still unconfirmed: the call itself never reached the
+// store, so there is nothing of it to undo.
+var errUnsettled = errors.New("an earlier release of this hold is still unconfirmed")
+
+func pendingKey(k keys, owner string) string { return k.lock + "\x00" + owner }
+
+// remember records a release that failed uncertainly.
+func (n *Node) remember(k keys, owner string, p pendingRelease) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	key := pendingKey(k, owner)
+	if _, ok := n.pending[key]; !ok && len(n.pending) >= maxPending {
+		for other := range n.pending {
+			delete(n.pending, other)
+			break
+		}
+	}
+	ps := append(n.pending[key], p)
+	if len(ps) > maxPendingPerLock {
+		ps = ps[len(ps)-maxPendingPerLock:]
+	}
+	n.pending[key] = ps
+}
+
+// settle sends again the failed releases and cancels of owner's holds of k. An error
+// means one is still uncertain: the caller must not go on, or it could
+// re-enter that hold.
+func (n *Node) settle(ctx context.Context, k keys, owner string) error {
+	key := pendingKey(k, owner)
+	n.mu.Lock()
+	ps := n.pending[key]
+	delete(n.pending, key)
+	n.mu.Unlock()
+	for i, p := range ps {
+		if err := n.run(ctx, k, owner, p); err != nil && !errors.Is(err, dlock.ErrLeaseLost) {
+			n.mu.Lock()
+			n.pending[key] = append(ps[i:], n.pending[key]...)
+			n.mu.Unlock()
+			return fmt.Errorf("redislock: %w: %w", errUnsettled, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,69 @@
+package redlock_test
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// Clients built from a URL follow context deadlines, so the per-node
+// timeout bounds socket reads, and have bounded I/O.
+func TestURLClientsFollowContext(t *testing.T) {
+	_, addrs := fiveNodes(t)
+	c := open(t, addrs)
+	var cs []redis.UniversalClient
+	if !c.As(&cs) || len(cs) != len(addrs) {
+		t.Fatal("As(*[]redis.UniversalClient) failed")
+	}
+	for i, rc := range cs {
+		o := rc.(*redis.Client).Options()
+		if !o.ContextTimeoutEnabled || o.DialTimeout != 2*time.Second || o.ReadTimeout != 3*time.Second || o.WriteTimeout != 3*time.Second {
+			t.Errorf("node %d: ContextTimeoutEnabled %v, dial %v, read %v, write %v; want true, 2s, 3s, 3s",
+				i, o.ContextTimeoutEnabled, o.DialTimeout, o.ReadTimeout, o.WriteTimeout)
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Open warns, through the logger it is given, of each client that ignores
+// context deadlines, and of no other.
+func TestOpenWarnsOfClientsIgnoringContext(t *testing.T) {
+	_, addrs := fiveNodes(t)
+	var buf syncBuffer
+	clients := make([]redis.UniversalClient, len(addrs))
+	for i, a := range addrs {
+		clients[i] = redis.NewClient(&redis.Options{Addr: a, ContextTimeoutEnabled: i != 3})
+	}
+	c, err := redlock.Open(t.Context(), clients, redlock.Options{CloseClients: true,
+		Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	log := buf.String()
+	if strings.Count(log, "level=WARN") != 1 || !strings.Contains(log, "ContextTimeoutEnabled") || !strings.Contains(log, addrs[3]) {
+		t.Errorf("log %q; want one warning, naming node 3 (%s) and ContextTimeoutEnabled", log, addrs[3])
+	}
+}
