@@ -1,7 +1,7 @@
 # The commands a new user runs. `make test` installs missing servers first.
 GO ?= go
 
-.PHONY: test deps tidy vet demo bench
+.PHONY: test deps tidy vet demo bench faults
 
 deps:
 	./scripts/install-deps.sh
@@ -23,3 +23,10 @@ bench: deps
 
 demo:
 	$(GO) run ./cmd/dlock demo
+
+# The full fault suite (package faults): every backend under every fault
+# that applies, 3 injections each; rewrites docs/reliability.md (about 15
+# minutes, with a progress line on a terminal).
+faults: deps
+	$(GO) build -o bin/dlockfaults ./faults/cmd/dlockfaults
+	./bin/dlockfaults -docs docs

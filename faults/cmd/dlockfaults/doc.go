@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/dlock/dlock/faults"
+)
+
+// writeDoc rewrites docs/reliability.md with the results.
+func writeDoc(path string, cfg faults.Config, results []faults.Result, took time.Duration) error {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `# Reliability: dlock under faults
+
+This file is written by the fault suite (package [faults](../faults), command
+`+"`faults/cmd/dlockfaults`"+`): re-run it with
+
+`+"```sh"+`
+make faults                                        # the full suite, rewrites this file (about 15 minutes)
+go run ./faults/cmd/dlockfaults -backends redis,zk -faults pause-waiter   # a part of it, printed only
+go test -race -count=1 ./faults/                   # the bounded subset CI runs (every backend × pause-waiter, blackhole-holder)
+`+"```"+`
+
+## How it works
+
+For each backend × fault, %d worker *processes* (the suite's own binary, re-executed) contend on
+one lock name through the real dlock API (`+"`dlock.Open`"+` with the backend's URL, TTL %v). Each worker
+loops: `+"`Lock`"+`; belief starts when `+"`Lock`"+` returns; a write carrying its token goes to the checker;
+it holds %v; belief ends when it decides to `+"`Unlock`"+` or when `+"`Done()`"+` closes, whichever comes
+first. The checker is an HTTP endpoint on loopback in the controller, not the lock's store; its
+fenced view rejects a write whose token is at or below the highest token seen from a different
+hold. Every worker reaches the store through its own loopback TCP proxy, which can cut it off as
+a partition would: nothing is forwarded, not even a close, and connections stay open; on healing,
+what was held back is delivered, as TCP's retransmissions would. Servers are real (internal/testserver: loopback, temp dirs). Each
+fault is injected %d times per backend.
+
+Faults: **pause-waiter** (SIGSTOP a worker waiting in Lock for TTL + 1 s), **blackhole-holder**
+(drop the holder's traffic for TTL + 2 s, then heal), **pause-holder** (SIGSTOP the holder for TTL +
+1 s), **kill-holder** (kill -9, a new worker takes its place), **restart-server** (kill -9 the server
+and restart it on its data; Redis without persistence, so empty), **restart-server-aof** (Redis with
+`+"`appendfsync always`"+`), **kill-connection** (pg_terminate_backend / KILL of the holder's
+connections), **kill-leader** (a 3-member etcd cluster, a 3-server ZooKeeper ensemble; restarted
+after TTL + 1 s), **redlock-minority** / **redlock-majority** (1 or 2 of 3 masters down for TTL + 1
+s, back empty), **redlock-restart-empty** (one master killed and restarted empty at once). During a
+pause or a blackhole the target holder is asked (SIGUSR1) to hold until its lease is lost, writing
+every 50 ms, as a long job would.
+
+Verdicts: **overlaps** of belief intervals must be 0, except a holder's paused past its TTL (and, in
+SQL row/session modes, a holder whose connection was killed or whose server was restarted, a window
+the package docs say fencing covers): those are *excused*, and on backends whose tokens the README calls safe they must be
+ordered by token (*unfenced* = 0), so the fenced view rejects the stale holder's writes. **Loss
+margin**: a holder whose lease was lost must see `+"`Done()`"+` before the next holder's grant (late = 0).
+**Recovery**: the next grant after a holder's kill or cut-off (dead, to the store) within TTL + 1 s; after a leader's kill within
+the store's election time + 2 s (etcd 1 s, ZooKeeper 2 s). **Progress**: a grant within TTL + 2 s of
+the fault's end. **Token regressions**: 0 where tokens survive the fault (not after Redis or Memcached
+restart empty, or a Redlock majority restarted empty; there, exclusion is not promised either). **Dead
+grants**: no lease lost within 20 ms of its grant without a fault to explain it. Times are wall
+clock on one machine; figures are over all injections; *overlaps* counts overlapping pairs of holds.
+The machine running the suite may be shared: a loaded machine stretches every time in the table.
+
+## Results
+
+Run of %s (%s/%s, %d CPUs), %v.
+
+`, cfg.Workers, cfg.TTL, cfg.Hold, cfg.Rounds, time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), took.Round(time.Second))
+	faults.WriteTable(&b, results)
+	return os.WriteFile(path, b.Bytes(), 0o644)
+}

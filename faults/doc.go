@@ -1,0 +1,23 @@
+// Package faults is dlock's fault suite, Jepsen-style: worker processes
+// contend on one lock name through the real dlock API while a controller
+// injects faults (pausing a waiter or a holder, cutting a holder's traffic
+// off, killing a holder or the server, killing a SQL connection, killing a
+// cluster's leader), and an independent checker judges what the workers
+// believed against what the backend promises.
+//
+// Each worker loops: Lock, report the grant (belief start = the moment Lock
+// returned), write to the checker's store with the lease's token, hold a few
+// ms, and report the end of its belief (the moment it decided to Unlock, or
+// the moment Done closed, whichever came first). The checker is an HTTP
+// endpoint on loopback served by the controller, not the lock's store; its
+// fenced view rejects a write whose token is at or below the highest token
+// seen from a different hold. Every process runs on one machine, so times are
+// wall-clock UnixNano and comparable.
+//
+// Each worker reaches the store through its own loopback TCP proxy, which
+// the controller can tell to drop traffic (without closing connections) and
+// later heal.
+//
+// The command faults/cmd/dlockfaults runs the suite (make faults) and writes
+// docs/reliability.md; the package's test runs a bounded subset.
+package faults

@@ -1,0 +1,54 @@
+package faults_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock/faults"
+)
+
+// TestCISubset runs the bounded subset of the fault suite that CI runs:
+// every backend × {pause a waiter, blackhole a holder}, one injection each,
+// with a 2 s TTL. A failed verdict fails the test (make faults runs the
+// whole suite).
+func TestCISubset(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the fault suite runs worker processes and real servers")
+	}
+	cfg := faults.Config{WorkerBin: buildWorker(t), TTL: 2 * time.Second, Workers: 3, Hold: 20 * time.Millisecond, Rounds: 1,
+		Progress: t.Logf}
+	plan := faults.Plan(faults.Backends(), []*faults.Fault{faults.PauseWaiter, faults.BlackholeHolder})
+	for _, group := range plan {
+		t.Run(group[0].Store, func(t *testing.T) {
+			for _, r := range faults.RunGroup(t.Context(), t, cfg, group, nil) {
+				if !r.OK() {
+					t.Errorf("%s × %s: %s\n%s", r.Backend, r.Fault, faults.Verdict(r), r.Output)
+				} else {
+					t.Logf("%s × %s: pass (%d holds, min loss margin %.0f ms)", r.Backend, r.Fault, r.Holds, r.MinMarginMs)
+				}
+			}
+		})
+	}
+}
+
+// buildWorker builds the suite's command, which the suite re-executes as
+// each worker, once.
+func buildWorker(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "dlockfaults")
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(gobin); err != nil {
+		gobin = "go"
+	}
+	cmd := exec.Command(gobin, "build", "-o", bin, "./cmd/dlockfaults")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/dlockfaults: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return bin
+}

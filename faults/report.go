@@ -1,0 +1,47 @@
+package faults
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+)
+
+// WriteTable writes results as a Markdown table: backend × fault →
+// promise, observed figures, verdict.
+func WriteTable(w io.Writer, results []Result) {
+	fmt.Fprintln(w, "| backend | fault | promise | inj. | holds | overlaps | excused (unfenced) | stale writes rejected | min loss margin ms (late/losses) | recovery ms | progress ms | token regressions | dead grants | verdict |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range results {
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %d | %d (%d) | %d | %s (%d/%d) | %s | %s | %d | %d | %s |\n",
+			r.Backend, r.Fault, r.Promise, r.Injections, r.Holds, r.Overlaps, r.Excused, r.Unfenced, r.Stale,
+			num(r.MinMarginMs), r.LateLosses, r.Losses, num(r.RecoveryMs), num(r.ProgressMs), r.Regressions, r.DeadGrants, Verdict(r))
+	}
+}
+
+// Verdict is "pass", or "FAIL: " and what failed, or "not run: " and why.
+func Verdict(r Result) string {
+	switch {
+	case r.Error != "":
+		return "not run: " + oneLine(r.Error)
+	case len(r.Fails) > 0:
+		return "**FAIL**: " + strings.Join(r.Fails, "; ")
+	}
+	return "pass"
+}
+
+func num(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "–"
+	case math.IsInf(v, 1):
+		return "none"
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	s = strings.ReplaceAll(s, "|", "/")
+	return tail(s, 300)
+}

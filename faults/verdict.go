@@ -1,0 +1,249 @@
+package faults
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Result is one backend × fault: the promise, what was observed, and the
+// verdicts that failed.
+type Result struct {
+	Backend, Fault string
+	Promise        Promise
+
+	Injections int // faults injected
+	Holds      int // grants observed
+	Errors     int // Lock calls that failed
+	Overlaps   int // overlapping belief intervals not excused by the fault
+	Excused    int // overlaps excused by the fault (a holder paused past its TTL, a killed connection)
+	Unfenced   int // excused overlaps whose newer holder's token was not higher
+	Stale      int // writes the fenced view rejected
+	// MinMarginMs is the smallest loss-signal margin: a holder's Done
+	// before the next holder's grant, in ms (NaN: no loss observed).
+	MinMarginMs float64
+	Losses      int     // holds that ended by loss
+	LateLosses  int     // of which the next holder was granted first
+	RecoveryMs  float64 // the longest time from a holder's kill or cut, or a leader's kill, to the next grant (NaN: none)
+	ProgressMs  float64 // the longest time from a fault's end to the next grant
+	Regressions int     // grants whose token was not above every earlier grant's
+	DeadGrants  int     // leases lost within 20 ms of Lock returning, with no fault to explain it
+
+	Fails  []string // failed verdicts; empty means pass
+	Error  string   // the scenario could not run
+	Output string   // workers' output, when something failed
+
+	History []Event // every event, in arrival order
+}
+
+// OK says the scenario ran and every verdict passed.
+func (r *Result) OK() bool { return r.Error == "" && len(r.Fails) == 0 }
+
+type holdRec struct {
+	id         holdID
+	token      uint64
+	start, end int64
+	loss       int64
+	excused    bool
+}
+
+type window struct {
+	worker   int
+	from, to int64
+}
+
+// judge computes the figures from the history and the verdicts against the
+// promise.
+// connDeath: a holder whose connection dies (killed, or the server killed)
+// is excused, as SQL row/session modes' docs say fencing covers that window.
+func (r *Result) judge(evs []Event, ttl time.Duration, connDeath bool) {
+	var last int64
+	holds := map[holdID]*holdRec{}
+	open := map[int]*holdRec{} // by worker
+	var pauses, targets []window
+	pausedAt := map[int]int64{}
+	var faultEnds, deaths []int64
+	var srvEvents []int64
+	for _, e := range evs {
+		last = max(last, e.T, e.Recv)
+		switch e.Kind {
+		case kindGrant:
+			h := &holdRec{id: e.id(), token: e.Token, start: e.T}
+			holds[h.id], open[e.Worker] = h, h
+		case kindEnd:
+			if h := holds[e.id()]; h != nil {
+				h.end, h.loss = e.T, e.LossAt
+				delete(open, e.Worker)
+			}
+		case kindWrite:
+			if !e.Accepted {
+				r.Stale++
+			}
+		case kindError:
+			r.Errors++
+		case kindKill:
+			if h := open[e.Worker]; h != nil {
+				h.end = e.T
+				delete(open, e.Worker)
+			}
+			deaths = append(deaths, e.T)
+		case kindPause:
+			pausedAt[e.Worker] = e.T
+		case kindResume:
+			pauses = append(pauses, window{e.Worker, pausedAt[e.Worker], e.T})
+		case kindConnKill, kindCut:
+			srvEvents = append(srvEvents, e.T)
+			if e.Kind == kindConnKill {
+				targets = append(targets, window{e.Worker, e.T, e.T})
+			} else {
+				deaths = append(deaths, e.T) // to the store, a cut-off holder is dead
+			}
+		case kindSrvKill:
+			srvEvents = append(srvEvents, e.T)
+			targets = append(targets, window{-1, e.T, e.T})
+			if r.Fault == KillLeader.Name {
+				deaths = append(deaths, e.T)
+			}
+		case kindFaultEnd:
+			faultEnds = append(faultEnds, e.T)
+		case kindInject:
+			r.Injections++
+		}
+	}
+	var hs []*holdRec
+	for _, h := range holds {
+		if h.end == 0 {
+			h.end = last // believed until the end
+		}
+		for _, w := range pauses {
+			if w.worker == h.id.worker && w.to-w.from > int64(ttl) && w.from < h.end && w.to > h.start {
+				h.excused = true
+			}
+		}
+		if connDeath {
+			for _, w := range targets {
+				if (w.worker == h.id.worker || w.worker == -1) && w.from >= h.start && w.from <= h.end {
+					h.excused = true
+				}
+			}
+		}
+		hs = append(hs, h)
+	}
+	slices.SortFunc(hs, func(a, b *holdRec) int { return cmpInt(a.start, b.start) })
+	r.Holds = len(hs)
+
+	// Overlaps, and token order where excused.
+	for i, a := range hs {
+		for _, b := range hs[i+1:] {
+			if b.start >= a.end {
+				continue
+			}
+			if a.excused || b.excused {
+				r.Excused++
+				if b.token <= a.token {
+					r.Unfenced++
+				}
+			} else {
+				r.Overlaps++
+			}
+		}
+	}
+	// Token regressions, in grant order.
+	var maxTok uint64
+	for i, h := range hs {
+		if i > 0 && h.token <= maxTok {
+			r.Regressions++
+		}
+		maxTok = max(maxTok, h.token)
+	}
+	// Loss margins: Done before the next holder's grant.
+	r.MinMarginMs = math.NaN()
+	for i, h := range hs {
+		if h.loss == 0 || h.excused {
+			continue
+		}
+		r.Losses++
+		if h.loss-h.start < int64(20*time.Millisecond) && !near(srvEvents, h.start-int64(100*time.Millisecond), h.loss) {
+			r.DeadGrants++
+		}
+		if i+1 < len(hs) { // the next holder's grant
+			m := float64(hs[i+1].start-h.loss) / 1e6
+			if math.IsNaN(r.MinMarginMs) || m < r.MinMarginMs {
+				r.MinMarginMs = m
+			}
+			if m <= 0 {
+				r.LateLosses++
+			}
+		}
+	}
+	r.RecoveryMs = math.NaN()
+	if len(deaths) > 0 {
+		r.RecoveryMs = 0
+		for _, t := range deaths {
+			r.RecoveryMs = math.Max(r.RecoveryMs, nextGrant(hs, t))
+		}
+	}
+	for _, t := range faultEnds {
+		r.ProgressMs = math.Max(r.ProgressMs, nextGrant(hs, t))
+	}
+
+	p := r.Promise
+	fail := func(format string, args ...any) { r.Fails = append(r.Fails, fmt.Sprintf(format, args...)) }
+	if p.Exclusive && r.Overlaps > 0 {
+		fail("%d overlapping holds", r.Overlaps)
+	}
+	if p.Fenced && r.Unfenced > 0 {
+		fail("%d excused overlaps not ordered by token", r.Unfenced)
+	}
+	if p.LossFirst && r.LateLosses > 0 {
+		fail("%d holders told after the next grant (min margin %.0f ms)", r.LateLosses, r.MinMarginMs)
+	}
+	if p.Tokens && r.Regressions > 0 {
+		fail("%d token regressions", r.Regressions)
+	}
+	if p.Recovery > 0 && !(r.RecoveryMs <= ms(p.Recovery)) {
+		fail("next grant %.0f ms after the holder's or leader's death, bound %v", r.RecoveryMs, p.Recovery)
+	}
+	if !(r.ProgressMs <= ms(p.Progress)) {
+		fail("next grant %.0f ms after the fault ended, bound %v", r.ProgressMs, p.Progress)
+	}
+	if r.DeadGrants > 0 {
+		fail("%d leases lost within 20 ms of their grant", r.DeadGrants)
+	}
+	if r.Injections == 0 {
+		fail("no fault injected")
+	}
+}
+
+// nextGrant is the time in ms from t to the first grant after it (to the end
+// +Inf when there was none).
+func nextGrant(hs []*holdRec, t int64) float64 {
+	for _, h := range hs {
+		if h.start > t {
+			return float64(h.start-t) / 1e6
+		}
+	}
+	return math.Inf(1)
+}
+
+func near(ts []int64, from, to int64) bool {
+	for _, t := range ts {
+		if t >= from && t <= to {
+			return true
+		}
+	}
+	return false
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,96 @@
+package faults
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// hist builds a history: each hold is (worker, token, start ms, end ms, loss
+// ms or 0), plus controller events.
+type histHold struct {
+	w                int
+	tok              uint64
+	start, end, loss int64
+}
+
+func history(holds []histHold, extra ...Event) []Event {
+	var evs []Event
+	ms := int64(time.Millisecond)
+	for i, h := range holds {
+		evs = append(evs, Event{Worker: h.w, Kind: kindGrant, Hold: i + 1, Token: h.tok, T: h.start * ms})
+		e := Event{Worker: h.w, Kind: kindEnd, Hold: i + 1, Token: h.tok, T: h.end * ms}
+		if h.loss != 0 {
+			e.LossAt = h.loss * ms
+		}
+		evs = append(evs, e)
+	}
+	for _, e := range extra {
+		e.T *= ms
+		evs = append(evs, e)
+	}
+	return append(evs, Event{Worker: -1, Kind: kindInject}, Event{Worker: -1, Kind: kindFaultEnd, T: 0})
+}
+
+func judged(f *Fault, evs []Event) Result {
+	r := Result{Backend: "x", Fault: f.Name, Promise: promiseOf(&Backend{TokensSafe: true}, f, 2*time.Second, &Store{Persistent: true})}
+	r.judge(evs, 2*time.Second, false)
+	return r
+}
+
+// The verdicts fail on the histories the findings describe, and
+// pass on a clean one.
+func TestJudge(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		f     *Fault
+		evs   []Event
+		fails string // a failure that must be reported; "" = pass
+	}{
+		{"clean", PauseWaiter, history([]histHold{{1, 1, 10, 20, 0}, {2, 2, 30, 40, 0}, {3, 3, 50, 60, 0}}), ""},
+		{"overlap", PauseWaiter, history([]histHold{{1, 1, 10, 50, 0}, {2, 2, 30, 60, 0}}), "overlapping holds"},
+		{"stale token on resume", PauseWaiter, history([]histHold{{1, 5, 10, 20, 0}, {2, 4, 30, 40, 0}}), "token regressions"},
+		{"same token twice", PauseWaiter, history([]histHold{{1, 5, 10, 20, 0}, {1, 5, 30, 40, 0}}), "token regressions"},
+		{"told after the next grant", BlackholeHolder, history([]histHold{{1, 1, 10, 2500, 2500}, {2, 2, 2400, 2600, 0}}), "told after the next grant"},
+		{"dead grant", PauseWaiter, history([]histHold{{1, 1, 10, 11, 11}, {2, 2, 30, 40, 0}}), "lost within 20 ms"},
+		{"stuck", PauseWaiter, history([]histHold{{1, 1, -100, -50, 0}}), "after the fault ended"},
+		{"paused holder, fenced", PauseHolder, history([]histHold{{1, 1, 10, 4000, 0}, {2, 2, 2500, 2600, 0}},
+			Event{Worker: 1, Kind: kindPause, T: 20}, Event{Worker: 1, Kind: kindResume, T: 3500}), ""},
+		{"paused holder, unfenced", PauseHolder, history([]histHold{{1, 3, 10, 4000, 0}, {2, 2, 2500, 2600, 0}},
+			Event{Worker: 1, Kind: kindPause, T: 20}, Event{Worker: 1, Kind: kindResume, T: 3500}), "not ordered by token"},
+		{"short pause excuses nothing", PauseHolder, history([]histHold{{1, 1, 10, 4000, 0}, {2, 2, 2500, 2600, 0}},
+			Event{Worker: 1, Kind: kindPause, T: 20}, Event{Worker: 1, Kind: kindResume, T: 500}), "overlapping holds"},
+		{"slow recovery", KillHolder, history([]histHold{{1, 1, 10, 100, 0}, {2, 2, 3500, 3600, 0}},
+			Event{Worker: 1, Kind: kindKill, T: 100}), "after the holder's or leader's death"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := judged(tc.f, tc.evs)
+			got := strings.Join(r.Fails, "; ")
+			if tc.fails == "" && got != "" {
+				t.Fatalf("failed: %s", got)
+			}
+			if tc.fails != "" && !strings.Contains(got, tc.fails) {
+				t.Fatalf("want a failure %q, got %q", tc.fails, got)
+			}
+		})
+	}
+}
+
+// The fenced view rejects a token at or below the highest seen from
+// another hold, and takes repeated writes of one hold.
+func TestFencedView(t *testing.T) {
+	c, err := NewChecker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i, tc := range []struct {
+		w, h int
+		tok  uint64
+		ok   bool
+	}{{1, 1, 5, true}, {1, 1, 5, true}, {2, 1, 5, false}, {2, 1, 4, false}, {2, 2, 6, true}, {1, 1, 5, false}} {
+		if e := c.add(Event{Worker: tc.w, Hold: tc.h, Kind: kindWrite, Token: tc.tok}); e.Accepted != tc.ok {
+			t.Fatalf("write %d (worker %d, token %d): accepted %v, want %v", i, tc.w, tc.tok, e.Accepted, tc.ok)
+		}
+	}
+}

@@ -1,0 +1,188 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/dlock/dlock"
+)
+
+// WorkerConfig is what one worker process is told by the controller.
+type WorkerConfig struct {
+	ID      int           // the worker's number
+	URL     string        // the backend URL (through the worker's proxies)
+	Name    string        // the lock name
+	TTL     time.Duration // the lease TTL
+	Hold    time.Duration // how long a normal hold lasts
+	LongMax time.Duration // a long hold (SIGUSR1) ends by this, lost or not
+	Checker string        // the checker's URL
+}
+
+// RunWorker is a worker process's loop, until SIGTERM/SIGINT or ctx ends.
+// SIGUSR1 makes the current hold (or the next) last until the lease is
+// lost, SIGUSR2 arrives, or LongMax has passed.
+func RunWorker(ctx context.Context, cfg WorkerConfig) error {
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	var long atomic.Bool
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, sigLong, sigRelease)
+	defer signal.Stop(sigs)
+	release := make(chan struct{}, 1)
+	go func() {
+		for sig := range sigs {
+			long.Store(sig == sigLong) // a release also cancels a pending request
+			if sig == sigRelease {
+				select {
+				case release <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+
+	w := &worker{cfg: cfg, http: &http.Client{Timeout: 10 * time.Second}, release: release}
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	c, err := dlock.Open(octx, cfg.URL)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("faults: worker %d: open: %w", cfg.ID, err)
+	}
+	defer c.Close()
+	m := c.Mutex(cfg.Name, dlock.WithTTL(cfg.TTL))
+	for hold := 1; ctx.Err() == nil; {
+		w.send(Event{Kind: kindWait})
+		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		l, err := m.Lock(lctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				w.send(Event{Kind: kindError, Msg: err.Error()})
+				sleep(ctx, 20*time.Millisecond)
+			}
+			continue
+		}
+		w.hold(ctx, l, hold, &long)
+		hold++
+	}
+	return nil
+}
+
+// worker sends events to the checker.
+type worker struct {
+	cfg     WorkerConfig
+	http    *http.Client
+	release chan struct{} // SIGUSR2: end a long hold
+}
+
+// hold runs one hold: grant, writes, belief end, Unlock.
+func (w *worker) hold(ctx context.Context, l *dlock.Lease, hold int, long *atomic.Bool) {
+	start := time.Now().UnixNano()
+	var lossAt atomic.Int64 // when Done was first seen closed
+	noteLoss := func() { lossAt.CompareAndSwap(0, time.Now().UnixNano()) }
+	watched, unwatch := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-l.Done():
+			noteLoss()
+		case <-unwatch:
+		}
+	}()
+	tok := l.Token()
+	w.send(Event{Kind: kindGrant, Hold: hold, Token: tok, T: start})
+	w.send(Event{Kind: kindWrite, Hold: hold, Token: tok})
+	if long.Swap(false) {
+		select {
+		case <-w.release: // an old one
+		default:
+		}
+		w.send(Event{Kind: kindLong, Hold: hold, Token: tok})
+		until := time.NewTimer(w.cfg.LongMax)
+		tick := time.NewTicker(50 * time.Millisecond)
+	loop:
+		for {
+			select {
+			case <-l.Done():
+				noteLoss()
+				break loop
+			case <-until.C:
+				break loop
+			case <-w.release:
+				break loop
+			case <-ctx.Done():
+				break loop
+			case <-tick.C:
+				w.send(Event{Kind: kindWrite, Hold: hold, Token: tok})
+			}
+		}
+		until.Stop()
+		tick.Stop()
+	} else {
+		select {
+		case <-l.Done():
+			noteLoss()
+		case <-time.After(w.cfg.Hold):
+		case <-ctx.Done():
+		}
+	}
+	select {
+	case <-l.Done(): // a careful holder does not write once told
+		noteLoss()
+	default:
+		w.send(Event{Kind: kindWrite, Hold: hold, Token: tok})
+	}
+	end := time.Now().UnixNano()
+	select {
+	case <-l.Done():
+		noteLoss()
+	default:
+	}
+	loss := lossAt.Load() // a loss after the decision to unlock is Unlock's
+	if loss != 0 && loss < end {
+		end = loss
+	} else {
+		loss = 0
+	}
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*w.cfg.TTL)
+	err := l.Unlock(uctx)
+	cancel()
+	msg := ""
+	if err != nil {
+		msg = "unlock: " + err.Error()
+	}
+	close(unwatch)
+	<-watched
+	w.send(Event{Kind: kindEnd, Hold: hold, Token: tok, T: end, LossAt: loss, Msg: msg})
+}
+
+// send posts e to the checker, stamped with the worker and (unless set)
+// the time. Failures are ignored: the checker outlives the workers.
+func (w *worker) send(e Event) {
+	e.Worker = w.cfg.ID
+	if e.T == 0 {
+		e.T = time.Now().UnixNano()
+	}
+	b, _ := json.Marshal(e)
+	resp, err := w.http.Post(w.cfg.Checker, "application/json", bytes.NewReader(b))
+	if err == nil {
+		_ = resp.Body.Close()
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
