@@ -214,3 +214,31 @@ func TestFutureSinceIsClamped(t *testing.T) {
 		t.Fatalf("TimeLeft = %v with a Since an hour ahead; want at most %v", left, most)
 	}
 }
+
+// A grant whose session has already ended (Grant.Lost closed) is not
+// returned: the store has dropped, or will drop, what it granted.
+func TestGrantInEndedSessionIsNotReturned(t *testing.T) {
+	ended := make(chan struct{})
+	close(ended)
+	d := newFake()
+	calls := 0
+	d.acquire = func(context.Context, driver.Request) (driver.Grant, error) {
+		calls++
+		if calls == 1 {
+			return driver.Grant{Acquired: true, Token: 1, Lost: ended}, nil
+		}
+		return driver.Grant{Acquired: true, Token: 2}, nil
+	}
+	c := New(d, "fake")
+	defer c.Close()
+	l, err := c.Mutex("session").Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Token() != 2 || l.Err() != nil {
+		t.Fatalf("Lock returned token %d (Err %v); want the grant of a live session, token 2", l.Token(), l.Err())
+	}
+	if rel := d.releases(); len(rel) != 1 || rel[0].Token != 1 {
+		t.Errorf("released %+v; want the ended session's grant (token 1)", rel)
+	}
+}

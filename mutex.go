@@ -152,6 +152,19 @@ func (c *Client) reenter(ctx context.Context, e *entry, req driver.Request) (*Le
 	return h.newLease(), nil
 }
 
+// sessionEnded reports whether a grant's session-loss channel is closed.
+func sessionEnded(lost <-chan struct{}) bool {
+	if lost == nil {
+		return false
+	}
+	select {
+	case <-lost:
+		return true
+	default:
+		return false
+	}
+}
+
 // errStaleGrant is the cause of a grant that came too late to be returned.
 var errStaleGrant = errors.New("grant confirmed too late to be safe")
 
@@ -173,13 +186,19 @@ func (c *Client) grant(ctx context.Context, e *entry, req driver.Request, g driv
 		c: c, name: req.Name, owner: req.Owner, label: req.Label, ttl: req.TTL, kind: req.Kind, renew: renew,
 		token: g.Token, handle: g.Handle, lostCh: g.Lost, acquired: sent,
 	}
+	stale := ""
 	if left := time.Until(sent.Add(validity)); left < grantMargin(req.TTL) {
+		stale = fmt.Sprintf("%v left of its validity, %v needed", left.Round(time.Millisecond), grantMargin(req.TTL))
+	} else if sessionEnded(g.Lost) {
+		stale = "the store's session it was granted in has ended"
+	}
+	if stale != "" {
 		c.log.Warn("dlock: grant came too late to be safe; released", "backend", c.scheme, "name", req.Name,
-			"token", g.Token, "left", left, "need", grantMargin(req.TTL))
+			"token", g.Token, "why", stale)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
 		_, _ = c.drv.Release(rctx, h.held(), 1)
-		return nil, fmt.Errorf("%w (%v left of its validity, %v needed)", errStaleGrant, left.Round(time.Millisecond), grantMargin(req.TTL))
+		return nil, fmt.Errorf("%w (%s)", errStaleGrant, stale)
 	}
 	c.mu.Lock()
 	if c.closed {
