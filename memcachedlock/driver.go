@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/bradfitz/gomemcache/memcache"
@@ -78,6 +80,40 @@ func (v value) retry() time.Duration {
 	return max(time.Until(time.UnixMilli(v.Expires)), 0)
 }
 
+// latestToken makes the token of a lock just added above every token taken
+// before. Tokens are taken before the add, so a contender that took a later
+// one may have held and released the lock between our increment and our
+// add. If the counter has moved past tok, the lock (ours: nobody else
+// writes it) gets a fresh token. An uncontended lock costs one get.
+func (d *mcDriver) latestToken(key string, r driver.Request, tok uint64) (uint64, error) {
+	it, err := d.mc.Get(key + ":token")
+	if err != nil {
+		return 0, fmt.Errorf("memcachedlock: token: %w", err)
+	}
+	if n, err := strconv.ParseUint(strings.TrimSpace(string(it.Value)), 10, 64); err == nil && n == tok {
+		return tok, nil
+	}
+	fresh, err := d.nextToken(key)
+	if err != nil {
+		return 0, fmt.Errorf("memcachedlock: token: %w", err)
+	}
+	lock, err := d.mc.Get(key)
+	if err != nil {
+		return 0, fmt.Errorf("memcachedlock: get: %w", err)
+	}
+	v, err := decode(lock)
+	if err != nil || v.Owner != r.Owner || v.Token != tok {
+		return 0, fmt.Errorf("memcachedlock: %s changed hands while its token was set", key)
+	}
+	v.Token = fresh
+	lock.Value = encode(v, r.TTL)
+	lock.Expiration = expiration(r.TTL)
+	if err := d.mc.CompareAndSwap(lock); err != nil {
+		return 0, fmt.Errorf("memcachedlock: cas: %w", err)
+	}
+	return fresh, nil
+}
+
 // nextToken increments the name's counter, creating it at 0 if missing.
 func (d *mcDriver) nextToken(key string) (uint64, error) {
 	tk := key + ":token"
@@ -106,6 +142,12 @@ func (d *mcDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 	err = d.mc.Add(&memcache.Item{Key: key, Value: encode(value{Owner: r.Owner, Label: r.Label, Holds: 1, Token: tok}, r.TTL), Expiration: expiration(r.TTL)})
 	switch {
 	case err == nil:
+		fresh, err := d.latestToken(key, r, tok)
+		if err != nil { // give the lock back rather than leave a hold nobody knows
+			_, _ = d.Release(ctx, driver.Held{Name: r.Name, Owner: r.Owner, TTL: r.TTL, Token: tok}, 1)
+			return driver.Grant{}, err
+		}
+		tok = fresh
 		return driver.Grant{Acquired: true, Token: tok, Holds: 1, Validity: validity(r.TTL)}, nil
 	case !errors.Is(err, memcache.ErrNotStored):
 		return driver.Grant{}, fmt.Errorf("memcachedlock: add: %w", err)
