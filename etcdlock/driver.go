@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -200,6 +201,19 @@ func (d *etcdDriver) acquire(ctx context.Context, r driver.Request, free func())
 	}
 }
 
+// holderValue is the value of a contender's key: its owner id, a NUL, and
+// its label. dlock forbids NUL in both. etcd's concurrency.Mutex and etcdctl
+// lock put an empty value and never read it.
+func holderValue(owner, label string) string { return owner + "\x00" + label }
+
+// parseHolderValue splits a key's value into owner id and label. An empty
+// value (an etcdctl or concurrency.Mutex holder) gives both empty; a value
+// without NUL (an older dlock) is an owner id alone.
+func parseHolderValue(v []byte) (owner, label string) {
+	owner, label, _ = strings.Cut(string(v), "\x00")
+	return owner, label
+}
+
 // errKeyGone means a contender's key is no longer there, or no longer under
 // the session it was put in: it must queue again.
 var errKeyGone = errors.New("etcdlock: the contender's key is gone")
@@ -214,14 +228,17 @@ func (d *etcdDriver) enqueue(ctx context.Context, r driver.Request, pfx string) 
 			return nil, err
 		}
 		key := fmt.Sprintf("%s%x", pfx, int64(sess.id))
+		val := holderValue(r.Owner, r.Label)
 		var resp *clientv3.TxnResponse
 		var sent time.Time
 		put := func(ctx context.Context) (err error) {
 			sent = time.Now()
 			resp, err = d.cli.Txn(ctx).
 				If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-				Then(clientv3.OpPut(key, r.Owner, clientv3.WithLease(sess.id)), first).
-				Else(clientv3.OpGet(key), first).
+				Then(clientv3.OpPut(key, val, clientv3.WithLease(sess.id)), first).
+				// A key of ours left over (a retried put, or an earlier
+				// contender's key still being dropped) takes this holder's value.
+				Else(clientv3.OpPut(key, val, clientv3.WithIgnoreLease()), clientv3.OpGet(key), first).
 				Commit()
 			return err
 		}
@@ -239,10 +256,12 @@ func (d *etcdDriver) enqueue(ctx context.Context, r driver.Request, pfx string) 
 			return nil, fmt.Errorf("etcdlock: acquire: %w", err)
 		}
 		e := &entry{sess: sess, key: key, rev: resp.Header.Revision}
+		firstIdx := 1
 		if !resp.Succeeded { // a key of ours left over: carry on with it
-			e.rev = resp.Responses[0].GetResponseRange().Kvs[0].CreateRevision
+			e.rev = resp.Responses[1].GetResponseRange().Kvs[0].CreateRevision
+			firstIdx = 2
 		}
-		if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 && kvs[0].CreateRevision == e.rev {
+		if kvs := resp.Responses[firstIdx].GetResponseRange().Kvs; len(kvs) > 0 && kvs[0].CreateRevision == e.rev {
 			e.since = sent
 		}
 		return e, nil
@@ -553,7 +572,8 @@ func (d *etcdDriver) Inspect(ctx context.Context, name string) (driver.Info, err
 		return info, nil
 	}
 	kv := kvs[0]
-	info.Held, info.Owner, info.Holds, info.Token = true, string(kv.Value), 1, uint64(kv.CreateRevision)
+	info.Owner, info.Label = parseHolderValue(kv.Value)
+	info.Held, info.Holds, info.Token = true, 1, uint64(kv.CreateRevision)
 	info.Waiters = int(resp.Responses[1].GetResponseRange().Count) - 1
 	if ttl, err := d.cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease)); err == nil && ttl.TTL > 0 {
 		info.TTL = time.Duration(ttl.TTL) * time.Second

@@ -28,11 +28,14 @@
 // # Layout: the same as etcd's own lock
 //
 // A contender puts the key "<prefix><name>/<lease id in hex>" under its
-// session's lease, with its owner id as the value; the key with the lowest
+// session's lease, with its owner id and holder label (dlock.WithLabel,
+// "host:pid" by default) as the value, joined by a NUL; the key with the lowest
 // create revision holds the lock, and each waiter watches only the key just
 // before its own. That is the layout of etcd's client/v3/concurrency Mutex and
 // of `etcdctl lock`, so their holders and dlock's exclude each other (with the
-// default empty prefix, `etcdctl lock NAME` is dlock's lock NAME).
+// default empty prefix, `etcdctl lock NAME` is dlock's lock NAME). They put
+// an empty value and never read it: Inspect reports their holders with no
+// owner id or label.
 //
 // # Sessions
 //

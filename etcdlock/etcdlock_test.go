@@ -58,6 +58,10 @@ func TestEtcdctlInterop(t *testing.T) {
 	if _, err := c.Mutex("interop").TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("TryLock while etcdctl holds: %v; want ErrNotAcquired", err)
 	}
+	// etcdctl's key has an empty value: held, with no owner id or label.
+	if info, err := c.Inspect(ctx, "interop"); err != nil || !info.Held || info.Owner != "" || info.Label != "" {
+		t.Fatalf("Inspect while etcdctl holds = %+v, %v; want held, no owner or label", info, err)
+	}
 	start := time.Now()
 	l, err := c.Mutex("interop").Lock(ctx) // waits for etcdctl to finish
 	if err != nil {

@@ -29,7 +29,8 @@ var schema = []string{
   owner      VARBINARY(256) NOT NULL,
   holds      INT NOT NULL,
   token      BIGINT UNSIGNED NOT NULL,
-  expires_at DATETIME(6) NOT NULL
+  expires_at DATETIME(6) NOT NULL,
+  label      VARBINARY(256) NOT NULL DEFAULT ''
 ) ENGINE=InnoDB`,
 	`CREATE TABLE IF NOT EXISTS dlock_tokens (
   name       VARBINARY(1024) NOT NULL PRIMARY KEY,
@@ -70,14 +71,31 @@ func newDriver(ctx context.Context, db *sql.DB, opts Options) (*myDriver, error)
 	return d, nil
 }
 
-// Migrate creates the tables if they are missing.
+// Migrate creates the tables if they are missing, and adds the columns
+// later versions added to tables an earlier one made.
 func (d *myDriver) Migrate(ctx context.Context) error {
 	for _, s := range schema {
 		if _, err := d.db.ExecContext(ctx, s); err != nil {
 			return myErr("create tables", err)
 		}
 	}
-	return nil
+	// dlock_locks made before holder labels lacks the label column. MySQL
+	// has no ADD COLUMN IF NOT EXISTS (MariaDB has), and ALTER TABLE needs
+	// the ALTER privilege even when there is nothing to do: look first.
+	var n int
+	if err := d.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.columns
+WHERE table_schema = DATABASE() AND table_name = 'dlock_locks' AND column_name = 'label'`).Scan(&n); err != nil {
+		return myErr("migrate", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	_, err := d.db.ExecContext(ctx, "ALTER TABLE dlock_locks ADD COLUMN label VARBINARY(256) NOT NULL DEFAULT ''")
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1060 { // duplicate column: a concurrent Migrate added it
+		return nil
+	}
+	return myErr("add the label column", err)
 }
 
 // myErr wraps a database error, naming the privilege when it is one.
@@ -117,12 +135,14 @@ func (d *myDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 // seeing the ones before: every decision reads expires_at, which changes
 // last, and the owner, which changes only on a takeover (then the last
 // test's first branch wins). LAST_INSERT_ID carries the outcome back in the
-// reply: the token when granted, 0 when the lock is held by another.
-const acquireSQL = `INSERT INTO dlock_locks (name, owner, holds, token, expires_at)
-VALUES (?, ?, 1, LAST_INSERT_ID(1), NOW(6) + INTERVAL ? MICROSECOND)
+// reply: the token when granted, 0 when the lock is held by another. The
+// label is the first hold's: re-entry keeps it.
+const acquireSQL = `INSERT INTO dlock_locks (name, owner, holds, token, expires_at, label)
+VALUES (?, ?, 1, LAST_INSERT_ID(1), NOW(6) + INTERVAL ? MICROSECOND, ?)
 ON DUPLICATE KEY UPDATE
   token = IF(expires_at <= NOW(6), LAST_INSERT_ID(token + 1), IF(owner = VALUES(owner), LAST_INSERT_ID(token), IF(LAST_INSERT_ID(0) = 0, token, token))),
   holds = IF(expires_at <= NOW(6), 1, IF(owner = VALUES(owner), holds + 1, holds)),
+  label = IF(expires_at <= NOW(6), VALUES(label), label),
   owner = IF(expires_at <= NOW(6), VALUES(owner), owner),
   expires_at = IF(expires_at <= NOW(6), VALUES(expires_at), IF(owner = VALUES(owner), GREATEST(expires_at, VALUES(expires_at)), expires_at))`
 
@@ -143,7 +163,7 @@ func (d *myDriver) acquireRow(ctx context.Context, r driver.Request) (driver.Gra
 	if err := d.holds.Settle(ctx, r.Name, r.Owner, d.releaseStmt(r.Name, r.Owner)); err != nil {
 		return driver.Grant{}, myErr("settle a failed release", err)
 	}
-	res, err := d.db.ExecContext(ctx, acquireSQL, r.Name, r.Owner, r.TTL.Microseconds())
+	res, err := d.db.ExecContext(ctx, acquireSQL, r.Name, r.Owner, r.TTL.Microseconds(), r.Label)
 	if err != nil {
 		return driver.Grant{}, myErr("acquire", err)
 	}
@@ -274,8 +294,8 @@ func (d *myDriver) Inspect(ctx context.Context, name string) (driver.Info, error
 	}
 	info := driver.Info{Name: name}
 	var leftUs int64
-	err := d.db.QueryRowContext(ctx, `SELECT owner, holds, token, TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at)
-FROM dlock_locks WHERE name = ? AND holds > 0 AND expires_at > NOW(6)`, name).Scan(&info.Owner, &info.Holds, &info.Token, &leftUs)
+	err := d.db.QueryRowContext(ctx, `SELECT owner, label, holds, token, TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at)
+FROM dlock_locks WHERE name = ? AND holds > 0 AND expires_at > NOW(6)`, name).Scan(&info.Owner, &info.Label, &info.Holds, &info.Token, &leftUs)
 	if errors.Is(err, sql.ErrNoRows) {
 		return info, nil
 	}

@@ -20,7 +20,10 @@
 //		session  GET_LOCK(name) on a session                 as for row                   in the database      one connection
 //
 //	  - table (default): dlock_locks(name PRIMARY KEY, owner, holds, token,
-//	    expires_at), created at Open if missing (or by `dlock migrate`).
+//	    expires_at, label), created at Open if missing (or by `dlock
+//	    migrate`, which is safe to run again); a dlock_locks made before
+//	    holder labels gets its label column then. label is the first hold's
+//	    dlock.WithLabel ("host:pid" by default), which Inspect reports.
 //	    Acquiring is ONE statement, INSERT … ON DUPLICATE KEY UPDATE, that
 //	    takes a free or expired row with the next token, re-enters the
 //	    owner's live one, or leaves another's alone; the reply's
@@ -40,7 +43,8 @@
 //	    the first 58 hex digits of their SHA-256. Not available on Galera
 //	    clusters (GET_LOCK is not replicated there): Open refuses it.
 //
-// row and session modes hold one connection per held lock, at most
+// row and session modes have no room for a holder label: Inspect reports
+// none. They hold one connection per held lock, at most
 // max_held (default 16). When a connection dies the server releases its lock
 // at once; the holder learns of it at its next renewal (within TTL/3).
 // Cancelling a wait closes its connection, which ends the wait on the server.
@@ -94,7 +98,8 @@
 // holder that crashed never gives its token to the next.
 //
 // The user needs SELECT, INSERT, UPDATE and DELETE on the three tables, and
-// CREATE to make them (or run `dlock migrate` once as a user who can).
+// CREATE to make them (or run `dlock migrate` once as a user who can); ALTER
+// on dlock_locks to add the label column to one made before holder labels.
 package mysqllock
 
 import (

@@ -212,3 +212,47 @@ func TestGaleraRefusesSessionMode(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A dlock_locks made before holder labels (no label column) gets the column
+// at Open, keeps its rows, and holds labels from then on; Migrate can run
+// again.
+func TestMigrateAddsLabel(t *testing.T) {
+	srv := testserver.MariaDB(t)
+	url := testserver.MariaDBURL(t, srv, "oldshape")
+	ctx := t.Context()
+	admin, err := newDB(srv.Addr(), "oldshape", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	// The table as the previous version made it, with a live hold of its.
+	for _, q := range []string{`CREATE TABLE dlock_locks (
+  name       VARBINARY(1024) NOT NULL PRIMARY KEY,
+  owner      VARBINARY(256) NOT NULL,
+  holds      INT NOT NULL,
+  token      BIGINT UNSIGNED NOT NULL,
+  expires_at DATETIME(6) NOT NULL
+) ENGINE=InnoDB`,
+		"INSERT INTO dlock_locks VALUES ('old', 'old-owner', 1, 1, NOW(6) + INTERVAL 1 HOUR)"} {
+		if _, err := admin.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := open(t, url, mysqllock.ModeTable)
+	if info, err := c.Inspect(ctx, "old"); err != nil || !info.Held || info.Owner != "old-owner" || info.Label != "" {
+		t.Fatalf("Inspect of the old hold = %+v, %v; want held by old-owner with no label", info, err)
+	}
+	l, err := c.Mutex("new", dlock.WithLabel("worker-7")).TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := c.Inspect(ctx, "new"); err != nil || info.Label != "worker-7" {
+		t.Fatalf("Inspect = %+v, %v; want label worker-7", info, err)
+	}
+	if err := c.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate again: %v", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

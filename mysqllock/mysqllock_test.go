@@ -65,7 +65,7 @@ func (h *harness) Caps() drivertest.Caps {
 	if h.mode == mysqllock.ModeTable {
 		return drivertest.Caps{TTL: 500 * time.Millisecond, Slack: 200 * time.Millisecond, StoreReentrant: true}
 	}
-	return drivertest.Caps{TTL: 500 * time.Millisecond, Slack: 300 * time.Millisecond, ConnBound: true}
+	return drivertest.Caps{TTL: 500 * time.Millisecond, Slack: 300 * time.Millisecond, ConnBound: true, NoLabels: true}
 }
 
 func TestConformance(t *testing.T) {

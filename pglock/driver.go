@@ -33,7 +33,8 @@ CREATE TABLE IF NOT EXISTS dlock_locks (
   owner      text NOT NULL,
   holds      integer NOT NULL,
   token      bigint NOT NULL,
-  expires_at timestamptz NOT NULL
+  expires_at timestamptz NOT NULL,
+  label      text NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS dlock_tokens (
   name       text PRIMARY KEY,
@@ -74,7 +75,8 @@ func newDriver(ctx context.Context, pool *pgxpool.Pool, opts Options) (*pgDriver
 	return d, nil
 }
 
-// Migrate creates the tables if they are missing. Concurrent callers are
+// Migrate creates the tables if they are missing, and adds the columns
+// later versions added to tables an earlier one made. Concurrent callers are
 // serialised by a transaction-level advisory lock.
 func (d *pgDriver) Migrate(ctx context.Context) error {
 	tx, err := d.pool.Begin(ctx)
@@ -88,8 +90,25 @@ func (d *pgDriver) Migrate(ctx context.Context) error {
 	if _, err := tx.Exec(ctx, schema); err != nil {
 		return pgErr("create tables", err)
 	}
+	// dlock_locks made before holder labels lacks the label column. Look
+	// before altering: ALTER TABLE locks the table out and needs its
+	// owner, even when the column is there.
+	var hasLabel bool
+	if err := tx.QueryRow(ctx, hasLabelSQL).Scan(&hasLabel); err != nil {
+		return pgErr("migrate", err)
+	}
+	if !hasLabel {
+		if _, err := tx.Exec(ctx, "ALTER TABLE dlock_locks ADD COLUMN IF NOT EXISTS label text NOT NULL DEFAULT ''"); err != nil {
+			return pgErr("add the label column", err)
+		}
+	}
 	return pgErr("migrate", tx.Commit(ctx))
 }
+
+// hasLabelSQL tells whether the dlock_locks that statements reach (through
+// search_path) has the label column.
+const hasLabelSQL = `SELECT EXISTS (SELECT 1 FROM pg_attribute
+WHERE attrelid = to_regclass('dlock_locks') AND attname = 'label' AND NOT attisdropped)`
 
 // pgErr wraps a database error, naming the privilege when it is one.
 func pgErr(op string, err error) error {

@@ -18,8 +18,11 @@
 //		session  pg_advisory_lock on a session           as for row                  in the database         one connection
 //
 //	  - table (default): dlock_locks(name PRIMARY KEY, owner, holds, token,
-//	    expires_at) and dlock_tokens(name PRIMARY KEY, token), created at Open
-//	    if missing (or by `dlock migrate`). Acquire, re-entry and taking over
+//	    expires_at, label) and dlock_tokens(name PRIMARY KEY, token), created
+//	    at Open if missing (or by `dlock migrate`, which is safe to run
+//	    again); a dlock_locks made before holder labels gets its label column
+//	    then. label is the first hold's dlock.WithLabel ("host:pid" by
+//	    default), which Inspect reports. Acquire, re-entry and taking over
 //	    an expired row are one statement; so are release (which NOTIFYs
 //	    dlock_release) and a whole renewal batch. Expiry is judged by the
 //	    database's clock_timestamp(), never the client's. One LISTEN
@@ -31,7 +34,8 @@
 //	    connection, so plain SQL users can take the same lock:
 //	    SELECT pg_advisory_lock(hashtextextended('orders/sku-42', 0)).
 //
-// row and session modes hold one connection per held lock, at most
+// row and session modes have no room for a holder label: Inspect reports
+// none. They hold one connection per held lock, at most
 // max_held (default 16) at once (more Lock calls wait for a slot). When the
 // connection dies the server releases the lock at once; the holder learns of
 // it at its next renewal (within TTL/3), so there is a window in which a
@@ -100,7 +104,8 @@
 //
 // The user needs SELECT, INSERT, UPDATE and DELETE on dlock_locks,
 // dlock_tokens and dlock_rows, and CREATE on the schema for Open to make
-// them (else run `dlock migrate` once as a user that can).
+// them (else run `dlock migrate` once as a user that can); to own
+// dlock_locks to add the label column to one made before holder labels.
 package pglock
 
 import (

@@ -204,3 +204,46 @@ func TestBadMode(t *testing.T) {
 		t.Fatalf("bad mode: %v", err)
 	}
 }
+
+// A dlock_locks made before holder labels (no label column) gets the column
+// at Open, keeps its rows, and holds labels from then on; Migrate can run
+// again.
+func TestMigrateAddsLabel(t *testing.T) {
+	srv := testserver.Postgres(t)
+	url := testserver.PostgresURL(srv)
+	ctx := t.Context()
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	// The table as the previous version made it, with a live hold of its.
+	if _, err := admin.Exec(ctx, `
+CREATE TABLE dlock_locks (
+  name       text PRIMARY KEY,
+  owner      text NOT NULL,
+  holds      integer NOT NULL,
+  token      bigint NOT NULL,
+  expires_at timestamptz NOT NULL
+);
+INSERT INTO dlock_locks VALUES ('old', 'old-owner', 1, 1, clock_timestamp() + interval '1 hour')`); err != nil {
+		t.Fatal(err)
+	}
+	c := open(t, url, pglock.ModeTable)
+	if info, err := c.Inspect(ctx, "old"); err != nil || !info.Held || info.Owner != "old-owner" || info.Label != "" {
+		t.Fatalf("Inspect of the old hold = %+v, %v; want held by old-owner with no label", info, err)
+	}
+	l, err := c.Mutex("new", dlock.WithLabel("worker-7")).TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := c.Inspect(ctx, "new"); err != nil || info.Label != "worker-7" {
+		t.Fatalf("Inspect = %+v, %v; want label worker-7", info, err)
+	}
+	if err := c.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate again: %v", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -14,7 +14,8 @@ import (
 // one, in one statement. A token is taken only when no live hold is seen;
 // ON CONFLICT re-checks expiry against the latest row, so two callers can
 // never both take over. Returns token, holds (0: not granted) and the
-// holder's time left in ms.
+// holder's time left in ms. The label ($4) is the first hold's: re-entry
+// keeps it.
 const acquireSQL = `
 WITH cur AS (
   SELECT owner, token, expires_at, expires_at > clock_timestamp() AS live FROM dlock_locks WHERE name = $1
@@ -23,9 +24,10 @@ WITH cur AS (
   ON CONFLICT (name) DO UPDATE SET token = t.token + 1, owner = NULL, holder_pid = NULL
   RETURNING token
 ), ins AS (
-  INSERT INTO dlock_locks AS l (name, owner, holds, token, expires_at)
-  SELECT $1, $2, 1, tok.token, clock_timestamp() + $3 * interval '1 millisecond' FROM tok
-  ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, holds = 1, token = EXCLUDED.token, expires_at = EXCLUDED.expires_at
+  INSERT INTO dlock_locks AS l (name, owner, holds, token, expires_at, label)
+  SELECT $1, $2, 1, tok.token, clock_timestamp() + $3 * interval '1 millisecond', $4 FROM tok
+  ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, holds = 1, token = EXCLUDED.token, expires_at = EXCLUDED.expires_at,
+    label = EXCLUDED.label
     WHERE l.expires_at <= clock_timestamp()
   RETURNING token, holds
 ), re AS (
@@ -43,7 +45,7 @@ func (d *pgDriver) acquireRow(ctx context.Context, r driver.Request) (driver.Gra
 		return driver.Grant{}, pgErr("settle a failed release", err)
 	}
 	var token, holds, left int64
-	err := d.pool.QueryRow(ctx, acquireSQL, r.Name, r.Owner, r.TTL.Milliseconds()).Scan(&token, &holds, &left)
+	err := d.pool.QueryRow(ctx, acquireSQL, r.Name, r.Owner, r.TTL.Milliseconds(), r.Label).Scan(&token, &holds, &left)
 	if err != nil {
 		return driver.Grant{}, pgErr("acquire", err)
 	}
@@ -139,7 +141,7 @@ func (d *pgDriver) releaseStmt(name, owner string) sqlbase.Stmt {
 
 func (d *pgDriver) inspectRow(ctx context.Context, name string) (driver.Info, error) {
 	info := driver.Info{Name: name}
-	rows, err := d.pool.Query(ctx, `SELECT owner, holds, token, (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
+	rows, err := d.pool.Query(ctx, `SELECT owner, label, holds, token, (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
 FROM dlock_locks WHERE name = $1 AND expires_at > clock_timestamp()`, name)
 	if err != nil {
 		return info, pgErr("inspect", err)
@@ -147,7 +149,7 @@ FROM dlock_locks WHERE name = $1 AND expires_at > clock_timestamp()`, name)
 	defer rows.Close()
 	for rows.Next() {
 		var token, left int64
-		if err := rows.Scan(&info.Owner, &info.Holds, &token, &left); err != nil {
+		if err := rows.Scan(&info.Owner, &info.Label, &info.Holds, &token, &left); err != nil {
 			return info, pgErr("inspect", err)
 		}
 		info.Held, info.Token, info.TTL = true, uint64(token), time.Duration(left)*time.Millisecond

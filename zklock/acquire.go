@@ -47,7 +47,7 @@ func (d *zkDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 		if s.isEnded() { // expired, and no new session yet
 			err = fmt.Errorf("zklock: %w: no session (go-zookeeper is opening a new one)", errRetry)
 		} else {
-			a := &attempt{d: d, s: s, path: path, owner: r.Owner}
+			a := &attempt{d: d, s: s, path: path, data: holderData(r.Owner, r.Label)}
 			if a.guid, err = newGUID(); err != nil {
 				return driver.Grant{}, err
 			}

@@ -127,6 +127,10 @@ func TestCuratorInterop(t *testing.T) {
 	if _, err := m.TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("dlock TryLock while Curator holds: %v", err)
 	}
+	// Curator's node holds the client's address, not a dlock label.
+	if info, err := c.Inspect(ctx, "interop/curator"); err != nil || !info.Held || info.Label != "" {
+		t.Fatalf("Inspect while Curator holds = %+v, %v; want held, with no label", info, err)
+	}
 	got := make(chan *dlock.Lease, 1)
 	go func() {
 		l, err := m.Lock(ctx)

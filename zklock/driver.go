@@ -162,13 +162,26 @@ func (d *zkDriver) holder(ctx context.Context, name string) (string, *zk.Stat, [
 	return node, stat, data, len(children) - 1, err
 }
 
+// holderData is the data of a contender's node: its owner id, a NUL, and its
+// label (dlock forbids NUL in both). Curator keeps the client's address
+// there and never reads it back, nor does zk.Lock.
+func holderData(owner, label string) []byte { return []byte(owner + "\x00" + label) }
+
+// parseHolderData splits a node's data into owner id and label. Data without
+// a NUL (a Curator holder's address, an older dlock's owner id) is all owner.
+func parseHolderData(data []byte) (owner, label string) {
+	owner, label, _ = strings.Cut(string(data), "\x00")
+	return owner, label
+}
+
 func (d *zkDriver) Inspect(ctx context.Context, name string) (driver.Info, error) {
 	info := driver.Info{Name: name}
 	node, stat, data, waiters, err := d.holder(ctx, name)
 	if err != nil || node == "" {
 		return info, err
 	}
-	info.Held, info.Owner, info.Holds, info.Token, info.Waiters = true, string(data), 1, uint64(stat.Czxid), waiters
+	info.Owner, info.Label = parseHolderData(data)
+	info.Held, info.Holds, info.Token, info.Waiters = true, 1, uint64(stat.Czxid), waiters
 	info.Notes = []string{"holder node " + node}
 	return info, nil
 }

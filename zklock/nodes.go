@@ -14,13 +14,13 @@ import (
 // created in one session. An attempt that gives up deletes its node
 // (abandon), whatever session the node ended up in.
 type attempt struct {
-	d     *zkDriver
-	s     *session // the session the attempt runs in
-	path  string   // the lock's node
-	guid  string
-	owner string
-	node  string   // our node, once known
-	sent  *pending // the last create sent, nil before any
+	d    *zkDriver
+	s    *session // the session the attempt runs in
+	path string   // the lock's node
+	guid string
+	data []byte   // the node's data: holderData(owner, label)
+	node string   // our node, once known
+	sent *pending // the last create sent, nil before any
 }
 
 // errSessionChanged: a request of the attempt was answered in another
@@ -53,11 +53,11 @@ func (a *attempt) create(ctx context.Context, empty bool) (*zk.Stat, error) {
 		p, err := d.call(ctx, a.s, func() error {
 			if !multi {
 				var err error
-				node, err = d.conn.Create(prefix, []byte(a.owner), zk.FlagEphemeral|zk.FlagSequence, d.acl)
+				node, err = d.conn.Create(prefix, a.data, zk.FlagEphemeral|zk.FlagSequence, d.acl)
 				return err
 			}
 			res, err := d.conn.Multi(
-				&zk.CreateRequest{Path: prefix, Data: []byte(a.owner), Acl: d.acl, Flags: zk.FlagEphemeral | zk.FlagSequence},
+				&zk.CreateRequest{Path: prefix, Data: a.data, Acl: d.acl, Flags: zk.FlagEphemeral | zk.FlagSequence},
 				&zk.SetDataRequest{Path: a.path, Data: []byte{}, Version: -1})
 			if err == nil && (len(res) != 2 || res[1].Stat == nil) {
 				err = fmt.Errorf("zklock: create: unexpected multi reply %v", res)

@@ -22,7 +22,11 @@
 // waiter watches only the child just before its own, so a release wakes one
 // waiter. That is Curator's InterProcessMutex layout (and go-zookeeper's
 // zk.Lock sorts the same children the same way), so their holders and
-// dlock's exclude each other. The create is protected: if the reply is lost,
+// dlock's exclude each other. The child's data is the owner id and holder
+// label (dlock.WithLabel, "host:pid" by default), joined by a NUL, which
+// Inspect reports; Curator keeps the client's address there instead and
+// never reads it back, so Inspect shows a Curator holder's address as its
+// owner id, with no label. The create is protected: if the reply is lost,
 // the client finds its child by GUID instead of creating a second one.
 // Parents are created on demand as container nodes, which the server
 // removes once empty.
