@@ -2,103 +2,12 @@ package redislock_test
 
 import (
 	"errors"
-	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/internal/testserver"
 )
-
-// blackhole is a TCP proxy on loopback that, once cut, stops forwarding in
-// both directions without closing anything: bytes sent either way are read
-// and dropped, as on a network that silently loses packets, and the client
-// learns nothing until its own deadlines run out.
-type blackhole struct {
-	ln     net.Listener
-	target string
-	cut    atomic.Bool
-	mu     sync.Mutex
-	conns  []net.Conn
-	wg     sync.WaitGroup
-}
-
-func newBlackhole(t *testing.T, target string) *blackhole {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &blackhole{ln: ln, target: target}
-	b.wg.Add(1)
-	go b.accept()
-	t.Cleanup(b.close)
-	return b
-}
-
-func (b *blackhole) Addr() string { return b.ln.Addr().String() }
-
-// Cut stops forwarding, for good.
-func (b *blackhole) Cut() { b.cut.Store(true) }
-
-func (b *blackhole) accept() {
-	defer b.wg.Done()
-	for {
-		c, err := b.ln.Accept()
-		if err != nil {
-			return
-		}
-		var s net.Conn
-		if !b.cut.Load() {
-			if s, err = net.Dial("tcp", b.target); err != nil {
-				_ = c.Close()
-				continue
-			}
-		}
-		b.mu.Lock()
-		b.conns = append(b.conns, c)
-		if s != nil {
-			b.conns = append(b.conns, s)
-		}
-		b.mu.Unlock()
-		b.wg.Add(2)
-		go b.pipe(c, s)
-		go b.pipe(s, c)
-	}
-}
-
-// pipe copies from src to dst until either closes, dropping what it reads
-// once cut. A nil end drops everything.
-func (b *blackhole) pipe(src, dst net.Conn) {
-	defer b.wg.Done()
-	if src == nil {
-		return
-	}
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 && dst != nil && !b.cut.Load() {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (b *blackhole) close() {
-	_ = b.ln.Close()
-	b.mu.Lock()
-	for _, c := range b.conns {
-		_ = c.Close()
-	}
-	b.mu.Unlock()
-	b.wg.Wait()
-}
 
 // TestCutOffHolderIsToldFirst: a holder whose connection to Redis goes
 // silent (no reset, no FIN) must see its lease end (Done closes) before
@@ -110,7 +19,7 @@ func TestCutOffHolderIsToldFirst(t *testing.T) {
 	ctx := t.Context()
 	const name = "cut-off-holder"
 	ttl := 2 * time.Second
-	bh := newBlackhole(t, srv.Addr())
+	bh := testserver.NewProxy(t, srv.Addr())
 	holder, err := dlock.Open(ctx, "redis://"+bh.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +32,7 @@ func TestCutOffHolderIsToldFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(ttl / 2) // mid-lease, after a renewal
-	bh.Cut()
+	bh.Blackhole()
 	cut := time.Now()
 
 	var told time.Time
