@@ -1,0 +1,334 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dlock/dlock/driver"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// entry is a contender's key in a lock's queue.
+type entry struct {
+	sess *session
+	key  string
+	rev  int64 // the key's create revision: the fencing token
+	// since is when the last request that found the key first in line (and
+	// still under sess's lease) was sent; zero until one has.
+	since time.Time
+}
+
+// acquire queues the client's key for r.Name and, with r.Wait, waits for its
+// turn. A grant is proven by a request sent after any wait, which found the
+// key still there, under a live session lease, and first in line; if the key
+// is gone (its session lease expired while the process was paused, or it was
+// deleted), the contender queues again with a new key in a live session.
+func (d *etcdDriver) acquire(ctx context.Context, r driver.Request, free func()) (driver.Grant, error) {
+	pfx := d.prefix + r.Name + "/"
+	for {
+		e, err := d.enqueue(ctx, r, pfx)
+		if err != nil {
+			return driver.Grant{}, err
+		}
+		if e.since.IsZero() && !r.Wait {
+			d.dropKey(e.sess, e.key, e.rev)
+			return driver.Grant{}, nil
+		}
+		validity, err := d.await(ctx, pfx, e, r.Wait)
+		if errors.Is(err, errKeyGone) {
+			continue
+		}
+		if err != nil {
+			d.dropKey(e.sess, e.key, e.rev) // leave nothing behind
+			return driver.Grant{}, fmt.Errorf("etcdlock: acquire: %w", err)
+		}
+		l := &Lease{Key: e.key, Revision: e.rev, LeaseID: e.sess.id, name: r.Name, sess: e.sess, free: free}
+		e.sess.track(l)
+		return driver.Grant{Acquired: true, Token: uint64(e.rev), Holds: 1, Since: e.since,
+			Validity: validity, Lost: e.sess.lost, Handle: l}, nil
+	}
+}
+
+// holderValue is the value of a contender's key: its owner id, a NUL, and
+// its label. dlock forbids NUL in both. etcd's concurrency.Mutex and etcdctl
+// lock put an empty value and never read it.
+func holderValue(owner, label string) string { return owner + "\x00" + label }
+
+// parseHolderValue splits a key's value into owner id and label. An empty
+// value (an etcdctl or concurrency.Mutex holder) gives both empty; a value
+// without NUL (an older dlock) is an owner id alone.
+func parseHolderValue(v []byte) (owner, label string) {
+	owner, label, _ = strings.Cut(string(v), "\x00")
+	return owner, label
+}
+
+// errKeyGone means a contender's key is no longer there, or no longer under
+// the session it was put in: it must queue again.
+var errKeyGone = errors.New("etcdlock: the contender's key is gone")
+
+// enqueue puts the contender's key under a live session (or finds the one
+// left there by an earlier attempt) and reads the first key in line.
+func (d *etcdDriver) enqueue(ctx context.Context, r driver.Request, pfx string) (*entry, error) {
+	first := clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)
+	for attempt := 0; ; attempt++ {
+		sess, err := d.session(ctx, r.TTL)
+		if err != nil {
+			return nil, err
+		}
+		key := fmt.Sprintf("%s%x", pfx, int64(sess.id))
+		val := holderValue(r.Owner, r.Label)
+		var resp *clientv3.TxnResponse
+		var sent time.Time
+		put := func(ctx context.Context) (err error) {
+			sent = time.Now()
+			resp, err = d.cli.Txn(ctx).
+				If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+				Then(clientv3.OpPut(key, val, clientv3.WithLease(sess.id)), first).
+				// A key of ours left over (a retried put, or an earlier
+				// contender's key still being dropped) takes this holder's value.
+				Else(clientv3.OpPut(key, val, clientv3.WithIgnoreLease()), clientv3.OpGet(key), first).
+				Commit()
+			return err
+		}
+		if r.Wait { // the put is idempotent: a retry finds the key
+			_, err = retry(ctx, put)
+		} else {
+			err = put(ctx)
+		}
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt < 2 {
+			sess.markLost() // expired or revoked before the keepalive noticed: start a new session
+			continue
+		}
+		if err != nil { // the put may have happened: take the key back
+			d.dropKey(sess, key, 0)
+			return nil, fmt.Errorf("etcdlock: acquire: %w", err)
+		}
+		e := &entry{sess: sess, key: key, rev: resp.Header.Revision}
+		firstIdx := 1
+		if !resp.Succeeded { // a key of ours left over: carry on with it
+			e.rev = resp.Responses[1].GetResponseRange().Kvs[0].CreateRevision
+			firstIdx = 2
+		}
+		if kvs := resp.Responses[firstIdx].GetResponseRange().Kvs; len(kvs) > 0 && kvs[0].CreateRevision == e.rev {
+			e.since = sent
+		}
+		return e, nil
+	}
+}
+
+// await waits, with wait, until e's key is first in line (e.since set), then
+// makes sure the session lease is known to live long enough, and returns the
+// grant's validity counted from e.since. It returns errKeyGone if the key is
+// gone; another error if ctx ended or etcd could not be reached (without
+// wait, after one try).
+func (d *etcdDriver) await(ctx context.Context, pfx string, e *entry, wait bool) (time.Duration, error) {
+	pause := retryPause
+	for {
+		if e.since.IsZero() {
+			if err := d.waitTurn(ctx, pfx, e); err != nil {
+				return 0, err
+			}
+		}
+		validity, err := d.confirm(ctx, e, wait)
+		if err == nil || !wait || errors.Is(err, errKeyGone) || ctx.Err() != nil {
+			return validity, err
+		}
+		// The lease could not be refreshed: prove the turn again, then retry.
+		e.since = time.Time{}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		pause = min(2*pause, maxRetryPause)
+	}
+}
+
+// confirm returns how long past e.since the session lease is known to live.
+// When less than half the TTL is left (the process was paused, or the
+// keepalive has been failing), it refreshes the lease first: the key was
+// there at e.since and a lease that etcd still has has not expired since, so
+// the refresh extends what the grant is known to be valid for.
+func (d *etcdDriver) confirm(ctx context.Context, e *entry, wait bool) (time.Duration, error) {
+	s := e.sess
+	if s.remaining() < s.ttl/2 {
+		refresh := func(ctx context.Context) error { return s.refresh(ctx, d.cli) }
+		var err error
+		if wait {
+			_, err = retry(ctx, refresh)
+		} else {
+			ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+			err = refresh(ctx)
+			cancel()
+		}
+		if errors.Is(err, errSessionLost) {
+			return 0, errKeyGone
+		}
+		if err != nil {
+			return 0, fmt.Errorf("session lease not confirmed: %w", err)
+		}
+	}
+	s.mu.Lock()
+	v := s.safe.Sub(e.since)
+	s.mu.Unlock()
+	if v < s.ttl/2 {
+		return 0, errors.New("session lease not confirmed")
+	}
+	return v, nil
+}
+
+// waitTurn waits until no key of the lock older than e's is left, watching
+// only the one just before it. The read that finds none is the proof of the
+// turn: it also finds e's key still there under e's session, and e.since is
+// set to its send time. It returns errKeyGone if the key is gone or the
+// session is lost meanwhile.
+func (d *etcdDriver) waitTurn(ctx context.Context, pfx string, e *entry) error {
+	older := clientv3.OpGet(pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(e.rev-1))...)
+	for {
+		var resp *clientv3.TxnResponse
+		var sent time.Time
+		_, err := retry(ctx, func(ctx context.Context) (err error) {
+			sent = time.Now()
+			resp, err = d.cli.Txn(ctx).Then(older, clientv3.OpGet(e.key)).Commit()
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		own := resp.Responses[1].GetResponseRange().Kvs
+		if len(own) == 0 || own[0].CreateRevision != e.rev || own[0].Lease != int64(e.sess.id) {
+			return errKeyGone
+		}
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 {
+			e.since = sent
+			return nil
+		}
+		err = d.waitDelete(ctx, kvs[0], e.sess.lost)
+		if err != nil && (errors.Is(err, errKeyGone) || ctx.Err() != nil || !transient(err)) {
+			return err
+		}
+		if err != nil { // no leader for a moment, a member gone: read and watch again
+			select {
+			case <-time.After(retryPause):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+}
+
+// waitDelete waits until the key kv is deleted, or returns errKeyGone when
+// lost closes. Its watch starts at the store's current revision (a watch from
+// an older revision is one etcd catches up only every 100ms); once the watch
+// is in place, one read tells whether the key went before it.
+func (d *etcdDriver) waitDelete(ctx context.Context, kv *mvccpb.KeyValue, lost <-chan struct{}) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	key := string(kv.Key)
+	wch := d.cli.Watch(wctx, key, clientv3.WithCreatedNotify(), clientv3.WithFilterPut())
+	created := false
+	for {
+		var wr clientv3.WatchResponse
+		var ok bool
+		select {
+		case wr, ok = <-wch:
+		case <-lost:
+			return errKeyGone
+		}
+		if !ok {
+			break
+		}
+		if err := wr.Err(); err != nil {
+			return err
+		}
+		if wr.Created && !created {
+			created = true
+			var resp *clientv3.GetResponse
+			_, err := retry(ctx, func(ctx context.Context) (err error) {
+				resp, err = d.cli.Get(ctx, key)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != kv.CreateRevision {
+				return nil // gone before the watch started
+			}
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == clientv3.EventTypeDelete {
+				return nil
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return errors.New("etcdlock: watch closed")
+}
+
+// deleteKey deletes key if its create revision is rev (any when rev is 0).
+func (d *etcdDriver) deleteKey(ctx context.Context, key string, rev int64) error {
+	if rev == 0 {
+		_, err := d.cli.Delete(ctx, key)
+		return err
+	}
+	_, err := d.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
+		Then(clientv3.OpDelete(key)).Commit()
+	return err
+}
+
+// dropKey deletes a contender's key that is given up, outliving the caller's
+// ctx: one attempt now, then (see dropKeyLater) in the background until it is
+// gone.
+func (d *etcdDriver) dropKey(s *session, key string, rev int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), attemptTimeout)
+	err := d.deleteKey(ctx, key, rev)
+	cancel()
+	if err != nil {
+		d.dropKeyLater(s, key, rev, func() {})
+	}
+}
+
+// dropKeyLater deletes key in the background, retrying until it is gone, its
+// session's lease is (which takes the key with it) or the driver is closed
+// (which revokes the lease); then it calls done. A key left under a lease the
+// session keeps alive would hold the lock for good.
+func (d *etcdDriver) dropKeyLater(s *session, key string, rev int64, done func()) {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		done()
+		return
+	}
+	d.bg.Add(1)
+	d.mu.Unlock()
+	go func() {
+		defer d.bg.Done()
+		defer done()
+		ctx, cancel := context.WithCancel(d.bgCtx)
+		defer cancel()
+		go func() {
+			select {
+			case <-s.lost:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		for ctx.Err() == nil {
+			if _, err := retry(ctx, func(ctx context.Context) error { return d.deleteKey(ctx, key, rev) }); err == nil {
+				return
+			}
+			select { // an error a retry cannot mend (auth?): try again now and then
+			case <-time.After(maxRetryPause):
+			case <-ctx.Done():
+			}
+		}
+	}()
+}
