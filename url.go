@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"sort"
 	"strings"
@@ -66,7 +67,11 @@ func Open(ctx context.Context, rawURL string, opts ...ClientOption) (*Client, er
 		return nil, fmt.Errorf("dlock: open %s: %w %q (forgotten import?); registered: %s",
 			u.Redacted(), ErrUnknownScheme, u.Scheme, strings.Join(Schemes(), ", "))
 	}
-	d, err := o.OpenDriver(ctx, u)
+	co := clientOptions{logger: slog.Default()}
+	for _, opt := range opts {
+		opt(&co)
+	}
+	d, err := o.OpenDriver(driver.WithLogger(ctx, co.logger), u)
 	if err != nil {
 		return nil, fmt.Errorf("dlock: open %s: %w", u.Redacted(), redactErr(err, u))
 	}

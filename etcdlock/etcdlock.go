@@ -84,7 +84,6 @@ import (
 	"github.com/dlock/dlock/driver"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // URL schemes of the backend.
@@ -119,7 +118,7 @@ func Open(ctx context.Context, cli *clientv3.Client, opts Options) (*dlock.Clien
 
 func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	q := u.Query()
-	cfg := clientv3.Config{DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+	cfg := clientv3.Config{DialTimeout: 5 * time.Second, Logger: zapToSlog(driver.Logger(ctx)),
 		DialKeepAliveTime: 10 * time.Second, DialKeepAliveTimeout: 3 * time.Second}
 	scheme := "http://"
 	if u.Scheme == SchemeTLS {

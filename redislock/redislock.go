@@ -32,6 +32,13 @@
 // Open logs a warning (through Options.Logger) when it can see the client
 // does not follow context deadlines (*redis.Client, *redis.ClusterClient).
 //
+// # Logs
+//
+// dlock's own log lines go to the dlock client's logger. go-redis logs a
+// few lines of its own (failed dials, pool trouble) through a logger that is
+// process-wide (redis.SetLogger), which dlock leaves to the application:
+// set it there to route them elsewhere than the standard log package.
+//
 // # Layout
 //
 // A lock is a hash "<prefix>:{<name>}" of owner id → hold count, with a

@@ -100,6 +100,7 @@ package zklock
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
@@ -166,7 +167,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	}
 	chroot := strings.TrimSuffix(u.Path, "/")
 	opts.granted = &granted{}
-	conn, events, err := zk.Connect(hosts, opts.SessionTimeout, zk.WithLogger(quiet{}), zk.WithDialer(opts.granted.dial))
+	conn, events, err := zk.Connect(hosts, opts.SessionTimeout, zk.WithLogger(zkLogger{driver.Logger(ctx).With("backend", Scheme)}), zk.WithDialer(opts.granted.dial))
 	if err != nil {
 		return nil, fmt.Errorf("zklock: connect: %w", err)
 	}
@@ -187,8 +188,13 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	return d, nil
 }
 
-// quiet drops go-zookeeper's connection log lines; dlock reports what
-// matters (lost leases) itself.
-type quiet struct{}
+// zkLogger sends go-zookeeper's log lines (connections, session events) to
+// the dlock client's logger at debug level: dlock reports what matters to
+// a user (lost leases) itself, at warning level.
+type zkLogger struct{ l *slog.Logger }
 
-func (quiet) Printf(string, ...any) {}
+func (z zkLogger) Printf(format string, args ...any) {
+	if z.l.Enabled(context.Background(), slog.LevelDebug) {
+		z.l.Debug("zklock: go-zookeeper: " + fmt.Sprintf(format, args...))
+	}
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -184,4 +186,46 @@ func TestBadNames(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// go-zookeeper's log lines go to the dlock client's logger (at debug
+// level), not to stderr.
+func TestClientLogsGoToSlog(t *testing.T) {
+	srv := testserver.ZooKeeper(t)
+	rec := &recordingHandler{}
+	c, err := dlock.Open(t.Context(), "zk://"+srv.Addr(), dlock.WithLogger(slog.New(rec)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for end := time.Now().Add(5 * time.Second); !rec.saw("go-zookeeper: "); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("no go-zookeeper log line reached the client's logger")
+		}
+	}
+}
+
+type recordingHandler struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (h *recordingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.msgs = append(h.msgs, r.Message)
+	return nil
+}
+func (h *recordingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *recordingHandler) WithGroup(string) slog.Handler      { return h }
+func (h *recordingHandler) saw(s string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, m := range h.msgs {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
 }
