@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/dlock/dlock/driver"
 )
@@ -44,7 +45,7 @@ var (
 	ErrNilContext = errNilContext
 )
 
-var errNilContext = fmt.Errorf("nil context")
+var errNilContext = fmt.Errorf("dlock: nil context")
 
 // Error is the error type of lock operations: it names the operation, the
 // backend and the lock.
@@ -57,7 +58,7 @@ type Error struct {
 
 // Error implements error.
 func (e *Error) Error() string {
-	return fmt.Sprintf("dlock: %s %q (%s): %v", e.Op, e.Name, e.Backend, e.Err)
+	return fmt.Sprintf("dlock: %s %q (%s): %s", e.Op, e.Name, e.Backend, strings.TrimPrefix(e.Err.Error(), "dlock: "))
 }
 
 // Unwrap returns the cause.

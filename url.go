@@ -54,7 +54,7 @@ func Schemes() []string {
 // appear in returned errors.
 func Open(ctx context.Context, rawURL string, opts ...ClientOption) (*Client, error) {
 	if ctx == nil {
-		return nil, fmt.Errorf("dlock: open: %w", ErrNilContext)
+		return nil, fmt.Errorf("%w (open)", ErrNilContext)
 	}
 	u, err := driver.ParseURL(rawURL)
 	if err != nil {
@@ -64,8 +64,8 @@ func Open(ctx context.Context, rawURL string, opts ...ClientOption) (*Client, er
 	o := registry.openers[u.Scheme]
 	registry.mu.RUnlock()
 	if o == nil {
-		return nil, fmt.Errorf("dlock: open %s: %w %q (forgotten import?); registered: %s",
-			u.Redacted(), ErrUnknownScheme, u.Scheme, strings.Join(Schemes(), ", "))
+		return nil, fmt.Errorf("%w %q (forgotten import?); registered: %s; opening %s",
+			ErrUnknownScheme, u.Scheme, strings.Join(Schemes(), ", "), u.Redacted())
 	}
 	co := clientOptions{logger: slog.Default()}
 	for _, opt := range opts {

@@ -33,30 +33,30 @@ import (
 // Sentinel errors shared by drivers and package dlock (which re-exports them).
 var (
 	// ErrNotAcquired means the lock is held by another owner.
-	ErrNotAcquired = errors.New("lock not acquired: held by another owner")
+	ErrNotAcquired = errors.New("dlock: lock not acquired: held by another owner")
 	// ErrLeaseLost means the caller's hold on the lock ended without Unlock.
-	ErrLeaseLost = errors.New("lease lost")
+	ErrLeaseLost = errors.New("dlock: lease lost")
 	// ErrNotHeld means the caller does not hold the lock it tried to release.
-	ErrNotHeld = errors.New("lock not held")
+	ErrNotHeld = errors.New("dlock: lock not held")
 	// ErrClosed means the client or driver was closed.
-	ErrClosed = errors.New("client closed")
+	ErrClosed = errors.New("dlock: client closed")
 	// ErrInvalidName means the lock name is empty, malformed or too long.
-	ErrInvalidName = errors.New("invalid lock name")
+	ErrInvalidName = errors.New("dlock: invalid lock name")
 	// ErrInvalidTTL means the TTL is not positive or cannot be kept by the store.
-	ErrInvalidTTL = errors.New("invalid TTL")
+	ErrInvalidTTL = errors.New("dlock: invalid TTL")
 	// ErrInvalidOwner means the owner id is empty or too long.
-	ErrInvalidOwner = errors.New("invalid owner id")
+	ErrInvalidOwner = errors.New("dlock: invalid owner id")
 	// ErrInvalidLabel means a holder label is too long or malformed.
-	ErrInvalidLabel = errors.New("invalid holder label")
+	ErrInvalidLabel = errors.New("dlock: invalid holder label")
 	// ErrInvalidURL means a backend URL is malformed or has bad parameters.
-	ErrInvalidURL = errors.New("invalid backend URL")
+	ErrInvalidURL = errors.New("dlock: invalid backend URL")
 	// ErrInvalidConfig means a backend was given a configuration it cannot
 	// work with, such as too few Redlock nodes.
-	ErrInvalidConfig = errors.New("invalid backend configuration")
+	ErrInvalidConfig = errors.New("dlock: invalid backend configuration")
 	// ErrUnsupported means the backend cannot do what was asked.
-	ErrUnsupported = errors.New("unsupported by this backend")
+	ErrUnsupported = errors.New("dlock: unsupported by this backend")
 	// ErrUnknownScheme means no backend is registered for a URL scheme.
-	ErrUnknownScheme = errors.New("unknown backend scheme")
+	ErrUnknownScheme = errors.New("dlock: unknown backend scheme")
 )
 
 // Kind is the kind of hold a request asks for.

@@ -13,7 +13,7 @@ import (
 func ParseURL(rawURL string) (*url.URL, error) {
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok || scheme == "" {
-		return nil, fmt.Errorf("dlock: %w: want scheme://..., e.g. mem:// or redis://host:6379", ErrInvalidURL)
+		return nil, fmt.Errorf("%w: want scheme://..., e.g. mem:// or redis://host:6379", ErrInvalidURL)
 	}
 	// Split off the authority and, within it, the host list.
 	end := strings.IndexAny(rest, "/?#")
@@ -27,7 +27,7 @@ func ParseURL(rawURL string) (*url.URL, error) {
 	}
 	hosts := strings.Split(hostlist, ",")
 	bad := func(msg string) error {
-		return fmt.Errorf("dlock: %w (%s URL): %s", ErrInvalidURL, strings.ToLower(scheme), redactString(msg, rawURL))
+		return fmt.Errorf("%w (%s URL): %s", ErrInvalidURL, strings.ToLower(scheme), redactString(msg, rawURL))
 	}
 	for _, h := range hosts[1:] {
 		if _, err := url.Parse("x://" + h); err != nil || h == "" {
