@@ -16,29 +16,6 @@ import (
 // the tests check the client against: the client must never believe it
 // holds a lease past the store's expiry of it.
 
-// storeRenew is the fake store's own Renew (what fakeDriver.Renew does when
-// no override is set), for overrides that apply a renewal and then delay or
-// reorder its answer.
-func storeRenew(d *fakeDriver, batch []driver.Held) []driver.RenewResult {
-	res := make([]driver.RenewResult, len(batch))
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	now := time.Now()
-	for i, h := range batch {
-		l, ok := d.locks[h.Name]
-		switch {
-		case d.cut.Load():
-			res[i].Err = errFakeCut
-		case !ok || l.token != h.Token || !now.Before(l.expires):
-			res[i].Err = driver.ErrLeaseLost
-		default:
-			l.expires = now.Add(h.TTL)
-			d.locks[h.Name] = l
-		}
-	}
-	return res
-}
-
 // storeExpiry is the fake store's expiry of name's lock (zero if none).
 func storeExpiry(d *fakeDriver, name string) time.Time {
 	d.mu.Lock()

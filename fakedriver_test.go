@@ -77,6 +77,13 @@ func (d *fakeDriver) Renew(ctx context.Context, batch []driver.Held) []driver.Re
 	if d.renew != nil {
 		return d.renew(ctx, batch)
 	}
+	return storeRenew(d, batch)
+}
+
+// storeRenew is the fake store's own Renew: what fakeDriver.Renew does when
+// no override is set, and what overrides call to apply a renewal and then
+// delay or reorder its answer.
+func storeRenew(d *fakeDriver, batch []driver.Held) []driver.RenewResult {
 	res := make([]driver.RenewResult, len(batch))
 	d.mu.Lock()
 	defer d.mu.Unlock()
