@@ -75,9 +75,8 @@ func newDriver(ctx context.Context, cli *clientv3.Client, prefix string, owned b
 		return nil, fmt.Errorf("etcdlock: connect: %w", err)
 	}
 	bgCtx, bgCancel := context.WithCancel(context.Background())
-	return &etcdDriver{cli: cli, owned: owned, prefix: prefix,
-		sessions: map[time.Duration]*session{},
-		bgCtx:    bgCtx, bgCancel: bgCancel}, nil
+	return &etcdDriver{cli: cli, owned: owned, prefix: prefix, sessions: map[time.Duration]*session{},
+		bgCtx: bgCtx, bgCancel: bgCancel}, nil
 }
 
 func (d *etcdDriver) Caps() driver.Caps {
