@@ -468,7 +468,7 @@ func TestGiveUpMatchesCtxErr(t *testing.T) {
 					defer cancel()
 					go func() { _, _ = m.Lock(bctx) }()
 					for {
-						if c.turns.Blocked(holdKey{"giveup", "waiter"}) {
+						if c.turns.Blocked(holdKey{name: "giveup", owner: "waiter"}) {
 							break
 						}
 						time.Sleep(time.Millisecond)

@@ -44,7 +44,10 @@ type Client struct {
 	freeing map[holdKey]chan struct{}
 }
 
-type holdKey struct{ name, owner string }
+type holdKey struct {
+	name, owner string
+	kind        driver.Kind // families and kinds are held apart
+}
 
 // New makes a Client over an opened driver. Backend packages use it in their
 // own Open functions; scheme names the backend in errors.
@@ -227,7 +230,7 @@ func (c *Client) detach(h *hold) bool {
 // then releases h in the store and calls freed.
 func (c *Client) detachLocked(h *hold) {
 	h.detached = true
-	k := holdKey{h.name, h.owner}
+	k := holdKey{h.name, h.owner, h.kind}
 	h.freeing = make(chan struct{})
 	c.freeing[k] = h.freeing
 	if c.holds[k] == h {
@@ -239,7 +242,7 @@ func (c *Client) detachLocked(h *hold) {
 func (c *Client) freed(h *hold) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := holdKey{h.name, h.owner}
+	k := holdKey{h.name, h.owner, h.kind}
 	if c.freeing[k] == h.freeing {
 		delete(c.freeing, k)
 	}

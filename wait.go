@@ -71,7 +71,7 @@ func (c *Client) obtain(ctx context.Context, t *turn.Turn[holdKey], req driver.R
 // notification, at the holder's expiry, or with capped exponential backoff and
 // jitter where the store cannot notify.
 func (c *Client) wait(ctx context.Context, req driver.Request, retry time.Duration) (driver.Grant, time.Time, error) {
-	first, err := c.waiters.Take(ctx, req.Name, turn.Wait)
+	first, err := c.waiters.Take(ctx, queueName(req), turn.Wait)
 	if err != nil {
 		return driver.Grant{}, time.Time{}, c.waitErr(ctx, nil)
 	}
@@ -145,7 +145,7 @@ func (c *Client) wait(ctx context.Context, req driver.Request, retry time.Durati
 
 // permanent reports an error that waiting will not cure.
 func permanent(err error) bool {
-	for _, e := range []error{ErrUnsupported, ErrInvalidName, ErrInvalidTTL, ErrInvalidOwner, ErrInvalidConfig, ErrClosed} {
+	for _, e := range []error{ErrUnsupported, ErrInvalidName, ErrInvalidTTL, ErrInvalidOwner, ErrInvalidConfig, ErrClosed, ErrLimitMismatch} {
 		if errors.Is(err, e) {
 			return true
 		}
