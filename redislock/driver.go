@@ -9,12 +9,13 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
 
 // redisDriver implements driver.Driver over a go-redis client.
 type redisDriver struct {
-	node   *Node
+	node   *redisnode.Node
 	rdb    redis.UniversalClient
 	owned  bool // opened from a URL: Close closes rdb
 	prefix string
@@ -24,8 +25,8 @@ type redisDriver struct {
 }
 
 func newDriver(ctx context.Context, rdb redis.UniversalClient, opts Options, owned bool) (*redisDriver, error) {
-	node := NewNode(rdb, opts.KeyPrefix)
-	d := &redisDriver{node: node, rdb: rdb, owned: owned, prefix: node.prefix, log: opts.Logger}
+	node := redisnode.New(rdb, opts.KeyPrefix)
+	d := &redisDriver{node: node, rdb: rdb, owned: owned, prefix: node.Prefix(), log: opts.Logger}
 	if d.log == nil {
 		d.log = slog.Default()
 	}
@@ -38,7 +39,7 @@ func newDriver(ctx context.Context, rdb redis.UniversalClient, opts Options, own
 			"another client took the lock; set ContextTimeoutEnabled: true in its options")
 	}
 	d.checkEviction(ctx)
-	d.hub = newHub(rdb, node.prefix)
+	d.hub = newHub(rdb, node.Prefix())
 	return d, nil
 }
 
@@ -63,20 +64,18 @@ func (d *redisDriver) Caps() driver.Caps {
 		Reentrant: true, Blocking: true}
 }
 
-func ms(d time.Duration) int64 { return d.Milliseconds() }
-
 // keysOf returns the keys of a held lock, kept in its handle by Acquire.
-func (d *redisDriver) keysOf(h driver.Held) keys {
-	if k, ok := h.Handle.(keys); ok {
+func (d *redisDriver) keysOf(h driver.Held) redisnode.Keys {
+	if k, ok := h.Handle.(redisnode.Keys); ok {
 		return k
 	}
-	return newKeys(d.prefix, h.Name)
+	return redisnode.NewKeys(d.prefix, h.Name)
 }
 
 // try runs the acquire script once for request req; with a channel (the
 // hub's), the request queues if the lock is taken.
-func (d *redisDriver) try(ctx context.Context, k keys, r driver.Request, req, channel string) (driver.Grant, error) {
-	g, err := d.node.acquire(ctx, k, r.Owner, r.Label, r.TTL, req, channel, 0)
+func (d *redisDriver) try(ctx context.Context, k redisnode.Keys, r driver.Request, req, channel string) (driver.Grant, error) {
+	g, err := d.node.Acquire(ctx, k, r.Owner, r.Label, r.TTL, req, channel)
 	if err != nil || !g.Acquired {
 		return driver.Grant{Retry: g.TTL}, err
 	}
@@ -87,11 +86,11 @@ func (d *redisDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gra
 	if r.Kind != driver.Exclusive {
 		return driver.Grant{}, dlock.ErrUnsupported
 	}
-	k := newKeys(d.prefix, r.Name)
+	k := redisnode.NewKeys(d.prefix, r.Name)
 	if !r.Wait {
-		req := d.node.newRequest()
+		req := d.node.NewRequest()
 		g, err := d.try(ctx, k, r, req, "")
-		if err != nil && !errors.Is(err, errUnsettled) {
+		if err != nil && !errors.Is(err, redisnode.ErrUnsettled) {
 			// It may have run and lost its reply: undo a hold (or a
 			// re-entry's count) that the caller will never know of.
 			d.cancel(ctx, k, r.Owner, req)
@@ -102,11 +101,11 @@ func (d *redisDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gra
 }
 
 // Renew sends every renewal of the batch in one pipeline (see
-// Node.RenewMany).
+// redisnode.Node.RenewMany).
 func (d *redisDriver) Renew(ctx context.Context, batch []driver.Held) []driver.RenewResult {
-	hs := make([]NodeHold, len(batch))
+	hs := make([]redisnode.Hold, len(batch))
 	for i, h := range batch {
-		hs[i] = NodeHold{keys: d.keysOf(h), Owner: h.Owner, Token: h.Token, TTL: h.TTL}
+		hs[i] = redisnode.Hold{Keys: d.keysOf(h), Owner: h.Owner, Token: h.Token, TTL: h.TTL}
 	}
 	res := make([]driver.RenewResult, len(batch))
 	for i, err := range d.node.RenewMany(ctx, hs) {
@@ -116,7 +115,7 @@ func (d *redisDriver) Renew(ctx context.Context, batch []driver.Held) []driver.R
 }
 
 func (d *redisDriver) Release(ctx context.Context, h driver.Held, count int) (int, error) {
-	return d.node.release(ctx, d.keysOf(h), h.Owner, h.Token, count, false)
+	return d.node.ReleaseKeys(ctx, d.keysOf(h), h.Owner, h.Token, count, false)
 }
 
 func (d *redisDriver) ForceRelease(ctx context.Context, name string) error {

@@ -53,7 +53,9 @@
 // channel "<prefix>:handoffs:<id>". Braces, and "%", in names are
 // percent-escaped inside the hash tag, so every key of a lock stays in one
 // Cluster slot. Acquire, re-entry, renewal and release
-// are each one Lua script (EVALSHA, falling back to EVAL on NOSCRIPT).
+// are each one Lua script (EVALSHA, falling back to EVAL on NOSCRIPT). The
+// Redlock backend (package redlock) keeps the same layout, with the same
+// scripts, on each of its masters.
 //
 // # Waiting
 //
@@ -121,6 +123,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -135,10 +138,7 @@ const (
 )
 
 const (
-	defaultPrefix = "dlock"
-	waiterTTL     = 3 * time.Second // a queue place not refreshed for this long expires
-	keepAlive     = waiterTTL / 3   // how often a waiter refreshes its place
-	handoffTTL    = waiterTTL       // TTL cap of a lock handed to a waiter
+	keepAlive = redisnode.WaiterTTL / 3 // how often a waiter refreshes its place
 	// cleanupTimeout bounds the best-effort undo of a request given up on.
 	cleanupTimeout = 2 * time.Second
 )

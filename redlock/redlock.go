@@ -1,7 +1,7 @@
 // Package redlock is the dlock backend for Redlock: a lock held on a
 // majority of N independent Redis masters, as the Redlock specification
 // states it, using the Redis backend's layout and scripts on each node
-// (redislock.Node).
+// (they live in an internal package both backends share).
 //
 // # URLs
 //

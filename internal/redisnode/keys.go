@@ -1,10 +1,10 @@
-package redislock
+package redisnode
 
 import "strings"
 
-// keys are the Redis keys of one lock. They share a hash tag, so in a
+// Keys are the Redis keys of one lock. They share a hash tag, so in a
 // Cluster they live in one slot and every script touches one node.
-type keys struct {
+type Keys struct {
 	list  []string // lock, token, queue, info: the KEYS of every script
 	lock  string   // hash: owner -> hold count, "\x00t" -> token, "\x00l" -> label, "\x00r" -> the last requests that changed the hold
 	token string   // counter: the last fencing token; outlives the lock
@@ -18,11 +18,11 @@ type keys struct {
 // percent-escaped.
 var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 
-func newKeys(prefix, name string) keys {
+func NewKeys(prefix, name string) Keys {
 	base := prefix + ":{" + tagEscaper.Replace(name) + "}"
-	k := keys{lock: base, token: base + ":token", queue: base + ":queue", info: base + ":queueinfo", chann: base + ":released"}
+	k := Keys{lock: base, token: base + ":token", queue: base + ":queue", info: base + ":queueinfo", chann: base + ":released"}
 	k.list = []string{k.lock, k.token, k.queue, k.info}
 	return k
 }
 
-func (k keys) all() []string { return k.list }
+func (k Keys) all() []string { return k.list }
