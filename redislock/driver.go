@@ -61,7 +61,7 @@ func (d *redisDriver) checkEviction(ctx context.Context) {
 
 func (d *redisDriver) Caps() driver.Caps {
 	return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Millisecond,
-		Reentrant: true, Blocking: true}
+		Reentrant: true, Blocking: true, Kinds: []driver.Kind{driver.Shared, driver.Write, driver.Permit}}
 }
 
 // keysOf returns the keys of a held lock, kept in its handle by Acquire.
@@ -69,13 +69,13 @@ func (d *redisDriver) keysOf(h driver.Held) redisnode.Keys {
 	if k, ok := h.Handle.(redisnode.Keys); ok {
 		return k
 	}
-	return redisnode.NewKeys(d.prefix, h.Name)
+	return redisnode.NewKindKeys(d.prefix, h.Name, h.Kind)
 }
 
 // try runs the acquire script once for request req; with a channel (the
 // hub's), the request queues if the lock is taken.
 func (d *redisDriver) try(ctx context.Context, k redisnode.Keys, r driver.Request, req, channel string) (driver.Grant, error) {
-	g, err := d.node.Acquire(ctx, k, r.Owner, r.Label, r.TTL, req, channel)
+	g, err := d.node.Acquire(ctx, k, r.Owner, r.Label, r.TTL, r.Limit, req, channel)
 	if err != nil || !g.Acquired {
 		return driver.Grant{Retry: g.TTL}, err
 	}
@@ -83,10 +83,13 @@ func (d *redisDriver) try(ctx context.Context, k redisnode.Keys, r driver.Reques
 }
 
 func (d *redisDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	if r.Kind != driver.Exclusive {
-		return driver.Grant{}, dlock.ErrUnsupported
+	switch {
+	case !d.Caps().Supports(r.Kind):
+		return driver.Grant{}, fmt.Errorf("redislock: acquire %q: kind %v: %w", r.Name, r.Kind, dlock.ErrUnsupported)
+	case r.Kind == driver.Permit && r.Limit < 1:
+		return driver.Grant{}, fmt.Errorf("redislock: acquire %q: %w: a semaphore needs at least 1 permit, not %d", r.Name, dlock.ErrInvalidConfig, r.Limit)
 	}
-	k := redisnode.NewKeys(d.prefix, r.Name)
+	k := redisnode.NewKindKeys(d.prefix, r.Name, r.Kind)
 	if !r.Wait {
 		req := d.node.NewRequest()
 		g, err := d.try(ctx, k, r, req, "")
@@ -128,6 +131,14 @@ func (d *redisDriver) Inspect(ctx context.Context, name string) (driver.Info, er
 	return info, err
 }
 
+// InspectKind describes the read-write lock or semaphore named name, with
+// every live hold.
+func (d *redisDriver) InspectKind(ctx context.Context, name string, kind driver.Kind) (driver.Info, error) {
+	info, err := d.node.InspectKind(ctx, name, kind)
+	info.Notes = d.notes
+	return info, err
+}
+
 func (d *redisDriver) Close() error {
 	d.hub.close()
 	if d.owned {
@@ -144,3 +155,5 @@ func (d *redisDriver) As(target any) bool {
 	}
 	return false
 }
+
+var _ driver.KindInspector = (*redisDriver)(nil)

@@ -67,7 +67,7 @@ func (d *redisDriver) wait(ctx context.Context, k redisnode.Keys, r driver.Reque
 			g.Since = sent
 			return g, nil
 		}
-		if err != nil && ctx.Err() != nil {
+		if err != nil && (ctx.Err() != nil || errors.Is(err, driver.ErrLimitMismatch)) {
 			return driver.Grant{}, err
 		}
 		next := keepAlive

@@ -117,6 +117,12 @@ func (d *redlockDriver) Caps() driver.Caps {
 		KindsNote: kindsNote}
 }
 
+// kindsNote says why Redlock offers no read-write locks or semaphores (see
+// the package doc).
+const kindsNote = "redlock holds only mutexes: permits granted by majorities do not bound the permits " +
+	"(3 nodes, 2 permits: 3 holders can each hold 2 of the 3 nodes), and Redlock has no queue across nodes " +
+	"to keep a waiting writer from starving under a stream of readers"
+
 func (d *redlockDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	if r.Kind != driver.Exclusive {
 		return driver.Grant{}, dlock.ErrUnsupported

@@ -109,8 +109,15 @@ func (n *Node) TryAcquire(ctx context.Context, name, owner, label string, ttl ti
 // taken, and a handoff to it is announced on the channel; its place in the
 // queue carries label, so the lock handed to it is labelled as its own. It
 // fails with an error wrapping ErrUnsettled, sending nothing, while an
-// earlier release or cancel of owner's hold is unconfirmed.
-func (n *Node) Acquire(ctx context.Context, k Keys, owner, label string, ttl time.Duration, req, channel string) (Grant, error) {
+// earlier release or cancel of owner's hold is unconfirmed. For keys of a
+// read-write lock or semaphore (NewKindKeys), it asks for a hold of their
+// kind; limit is a semaphore's permit count, and an attempt on a semaphore
+// whose live holders use another count fails with an error wrapping
+// driver.ErrLimitMismatch.
+func (n *Node) Acquire(ctx context.Context, k Keys, owner, label string, ttl time.Duration, limit int, req, channel string) (Grant, error) {
+	if k.kind != driver.Exclusive {
+		return n.acquireKind(ctx, k, owner, label, ttl, limit, req, channel)
+	}
 	return n.acquire(ctx, k, owner, label, ttl, req, channel, 0)
 }
 
@@ -186,7 +193,13 @@ func (n *Node) releaseReq(ctx context.Context, k Keys, owner string, token uint6
 	if notify {
 		flag = "1"
 	}
-	left, err := releaseScript.Run(ctx, n.rdb, k.all(), owner, count, token, flag, req).Int64()
+	var left int64
+	var err error
+	if k.kind != driver.Exclusive {
+		left, err = kindReleaseScript.Run(ctx, n.rdb, k.all(), k.holdID(owner), count, token, req).Int64()
+	} else {
+		left, err = releaseScript.Run(ctx, n.rdb, k.all(), owner, count, token, flag, req).Int64()
+	}
 	if err != nil {
 		return 0, fmt.Errorf("redislock: release: %w", err)
 	}
@@ -211,7 +224,7 @@ type Hold struct {
 	Owner string
 	Token uint64
 	TTL   time.Duration
-	Keys  Keys // set by the Redis backend, which keeps them per hold
+	Keys  Keys // the hold's keys if set (the Redis backend keeps them per hold, of any kind); else a mutex's, from Name
 }
 
 // RenewMany renews every hold in one pipeline (in a Cluster, go-redis sends
@@ -219,16 +232,25 @@ type Hold struct {
 // dlock.ErrLeaseLost if the hold is gone, or another error. Renewals that
 // meet NOSCRIPT (after SCRIPT FLUSH or a failover) are sent again with EVAL.
 func (n *Node) RenewMany(ctx context.Context, holds []Hold) []error {
-	keysOf := func(h Hold) []string {
-		if h.Keys.lock == "" {
-			return []string{NewKeys(n.prefix, h.Name).lock}
+	// renew queues h's renewal in pipe: the mutex's script, or the kinds'.
+	renew := func(pipe redis.Pipeliner, h Hold, eval bool) *redis.Cmd {
+		k := h.Keys
+		if k.lock == "" {
+			k = NewKeys(n.prefix, h.Name)
 		}
-		return []string{h.Keys.lock}
+		s, keys, who := renewScript, []string{k.lock}, h.Owner
+		if k.kind != driver.Exclusive {
+			s, keys, who = kindRenewScript, []string{k.lock, k.exp}, k.holdID(h.Owner)
+		}
+		if eval {
+			return s.Eval(ctx, pipe, keys, who, h.Token, ms(h.TTL))
+		}
+		return s.EvalSha(ctx, pipe, keys, who, h.Token, ms(h.TTL))
 	}
 	cmds := make([]*redis.Cmd, len(holds))
 	pipe := n.rdb.Pipeline()
 	for i, h := range holds {
-		cmds[i] = renewScript.EvalSha(ctx, pipe, keysOf(h), h.Owner, h.Token, ms(h.TTL))
+		cmds[i] = renew(pipe, h, false)
 	}
 	_, _ = pipe.Exec(ctx)
 	var retry []int
@@ -240,8 +262,7 @@ func (n *Node) RenewMany(ctx context.Context, holds []Hold) []error {
 	if len(retry) > 0 {
 		pipe = n.rdb.Pipeline()
 		for _, i := range retry {
-			h := holds[i]
-			cmds[i] = renewScript.Eval(ctx, pipe, keysOf(h), h.Owner, h.Token, ms(h.TTL))
+			cmds[i] = renew(pipe, holds[i], true)
 		}
 		_, _ = pipe.Exec(ctx)
 	}

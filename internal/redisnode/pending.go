@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
 )
 
 // pendingRelease is a release, or the cancel of an acquire, that failed
@@ -27,7 +28,11 @@ type pendingRelease struct {
 // run sends p once more.
 func (n *Node) run(ctx context.Context, k Keys, owner string, p pendingRelease) error {
 	if p.cancel {
-		if err := cancelScript.Run(ctx, n.rdb, k.all(), p.req, owner).Err(); err != nil {
+		s, who := cancelScript, owner
+		if k.kind != driver.Exclusive {
+			s, who = kindCancelScript, k.holdID(owner)
+		}
+		if err := s.Run(ctx, n.rdb, k.all(), p.req, who).Err(); err != nil {
 			return fmt.Errorf("redislock: cancel: %w", err)
 		}
 		return nil
@@ -61,7 +66,7 @@ const (
 // store, so there is nothing of it to undo.
 var ErrUnsettled = errors.New("an earlier release of this hold is still unconfirmed")
 
-func pendingKey(k Keys, owner string) string { return k.lock + "\x00" + owner }
+func pendingKey(k Keys, owner string) string { return k.lock + "\x00" + k.holdID(owner) }
 
 // remember records a release that failed uncertainly.
 func (n *Node) remember(k Keys, owner string, p pendingRelease) {

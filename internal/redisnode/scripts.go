@@ -2,8 +2,8 @@ package redisnode
 
 import (
 	"strconv"
-	"time"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
