@@ -18,7 +18,7 @@ type attempt struct {
 	s    *session // the session the attempt runs in
 	path string   // the lock's node
 	guid string
-	data []byte   // the node's data: holderData(owner, label)
+	data []byte // the node's data: holderData(owner, label)
 	// base is the lock name in the node's name, after the GUID: "lock-"
 	// (Curator's InterProcessMutex) when empty; "__READ__", "__WRIT__" or
 	// "lease-" for the read-write lock and semaphore (kinds.go).
@@ -26,8 +26,8 @@ type attempt struct {
 	// parentData, if not nil, is written to the lock's node in the create's
 	// transaction instead of empty data (the semaphore's stored limit).
 	parentData []byte
-	node string   // our node, once known
-	sent *pending // the last create sent, nil before any
+	node       string   // our node, once known
+	sent       *pending // the last create sent, nil before any
 }
 
 // errSessionChanged: a request of the attempt was answered in another
