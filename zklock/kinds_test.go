@@ -3,6 +3,7 @@ package zklock_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -218,5 +219,72 @@ func TestSemaphoreDriver(t *testing.T) {
 	refused(t, d1, name, driver.Permit, 3)
 	for _, h := range hs {
 		h.release(t)
+	}
+}
+
+// A waiter gets the permit of whichever holder releases first, not only
+// the oldest's.
+func TestSemaphoreLaterHolderReleases(t *testing.T) {
+	srv := testserver.ZooKeeper(t)
+	h := &harness{addr: srv.Addr()}
+	_, d := kindsClient(t, h)
+	const name = "kinds/sem-later"
+	a := mustKind(t, d, name, driver.Permit, 2)
+	b := mustKind(t, d, name, driver.Permit, 2)
+	w := waitKind(t, d, name, driver.Permit, 2)
+	notYet(t, w, "a third permit")
+	b.release(t)
+	granted(t, w, "the permit freed by the later holder").release(t)
+	a.release(t)
+}
+
+// Under contention by 8 holders over 2 clients, never more than the limit
+// hold at once, and every contender gets its permit.
+func TestSemaphoreContention(t *testing.T) {
+	srv := testserver.ZooKeeper(t)
+	h := &harness{addr: srv.Addr()}
+	_, d1 := kindsClient(t, h)
+	_, d2 := kindsClient(t, h)
+	const (
+		name  = "kinds/sem-contention"
+		limit = 3
+	)
+	var (
+		mu       sync.Mutex
+		in, most int
+		wg       sync.WaitGroup
+	)
+	for i := range 8 {
+		d := d1
+		if i%2 == 1 {
+			d = d2
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5 {
+				ch := waitKind(t, d, name, driver.Permit, limit)
+				hd := <-ch
+				if hd == nil {
+					return
+				}
+				mu.Lock()
+				in++
+				most = max(most, in)
+				mu.Unlock()
+				time.Sleep(50 * time.Millisecond) // long enough to overlap the next grants
+				mu.Lock()
+				in--
+				mu.Unlock()
+				hd.release(t)
+			}
+		}()
+	}
+	wg.Wait()
+	if most > limit {
+		t.Fatalf("%d permits held at once; the limit is %d", most, limit)
+	}
+	if most < 2 {
+		t.Errorf("at most %d permit held at once: no concurrency seen", most)
 	}
 }
