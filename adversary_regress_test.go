@@ -469,7 +469,7 @@ func TestGiveUpMatchesCtxErr(t *testing.T) {
 					go func() { _, _ = m.Lock(bctx) }()
 					for {
 						c.mu.Lock()
-						e := c.entries[holdKey{"giveup", "waiter"}]
+						e := c.entries[holdKey{name: "giveup", owner: "waiter"}]
 						busy := e != nil && e.waiting
 						c.mu.Unlock()
 						if busy {

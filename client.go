@@ -38,7 +38,10 @@ type Client struct {
 	freeing map[holdKey]chan struct{}
 }
 
-type holdKey struct{ name, owner string }
+type holdKey struct {
+	name, owner string
+	kind        driver.Kind // families and kinds are held apart
+}
 
 // entry serialises the acquisitions of one owner on one name, so a second
 // Lock by the same owner re-enters the hold the first one got.
@@ -270,7 +273,7 @@ func (c *Client) detach(h *hold) bool {
 // then releases h in the store and calls freed.
 func (c *Client) detachLocked(h *hold) {
 	h.detached = true
-	k := holdKey{h.name, h.owner}
+	k := holdKey{h.name, h.owner, h.kind}
 	h.freeing = make(chan struct{})
 	c.freeing[k] = h.freeing
 	if e := c.entries[k]; e != nil && e.hold == h {
@@ -285,7 +288,7 @@ func (c *Client) detachLocked(h *hold) {
 func (c *Client) freed(h *hold) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := holdKey{h.name, h.owner}
+	k := holdKey{h.name, h.owner, h.kind}
 	if c.freeing[k] == h.freeing {
 		delete(c.freeing, k)
 	}

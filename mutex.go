@@ -42,38 +42,56 @@ func (m *Mutex) Lock(ctx context.Context) (*Lease, error) { return m.acquire(ctx
 func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) { return m.acquire(ctx, "trylock", true) }
 
 func (m *Mutex) acquire(ctx context.Context, op string, try bool) (*Lease, error) {
-	c := m.c
+	return m.c.acquire(ctx, op, lockSpec{name: m.name, opts: m.opts, err: m.err, kind: driver.Exclusive}, try)
+}
+
+// lockSpec is what acquire needs of a Mutex, RWMutex or Semaphore.
+type lockSpec struct {
+	name  string
+	opts  mutexOptions
+	err   error       // invalid arguments, reported by every method
+	kind  driver.Kind // Exclusive, Shared, Write or Permit
+	limit int         // a Semaphore's permit count
+}
+
+// acquire takes a hold of kind s.kind on s.name: the one acquire path of
+// every kind of lock.
+func (c *Client) acquire(ctx context.Context, op string, s lockSpec, try bool) (*Lease, error) {
 	if ctx == nil {
-		return nil, c.wrap(op, m.name, ErrNilContext)
+		return nil, c.wrap(op, s.name, ErrNilContext)
 	}
-	if m.err != nil {
-		return nil, c.wrap(op, m.name, m.err)
+	if s.err != nil {
+		return nil, c.wrap(op, s.name, s.err)
 	}
-	owner := m.opts.owner
+	owner := s.opts.owner
 	if owner == "" {
-		if l := leaseIn(ctx, c, m.name); l != nil {
+		if l := leaseIn(ctx, c, s.name, s.kind); l != nil {
 			owner = l.h.owner // a nested Lock re-enters the caller's hold
 		} else {
 			owner = NewOwnerID()
 		}
 	}
-	k := holdKey{m.name, owner}
+	kind, err := c.kindFor(owner, s)
+	if err != nil {
+		return nil, c.wrap(op, s.name, err)
+	}
+	k := holdKey{s.name, owner, kind}
 	e, err := c.enter(ctx, k, try)
 	if err != nil {
-		return nil, c.wrap(op, m.name, gaveUp(ctx, err))
+		return nil, c.wrap(op, s.name, gaveUp(ctx, err))
 	}
 	defer c.leave(k, e)
-	label := m.opts.label
+	label := s.opts.label
 	if label == "" {
 		label = c.label
 	}
-	req := driver.Request{Name: m.name, Owner: owner, Label: label, TTL: m.opts.ttl, Kind: driver.Exclusive}
+	req := driver.Request{Name: s.name, Owner: owner, Label: label, TTL: s.opts.ttl, Kind: kind, Limit: s.limit}
 
 	if l, err := c.reenter(ctx, e, req); l != nil || err != nil {
-		return l, c.wrap(op, m.name, err)
+		return l, c.wrap(op, s.name, err)
 	}
 	if err := c.awaitFreed(ctx, k); err != nil { // the owner's last hold is being released
-		return nil, c.wrap(op, m.name, gaveUp(ctx, err))
+		return nil, c.wrap(op, s.name, gaveUp(ctx, err))
 	}
 	began := time.Now()
 	var l *Lease
@@ -82,23 +100,23 @@ func (m *Mutex) acquire(ctx context.Context, op string, try bool) (*Lease, error
 		if err != nil {
 			err = gaveUp(ctx, err)
 			if c.hooks.Refused != nil && errors.Is(err, ErrNotAcquired) {
-				c.hooks.Refused(ctx, Event{Backend: c.scheme, Name: m.name, Wait: time.Since(began), Err: err})
+				c.hooks.Refused(ctx, Event{Backend: c.scheme, Name: s.name, Wait: time.Since(began), Err: err})
 			}
-			return nil, c.wrap(op, m.name, err)
+			return nil, c.wrap(op, s.name, err)
 		}
-		l, err = c.grant(ctx, e, req, g, sent, !m.opts.noRenewal)
+		l, err = c.grant(ctx, e, req, g, sent, !s.opts.noRenewal)
 		switch {
 		case errors.Is(err, errStaleGrant) && try:
-			return nil, c.wrap(op, m.name, fmt.Errorf("%w: %w", ErrNotAcquired, err))
+			return nil, c.wrap(op, s.name, fmt.Errorf("%w: %w", ErrNotAcquired, err))
 		case errors.Is(err, errStaleGrant):
 			continue // released; wait again
 		case err != nil:
-			return nil, c.wrap(op, m.name, err)
+			return nil, c.wrap(op, s.name, err)
 		}
 		break
 	}
 	if c.hooks.Acquired != nil {
-		c.hooks.Acquired(ctx, Event{Backend: c.scheme, Name: m.name, Token: l.h.token, Wait: time.Since(began)})
+		c.hooks.Acquired(ctx, Event{Backend: c.scheme, Name: s.name, Token: l.h.token, Wait: time.Since(began)})
 	}
 	return l, nil
 }

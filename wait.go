@@ -70,8 +70,9 @@ func (c *Client) obtain(ctx context.Context, e *entry, req driver.Request, try b
 // notification, at the holder's expiry, or with capped exponential backoff and
 // jitter where the store cannot notify.
 func (c *Client) wait(ctx context.Context, req driver.Request, retry time.Duration) (driver.Grant, time.Time, error) {
-	q, t := c.joinQueue(req.Name)
-	defer c.leaveQueue(req.Name, q, t)
+	qn := queueName(req)
+	q, t := c.joinQueue(qn)
+	defer c.leaveQueue(qn, q, t)
 	select {
 	case <-t:
 	case <-ctx.Done():
@@ -146,7 +147,7 @@ func (c *Client) wait(ctx context.Context, req driver.Request, retry time.Durati
 
 // permanent reports an error that waiting will not cure.
 func permanent(err error) bool {
-	for _, e := range []error{ErrUnsupported, ErrInvalidName, ErrInvalidTTL, ErrInvalidOwner, ErrInvalidConfig, ErrClosed} {
+	for _, e := range []error{ErrUnsupported, ErrInvalidName, ErrInvalidTTL, ErrInvalidOwner, ErrInvalidConfig, ErrClosed, ErrLimitMismatch} {
 		if errors.Is(err, e) {
 			return true
 		}

@@ -113,7 +113,8 @@ func countNil(errs []error) int {
 }
 
 func (d *redlockDriver) Caps() driver.Caps {
-	return driver.Caps{MaxNameLen: 1024, MinTTL: 10 * time.Millisecond, TTLResolution: time.Millisecond, Reentrant: true}
+	return driver.Caps{MaxNameLen: 1024, MinTTL: 10 * time.Millisecond, TTLResolution: time.Millisecond, Reentrant: true,
+		KindsNote: kindsNote}
 }
 
 func (d *redlockDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
@@ -352,3 +353,9 @@ func (s *subscription) Close() error {
 	s.wg.Wait()
 	return nil
 }
+
+// kindsNote is why Redlock holds no read-write locks or semaphores.
+const kindsNote = "Redlock's nodes grant independently: a permit or read hold counted on one majority " +
+	"and a write hold or permit counted on another are not ordered against each other, and a waiting " +
+	"writer cannot be queued ahead of readers on nodes that never agree on an order, so neither the " +
+	"permit count nor writer preference could be kept"

@@ -52,6 +52,9 @@
 // Redlock assumes bounded clock drift and process pauses shorter than the
 // validity; where that cannot be assumed, use a consensus store (etcd,
 // ZooKeeper) and fencing tokens.
+//
+// No read-write locks or semaphores: Client.RWMutex and Client.Semaphore
+// report ErrUnsupported (see kindsNote for why).
 package redlock
 
 import (
