@@ -80,7 +80,8 @@ func newDriver(ctx context.Context, cli *clientv3.Client, prefix string, owned b
 }
 
 func (d *etcdDriver) Caps() driver.Caps {
-	return driver.Caps{MaxNameLen: 1024, MinTTL: 2 * time.Second, TTLResolution: time.Second, Blocking: true}
+	return driver.Caps{MaxNameLen: 1024, MinTTL: 2 * time.Second, TTLResolution: time.Second, Blocking: true,
+		Kinds: []driver.Kind{driver.Shared, driver.Write, driver.Permit}}
 }
 
 // session returns the live session of ttl, starting one if needed.
@@ -121,7 +122,7 @@ func (d *etcdDriver) takeSlot(ctx context.Context, name string, wait bool) (func
 
 func (d *etcdDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	if r.Kind != driver.Exclusive {
-		return driver.Grant{}, dlock.ErrUnsupported
+		return d.acquireKind(ctx, r) // kinds.go
 	}
 	free, ok, err := d.takeSlot(ctx, r.Name, r.Wait)
 	if err != nil || !ok {
