@@ -359,4 +359,3 @@ func (s *subscription) Close() error {
 	s.wg.Wait()
 	return nil
 }
-

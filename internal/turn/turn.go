@@ -124,6 +124,13 @@ func (t *Turn[K]) Done() {
 	})
 }
 
+// Taken reports whether key is held or waited for.
+func (s *Set[K]) Taken(key K) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lines[key] != nil
+}
+
 // Blocked reports whether key's present holder has said it is blocked.
 func (s *Set[K]) Blocked(key K) bool {
 	s.mu.Lock()
