@@ -32,8 +32,7 @@ type Backend struct {
 
 // kindsOK names the backends that hold read-write locks and semaphores.
 var kindsOK = map[string]bool{"redis": true, "etcd": true, "zk": true, "etcd×3": true, "zk×3": true,
-	"postgres/table": true, "postgres/row": true, "postgres/session": true,
-	"mysql/table": true, "mysql/row": true, "mysql/session": true}
+	"postgres/table": true, "mysql/table": true}
 
 // KindBackends returns, for each of bs that holds them, the same backend
 // contended through an RWMutex (named "NAME rw") and through a Semaphore of

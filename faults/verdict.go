@@ -46,6 +46,7 @@ func (r *Result) OK() bool { return r.Error == "" && len(r.Fails) == 0 }
 type holdRec struct {
 	id         holdID
 	mode       string // Event.Mode
+	asked      int64  // when its Lock call began (the worker's last wait)
 	token      uint64
 	start, end int64
 	loss       int64
@@ -67,19 +68,22 @@ func (r *Result) judge(evs []Event, ttl time.Duration, connDeath bool) {
 	open := map[int]*holdRec{} // by worker
 	var pauses, targets []window
 	pausedAt := map[int]int64{}
+	asked := map[int]int64{} // by worker: its last wait
 	var faultEnds, deaths []int64
 	var srvEvents []int64
 	for _, e := range evs {
 		last = max(last, e.T, e.Recv)
 		switch e.Kind {
 		case kindGrant:
-			h := &holdRec{id: e.id(), mode: e.Mode, token: e.Token, start: e.T}
+			h := &holdRec{id: e.id(), mode: e.Mode, asked: asked[e.Worker], token: e.Token, start: e.T}
 			holds[h.id], open[e.Worker] = h, h
 		case kindEnd:
 			if h := holds[e.id()]; h != nil {
 				h.end, h.loss = e.T, e.LossAt
 				delete(open, e.Worker)
 			}
+		case kindWait:
+			asked[e.Worker] = e.T
 		case kindWrite:
 			if !e.Accepted {
 				r.Stale++
@@ -169,10 +173,11 @@ func (r *Result) judge(evs []Event, ttl time.Duration, connDeath bool) {
 			}
 		}
 	}
-	// Token regressions, in grant order: a mutex's grants all increase; for
-	// the other kinds, where concurrent grants may be reported out of order,
-	// a grant must be above every hold that ended before it began, and a
-	// write grant above every earlier grant.
+	// Token regressions, in grant order: a mutex's grants all increase. The
+	// other kinds' concurrent grants may be reported out of order (a grant
+	// made first in the store can return later), so a grant must be above
+	// every grant returned before its Lock call began: the store made those
+	// first.
 	var maxTok uint64
 	for i, h := range hs {
 		if r.Lock == "" {
@@ -182,9 +187,7 @@ func (r *Result) judge(evs []Event, ttl time.Duration, connDeath bool) {
 			maxTok = max(maxTok, h.token)
 			continue
 		}
-		if slices.ContainsFunc(hs[:i], func(a *holdRec) bool {
-			return h.token <= a.token && (a.end <= h.start || h.mode == "w")
-		}) {
+		if slices.ContainsFunc(hs[:i], func(a *holdRec) bool { return h.token <= a.token && a.start < h.asked }) {
 			r.Regressions++
 		}
 	}
