@@ -1,6 +1,7 @@
 package zklock
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -18,7 +19,8 @@ type attempt struct {
 	s    *session // the session the attempt runs in
 	path string   // the lock's node
 	guid string
-	data []byte   // the node's data: holderData(owner, label)
+	data []byte   // the node's data: holderData(owner, label), or a candidate's value
+	kind string   // "latch-" for an election's candidate; "" for "lock-"
 	node string   // our node, once known
 	sent *pending // the last create sent, nil before any
 }
@@ -43,7 +45,7 @@ var errSessionChanged = fmt.Errorf("%w: the session changed", errRetry)
 // node is in a session the attempt does not follow, and abandon deletes it.
 func (a *attempt) create(ctx context.Context, empty bool) (*zk.Stat, error) {
 	d := a.d
-	prefix := a.path + "/_c_" + a.guid + "-lock-"
+	prefix := a.path + "/_c_" + a.guid + "-" + cmp.Or(a.kind, "lock-")
 	for try := 0; ; try++ {
 		var (
 			node   string
