@@ -270,9 +270,10 @@ func (e *Election) leader(ctx context.Context) (driver.Leader, error) {
 // goes on after a pause; it ends when ctx ends or the loop breaks.
 //
 // "None missed" means: Observe reads the leader after every change the
-// store tells it of (an etcd watch, a ZooKeeper child watch, a release
-// notification on Redis, PostgreSQL and MySQL), and at least every 200ms
-// on the portable election (every 5s on etcd and ZooKeeper). A term that
+// store tells it of (an etcd watch, ZooKeeper watches on the candidates
+// and the leader's node, a release notification where the driver offers
+// them: mem, PostgreSQL's table mode), and at least every 200ms on the
+// portable election (every 5s on etcd and ZooKeeper). A term that
 // begins and ends between two reads — shorter than the store's
 // notification delay, or than the poll interval where it has none — is
 // not reported; every term that lasts longer is, and no term is reported
