@@ -46,7 +46,8 @@ type Election struct {
 // (ErrUnsupported, with the reason), are reported by its methods. The
 // options are those of a Mutex: WithTTL sets how long a dead leader keeps
 // the lead, WithLabel the leader's label where the store keeps one apart
-// from its value.
+// from its value, WithoutRenewal makes terms end at their TTL. WithOwner
+// is ignored: every Campaign is a candidate of its own.
 func (c *Client) Election(name string, opts ...Option) *Election {
 	o := mutexOptions{ttl: DefaultTTL}
 	for _, opt := range opts {
@@ -80,8 +81,9 @@ type Term struct {
 	e *Election
 	l *Lease
 
-	mu    sync.Mutex
-	value string
+	proclaiming sync.Mutex // one Proclaim at a time, so value is the last one applied
+	mu          sync.Mutex
+	value       string
 }
 
 // Campaign blocks until this candidate leads, proposing value, and returns
@@ -99,6 +101,7 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
 	if e.el == nil { // portable: a lock whose label is the value
 		o := e.opts
 		o.label = value
+		o.owner, o.ownerSet = NewOwnerID(), true // every Campaign is a candidate of its own
 		if err := c.validate(e.name, o); err != nil {
 			return nil, c.wrap("campaign", e.name, fmt.Errorf("value: %w", err))
 		}
@@ -213,8 +216,8 @@ func (t *Term) Proclaim(ctx context.Context, value string) error {
 	if t.l.ctx.Err() != nil {
 		return c.wrap("proclaim", e.name, ErrNotHeld)
 	}
-	t.mu.Lock() // one Proclaim at a time, so Value is the last one applied
-	defer t.mu.Unlock()
+	t.proclaiming.Lock()
+	defer t.proclaiming.Unlock()
 	err := e.el.Proclaim(ctx, t.l.h.held(), value)
 	if errors.Is(err, ErrLeaseLost) {
 		c.lost(t.l.h, err)
@@ -223,7 +226,9 @@ func (t *Term) Proclaim(ctx context.Context, value string) error {
 	if err != nil {
 		return c.wrap("proclaim", e.name, err)
 	}
+	t.mu.Lock()
 	t.value = value
+	t.mu.Unlock()
 	return nil
 }
 
