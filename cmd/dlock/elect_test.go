@@ -37,7 +37,9 @@ func TestElectAndObserve(t *testing.T) {
 	for !strings.Contains(aout.String(), "A ") {
 		time.Sleep(20 * time.Millisecond)
 	}
-	r := dlockCmd(t, nil, "elect", "--backend", u, "sched", "host-b", "--", "sh", "-c", `echo "B $DLOCK_TOKEN"`)
+	// B leads for 1s: Observe on Redis reads every 200ms and reports only
+	// terms that last longer than that.
+	r := dlockCmd(t, nil, "elect", "--backend", u, "sched", "host-b", "--", "sh", "-c", `echo "B $DLOCK_TOKEN"; sleep 1`)
 	if r.code != 0 || r.stdout != "B 2\n" {
 		t.Fatalf("elect B: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
