@@ -106,6 +106,9 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
 			return nil, c.wrap("campaign", e.name, fmt.Errorf("value: %w", err))
 		}
 		l, err := (&Mutex{c: c, name: e.name, opts: o}).Lock(ctx)
+		if de := (*Error)(nil); errors.As(err, &de) {
+			de.Op = "campaign"
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -324,6 +327,9 @@ func (e *Election) Observe(ctx context.Context) iter.Seq2[Leader, error] {
 			d := every
 			switch {
 			case ctx.Err() != nil:
+				if c.closing.Err() != nil {
+					yield(Leader{}, c.wrap("observe", e.name, ErrClosed))
+				}
 				return
 			case err != nil:
 				if !yield(Leader{}, c.wrap("observe", e.name, err)) {

@@ -34,8 +34,9 @@ type Group struct {
 // given in, so two LockAll calls over overlapping sets cannot deadlock each
 // other. If any Lock fails, or ctx ends while waiting, the locks taken so far
 // are released and the error (naming that lock) is returned; nothing is
-// left held. ctx bounds the wait only. Naming the same lock twice (one
-// client, one name) is refused with ErrInvalidName.
+// left held. ctx bounds the wait only. Naming one name twice on one backend
+// (even through two clients: each Lock is a holder of its own, so the group
+// would wait for itself) is refused with ErrInvalidName.
 //
 // Every backend takes the locks in order, one store operation (or wait) per
 // lock; none takes them in one operation.
@@ -58,13 +59,12 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 		i       int
 		name    string
 		backend string
-		client  *Client
 	}
 	items := make([]item, len(lockers))
 	for i, lk := range lockers {
 		it := item{i: i, name: lk.Name()}
 		if m, ok := lk.(*Mutex); ok {
-			it.backend, it.client = m.c.scheme, m.c
+			it.backend = m.c.scheme
 		}
 		items[i] = it
 	}
@@ -73,7 +73,7 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 	})
 	for i := 1; i < len(items); i++ {
 		a, b := items[i-1], items[i]
-		if a.name == b.name && a.backend == b.backend && (a.client == b.client || a.client == nil || b.client == nil) {
+		if a.name == b.name && a.backend == b.backend { // one lock twice: the group would wait for itself
 			return nil, fmt.Errorf("dlock: lock all: %w: %q is given twice", ErrInvalidName, a.name)
 		}
 	}
