@@ -223,6 +223,7 @@ func (s *suite) testResign(t *testing.T) {
 		t.Fatalf("b leads while a does")
 	case <-time.After(300 * time.Millisecond):
 	}
+	resigned := time.Now()
 	if err := ta.Resign(t.Context()); err != nil {
 		t.Fatalf("Resign: %v", err)
 	}
@@ -233,6 +234,7 @@ func (s *suite) testResign(t *testing.T) {
 	if tb == nil {
 		return
 	}
+	t.Logf("handed over %v after Resign was called", time.Since(resigned))
 	defer tb.Resign(t.Context())
 	if tb.Token() <= ta.Token() {
 		t.Fatalf("b's term %d is not above a's %d", tb.Token(), ta.Token())
