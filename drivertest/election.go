@@ -40,6 +40,11 @@ func RunElection(t *testing.T, newHarness NewHarness) {
 	}
 }
 
+// contentionTTL is the TTL of the contention tests, which test exclusion,
+// not expiry: long enough that a loaded machine does not lose a lease
+// (the backends' short test TTLs are 500ms).
+const contentionTTL = 10 * time.Second
+
 // campaign campaigns with a 20s bound (a liveness bound, not a speed one).
 func campaign(t *testing.T, e *dlock.Election, value string) *dlock.Term {
 	t.Helper()
@@ -100,7 +105,7 @@ func (s *suite) testOneLeader(t *testing.T) {
 	for i := range candidates {
 		c := s.client(t)
 		wg.Go(func() {
-			e := c.Election(name, dlock.WithTTL(s.caps.TTL))
+			e := c.Election(name, dlock.WithTTL(contentionTTL))
 			for ctx.Err() == nil {
 				term, err := e.Campaign(ctx, fmt.Sprintf("candidate-%d", i))
 				if err != nil {

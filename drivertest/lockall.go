@@ -62,7 +62,7 @@ func (s *suite) testLockAllContention(t *testing.T) {
 				perm := rand.Perm(len(names))[:2+rand.IntN(3)]
 				ms := make([]dlock.NamedLocker, len(perm))
 				for i, p := range perm {
-					ms[i] = c.Mutex(names[p], dlock.WithTTL(s.caps.TTL))
+					ms[i] = c.Mutex(names[p], dlock.WithTTL(contentionTTL))
 				}
 				var g *dlock.Group
 				var err error
