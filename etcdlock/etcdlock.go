@@ -77,6 +77,16 @@
 // name: its other contenders for that name queue inside the client, behind
 // it, so a release wakes one waiter per client.
 //
+// # Elections
+//
+// Client.Election uses the layout of etcd's client/v3/concurrency Election,
+// which is that of its lock: the candidate's key "<prefix><name>/<lease id>"
+// holds its value alone, the lowest create revision leads and is the term,
+// and Proclaim rewrites the value while the leader key's create revision is
+// the term's. So `etcdctl elect NAME PROPOSAL`, `etcdctl elect -l NAME` and
+// dlock see one leader (tested both ways). A lock and an election of one
+// name are one queue, as in etcd's own recipes.
+//
 // # Guarantees and non-guarantees
 //
 //   - Mutual exclusion holds through etcd's Raft consensus: a lock granted by a

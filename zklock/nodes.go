@@ -18,10 +18,11 @@ type attempt struct {
 	s    *session // the session the attempt runs in
 	path string   // the lock's node
 	guid string
-	data []byte // the node's data: holderData(owner, label)
+	data []byte // the node's data: holderData(owner, label), or a candidate's value
 	// base is the lock name in the node's name, after the GUID: "lock-"
 	// (Curator's InterProcessMutex) when empty; "__READ__", "__WRIT__" or
-	// "lease-" for the read-write lock and semaphore (kinds.go).
+	// "lease-" for the read-write lock and semaphore (kinds.go); "latch-" for
+	// an election's candidate (election.go).
 	base string
 	// parentData, if not nil, is written to the lock's node in the create's
 	// transaction instead of empty data (the semaphore's stored limit).

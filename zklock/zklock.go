@@ -128,6 +128,19 @@
 // up to 64 in flight), so 10,000 held leases cost 10,000 reads per TTL/3;
 // see docs/benchmarks.md.
 //
+// # Elections
+//
+// Client.Election uses Apache Curator's LeaderLatch layout: a candidate's
+// node is _c_<guid>-latch-<sequence> under the election's node, with its
+// value (Curator's participant id) as data; the lowest sequence leads and
+// its czxid is the term. LeaderLatch candidates and dlock's elect one
+// leader, and LeaderLatch.getLeader reads dlock's value (tested both ways).
+// Proclaim returns ErrUnsupported: rewriting the leader's node fires the
+// watch Curator's next candidate keeps on it, which Curator does not set
+// again for a data change, so that candidate would never lead. dlock orders
+// latch- and lock- children together: a lock and an election of one name
+// are one queue.
+//
 // # Guarantees
 //
 //   - Mutual exclusion through ZooKeeper's ordered, replicated writes: a

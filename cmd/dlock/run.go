@@ -103,9 +103,24 @@ func runLocked(ctx context.Context, backend, name string, argv []string, ttl, wa
 	}
 	defer l.Unlock(context.WithoutCancel(ctx))
 
+	env := []string{"DLOCK_NAME=" + name, "DLOCK_TOKEN=" + strconv.FormatUint(l.Token(), 10)}
+	return superviseChild(argv, env, sigs, l, "lease on "+strconv.Quote(name), grace)
+}
+
+// holding is what a child runs under: a lease, or a term of `dlock elect`.
+type holding interface {
+	Done() <-chan struct{}
+	Err() error
+}
+
+// superviseChild runs argv with env added to the environment, forwards
+// sigs to it, and returns its exit status as an error. If h ends with an
+// error (lost) while it runs, the child gets SIGTERM, then SIGKILL after
+// grace, and the status is exitLeaseLost; what names h in messages.
+func superviseChild(argv, env []string, sigs <-chan os.Signal, h holding, what string, grace time.Duration) error {
 	child := exec.Command(argv[0], argv[1:]...)
 	child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr
-	child.Env = append(os.Environ(), "DLOCK_NAME="+name, "DLOCK_TOKEN="+strconv.FormatUint(l.Token(), 10))
+	child.Env = append(os.Environ(), env...)
 	if err := child.Start(); err != nil {
 		return fail(exitFailed, "start %s: %v", argv[0], err)
 	}
@@ -117,10 +132,10 @@ func runLocked(ctx context.Context, backend, name string, argv []string, ttl, wa
 		select {
 		case sig := <-sigs:
 			_ = child.Process.Signal(sig)
-		case <-l.Done():
-			if l.Err() != nil && !lost {
+		case <-h.Done():
+			if h.Err() != nil && !lost {
 				lost = true
-				fmt.Fprintf(os.Stderr, "dlock: lease on %q lost (%v); stopping %s\n", name, l.Err(), argv[0])
+				fmt.Fprintf(os.Stderr, "dlock: %s lost (%v); stopping %s\n", what, h.Err(), argv[0])
 				_ = child.Process.Signal(syscall.SIGTERM)
 				kill = time.After(grace)
 			}
@@ -128,7 +143,7 @@ func runLocked(ctx context.Context, backend, name string, argv []string, ttl, wa
 			_ = child.Process.Kill()
 		case err := <-exited:
 			if lost {
-				return fail(exitLeaseLost, "lease on %q was lost while %s ran", name, argv[0])
+				return fail(exitLeaseLost, "%s was lost while %s ran", what, argv[0])
 			}
 			var ee *exec.ExitError
 			if errors.As(err, &ee) {
