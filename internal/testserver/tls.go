@@ -19,8 +19,8 @@ import (
 // signed, as PEM files in a temp dir: nothing is checked in.
 //
 // CertFile/KeyFile are the server's, valid for the names NewTLS was given
-// (by default 127.0.0.1 only, so a client dialling "localhost" sees a
-// certificate for another name). ClientCertFile/ClientKeyFile are a client
+// (by default 127.0.0.1 and server.dlock.test only, so a client dialling
+// "localhost" sees a certificate for another name). ClientCertFile/ClientKeyFile are a client
 // certificate (CN "dlock-client") for servers that authenticate clients by
 // certificate. Every file is readable by the servers' users (PostgreSQL's
 // key must be owned by it: see PostgresTLS).
@@ -38,11 +38,12 @@ type TLS struct {
 }
 
 // NewTLS makes a CA and, signed by it, a server certificate for hosts (IP
-// addresses or DNS names; default 127.0.0.1) and a client certificate.
+// addresses or DNS names; default 127.0.0.1 and server.dlock.test) and a
+// client certificate.
 func NewTLS(t TB, hosts ...string) *TLS {
 	t.Helper()
 	if len(hosts) == 0 {
-		hosts = []string{"127.0.0.1"}
+		hosts = []string{"127.0.0.1", "server.dlock.test"}
 	}
 	dir, err := os.MkdirTemp("", "dlock-tls-") // not t.TempDir: servers run as other users read it
 	if err != nil {

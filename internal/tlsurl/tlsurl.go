@@ -15,10 +15,13 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
+	"syscall"
 )
 
 // Params are the query parameters Config reads.
@@ -98,4 +101,18 @@ func read(p, path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: cannot read the file: %v", p, err)
 	}
 	return b, nil
+}
+
+// HintPlaintext adds a hint to err when a plaintext connection was closed
+// by the server at once (EOF, reset), as a TLS-only port does: the user
+// likely wants tlsForm (e.g. "rediss://" or "tls=true").
+func HintPlaintext(err error, tlsForm string) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		strings.Contains(err.Error(), "EOF") || strings.Contains(err.Error(), "connection reset") {
+		return fmt.Errorf("%w (the server closed the connection: if it takes TLS only, use %s)", err, tlsForm)
+	}
+	return err
 }
