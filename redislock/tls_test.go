@@ -28,56 +28,6 @@ func openTLS(t *testing.T, u string) (*dlock.Client, error) {
 	return c, err
 }
 
-// lockOver checks one lock round trip and contention between two clients
-// of u.
-func lockOver(t *testing.T, u string) {
-	t.Helper()
-	a, err := openTLS(t, u)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	b, err := openTLS(t, u)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	l, err := a.Mutex("tls/x").Lock(t.Context())
-	if err != nil {
-		t.Fatalf("Lock: %v", err)
-	}
-	if _, err := b.Mutex("tls/x").TryLock(t.Context()); !errors.Is(err, dlock.ErrNotAcquired) {
-		t.Fatalf("TryLock of a held lock = %v; want ErrNotAcquired", err)
-	}
-	if err := l.Unlock(t.Context()); err != nil {
-		t.Fatalf("Unlock: %v", err)
-	}
-	l2, err := b.Mutex("tls/x").TryLock(t.Context())
-	if err != nil {
-		t.Fatalf("TryLock after Unlock: %v", err)
-	}
-	_ = l2.Unlock(t.Context())
-}
-
-// wantTLSRefused wants Open(u) to fail, within a bound, with an error
-// that contains every one of want.
-func wantTLSRefused(t *testing.T, u string, want ...string) {
-	t.Helper()
-	start := time.Now()
-	_, err := openTLS(t, u)
-	took := time.Since(start)
-	if err == nil {
-		t.Fatalf("Open(%s) succeeded", u)
-	}
-	for _, w := range want {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("Open(%s) = %v; want it to say %q", u, err, w)
-		}
-	}
-	if took > 30*time.Second { // Sentinel: go-redis retries each lookup, about 12 s in all
-		t.Errorf("Open(%s) took %v to fail", u, took)
-	}
-	t.Logf("%s: %v (%v)", u, err, took.Round(time.Millisecond))
-}
-
 // Redis over TLS: the core of the contract over rediss:// with the test CA,
 // a certificate for another name refused unless insecure_skip_verify=true,
 // a plaintext URL against the TLS port refused promptly, and key paths kept
@@ -92,18 +42,18 @@ func TestTLS(t *testing.T) {
 			drivertest.Caps{TTL: 500 * time.Millisecond, Slack: 100 * time.Millisecond, StoreReentrant: true, QueueInStore: true})
 	})
 	t.Run("ClientCertificate", func(t *testing.T) {
-		lockOver(t, good+"&cert="+url.QueryEscape(c.ClientCertFile)+"&key="+url.QueryEscape(c.ClientKeyFile))
+		drivertest.CheckURL(t, good+"&cert="+url.QueryEscape(c.ClientCertFile)+"&key="+url.QueryEscape(c.ClientKeyFile))
 	})
 	other := "rediss://localhost:" + strings.Split(srv.Addr(), ":")[1] + "/0" + ca
 	t.Run("OtherName", func(t *testing.T) {
-		wantTLSRefused(t, other, "certificate", "localhost")
-		lockOver(t, other+"&insecure_skip_verify=true")
+		drivertest.WantOpenError(t, other, "certificate", "localhost")
+		drivertest.CheckURL(t, other+"&insecure_skip_verify=true")
 	})
 	t.Run("UnknownCA", func(t *testing.T) {
-		wantTLSRefused(t, "rediss://"+srv.Addr()+"/0", "certificate")
+		drivertest.WantOpenError(t, "rediss://"+srv.Addr()+"/0", "certificate")
 	})
 	t.Run("Plaintext", func(t *testing.T) {
-		wantTLSRefused(t, "redis://"+srv.Addr()+"/0", "TLS")
+		drivertest.WantOpenError(t, "redis://"+srv.Addr()+"/0", "TLS")
 	})
 	t.Run("TLSParamsNeedTLS", func(t *testing.T) {
 		_, err := openTLS(t, "redis://"+srv.Addr()+"/0"+ca)
@@ -132,9 +82,9 @@ func TestTLSSentinel(t *testing.T) {
 	master := testserver.RedisTLS(t, c)
 	sentinel := testserver.RedisSentinelTLS(t, c, master, "tlsmaster")
 	ca := "?ca=" + url.QueryEscape(c.CAFile)
-	lockOver(t, "rediss+sentinel://"+sentinel.Addr()+"/tlsmaster"+ca)
-	wantTLSRefused(t, "rediss+sentinel://localhost:"+strings.Split(sentinel.Addr(), ":")[1]+"/tlsmaster"+ca, "certificate", "localhost")
-	wantTLSRefused(t, "redis+sentinel://"+sentinel.Addr()+"/tlsmaster", "TLS")
+	drivertest.CheckURL(t, "rediss+sentinel://"+sentinel.Addr()+"/tlsmaster"+ca)
+	drivertest.WantOpenError(t, "rediss+sentinel://localhost:"+strings.Split(sentinel.Addr(), ":")[1]+"/tlsmaster"+ca, "certificate", "localhost")
+	drivertest.WantOpenError(t, "redis+sentinel://"+sentinel.Addr()+"/tlsmaster", "TLS")
 }
 
 // Cluster over TLS: every node, and the cluster bus, TLS-only; each node
@@ -149,7 +99,7 @@ func TestTLSCluster(t *testing.T) {
 	}
 	ca := "?ca=" + url.QueryEscape(c.CAFile)
 	u := "rediss+cluster://" + strings.Join(seeds, ",") + ca
-	lockOver(t, u)
+	drivertest.CheckURL(t, u)
 	a, err := openTLS(t, u)
 	if err != nil {
 		t.Fatal(err)
@@ -163,6 +113,6 @@ func TestTLSCluster(t *testing.T) {
 			t.Fatalf("Unlock: %v", err)
 		}
 	}
-	wantTLSRefused(t, "rediss+cluster://"+strings.Join(others, ",")+ca, "certificate", "localhost")
-	wantTLSRefused(t, "redis+cluster://"+strings.Join(seeds, ","), "TLS")
+	drivertest.WantOpenError(t, "rediss+cluster://"+strings.Join(others, ",")+ca, "certificate", "localhost")
+	drivertest.WantOpenError(t, "redis+cluster://"+strings.Join(seeds, ","), "TLS")
 }
