@@ -27,10 +27,11 @@
 // a client certificate (for tls-auth-clients yes). insecure_skip_verify=true
 // turns verification off (go-redis's own skip_verify=true too); nothing
 // else does. The plaintext schemes refuse these parameters rather than
-// ignore them. A plaintext URL against a TLS-only port fails at Open: the
-// server closes the connection, and the error says so and suggests rediss
-// (at once for a server or Cluster; about 12 s for Sentinel, whose lookups
-// go-redis retries). Errors never show a key's path.
+// ignore them. A plaintext URL against a TLS-only port fails at Open, at
+// once, saying the server speaks TLS only (dlock checks with a handshake of
+// its own when a server closes a new connection without answering) and
+// suggesting rediss, where go-redis alone would retry (for Sentinel, some
+// 12 s) and report EOF. Errors never show a key's path.
 //
 // # Your own client
 //
@@ -202,6 +203,14 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		return nil, err
 	}
 	tlsurl.Del(q)
+	// A plaintext URL against a TLS-only server: say so at once, where
+	// go-redis would retry (for Sentinel, some 12 s) and report EOF.
+	ctx, refused := context.WithCancelCause(ctx)
+	defer refused(nil)
+	var watch *tlsurl.Watch
+	if tc == nil {
+		watch = tlsurl.NewWatch(strings.Replace(u.Scheme, Scheme, SchemeTLS, 1)+"://", refused)
+	}
 	v := *u
 	v.RawQuery = q.Encode()
 	base, _ := strings.CutSuffix(u.Scheme, "+sentinel")
@@ -222,6 +231,9 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		}
 		boundIO(q, &o.ContextTimeoutEnabled, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout)
 		o.TLSConfig = withTLS(o.TLSConfig, tc)
+		if watch != nil {
+			o.Dialer = plainDialer(watch, o.DialTimeout)
+		}
 		rdb = redis.NewClusterClient(o)
 	case strings.HasSuffix(u.Scheme, "+sentinel"):
 		master := strings.Trim(u.Path, "/")
@@ -241,6 +253,9 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		o.Username, o.Password = o.SentinelUsername, o.SentinelPassword
 		boundIO(q, &o.ContextTimeoutEnabled, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout)
 		o.TLSConfig = withTLS(o.TLSConfig, tc)
+		if watch != nil {
+			o.Dialer = plainDialer(watch, o.DialTimeout)
+		}
 		rdb = redis.NewFailoverClient(o)
 	default:
 		if len(hosts) > 1 {
@@ -252,16 +267,23 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		}
 		boundIO(q, &o.ContextTimeoutEnabled, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout)
 		o.TLSConfig = withTLS(o.TLSConfig, tc)
+		if watch != nil {
+			o.Dialer = plainDialer(watch, o.DialTimeout)
+		}
 		rdb = redis.NewClient(o)
 	}
 	d, err := newDriver(ctx, rdb, opts, true)
 	if err != nil {
 		_ = rdb.Close()
+		if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+			return nil, fmt.Errorf("redislock: connect: %w", cause)
+		}
 		if tc == nil {
 			err = tlsurl.HintPlaintext(err, strings.Replace(u.Scheme, Scheme, SchemeTLS, 1)+"://")
 		}
 		return nil, err
 	}
+	watch.Stop()
 	return d, nil
 }
 

@@ -1,13 +1,17 @@
 package redislock
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/internal/tlsurl"
+	"github.com/redis/go-redis/v9"
 )
 
 // tlsConfig is the TLS configuration a URL asks for: nil for a plaintext
@@ -38,4 +42,18 @@ func withTLS(parsed, tc *tls.Config) *tls.Config {
 	tc = tc.Clone()
 	tc.InsecureSkipVerify = tc.InsecureSkipVerify || parsed.InsecureSkipVerify
 	return tc
+}
+
+// plainDialer is go-redis's own dialer for a plaintext URL's clients, with
+// the connections made while Open runs watched for a TLS-only server (see
+// tlsurl.Watch).
+func plainDialer(w *tlsurl.Watch, timeout time.Duration) func(context.Context, string, string) (net.Conn, error) {
+	base := redis.NewDialer(&redis.Options{DialTimeout: timeout})
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := base(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return w.Conn(c, addr), nil
+	}
 }

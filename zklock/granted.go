@@ -63,7 +63,7 @@ type connectReader struct {
 func (c *connectReader) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if err != nil && c.got+n == 0 && c.g.tls == nil && c.g.refused != nil {
-		c.g.refused.probePlaintext(c.addr) // closed before answering: a TLS port?
+		c.g.refused.watch.ClosedBeforeAnswer(c.addr) // closed before answering: a TLS port?
 	}
 	if c.got < len(c.head) {
 		c.got += copy(c.head[c.got:], b[:n])

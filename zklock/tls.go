@@ -85,12 +85,19 @@ func definitive(err error) bool {
 
 // refusal keeps the first definitive reason a server refused the
 // connection, and tells the Open waiting for a session (go-zookeeper itself
-// would retry it until the session timeout, then again).
+// would retry it until the session timeout, then again). Its watch checks
+// plaintext connections closed before any answer (see tlsurl.Watch).
 type refusal struct {
 	once   sync.Once
 	err    error
 	notify func(error)
-	probed sync.Once
+	watch  *tlsurl.Watch
+}
+
+func newRefusal(notify func(error)) *refusal {
+	r := &refusal{notify: notify}
+	r.watch = tlsurl.NewWatch("tls=true", r.set)
+	return r
 }
 
 func (r *refusal) set(err error) {
@@ -102,26 +109,5 @@ func (r *refusal) set(err error) {
 		if r.notify != nil {
 			r.notify(err)
 		}
-	})
-}
-
-// probePlaintext is run when a server closed a plaintext connection
-// without answering, as a TLS-only port does (and a server that is not
-// serving yet): a TLS handshake, unverified since it only asks whether the
-// server speaks TLS, tells the two apart.
-func (r *refusal) probePlaintext(addr string) {
-	r.probed.Do(func() {
-		go func() {
-			d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 2 * time.Second},
-				Config: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}}
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			defer cancel()
-			c, err := d.DialContext(ctx, "tcp", addr)
-			if err != nil {
-				return
-			}
-			_ = c.Close()
-			r.set(fmt.Errorf("the server at %s speaks TLS only and closed the plaintext connection: use tls=true", addr))
-		}()
 	})
 }
