@@ -18,7 +18,7 @@ func TestConfigErrorsNameTheParameterNotThePath(t *testing.T) {
 		{"ca=" + junk, "ca:"},
 		{"ca=/nonexistent/s3cret.pem", "ca:"},
 		{"cert=" + junk, "cert and key go together"},
-		{"cert=" + junk + "&key=/nonexistent/s3cret-key.pem", "cert:"},
+		{"cert=" + junk + "&key=/nonexistent/s3cret-key.pem", "key:"},
 		{"cert=" + junk + "&key=" + junk, "cert/key:"},
 		{"insecure_skip_verify=yes please", "insecure_skip_verify"},
 	} {
