@@ -45,6 +45,8 @@
 //     full), and know that a restart frees every lock at once (holders learn
 //     of it at their next renewal). Fencing tokens here are NOT safe for
 //     fencing: after a restart or an eviction of the counter they start over.
+//   - No read-write locks or semaphores: Client.RWMutex and Client.Semaphore
+//     report ErrUnsupported (see kindsNote for why).
 package memcachedlock
 
 import (

@@ -74,7 +74,7 @@ func newDriver(ctx context.Context, db *sql.DB, opts Options) (*myDriver, error)
 // Migrate creates the tables if they are missing, and adds the columns
 // later versions added to tables an earlier one made.
 func (d *myDriver) Migrate(ctx context.Context) error {
-	for _, s := range schema {
+	for _, s := range append(append([]string{}, schema...), kindsSchema...) {
 		if _, err := d.db.ExecContext(ctx, s); err != nil {
 			return myErr("create tables", err)
 		}
@@ -105,7 +105,7 @@ func myErr(op string, err error) error {
 	}
 	var me *mysql.MySQLError
 	if errors.As(err, &me) && (me.Number == 1142 || me.Number == 1143 || me.Number == 1044) { // command/column/db access denied
-		return fmt.Errorf("mysqllock: %s: permission denied (%s): the user needs SELECT, INSERT, UPDATE and DELETE on dlock_locks, dlock_tokens and dlock_rows, and CREATE to make them (or run dlock migrate as a user who can): %w",
+		return fmt.Errorf("mysqllock: %s: permission denied (%s): the user needs SELECT, INSERT, UPDATE and DELETE on dlock_locks, dlock_tokens, dlock_rows, dlock_kinds, dlock_holds and dlock_waits, and CREATE to make them (or run dlock migrate as a user who can): %w",
 			op, me.Message, err)
 	}
 	return fmt.Errorf("mysqllock: %s: %w", op, err)
@@ -113,16 +113,21 @@ func myErr(op string, err error) error {
 
 func (d *myDriver) Caps() driver.Caps {
 	if d.mode == ModeTable {
-		return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Microsecond, Reentrant: true}
+		return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Microsecond, Reentrant: true,
+			Kinds: []driver.Kind{driver.Shared, driver.Write, driver.Permit}}
 	}
-	return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Microsecond, Blocking: true}
+	return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Microsecond, Blocking: true,
+		KindsNote: connKindsNote}
 }
 
 func (d *myDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	if r.Kind != driver.Exclusive {
-		return driver.Grant{}, dlock.ErrUnsupported
+	if r.Kind != driver.Exclusive && !d.Caps().Supports(r.Kind) {
+		return driver.Grant{}, fmt.Errorf("mysqllock: %w: %s", dlock.ErrUnsupported, d.Caps().KindsNote)
 	}
 	if d.mode == ModeTable {
+		if r.Kind != driver.Exclusive {
+			return d.acquireKind(ctx, r)
+		}
 		return d.acquireRow(ctx, r)
 	}
 	return d.acquireConn(ctx, r)
@@ -192,6 +197,28 @@ func (d *myDriver) Renew(ctx context.Context, batch []driver.Held) []driver.Rene
 		}
 		return res
 	}
+	var kinds []int
+	var rowsOnly []driver.Held
+	for i, h := range batch {
+		if h.Kind != driver.Exclusive {
+			kinds = append(kinds, i)
+		} else {
+			rowsOnly = append(rowsOnly, h)
+		}
+	}
+	if len(kinds) > 0 {
+		d.renewKinds(ctx, batch, res, kinds)
+		if len(rowsOnly) == 0 {
+			return res
+		}
+		rest, j := d.Renew(ctx, rowsOnly), 0
+		for i, h := range batch {
+			if h.Kind == driver.Exclusive {
+				res[i], j = rest[j], j+1
+			}
+		}
+		return res
+	}
 	// One UPDATE per distinct TTL (usually one), then one SELECT of which
 	// holds are live, in a transaction.
 	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
@@ -258,6 +285,9 @@ func (d *myDriver) Release(ctx context.Context, h driver.Held, count int) (int, 
 			return 0, fmt.Errorf("mysqllock: release: %w", dlock.ErrLeaseLost)
 		}
 		return 0, l.release(ctx)
+	}
+	if h.Kind != driver.Exclusive {
+		return d.releaseKind(ctx, h, count)
 	}
 	left, o, err := d.holds.Drop(ctx, h.Name, h.Owner, h.Token, count, h.TTL, d.releaseStmt(h.Name, h.Owner))
 	switch o {

@@ -112,8 +112,24 @@
 // token is committed on its own right after the lock is granted, so a
 // holder that crashed never gives its token to the next.
 //
-// The user needs SELECT, INSERT, UPDATE and DELETE on the three tables, and
-// CREATE to make them (or run `dlock migrate` once as a user who can); ALTER
+// # Read-write locks and semaphores (table mode)
+//
+// Client.RWMutex and Client.Semaphore work in table mode, as in pglock's
+// (see its package doc): a state row in dlock_kinds (token counter, arrival
+// counter, the semaphore's permit count) that each acquire transaction
+// locks FOR UPDATE, the holds in dlock_holds and the refused readers' and
+// writers' places in dlock_waits (records living 2 s at most unless renewed
+// by the next attempt), so a waiting writer keeps later readers out and
+// readers that waited before it go first. There are no notifications:
+// waiters poll, at most every second. Row and session modes report
+// ErrUnsupported with the reason (GET_LOCK has no shared mode; FOR SHARE
+// lets new readers past a waiting FOR UPDATE; neither waits for one of N).
+// A failed release of a read hold or permit is not settled as a Mutex's
+// is: the hold stays until its TTL.
+//
+// The user needs SELECT, INSERT, UPDATE and DELETE on the six tables
+// (dlock_locks, dlock_tokens, dlock_rows, dlock_kinds, dlock_holds,
+// dlock_waits), and CREATE to make them (or run `dlock migrate` once as a user who can); ALTER
 // on dlock_locks to add the label column to one made before holder labels.
 package mysqllock
 

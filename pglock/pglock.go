@@ -115,10 +115,37 @@
 // taken inside, a holder that crashed would roll it back and the next holder
 // would reuse its token.
 //
+// # Read-write locks and semaphores (table mode)
+//
+// Client.RWMutex and Client.Semaphore work in table mode; row and session
+// modes report ErrUnsupported with the reason (row locks let FOR SHARE pass
+// a waiting FOR UPDATE, so writers could starve; advisory locks have no
+// wait for one of N). A lock of a kind is a state row in dlock_kinds
+// (name, family: 1 read-write, 2 semaphore; its token counter, arrival
+// counter and the semaphore's permit count), its holds in dlock_holds
+// (name, family, owner; kind, holds, token, expires_at, label) and, for a
+// read-write lock, the records of refused readers and writers in
+// dlock_waits (owner, kind, arrival number, expiry). An acquire is one
+// transaction that locks the state row FOR UPDATE, drops expired holds and
+// records and decides on what is left: a read needs no write hold and no
+// writer waiting ahead of it, a write no hold and nobody waiting ahead of
+// it, a permit fewer live holds than the count (which must match the
+// stored one while there are holds: else ErrLimitMismatch). A refused read
+// or write keeps its place with a record that lives 2 s at most (its TTL
+// if shorter) unless its next attempt renews it; waiters come back within
+// half that, and at once on a release (NOTIFY dlock_release). So a waiting
+// writer keeps later readers out and readers that waited before it go
+// first; one that gives up holds the ones behind it back for at most 2 s.
+// Tokens come from the state row, so every grant of the lock, reads
+// included, takes a greater one. Unlike a Mutex's, a failed release of a
+// read hold or permit is not settled before the owner's next acquire: the
+// hold stays until its TTL (it is not re-entered, as owners are fresh per
+// call unless WithOwner).
+//
 // # Permissions
 //
 // The user needs SELECT, INSERT, UPDATE and DELETE on dlock_locks,
-// dlock_tokens and dlock_rows, and CREATE on the schema for Open to make
+// dlock_tokens, dlock_rows, dlock_kinds, dlock_holds and dlock_waits, and CREATE on the schema for Open to make
 // them (else run `dlock migrate` once as a user that can); to own
 // dlock_locks to add the label column to one made before holder labels.
 package pglock

@@ -71,7 +71,9 @@
 // channel "<prefix>:handoffs:<id>". Braces, and "%", in names are
 // percent-escaped inside the hash tag, so every key of a lock stays in one
 // Cluster slot. Acquire, re-entry, renewal and release
-// are each one Lua script (EVALSHA, falling back to EVAL on NOSCRIPT).
+// are each one Lua script (EVALSHA, falling back to EVAL on NOSCRIPT). The
+// Redlock backend (package redlock) keeps the same layout, with the same
+// scripts, on each of its masters.
 //
 // # Waiting
 //
@@ -93,6 +95,38 @@
 // the grant counts from that script's send time; otherwise the waiter keeps
 // waiting. A waiter that gives up leaves the queue, and passes on a lock
 // handed to it meanwhile.
+//
+// # Read-write locks and semaphores
+//
+// A read-write lock (dlock's RWMutex: read and write holds) and a
+// semaphore of a name are locks of their own, beside the mutex of that
+// name, in keys of their own in the same hash slot: "<prefix>:{<name>}:rw"
+// and "<prefix>:{<name>}:sem", each with ":exp", ":token", ":queue" and
+// ":queueinfo" keys. The first is a hash of holds (field: kind letter and
+// owner id; value: hold count, token, the last requests that changed the
+// hold, label) and, for a semaphore, the permit count its holders use;
+// ":exp" a sorted set of each hold's expiry on the server's clock, since
+// every hold has a lease of its own (Redis 7.0 keeps no TTL per hash
+// field): every script first drops the holds whose lease ran out. Every
+// grant of either kind takes the next value of the one ":token" counter, so
+// a write hold's token is above every earlier read's.
+//
+// Waiting is the mutex's: one fair queue per lock, refreshed places, a
+// handoff that only wakes the waiter, proven by its next script, and undone
+// when a waiter gives up. A write hold is granted when nothing is held, a
+// read hold when no write hold is, a permit while fewer than the count are
+// held; a request that finds anyone queued queues behind them, so a waiting
+// writer holds back the readers that arrive after it. A release (or a
+// waiter giving up, or a lease found expired) serves the queue from its
+// head for as long as the waiters there fit: every reader up to the first
+// writer that must wait, a writer once nothing is held, permits while any
+// is free. A semaphore request whose permit count differs from the one its
+// live holders use fails with ErrLimitMismatch; with no live holder, the
+// new count replaces the old. Inspect of a read-write lock or semaphore
+// lists every live hold. A read request by the owner of the write hold
+// (or the reverse) is not a re-entry: it waits like any other (dlock itself
+// gives a read under a write hold a lease on the write hold, and refuses a
+// read-to-write upgrade).
 //
 // # Guarantees and non-guarantees
 //
@@ -139,6 +173,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/redisnode"
 	"github.com/dlock/dlock/internal/tlsurl"
 	"github.com/redis/go-redis/v9"
 )
@@ -154,10 +189,7 @@ const (
 )
 
 const (
-	defaultPrefix = "dlock"
-	waiterTTL     = 3 * time.Second // a queue place not refreshed for this long expires
-	keepAlive     = waiterTTL / 3   // how often a waiter refreshes its place
-	handoffTTL    = waiterTTL       // TTL cap of a lock handed to a waiter
+	keepAlive = redisnode.WaiterTTL / 3 // how often a waiter refreshes its place
 	// cleanupTimeout bounds the best-effort undo of a request given up on.
 	cleanupTimeout = 2 * time.Second
 )

@@ -1,7 +1,7 @@
 // Package redlock is the dlock backend for Redlock: a lock held on a
 // majority of N independent Redis masters, as the Redlock specification
 // states it, using the Redis backend's layout and scripts on each node
-// (redislock.Node).
+// (they live in an internal package both backends share).
 //
 // # URLs
 //
@@ -58,9 +58,26 @@
 // which dlock cannot enforce: run Redis with appendonly yes and appendfsync
 // always, or delay restarts.
 //
+// # Mutexes only
+//
+// Redlock offers no read-write locks and no semaphores (Caps.Kinds is
+// empty; dlock refuses an RWMutex or Semaphore with ErrUnsupported). A
+// semaphore's count cannot be kept by majorities: each node counts only the
+// permits it granted, and a permit held on a majority does not bound the
+// holders: with 3 nodes and 2 permits, 3 holders can each hold 2 of the 3
+// nodes while no node counts more than 2. A read-write lock's exclusion
+// would survive (any two majorities share a node), but its writer
+// preference would not: Redlock's waiters retry when a node announces a
+// release, with no queue across nodes, so a stream of readers could starve
+// a writer. Use package
+// redislock (one deployment, with a queue) or a consensus store for them.
+//
 // Redlock assumes bounded clock drift and process pauses shorter than the
 // validity; where that cannot be assumed, use a consensus store (etcd,
 // ZooKeeper) and fencing tokens.
+//
+// No read-write locks or semaphores: Client.RWMutex and Client.Semaphore
+// report ErrUnsupported (see kindsNote for why).
 package redlock
 
 import (
