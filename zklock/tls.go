@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/internal/tlsurl"
+	"github.com/go-zookeeper/zk"
 )
 
 // tlsDialer makes the connections of a zk:// URL with tls=true: TLS to
@@ -110,4 +111,29 @@ func (r *refusal) set(err error) {
 			r.notify(err)
 		}
 	})
+}
+
+// addAuth adds digest credentials to conn, bounded by ctx and by the 10s
+// Open waits for a session, and reports a refusal's reason (see refusal):
+// go-zookeeper's AddAuth waits for a connection, and when a round of
+// servers fails it says only "could not connect to a server". On failure
+// the caller closes conn, which ends an AddAuth still waiting.
+func addAuth(ctx context.Context, conn *zk.Conn, auth []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- conn.AddAuth("digest", auth) }()
+	var err error
+	select {
+	case err = <-done:
+		if err == nil {
+			return nil
+		}
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+		return fmt.Errorf("zklock: connect: %w", cause)
+	}
+	return fmt.Errorf("zklock: auth: %w", err)
 }

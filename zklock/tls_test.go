@@ -37,6 +37,9 @@ func TestTLS(t *testing.T) {
 			t.Errorf("refused certificate reported as a timeout: %v", err)
 		}
 		drivertest.CheckURL(t, other+"&insecure_skip_verify=true")
+		// With credentials too: go-zookeeper's AddAuth, run first, said only
+		// "could not connect to a server".
+		drivertest.WantOpenError(t, "zk://dlock:pw@localhost:"+port+"/tls?tls=true"+ca, "certificate", "localhost")
 	})
 	t.Run("Plaintext", func(t *testing.T) {
 		start := time.Now()

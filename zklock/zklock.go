@@ -241,9 +241,9 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	opts.Events = events
 	if u.User != nil {
 		pw, _ := u.User.Password()
-		if err := conn.AddAuth("digest", []byte(u.User.Username()+":"+pw)); err != nil {
+		if err := addAuth(ctx, conn, []byte(u.User.Username()+":"+pw)); err != nil {
 			conn.Close()
-			return nil, fmt.Errorf("zklock: auth: %w", err)
+			return nil, err
 		}
 		opts.ACL = zk.DigestACL(zk.PermAll, u.User.Username(), pw)
 	}
