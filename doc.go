@@ -52,7 +52,12 @@
 // redis+sentinel://, redis+cluster://, redlock://, etcd://, etcds://,
 // zk://, postgres://, mysql://, memcached://. A host part may list several
 // hosts separated by commas. Each backend's package doc lists its
-// parameters. Passwords in URLs never appear in errors or logs.
+// parameters. TLS takes the same parameters on every backend but
+// PostgreSQL (which takes libpq's sslmode, sslrootcert, sslcert, sslkey):
+// the TLS scheme (rediss, etcds) or tls=true, then ca=, cert=, key=, and
+// insecure_skip_verify=true, the only way to turn verification off.
+// Passwords in URLs, and TLS key paths and key passwords, never appear in
+// errors or logs.
 //
 // # Errors
 //

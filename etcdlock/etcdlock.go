@@ -8,6 +8,19 @@
 //
 // Users with a client already use Open.
 //
+// # TLS
+//
+// etcds:// speaks TLS (1.2 or later) to every endpoint and verifies each
+// server certificate against the endpoint's host, with the system's CAs or
+// the PEM file ca= names. cert= and key= give a client certificate, for
+// servers run with --client-cert-auth. insecure_skip_verify=true (and
+// nothing else) turns verification off. etcd:// refuses these parameters
+// rather than ignore them. A connection the server or dlock refuses at the
+// TLS level (an untrusted certificate or one for another name, a missing
+// client certificate, a plaintext URL against a TLS-only port) fails Open
+// at once with gRPC's reason and a hint, instead of waiting out the
+// connect timeout. Errors never show a key's path.
+//
 // # Bounded I/O
 //
 // A client built from a URL dials with a timeout (dial_timeout, 5s) and pings
@@ -115,7 +128,6 @@ package etcdlock
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net/url"
 	"strings"
@@ -123,7 +135,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
-	"go.etcd.io/etcd/client/pkg/v3/transport"
+	"github.com/dlock/dlock/internal/tlsurl"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -164,22 +176,17 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	scheme := "http://"
 	if u.Scheme == SchemeTLS {
 		scheme = "https://"
-		tlsInfo := transport.TLSInfo{TrustedCAFile: q.Get("ca"), CertFile: q.Get("cert"), KeyFile: q.Get("key")}
-		var tc *tls.Config
-		var err error
-		if tlsInfo.CertFile != "" || tlsInfo.TrustedCAFile != "" {
-			tc, err = tlsInfo.ClientConfig()
-		} else {
-			tc = &tls.Config{MinVersion: tls.VersionTLS12}
-		}
+		tc, err := tlsurl.Config(q)
 		if err != nil {
-			return nil, fmt.Errorf("etcdlock: %w: TLS files: %v", dlock.ErrInvalidURL, err)
+			return nil, fmt.Errorf("etcdlock: %w: %v", dlock.ErrInvalidURL, err)
 		}
 		cfg.TLS = tc
+	} else if tlsurl.Has(q) {
+		return nil, fmt.Errorf("etcdlock: %w: ca, cert, key and insecure_skip_verify need TLS: use etcds://", dlock.ErrInvalidURL)
 	}
 	for k := range q {
 		switch k {
-		case "ca", "cert", "key":
+		case "ca", "cert", "key", "insecure_skip_verify":
 		case "dial_timeout":
 			d, err := time.ParseDuration(q.Get(k))
 			if err != nil || d <= 0 {
@@ -206,6 +213,10 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("etcdlock: connect: %w", err)
+	}
+	if err := connectionRefusal(ctx, cli, cfg.TLS, q.Has("cert")); err != nil {
+		_ = cli.Close()
+		return nil, err
 	}
 	d, err := newDriver(ctx, cli, strings.TrimPrefix(u.Path, "/"), true)
 	if err != nil {

@@ -4,10 +4,25 @@
 //
 // # URLs
 //
-//	mysql://user:password@host:3306/db?mode=table|row|session[&max_held=16][&tls=true|skip-verify|custom]
+//	mysql://user:password@host:3306/db?mode=table|row|session[&max_held=16][&tls=true|skip-verify|preferred]
+//	mysql://user@host:3306/db?tls=true&ca=/etc/dlock/ca.pem[&cert=client.pem&key=client-key.pem]
 //
 // Other query parameters are passed to the driver's DSN. Users with a pool
 // already use Open.
+//
+// # TLS
+//
+// tls=true speaks TLS (1.2 or later) and verifies the server's certificate
+// against its host, with the system's CAs or the PEM file ca= names; cert=
+// and key= give a client certificate (for accounts created REQUIRE X509).
+// Verification is off only when asked for, by the driver's own
+// tls=skip-verify (or insecure_skip_verify=true with tls=true);
+// tls=preferred also falls back to plaintext. ca, cert, key and
+// insecure_skip_verify without tls=true or skip-verify are refused, not
+// ignored. A server with require_secure_transport=ON refuses a plaintext
+// URL: MySQL says "Connections using insecure transport are prohibited",
+// MariaDB says "Access denied", to which dlock adds that TLS may be
+// wanted. Errors never show a key's path.
 //
 // # Modes
 //
@@ -191,12 +206,16 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		case "mode", "max_held":
 		case "tls":
 			cfg.TLSConfig = v[0]
+		case "ca", "cert", "key", "insecure_skip_verify": // urlTLS
 		default:
 			if cfg.Params == nil {
 				cfg.Params = map[string]string{}
 			}
 			cfg.Params[k] = v[0]
 		}
+	}
+	if err := urlTLS(cfg, q); err != nil {
+		return nil, err
 	}
 	if err := cfg.Apply(); err != nil {
 		return nil, fmt.Errorf("mysqllock: %w: %v", dlock.ErrInvalidURL, err)
@@ -209,6 +228,9 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	d, err := newDriver(ctx, db, opts)
 	if err != nil {
 		_ = db.Close()
+		if cfg.TLS == nil {
+			err = hintTLS(err)
+		}
 		return nil, err
 	}
 	return d, nil

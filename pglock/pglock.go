@@ -8,6 +8,21 @@
 //
 // (postgresql:// too). Users with a pool already use Open.
 //
+// # TLS
+//
+//	postgres://user@host:5432/db?sslmode=verify-full&sslrootcert=/etc/dlock/ca.pem[&sslcert=client.pem&sslkey=client-key.pem]
+//
+// TLS takes libpq's parameters, which pgx reads: sslmode=verify-full
+// verifies the server's certificate and its name (use it in production);
+// sslrootcert names the CA's PEM file; sslcert and sslkey (and sslpassword
+// for an encrypted key) give a client certificate, for cert authentication
+// in pg_hba.conf. Verification is off only where libpq's sslmode says so:
+// require (without sslrootcert), prefer and allow encrypt without verifying
+// the server, and pgx's default is prefer, which also falls back to
+// plaintext. A server that takes TLS only (hostssl lines) refuses
+// sslmode=disable with "no pg_hba.conf entry … no encryption". Errors
+// never show sslkey or sslpassword.
+//
 // # Modes
 //
 //		mode     how a lock is held                      a dead holder's lock ends   waiting                 cost while held

@@ -15,6 +15,24 @@
 // and read and write timeouts of 3 s unless the URL sets its own. Users with
 // a client already use Open.
 //
+// # TLS
+//
+//	rediss://host:6379[/db]?ca=/etc/dlock/ca.pem[&cert=client.pem&key=client-key.pem]
+//	rediss+sentinel://s1:26379,s2:26379/mymaster?ca=…   rediss+cluster://h1:6379,h2:6379?ca=…
+//
+// The rediss schemes speak TLS (1.2 or later) to every server, sentinel and
+// Cluster node, and verify each certificate against the host dlock dials
+// (for a Cluster, each node's own address, not the first seed's name) and
+// the system's CAs, or the PEM file ca= names instead. cert= and key= give
+// a client certificate (for tls-auth-clients yes). insecure_skip_verify=true
+// turns verification off (go-redis's own skip_verify=true too); nothing
+// else does. The plaintext schemes refuse these parameters rather than
+// ignore them. A plaintext URL against a TLS-only port fails at Open, at
+// once, saying the server speaks TLS only (dlock checks with a handshake of
+// its own when a server closes a new connection without answering) and
+// suggesting rediss, where go-redis alone would retry (for Sentinel, some
+// 12 s) and report EOF. Errors never show a key's path.
+//
 // # Your own client
 //
 // dlock gives every renewal a deadline: the lease's, a margin before the
@@ -156,6 +174,7 @@ import (
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/internal/redisnode"
+	"github.com/dlock/dlock/internal/tlsurl"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -211,6 +230,19 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	q := u.Query()
 	opts := Options{KeyPrefix: q.Get("prefix")}
 	q.Del("prefix")
+	tc, err := tlsConfig(u.Scheme, q)
+	if err != nil {
+		return nil, err
+	}
+	tlsurl.Del(q)
+	// A plaintext URL against a TLS-only server: say so at once, where
+	// go-redis would retry (for Sentinel, some 12 s) and report EOF.
+	ctx, refused := context.WithCancelCause(ctx)
+	defer refused(nil)
+	var watch *tlsurl.Watch
+	if tc == nil {
+		watch = tlsurl.NewWatch(strings.Replace(u.Scheme, Scheme, SchemeTLS, 1)+"://", refused)
+	}
 	v := *u
 	v.RawQuery = q.Encode()
 	base, _ := strings.CutSuffix(u.Scheme, "+sentinel")
@@ -230,6 +262,10 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 			return nil, fmt.Errorf("redislock: %w: %v", dlock.ErrInvalidURL, err)
 		}
 		boundIO(q, &o.ContextTimeoutEnabled, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout)
+		o.TLSConfig = withTLS(o.TLSConfig, tc)
+		if watch != nil {
+			o.Dialer = plainDialer(watch, o.DialTimeout)
+		}
 		rdb = redis.NewClusterClient(o)
 	case strings.HasSuffix(u.Scheme, "+sentinel"):
 		master := strings.Trim(u.Path, "/")
@@ -248,6 +284,10 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		// The URL's credentials are the data nodes'; sentinels usually share them.
 		o.Username, o.Password = o.SentinelUsername, o.SentinelPassword
 		boundIO(q, &o.ContextTimeoutEnabled, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout)
+		o.TLSConfig = withTLS(o.TLSConfig, tc)
+		if watch != nil {
+			o.Dialer = plainDialer(watch, o.DialTimeout)
+		}
 		rdb = redis.NewFailoverClient(o)
 	default:
 		if len(hosts) > 1 {
@@ -258,13 +298,24 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 			return nil, fmt.Errorf("redislock: %w: %v", dlock.ErrInvalidURL, err)
 		}
 		boundIO(q, &o.ContextTimeoutEnabled, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout)
+		o.TLSConfig = withTLS(o.TLSConfig, tc)
+		if watch != nil {
+			o.Dialer = plainDialer(watch, o.DialTimeout)
+		}
 		rdb = redis.NewClient(o)
 	}
 	d, err := newDriver(ctx, rdb, opts, true)
 	if err != nil {
 		_ = rdb.Close()
+		if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+			return nil, fmt.Errorf("redislock: connect: %w", cause)
+		}
+		if tc == nil {
+			err = tlsurl.HintPlaintext(err, strings.Replace(u.Scheme, Scheme, SchemeTLS, 1)+"://")
+		}
 		return nil, err
 	}
+	watch.Stop()
 	return d, nil
 }
 

@@ -6,6 +6,15 @@
 // # URLs
 //
 //	redlock://[user:password@]h1:6379,h2:6379,h3:6379[/db][?tls=true&node_timeout=50ms&prefix=dlock]
+//	redlock://h1:6379,h2:6379,h3:6379?tls=true&ca=/etc/dlock/ca.pem[&cert=client.pem&key=client-key.pem]
+//
+// tls=true speaks TLS (1.2 or later) to every node and verifies each
+// node's certificate against that node's host, with the system's CAs or
+// the PEM file ca= names; cert= and key= give a client certificate, and
+// insecure_skip_verify=true (and nothing else) turns verification off.
+// Without tls=true these parameters are refused, not ignored. A plaintext
+// URL against TLS-only nodes fails at Open, saying the servers closed the
+// connection and suggesting tls=true. Errors never show a key's path.
 //
 // At least 3 distinct nodes; an odd number (5 is usual). Users needing other
 // settings per node (each its own password, TLS or db) pass their clients to
@@ -83,6 +92,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/tlsurl"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -138,9 +148,14 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		switch k {
 		case "prefix":
 		case "tls":
-			if v[0] == "true" {
+			on, err := strconv.ParseBool(v[0])
+			if err != nil {
+				return nil, fmt.Errorf("redlock: %w: tls=%q: want true or false", dlock.ErrInvalidURL, v[0])
+			}
+			if on {
 				base.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 			}
+		case "ca", "cert", "key", "insecure_skip_verify": // below
 		case "node_timeout":
 			d, err := time.ParseDuration(v[0])
 			if err != nil || d <= 0 {
@@ -150,6 +165,9 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		default:
 			return nil, fmt.Errorf("redlock: %w: unknown parameter %q", dlock.ErrInvalidURL, k)
 		}
+	}
+	if err := urlTLS(q, &base); err != nil {
+		return nil, err
 	}
 	hosts := driver.Hosts(u)
 	if err := checkNodes(hosts); err != nil {
@@ -161,7 +179,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		o.Addr = h
 		if o.TLSConfig != nil {
 			o.TLSConfig = o.TLSConfig.Clone()
-			o.TLSConfig.ServerName = strings.Split(h, ":")[0]
+			o.TLSConfig.ServerName = serverName(h)
 		}
 		clients[i] = redis.NewClient(&o)
 	}
@@ -169,6 +187,9 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	if err != nil {
 		for _, c := range clients {
 			_ = c.Close()
+		}
+		if base.TLSConfig == nil {
+			err = tlsurl.HintPlaintext(err, "tls=true")
 		}
 		return nil, err
 	}

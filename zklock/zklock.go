@@ -7,8 +7,25 @@
 //
 //	zk://[user:password@]host:2181[,host2:2181…][/chroot][?session_timeout=10s]
 //
+//	zk://host:2281[,host2:2281…][/chroot]?tls=true[&ca=/etc/dlock/ca.pem&cert=client.pem&key=client-key.pem]
+//
 // user:password adds digest authentication, and nodes dlock creates then
 // carry a creator-only digest ACL. Users with a connection already use Open.
+//
+// # TLS
+//
+// tls=true speaks TLS (1.2 or later) to ZooKeeper's secure client port
+// (secureClientPort, which needs serverCnxnFactory=NettyServerCnxnFactory
+// on the server), verifying each certificate against the host as written
+// in the URL (go-zookeeper dials the addresses a host resolves to) with the
+// system's CAs or the PEM file ca= names; cert= and key= give a client
+// certificate (ssl.clientAuth). Only insecure_skip_verify=true turns
+// verification off. TLS parameters without tls=true are refused, not
+// ignored. A refused certificate, or a plaintext URL against a TLS-only
+// port (dlock then checks, with a handshake of its own, that the port
+// speaks TLS), ends Open at once with the reason instead of go-zookeeper
+// retrying until the session wait times out. Errors never show a key's
+// path.
 //
 // # Layout: Curator's
 //
@@ -205,6 +222,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	opts := Options{SessionTimeout: 10 * time.Second, CloseConn: true}
 	for k, v := range u.Query() {
 		switch k {
+		case "tls", "ca", "cert", "key", "insecure_skip_verify": // urlTLS
 		case "session_timeout":
 			d, err := time.ParseDuration(v[0])
 			if err != nil || d <= 0 {
@@ -220,7 +238,15 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		return nil, fmt.Errorf("zklock: %w: want zk://host:2181[,host:2181…][/chroot]", dlock.ErrInvalidURL)
 	}
 	chroot := strings.TrimSuffix(u.Path, "/")
-	opts.granted = &granted{}
+	td, err := urlTLS(u.Query(), hosts)
+	if err != nil {
+		return nil, err
+	}
+	// A connection refused for good (a certificate, TLS on one side only)
+	// ends the wait for a session at once, with its reason.
+	ctx, refused := context.WithCancelCause(ctx)
+	defer refused(nil)
+	opts.granted = &granted{tls: td, refused: newRefusal(refused)}
 	conn, events, err := zk.Connect(hosts, opts.SessionTimeout, zk.WithLogger(zkLogger{driver.Logger(ctx).With("backend", Scheme)}), zk.WithDialer(opts.granted.dial))
 	if err != nil {
 		return nil, fmt.Errorf("zklock: connect: %w", err)
@@ -228,17 +254,21 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	opts.Events = events
 	if u.User != nil {
 		pw, _ := u.User.Password()
-		if err := conn.AddAuth("digest", []byte(u.User.Username()+":"+pw)); err != nil {
+		if err := addAuth(ctx, conn, []byte(u.User.Username()+":"+pw)); err != nil {
 			conn.Close()
-			return nil, fmt.Errorf("zklock: auth: %w", err)
+			return nil, err
 		}
 		opts.ACL = zk.DigestACL(zk.PermAll, u.User.Username(), pw)
 	}
 	d, err := newDriver(ctx, conn, chroot, opts)
 	if err != nil {
 		conn.Close()
+		if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+			return nil, fmt.Errorf("zklock: connect: %w", cause)
+		}
 		return nil, err
 	}
+	opts.granted.refused.watch.Stop()
 	return d, nil
 }
 
