@@ -10,6 +10,7 @@ import (
 	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/internal/sqlbase"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Read-write locks and semaphores, table mode (see the package doc).
@@ -58,6 +59,31 @@ const (
 // that locks the lock's state row first, so that the holds and waiting
 // records it reads are those it decides on.
 func (d *pgDriver) acquireKind(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	var g driver.Grant
+	var verdict sqlbase.Verdict
+	var limit int
+	var err error
+	for try := 0; ; try++ { // a deadlock with a renewal batch (hold rows of several locks) is retried
+		g, verdict, limit, err = d.tryKind(ctx, r)
+		var pe *pgconn.PgError
+		if err == nil || try == 3 || !errors.As(err, &pe) || pe.Code != "40P01" || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return driver.Grant{}, pgErr("acquire", err)
+	}
+	switch verdict {
+	case sqlbase.Mismatch:
+		return driver.Grant{}, fmt.Errorf("pglock: %w: %q is held with %d permits, asked with %d", dlock.ErrLimitMismatch, r.Name, limit, r.Limit)
+	case sqlbase.KindHeld:
+		return driver.Grant{}, fmt.Errorf("pglock: %w: %q is held by this owner as another kind", dlock.ErrUnsupported, r.Name)
+	}
+	return g, nil
+}
+
+// tryKind runs one acquire transaction.
+func (d *pgDriver) tryKind(ctx context.Context, r driver.Request) (driver.Grant, sqlbase.Verdict, int, error) {
 	fam := sqlbase.Family(r.Kind)
 	var g driver.Grant
 	var verdict sqlbase.Verdict
@@ -145,16 +171,7 @@ WHERE name = $1 AND family = $2 AND owner = $3`, r.Name, fam, r.Owner, sqlbase.W
 		}
 		return nil
 	})
-	if err != nil {
-		return driver.Grant{}, pgErr("acquire", err)
-	}
-	switch verdict {
-	case sqlbase.Mismatch:
-		return driver.Grant{}, fmt.Errorf("pglock: %w: %q is held with %d permits, asked with %d", dlock.ErrLimitMismatch, r.Name, limit, r.Limit)
-	case sqlbase.KindHeld:
-		return driver.Grant{}, fmt.Errorf("pglock: %w: %q is held by this owner as another kind", dlock.ErrUnsupported, r.Name)
-	}
-	return g, nil
+	return g, verdict, limit, err
 }
 
 // kindHolds reads the live holds of a read-write lock or semaphore.
