@@ -515,7 +515,7 @@ func (s *suite) testRWInspect(t *testing.T) {
 		if h.Kind != dlock.KindShared {
 			t.Errorf("holder %+v; want kind shared", h)
 		}
-		if !s.caps.SessionBound && (h.TTL <= 0 || h.TTL > dlock.DefaultTTL) {
+		if !s.caps.SessionBound && !s.caps.ConnBound && (h.TTL <= 0 || h.TTL > dlock.DefaultTTL) {
 			t.Errorf("holder %+v: TTL not in (0, %v]", h, dlock.DefaultTTL)
 		}
 	}

@@ -90,8 +90,11 @@ func TestRunKinds(t *testing.T) {
 // A backend without the kinds says so, with exit 2.
 func TestRunKindsUnsupported(t *testing.T) {
 	u := testserver.PostgresURL(testserver.Postgres(t)) + "&mode=session"
-	res := dlockCmd(t, nil, "run", "--backend", u, "--shared", "x", "--", "true")
+	res := dlockCmd(t, nil, "run", "--backend", u, "--permits", "2", "x", "--", "true")
 	if res.code != 2 || !strings.Contains(res.stderr, "advisory locks") {
-		t.Fatalf("run --shared on session mode: exit %d %q; want 2 and the reason", res.code, res.stderr)
+		t.Fatalf("run --permits on session mode: exit %d %q; want 2 and the reason", res.code, res.stderr)
+	}
+	if res := dlockCmd(t, nil, "run", "--backend", u, "--shared", "--no-wait", "x", "--", "true"); res.code != 0 {
+		t.Fatalf("run --shared on session mode: exit %d %q", res.code, res.stderr)
 	}
 }
