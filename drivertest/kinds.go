@@ -612,9 +612,8 @@ func (s *suite) testSemaphoreCount(t *testing.T, cut bool) {
 		}()
 	}
 	wg.Wait()
-	if most.Load() < 2 {
-		t.Fatalf("at most %d holders at once of %d permits; want them shared", most.Load(), limit)
-	}
+	// (That permits are held together at all is SemaphoreTokens' to show,
+	// deterministically: how many overlap here depends on timing.)
 	t.Logf("%d holds, at most %d at once", done.Load(), most.Load())
 }
 
