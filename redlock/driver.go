@@ -355,6 +355,7 @@ func (s *subscription) Close() error {
 }
 
 // kindsNote is why Redlock holds no read-write locks or semaphores.
-const kindsNote = "Redlock's nodes grant independently, each on a majority: a permit count is not kept " +
-	"(with 3 nodes and 2 permits, holders granted on {A,B}, {B,C} and {A,C} make 3 while each node sees 2), " +
-	"and nodes that never agree on an order cannot queue a waiting writer ahead of later readers"
+const kindsNote = "Redlock's nodes grant independently: a permit or read hold counted on one majority " +
+	"and a write hold or permit counted on another are not ordered against each other, and a waiting " +
+	"writer cannot be queued ahead of readers on nodes that never agree on an order, so neither the " +
+	"permit count nor writer preference could be kept"
