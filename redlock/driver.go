@@ -359,9 +359,3 @@ func (s *subscription) Close() error {
 	s.wg.Wait()
 	return nil
 }
-
-// kindsNote is why Redlock holds no read-write locks or semaphores.
-const kindsNote = "Redlock's nodes grant independently: a permit or read hold counted on one majority " +
-	"and a write hold or permit counted on another are not ordered against each other, and a waiting " +
-	"writer cannot be queued ahead of readers on nodes that never agree on an order, so neither the " +
-	"permit count nor writer preference could be kept"
