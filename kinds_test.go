@@ -210,7 +210,5 @@ func TestWaitQueuesPerFamily(t *testing.T) {
 
 // queued reports whether a waiter of name's Mutex is in c's local queue.
 func (c *Client) queued(name string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.queues[name] != nil
+	return c.waiters.Taken(name)
 }

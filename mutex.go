@@ -76,18 +76,18 @@ func (c *Client) acquire(ctx context.Context, op string, s lockSpec, try bool) (
 		return nil, c.wrap(op, s.name, err)
 	}
 	k := holdKey{s.name, owner, kind}
-	e, err := c.enter(ctx, k, try)
+	t, err := c.enter(ctx, k, try)
 	if err != nil {
 		return nil, c.wrap(op, s.name, gaveUp(ctx, err))
 	}
-	defer c.leave(k, e)
+	defer t.Done()
 	label := s.opts.label
 	if label == "" {
 		label = c.label
 	}
 	req := driver.Request{Name: s.name, Owner: owner, Label: label, TTL: s.opts.ttl, Kind: kind, Limit: s.limit}
 
-	if l, err := c.reenter(ctx, e, req); l != nil || err != nil {
+	if l, err := c.reenter(ctx, k, req); l != nil || err != nil {
 		return l, c.wrap(op, s.name, err)
 	}
 	if err := c.awaitFreed(ctx, k); err != nil { // the owner's last hold is being released
@@ -96,7 +96,7 @@ func (c *Client) acquire(ctx context.Context, op string, s lockSpec, try bool) (
 	began := time.Now()
 	var l *Lease
 	for {
-		g, sent, err := c.obtain(ctx, e, req, try)
+		g, sent, err := c.obtain(ctx, t, req, try)
 		if err != nil {
 			err = gaveUp(ctx, err)
 			if c.hooks.Refused != nil && errors.Is(err, ErrNotAcquired) {
@@ -104,7 +104,7 @@ func (c *Client) acquire(ctx context.Context, op string, s lockSpec, try bool) (
 			}
 			return nil, c.wrap(op, s.name, err)
 		}
-		l, err = c.grant(ctx, e, req, g, sent, !s.opts.noRenewal)
+		l, err = c.grant(ctx, k, req, g, sent, !s.opts.noRenewal)
 		switch {
 		case errors.Is(err, errStaleGrant) && try:
 			return nil, c.wrap(op, s.name, fmt.Errorf("%w: %w", ErrNotAcquired, err))
@@ -131,9 +131,9 @@ func gaveUp(ctx context.Context, err error) error {
 }
 
 // reenter gives the owner a new lease on the hold it has, if it has one.
-func (c *Client) reenter(ctx context.Context, e *entry, req driver.Request) (*Lease, error) {
+func (c *Client) reenter(ctx context.Context, k holdKey, req driver.Request) (*Lease, error) {
 	c.mu.Lock()
-	h := e.hold
+	h := c.holds[k]
 	c.mu.Unlock()
 	if h == nil || h.checkDeadline() != nil { // none, or past its deadline: lost
 		return nil, nil
@@ -192,7 +192,7 @@ var errStaleGrant = errors.New("grant confirmed too late to be safe")
 // less than grantMargin: a process paused while the lock was handed to it,
 // or a slow round trip, must not get a lease that is about to end or has
 // ended, whatever the driver said.
-func (c *Client) grant(ctx context.Context, e *entry, req driver.Request, g driver.Grant, sent time.Time, renew bool) (*Lease, error) {
+func (c *Client) grant(ctx context.Context, k holdKey, req driver.Request, g driver.Grant, sent time.Time, renew bool) (*Lease, error) {
 	if !g.Since.IsZero() { // the driver knows when the grant was proven
 		sent = minTime(g.Since, time.Now()) // never a time still to come
 	}
@@ -226,7 +226,7 @@ func (c *Client) grant(ctx context.Context, e *entry, req driver.Request, g driv
 		_, err := c.drv.Release(ctx, h.held(), 1)
 		return nil, errors.Join(ErrClosed, err)
 	}
-	e.hold = h
+	c.holds[k] = h
 	l := h.newLease()
 	c.mu.Unlock()
 	c.sched.add(h, sent, validity)

@@ -110,8 +110,8 @@ func (c *Client) kindFor(owner string, s lockSpec) (driver.Kind, error) {
 		other = driver.Shared
 	}
 	c.mu.Lock()
-	e := c.entries[holdKey{s.name, owner, other}]
-	held := e != nil && e.hold != nil && !e.hold.detached
+	h := c.holds[holdKey{s.name, owner, other}]
+	held := h != nil && !h.detached
 	c.mu.Unlock()
 	switch {
 	case !held:

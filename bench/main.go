@@ -72,7 +72,14 @@ func main() {
 	docs := flag.String("docs", "../docs", "where to write results")
 	leases := flag.Int("leases", 10000, "leases held in the many-leases scenario (0 skips it)")
 	kinds := flag.Bool("kinds", false, "measure only read-write locks and semaphores against the mutex (kinds.go), print a table, write nothing")
+	redraw := flag.Bool("charts", false, "only redraw the charts from the docs' benchmarks.json")
 	flag.Parse()
+	if *redraw {
+		if err := redrawCharts(*docs); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	ctx := context.Background()
 	env := newEnv()
 	defer env.close()

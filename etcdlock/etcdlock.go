@@ -37,6 +37,37 @@
 // an empty value and never read it: Inspect reports their holders with no
 // owner id or label.
 //
+// # Read-write locks and semaphores
+//
+// Each hold or waiter of a read-write lock or semaphore has a key of its
+// own under the session's lease, with the owner id and label as value, and
+// the queue is ordered by create revision as the mutex's is. The keys start
+// with a family marker and end the name with a NUL (which names cannot
+// hold), so they never fall under a mutex's prefix nor under another name:
+//
+//	<prefix>\x00rw\x00NAME\x00r/<lease>_<random>    a reader
+//	<prefix>\x00rw\x00NAME\x00w/<lease>_<random>    a writer
+//	<prefix>\x00sem\x00NAME\x00<lease>_<random>     a permit
+//	<prefix>\x00sem\x00NAME                         the permit count, in decimal
+//
+// A reader holds when no writer's key comes before its own (a queued writer
+// keeps later readers out) and watches only the last writer's key before it;
+// a writer holds when no key comes before its own and watches only the key
+// just before it. A permit holds when fewer than the limit of keys come
+// before its own. Any of those may go first, so a permit waiter watches the
+// deletions under the semaphore's prefix and reads again only once enough of
+// the keys it counted before it are gone. The put of a permit's key is
+// guarded in its transaction by the stored count: it goes in while the count
+// is the caller's, or, storing the caller's, while the semaphore has no keys
+// (or no count); otherwise the acquire fails with ErrLimitMismatch. The
+// count key has no lease: it stays once the semaphore is idle.
+//
+// Tokens are the keys' create revisions, as for the mutex: a write hold's
+// token is greater than that of every earlier hold, reads included; each
+// permit has its own. Readers or permits granted together may return in
+// another order than their tokens'. The grant is proven by the read after
+// the wait, and the hold ends with the session lease, as for the mutex.
+//
 // # Sessions
 //
 // A client keeps one lease per distinct lock TTL (its session), refreshed

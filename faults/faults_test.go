@@ -14,7 +14,8 @@ import (
 
 // TestCISubset runs the bounded subset of the fault suite that CI runs:
 // every backend × {pause a waiter, blackhole a holder}, one injection each,
-// with a 2 s TTL. A failed verdict fails the test (make faults runs the
+// with a 2 s TTL, contending through a Mutex, and where the backend holds
+// them through an RWMutex and a Semaphore. A failed verdict fails the test (make faults runs the
 // whole suite).
 func TestCISubset(t *testing.T) {
 	if testing.Short() {
@@ -22,7 +23,8 @@ func TestCISubset(t *testing.T) {
 	}
 	cfg := faults.Config{WorkerBin: buildWorker(t), TTL: 2 * time.Second, Workers: 3, Hold: 20 * time.Millisecond, Rounds: 1,
 		Progress: t.Logf}
-	plan := faults.Plan(faults.Backends(), []*faults.Fault{faults.PauseWaiter, faults.BlackholeHolder})
+	bs := faults.Backends()
+	plan := faults.Plan(append(bs, faults.KindBackends(bs)...), []*faults.Fault{faults.PauseWaiter, faults.BlackholeHolder})
 	for _, group := range plan {
 		t.Run(group[0].Store, func(t *testing.T) {
 			for _, r := range faults.RunGroup(t.Context(), t, cfg, group, nil) {

@@ -24,6 +24,27 @@ type WorkerConfig struct {
 	Hold    time.Duration // how long a normal hold lasts
 	LongMax time.Duration // a long hold (SIGUSR1) ends by this, lost or not
 	Checker string        // the checker's URL
+	// Lock is the kind of lock contended for: "" a Mutex, "rw" an RWMutex
+	// (every third worker writes, the others read), "semaphore" a Semaphore
+	// of Permits.
+	Lock    string
+	Permits int
+}
+
+// mode is the kind of hold this worker takes ("" a mutex, see Event.Mode)
+// and how it takes it.
+func (cfg WorkerConfig) locker(c *dlock.Client) (string, dlock.Locker) {
+	switch cfg.Lock {
+	case "rw":
+		rw := c.RWMutex(cfg.Name, dlock.WithTTL(cfg.TTL))
+		if cfg.ID%3 == 0 {
+			return "w", rw
+		}
+		return "r", rw.RLocker()
+	case "semaphore":
+		return "p", c.Semaphore(cfg.Name, cfg.Permits, dlock.WithTTL(cfg.TTL)).Locker()
+	}
+	return "", c.Mutex(cfg.Name, dlock.WithTTL(cfg.TTL))
 }
 
 // RunWorker is a worker process's loop, until SIGTERM/SIGINT or ctx ends.
@@ -57,7 +78,8 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		return fmt.Errorf("faults: worker %d: open: %w", cfg.ID, err)
 	}
 	defer c.Close()
-	m := c.Mutex(cfg.Name, dlock.WithTTL(cfg.TTL))
+	mode, m := cfg.locker(c)
+	w.mode = mode
 	for hold := 1; ctx.Err() == nil; {
 		w.send(Event{Kind: kindWait})
 		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -81,7 +103,12 @@ type worker struct {
 	cfg     WorkerConfig
 	http    *http.Client
 	release chan struct{} // SIGUSR2: end a long hold
+	mode    string        // the kind of hold it takes (Event.Mode)
 }
+
+// writes reports whether the worker's holds write to the fenced resource:
+// a mutex's and a writer's do; readers and permit holders share it.
+func (w *worker) writes() bool { return w.mode == "" || w.mode == "w" }
 
 // hold runs one hold: grant, writes, belief end, Unlock.
 func (w *worker) hold(ctx context.Context, l *dlock.Lease, hold int, long *atomic.Bool) {
@@ -98,8 +125,8 @@ func (w *worker) hold(ctx context.Context, l *dlock.Lease, hold int, long *atomi
 		}
 	}()
 	tok := l.Token()
-	w.send(Event{Kind: kindGrant, Hold: hold, Token: tok, T: start})
-	w.send(Event{Kind: kindWrite, Hold: hold, Token: tok})
+	w.send(Event{Kind: kindGrant, Hold: hold, Token: tok, T: start, Mode: w.mode})
+	w.write(hold, tok)
 	if long.Swap(false) {
 		select {
 		case <-w.release: // an old one
@@ -121,7 +148,7 @@ func (w *worker) hold(ctx context.Context, l *dlock.Lease, hold int, long *atomi
 			case <-ctx.Done():
 				break loop
 			case <-tick.C:
-				w.send(Event{Kind: kindWrite, Hold: hold, Token: tok})
+				w.write(hold, tok)
 			}
 		}
 		until.Stop()
@@ -138,7 +165,7 @@ func (w *worker) hold(ctx context.Context, l *dlock.Lease, hold int, long *atomi
 	case <-l.Done(): // a careful holder does not write once told
 		noteLoss()
 	default:
-		w.send(Event{Kind: kindWrite, Hold: hold, Token: tok})
+		w.write(hold, tok)
 	}
 	end := time.Now().UnixNano()
 	select {
@@ -162,6 +189,14 @@ func (w *worker) hold(ctx context.Context, l *dlock.Lease, hold int, long *atomi
 	close(unwatch)
 	<-watched
 	w.send(Event{Kind: kindEnd, Hold: hold, Token: tok, T: end, LossAt: loss, Msg: msg})
+}
+
+// write makes a protected write with the hold's token, if the worker's
+// holds write.
+func (w *worker) write(hold int, tok uint64) {
+	if w.writes() {
+		w.send(Event{Kind: kindWrite, Hold: hold, Token: tok})
+	}
 }
 
 // send posts e to the checker, stamped with the worker and (unless set)

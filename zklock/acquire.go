@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
 	"github.com/go-zookeeper/zk"
 )
@@ -34,7 +33,7 @@ func seq(child string) int64 {
 
 func (d *zkDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	if r.Kind != driver.Exclusive {
-		return driver.Grant{}, dlock.ErrUnsupported
+		return d.acquireKind(ctx, r) // kinds.go
 	}
 	path, err := d.lockPath(r.Name)
 	if err != nil {

@@ -18,9 +18,16 @@ type attempt struct {
 	s    *session // the session the attempt runs in
 	path string   // the lock's node
 	guid string
-	data []byte   // the node's data: holderData(owner, label)
-	node string   // our node, once known
-	sent *pending // the last create sent, nil before any
+	data []byte // the node's data: holderData(owner, label)
+	// base is the lock name in the node's name, after the GUID: "lock-"
+	// (Curator's InterProcessMutex) when empty; "__READ__", "__WRIT__" or
+	// "lease-" for the read-write lock and semaphore (kinds.go).
+	base string
+	// parentData, if not nil, is written to the lock's node in the create's
+	// transaction instead of empty data (the semaphore's stored limit).
+	parentData []byte
+	node       string   // our node, once known
+	sent       *pending // the last create sent, nil before any
 }
 
 // errSessionChanged: a request of the attempt was answered in another
@@ -43,7 +50,14 @@ var errSessionChanged = fmt.Errorf("%w: the session changed", errRetry)
 // node is in a session the attempt does not follow, and abandon deletes it.
 func (a *attempt) create(ctx context.Context, empty bool) (*zk.Stat, error) {
 	d := a.d
-	prefix := a.path + "/_c_" + a.guid + "-lock-"
+	base, parentData := a.base, a.parentData
+	if base == "" {
+		base = "lock-"
+	}
+	if parentData == nil {
+		parentData = []byte{}
+	}
+	prefix := a.path + "/_c_" + a.guid + "-" + base
 	for try := 0; ; try++ {
 		var (
 			node   string
@@ -58,7 +72,7 @@ func (a *attempt) create(ctx context.Context, empty bool) (*zk.Stat, error) {
 			}
 			res, err := d.conn.Multi(
 				&zk.CreateRequest{Path: prefix, Data: a.data, Acl: d.acl, Flags: zk.FlagEphemeral | zk.FlagSequence},
-				&zk.SetDataRequest{Path: a.path, Data: []byte{}, Version: -1})
+				&zk.SetDataRequest{Path: a.path, Data: parentData, Version: -1})
 			if err == nil && (len(res) != 2 || res[1].Stat == nil) {
 				err = fmt.Errorf("zklock: create: unexpected multi reply %v", res)
 			}

@@ -47,6 +47,47 @@
 // in line takes the lock on its predecessor's deletion without reading the
 // children again.
 //
+// # Read-write locks and semaphores: Curator's layouts
+//
+// A read-write lock NAME has the layout of Curator's
+// InterProcessReadWriteLock on the node <chroot>/NAME: EPHEMERAL_SEQUENTIAL
+// children _c_<guid>-__READ__<seq> and _c_<guid>-__WRIT__<seq>, protected
+// as the mutex's are. A writer holds when its node is the first of them; a
+// reader when no writer's node comes before its own, so a queued writer
+// keeps later readers out (Curator's writer preference). A writer watches
+// the node just before its own, a reader the last writer's node before its
+// own (Curator's reader watches the first; both look again when it goes).
+// The mutex of the same name uses lock- children of the same node and is
+// another lock, as in Curator.
+//
+// A semaphore NAME has the layout of Curator's InterProcessSemaphoreV2 on
+// <chroot>/NAME: a contender takes the mutex <chroot>/NAME/locks (an
+// InterProcessMutex), creates _c_<guid>-lease-<seq> under
+// <chroot>/NAME/leases, holds a permit once leases has no more children
+// than the limit (waiting, watching the children, while it has more), and
+// then releases the mutex. So Curator's leases and dlock's permits count
+// against one limit, served in the order of the mutex. A TryAcquire that
+// finds the mutex taken while a permit looks free tries again for a moment
+// (the holder of the mutex is on its way to a permit).
+//
+// The permit count: Curator's layout has no place for it (each Curator
+// client counts with its own maxLeases, or a SharedCount at a path of the
+// user's choosing). dlock keeps it in the data of the leases node, in
+// SharedCount's encoding (a 4-byte big-endian int), written by the create
+// of each permit's node and checked under the semaphore's mutex: a dlock
+// client asking for another count while the semaphore has leases fails
+// with ErrLimitMismatch, and with none its count replaces the old (the
+// server removes the empty leases container, and the count with it).
+// Curator holders neither write nor check it: a Curator client must be
+// given the same count by its own configuration.
+//
+// Tokens are the czxid of the hold's node, as for the mutex: they increase
+// in queue order, so a write hold's token is greater than that of every
+// earlier hold of the lock, reads included, and each permit (created under
+// the mutex, so in grant order) has its own. Readers granted together may
+// return in another order than their tokens'. Holds end with the session,
+// as a mutex hold does.
+//
 // # Sessions and in-doubt leases
 //
 // One ZooKeeper session per client. The server expires a session
