@@ -46,6 +46,19 @@
 // looks at Done or Err. Fencing tokens are the defence; docs/reliability.md
 // shows what the fault suite observed on each backend.
 //
+// # Read-write locks and semaphores
+//
+// Client.RWMutex is a read-write lock (RLock, Lock, TryRLock, TryLock,
+// RLocker for Do) and Client.Semaphore a counting semaphore (Acquire,
+// TryAcquire, Locker for Do), on the backends whose stores can hold them
+// (others return ErrUnsupported with the reason). Every hold is a *Lease
+// with the life above and a fencing token of its own; a write hold's token
+// is above every earlier hold's of the lock, reads included. A waiting
+// writer keeps later readers out, so readers cannot starve it; a
+// semaphore's permit count is stored with it (ErrLimitMismatch for another
+// count while it has holders). A Mutex, an RWMutex and a Semaphore of one
+// name are three different locks.
+//
 // # URLs
 //
 // Open picks the backend by the URL's scheme: mem://, redis://, rediss://,
@@ -61,6 +74,7 @@
 // (held by another owner, also when a wait ended with its ctx: the error
 // then matches ctx's error too), ErrLeaseLost, ErrNotHeld, ErrClosed,
 // ErrInvalidName, ErrInvalidTTL, ErrInvalidOwner, ErrInvalidURL,
-// ErrInvalidConfig, ErrUnsupported, ErrUnknownScheme and ErrNilContext.
+// ErrInvalidConfig, ErrUnsupported, ErrUnknownScheme, ErrNilContext, and
+// for the kinds above ErrLimitMismatch and ErrUpgrade.
 // The store's own error, where there is one, stays reachable with errors.As.
 package dlock

@@ -515,7 +515,7 @@ func (s *suite) testRWInspect(t *testing.T) {
 		if h.Kind != dlock.KindShared {
 			t.Errorf("holder %+v; want kind shared", h)
 		}
-		if !s.caps.SessionBound && (h.TTL <= 0 || h.TTL > dlock.DefaultTTL) {
+		if !s.caps.SessionBound && !s.caps.ConnBound && (h.TTL <= 0 || h.TTL > dlock.DefaultTTL) {
 			t.Errorf("holder %+v: TTL not in (0, %v]", h, dlock.DefaultTTL)
 		}
 	}
@@ -612,9 +612,8 @@ func (s *suite) testSemaphoreCount(t *testing.T, cut bool) {
 		}()
 	}
 	wg.Wait()
-	if most.Load() < 2 {
-		t.Fatalf("at most %d holders at once of %d permits; want them shared", most.Load(), limit)
-	}
+	// (That permits are held together at all is SemaphoreTokens' to show,
+	// deterministically: how many overlap here depends on timing.)
 	t.Logf("%d holds, at most %d at once", done.Load(), most.Load())
 }
 

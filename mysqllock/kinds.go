@@ -3,6 +3,7 @@ package mysqllock
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/internal/sqlbase"
+	"github.com/go-sql-driver/mysql"
 )
 
 // Read-write locks and semaphores, table mode (see the package doc).
@@ -54,16 +56,26 @@ const connKindsNote = "row and session modes hold an InnoDB row lock or GET_LOCK
 // acquireKind decides a read, write or permit request in one transaction
 // that locks the lock's state row first (FOR UPDATE), so that no hold is
 // added while it decides.
+//
+// The state row is made first in a statement of its own: INSERT IGNORE of
+// an existing row takes a shared lock on it, which two transactions would
+// then both try to raise to FOR UPDATE's (a deadlock). A deadlock with a
+// renewal batch (which locks hold rows of several locks) is retried.
 func (d *myDriver) acquireKind(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	fam := sqlbase.Family(r.Kind)
-	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
+	if _, err := d.db.ExecContext(ctx, `INSERT IGNORE INTO dlock_kinds (name, family) VALUES (?, ?)`, r.Name, fam); err != nil {
 		return driver.Grant{}, myErr("acquire", err)
 	}
-	defer tx.Rollback()
-	g, verdict, limit, err := d.decideKind(ctx, tx, r, fam)
-	if err == nil {
-		err = tx.Commit()
+	var g driver.Grant
+	var verdict sqlbase.Verdict
+	var limit int
+	var err error
+	for try := 0; ; try++ {
+		g, verdict, limit, err = d.tryKind(ctx, r, fam)
+		var me *mysql.MySQLError
+		if err == nil || try == 3 || !errors.As(err, &me) || me.Number != 1213 || ctx.Err() != nil {
+			break
+		}
 	}
 	if err != nil {
 		return driver.Grant{}, myErr("acquire", err)
@@ -77,12 +89,23 @@ func (d *myDriver) acquireKind(ctx context.Context, r driver.Request) (driver.Gr
 	return g, nil
 }
 
+// tryKind runs one acquire transaction.
+func (d *myDriver) tryKind(ctx context.Context, r driver.Request, fam int) (driver.Grant, sqlbase.Verdict, int, error) {
+	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return driver.Grant{}, 0, 0, err
+	}
+	defer tx.Rollback()
+	g, verdict, limit, err := d.decideKind(ctx, tx, r, fam)
+	if err == nil {
+		err = tx.Commit()
+	}
+	return g, verdict, limit, err
+}
+
 func (d *myDriver) decideKind(ctx context.Context, tx *sql.Tx, r driver.Request, fam int) (driver.Grant, sqlbase.Verdict, int, error) {
 	var g driver.Grant
 	var limit int
-	if _, err := tx.ExecContext(ctx, `INSERT IGNORE INTO dlock_kinds (name, family) VALUES (?, ?)`, r.Name, fam); err != nil {
-		return g, 0, 0, err
-	}
 	if err := tx.QueryRowContext(ctx, `SELECT lim FROM dlock_kinds WHERE name = ? AND family = ? FOR UPDATE`, r.Name, fam).Scan(&limit); err != nil {
 		return g, 0, 0, err
 	}

@@ -128,12 +128,12 @@ func (d *pgDriver) Caps() driver.Caps {
 		return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Millisecond, Reentrant: true,
 			Kinds: []driver.Kind{driver.Shared, driver.Write, driver.Permit}}
 	}
-	note := rowKindsNote
-	if d.mode == ModeSession {
-		note = sessionKindsNote
+	if d.mode == ModeSession { // read-write locks with pg_advisory_lock_shared
+		return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Millisecond, Blocking: true,
+			Kinds: []driver.Kind{driver.Shared, driver.Write}, KindsNote: sessionKindsNote}
 	}
 	return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Millisecond, Blocking: true,
-		KindsNote: note}
+		KindsNote: rowKindsNote}
 }
 
 func (d *pgDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {

@@ -10,6 +10,7 @@ import (
 	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/internal/sqlbase"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Read-write locks and semaphores, table mode (see the package doc).
@@ -32,6 +33,7 @@ CREATE TABLE IF NOT EXISTS dlock_holds (
   token      bigint NOT NULL,
   expires_at timestamptz NOT NULL,
   label      text NOT NULL DEFAULT '',
+  pid        integer,
   PRIMARY KEY (name, family, owner)
 );
 CREATE TABLE IF NOT EXISTS dlock_waits (
@@ -51,13 +53,38 @@ const (
 	rowKindsNote = "row mode holds a row lock, and PostgreSQL grants FOR SHARE to new readers past a waiting " +
 		"FOR UPDATE, so writers could starve; there is no blocking wait for one of N rows either: use mode=table"
 	sessionKindsNote = "session mode holds advisory locks, which have no blocking wait for one of N locks " +
-		"(semaphores), and dlock does not take pg_advisory_lock_shared there yet: use mode=table"
+		"and no room for a permit count: use mode=table for semaphores"
 )
 
 // acquireKind decides a read, write or permit request in one transaction
 // that locks the lock's state row first, so that the holds and waiting
 // records it reads are those it decides on.
 func (d *pgDriver) acquireKind(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	var g driver.Grant
+	var verdict sqlbase.Verdict
+	var limit int
+	var err error
+	for try := 0; ; try++ { // a deadlock with a renewal batch (hold rows of several locks) is retried
+		g, verdict, limit, err = d.tryKind(ctx, r)
+		var pe *pgconn.PgError
+		if err == nil || try == 3 || !errors.As(err, &pe) || pe.Code != "40P01" || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return driver.Grant{}, pgErr("acquire", err)
+	}
+	switch verdict {
+	case sqlbase.Mismatch:
+		return driver.Grant{}, fmt.Errorf("pglock: %w: %q is held with %d permits, asked with %d", dlock.ErrLimitMismatch, r.Name, limit, r.Limit)
+	case sqlbase.KindHeld:
+		return driver.Grant{}, fmt.Errorf("pglock: %w: %q is held by this owner as another kind", dlock.ErrUnsupported, r.Name)
+	}
+	return g, nil
+}
+
+// tryKind runs one acquire transaction.
+func (d *pgDriver) tryKind(ctx context.Context, r driver.Request) (driver.Grant, sqlbase.Verdict, int, error) {
 	fam := sqlbase.Family(r.Kind)
 	var g driver.Grant
 	var verdict sqlbase.Verdict
@@ -145,16 +172,7 @@ WHERE name = $1 AND family = $2 AND owner = $3`, r.Name, fam, r.Owner, sqlbase.W
 		}
 		return nil
 	})
-	if err != nil {
-		return driver.Grant{}, pgErr("acquire", err)
-	}
-	switch verdict {
-	case sqlbase.Mismatch:
-		return driver.Grant{}, fmt.Errorf("pglock: %w: %q is held with %d permits, asked with %d", dlock.ErrLimitMismatch, r.Name, limit, r.Limit)
-	case sqlbase.KindHeld:
-		return driver.Grant{}, fmt.Errorf("pglock: %w: %q is held by this owner as another kind", dlock.ErrUnsupported, r.Name)
-	}
-	return g, nil
+	return g, verdict, limit, err
 }
 
 // kindHolds reads the live holds of a read-write lock or semaphore.
@@ -246,6 +264,9 @@ func (d *pgDriver) InspectKind(ctx context.Context, name string, kind driver.Kin
 	if !d.Caps().Supports(kind) {
 		return driver.Info{}, fmt.Errorf("pglock: %w: %s", dlock.ErrUnsupported, d.Caps().KindsNote)
 	}
+	if d.mode == ModeSession {
+		return d.inspectSessionKind(ctx, name, kind)
+	}
 	fam := sqlbase.Family(kind)
 	holds, err := d.kindHolds(ctx, d.pool, name, fam)
 	if err != nil {
@@ -262,4 +283,62 @@ func (d *pgDriver) InspectKind(ctx context.Context, name string, kind driver.Kin
 		limit = 0 // the next holder sets it
 	}
 	return sqlbase.Info(name, kind, holds, waiters, limit), nil
+}
+
+// kindToken takes the next token of the read-write lock r.Name on the
+// holding connection (session mode, no transaction: it commits at once,
+// so a holder that dies never gives its token to the next) and records the
+// hold in dlock_holds with the backend's pid, for Inspect, which counts a
+// row only while that pid holds the advisory lock. Rows of holders that
+// died are dropped here.
+func (d *pgDriver) kindToken(ctx context.Context, conn interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, r driver.Request) (uint64, error) {
+	var tok int64
+	err := conn.QueryRow(ctx, `WITH t AS (
+  INSERT INTO dlock_kinds AS k (name, family, token) VALUES ($1, 1, 1)
+  ON CONFLICT (name, family) DO UPDATE SET token = k.token + 1
+  RETURNING token
+), stale AS (
+  DELETE FROM dlock_holds h WHERE h.name = $1 AND h.family = 1 AND h.owner <> $2
+    AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = h.pid)
+), h AS (
+  INSERT INTO dlock_holds (name, family, owner, kind, holds, token, expires_at, label, pid)
+  SELECT $1, 1, $2, $3, 1, t.token, 'infinity', '', pg_backend_pid() FROM t
+  ON CONFLICT (name, family, owner) DO UPDATE SET kind = EXCLUDED.kind, holds = 1, token = EXCLUDED.token,
+    expires_at = EXCLUDED.expires_at, pid = EXCLUDED.pid
+)
+SELECT token FROM t`, r.Name, r.Owner, int16(r.Kind)).Scan(&tok)
+	return uint64(tok), pgErr("token", err)
+}
+
+// inspectSessionKind describes a read-write lock in session mode: the
+// holders are the dlock_holds rows whose backend holds the advisory lock
+// (no TTL: the hold lasts as long as the session), the waiters the
+// sessions waiting for it.
+func (d *pgDriver) inspectSessionKind(ctx context.Context, name string, kind driver.Kind) (driver.Info, error) {
+	const match = `l.locktype = 'advisory' AND l.objsubid = 1
+  AND l.classid = ((k.k >> 32) & 4294967295)::bigint::text::oid AND l.objid = (k.k & 4294967295)::bigint::text::oid`
+	rows, err := d.pool.Query(ctx, `SELECT h.owner, h.kind, h.token FROM dlock_holds h, (SELECT `+rwKey+` AS k) k
+WHERE h.name = $1 AND h.family = 1 AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.granted AND l.pid = h.pid AND `+match+`)`, name)
+	if err != nil {
+		return driver.Info{}, pgErr("inspect", err)
+	}
+	holds, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (sqlbase.KindHold, error) {
+		var h sqlbase.KindHold
+		var kind int16
+		var tok int64
+		err := row.Scan(&h.Owner, &kind, &tok)
+		h.Kind, h.Token, h.Holds = driver.Kind(kind), uint64(tok), 1
+		return h, err
+	})
+	if err != nil {
+		return driver.Info{}, pgErr("inspect", err)
+	}
+	var waiters int
+	if err := d.pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks l, (SELECT `+rwKey+` AS k) k WHERE NOT l.granted AND `+match,
+		name).Scan(&waiters); err != nil {
+		return driver.Info{}, pgErr("inspect", err)
+	}
+	return sqlbase.Info(name, kind, holds, waiters, 0), nil
 }

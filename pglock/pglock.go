@@ -31,7 +31,9 @@
 //	    (by its primary key: PostgreSQL locks rows, never more, whatever the
 //	    plan) in a transaction held open on a dedicated connection until Unlock.
 //	  - session: pg_advisory_lock(hashtextextended(name, 0)) on a dedicated
-//	    connection, so plain SQL users can take the same lock:
+//	    connection (read-write locks: pg_advisory_lock_shared and
+//	    pg_advisory_lock on hashtextextended(name, 1)), so plain SQL users
+//	    can take the same lock:
 //	    SELECT pg_advisory_lock(hashtextextended('orders/sku-42', 0)).
 //
 // row and session modes have no room for a holder label: Inspect reports
@@ -102,10 +104,23 @@
 //
 // # Read-write locks and semaphores (table mode)
 //
-// Client.RWMutex and Client.Semaphore work in table mode; row and session
-// modes report ErrUnsupported with the reason (row locks let FOR SHARE pass
-// a waiting FOR UPDATE, so writers could starve; advisory locks have no
-// wait for one of N). A lock of a kind is a state row in dlock_kinds
+// Client.RWMutex and Client.Semaphore work in table mode, and RWMutex in
+// session mode too; row mode reports ErrUnsupported with the reason (row
+// locks let FOR SHARE pass a waiting FOR UPDATE, so writers could starve),
+// and so does a Semaphore in session mode (advisory locks have no wait for
+// one of N).
+//
+// Session mode: a read hold is pg_advisory_lock_shared and the write hold
+// pg_advisory_lock, both on hashtextextended(name, 1) (the Mutex's key uses
+// seed 0), so plain SQL users can take the same lock. PostgreSQL's lock
+// manager queues a shared request behind a waiting exclusive one (and
+// pg_try_advisory_lock_shared then fails), so a waiting writer keeps later
+// readers out. Tokens come from the lock's row in dlock_kinds, taken and
+// committed on the holding connection right after the grant; the holder's
+// row in dlock_holds (with its backend pid) is only for Inspect, which
+// counts a row while that pid holds the advisory lock.
+//
+// Table mode: a lock of a kind is a state row in dlock_kinds
 // (name, family: 1 read-write, 2 semaphore; its token counter, arrival
 // counter and the semaphore's permit count), its holds in dlock_holds
 // (name, family, owner; kind, holds, token, expires_at, label) and, for a
