@@ -212,6 +212,67 @@ func runKindTests(t *testing.T, env kindEnv) {
 		mustRelease(t, d1, r1, g1)
 	})
 
+	// A handoff is a claim about the past: a waiter that reads it after the
+	// handed hold ran out (paused, here: a bare queued request nobody
+	// refreshes) must not be granted by it once another took its place. A
+	// semaphore of 2 permits, one held throughout, so the keys live on.
+	t.Run("StaleHandoffIsNoGrant", func(t *testing.T) {
+		env.t = t
+		d1, d2 := env.driver(), env.driver()
+		name := kindName(t)
+		perm := func(owner string) driver.Request {
+			r := req(name, owner, driver.Permit, false)
+			r.Limit = 2
+			return r
+		}
+		mustAcquire(t, d2, perm("long"))
+		a := perm("a")
+		ga := mustAcquire(t, d1, a)
+		ch := d1.prefix + ":test:" + name
+		sub := d1.rdb.Subscribe(t.Context(), ch)
+		defer sub.Close()
+		if _, err := sub.Receive(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		k := redisnode.NewKindKeys(d1.prefix, name, driver.Permit)
+		x := perm("x")
+		x.TTL = 300 * time.Millisecond
+		id := d1.node.NewRequest()
+		g, err := d1.node.Acquire(t.Context(), k, x.Owner, x.Label, x.TTL, 2, id, ch)
+		if err != nil || g.Acquired {
+			t.Fatalf("waiter for a permit: %+v, %v", g, err)
+		}
+		mustRelease(t, d1, a, ga)
+		m, err := sub.ReceiveMessage(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tok uint64
+		if _, err := fmt.Sscanf(m.Payload, "h"+id+" %d", &tok); err != nil {
+			t.Fatalf("handoff message %q: %v", m.Payload, err)
+		}
+		time.Sleep(500 * time.Millisecond) // the handed permit (300 ms) runs out unclaimed
+		// Its record is still in the hash (no script ran since): a renewal
+		// must see that its lease ended.
+		if res := d1.Renew(t.Context(), []driver.Held{{Name: name, Owner: x.Owner, TTL: time.Second, Kind: driver.Permit,
+			Token: tok, Handle: k}}); !errors.Is(res[0].Err, driver.ErrLeaseLost) {
+			t.Fatalf("renewal of a handed permit whose lease ran out: %v; want ErrLeaseLost", res[0].Err)
+		}
+		y := perm("y")
+		gy := mustAcquire(t, d2, y)
+		g, err = d1.node.Acquire(t.Context(), k, x.Owner, x.Label, x.TTL, 2, id, ch)
+		if err != nil || g.Acquired {
+			t.Fatalf("the late waiter was granted a third permit of 2: %+v, %v", g, err)
+		}
+		if err := d1.node.Cancel(t.Context(), k, x.Owner, id); err != nil {
+			t.Fatal(err)
+		}
+		mustRelease(t, d2, y, gy)
+		if info, _ := d1.InspectKind(t.Context(), name, driver.Permit); len(info.Holders) != 1 || info.Waiters != 0 {
+			t.Fatalf("after all but one gave up or released: %+v", info)
+		}
+	})
+
 	t.Run("ReentryCounts", func(t *testing.T) {
 		env.t = t
 		d := env.driver()

@@ -106,10 +106,11 @@
 // owner id; value: hold count, token, the last requests that changed the
 // hold, label) and, for a semaphore, the permit count its holders use;
 // ":exp" a sorted set of each hold's expiry on the server's clock, since
-// every hold has a lease of its own (Redis 7.0 keeps no TTL per hash
-// field): every script first drops the holds whose lease ran out. Every
-// grant of either kind takes the next value of the one ":token" counter, so
-// a write hold's token is above every earlier read's.
+// every hold has a lease of its own (Redis before 7.4 keeps no TTL per
+// hash field): every script first drops the holds whose lease ran out.
+// Every grant takes the next value of its lock's ":token" counter (one for
+// both kinds of a read-write lock, one per semaphore), so a write hold's
+// token is above every earlier read's, and each permit holder has its own.
 //
 // Waiting is the mutex's: one fair queue per lock, refreshed places, a
 // handoff that only wakes the waiter, proven by its next script, and undone
@@ -130,12 +131,13 @@
 //
 // # Guarantees and non-guarantees
 //
-//   - Mutual exclusion holds while the Redis server (or the Cluster shard that
-//     owns the lock's slot) keeps its data. Replication is asynchronous: if a
-//     master fails over before a lock reached its replica, the new master has
-//     no such lock and grants it again. Use Redlock (package redlock) or a
-//     consensus store (etcd, ZooKeeper) where that matters, and fencing
-//     tokens in any case.
+//   - Mutual exclusion (and a semaphore's count) holds while the Redis
+//     server (or the Cluster shard that owns the lock's slot) keeps its
+//     data. Replication is asynchronous: if a master fails over before a
+//     lock reached its replica, the new master has no such lock and grants
+//     it again. Use Redlock (package redlock, mutexes only) or a consensus
+//     store (etcd, ZooKeeper) where that matters, and fencing tokens in any
+//     case.
 //   - Fencing tokens strictly increase while the token counter survives. A
 //     restart without persistence (or with AOF not fsynced every write)
 //     or a failover that loses writes resets or rewinds the counter, and

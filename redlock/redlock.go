@@ -69,15 +69,12 @@
 // would survive (any two majorities share a node), but its writer
 // preference would not: Redlock's waiters retry when a node announces a
 // release, with no queue across nodes, so a stream of readers could starve
-// a writer. Use package
-// redislock (one deployment, with a queue) or a consensus store for them.
+// a writer. Use package redislock (one deployment, with a queue) or a
+// consensus store for them.
 //
 // Redlock assumes bounded clock drift and process pauses shorter than the
 // validity; where that cannot be assumed, use a consensus store (etcd,
 // ZooKeeper) and fencing tokens.
-//
-// No read-write locks or semaphores: Client.RWMutex and Client.Semaphore
-// report ErrUnsupported (see kindsNote for why).
 package redlock
 
 import (

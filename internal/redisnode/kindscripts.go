@@ -61,7 +61,7 @@ local function prune() -- drop the holds whose lease ran out
   local dead = redis.call('ZRANGEBYSCORE', zk, '-inf', now)
   if #dead > 0 then
     redis.call('HDEL', hk, unpack(dead))
-    redis.call('ZREMRANGEBYSCORE', zk, '-inf', now)
+    redis.call('ZREM', zk, unpack(dead))
   end
 end
 local function keep(ms) -- keep both keys at least ms longer
