@@ -26,6 +26,10 @@ type attempt struct {
 	// parentData, if not nil, is written to the lock's node in the create's
 	// transaction instead of empty data (the semaphore's stored limit).
 	parentData []byte
+	// andDelete, if set, is a node deleted in the create's transaction (the
+	// semaphore's mutex node, given back with the create of a lease that
+	// holds at once).
+	andDelete string
 	node       string   // our node, once known
 	sent       *pending // the last create sent, nil before any
 }
@@ -70,10 +74,13 @@ func (a *attempt) create(ctx context.Context, empty bool) (*zk.Stat, error) {
 				node, err = d.conn.Create(prefix, a.data, zk.FlagEphemeral|zk.FlagSequence, d.acl)
 				return err
 			}
-			res, err := d.conn.Multi(
-				&zk.CreateRequest{Path: prefix, Data: a.data, Acl: d.acl, Flags: zk.FlagEphemeral | zk.FlagSequence},
-				&zk.SetDataRequest{Path: a.path, Data: parentData, Version: -1})
-			if err == nil && (len(res) != 2 || res[1].Stat == nil) {
+			ops := []any{&zk.CreateRequest{Path: prefix, Data: a.data, Acl: d.acl, Flags: zk.FlagEphemeral | zk.FlagSequence},
+				&zk.SetDataRequest{Path: a.path, Data: parentData, Version: -1}}
+			if a.andDelete != "" {
+				ops = append(ops, &zk.DeleteRequest{Path: a.andDelete, Version: -1})
+			}
+			res, err := d.conn.Multi(ops...)
+			if err == nil && (len(res) != len(ops) || res[1].Stat == nil) {
 				err = fmt.Errorf("zklock: create: unexpected multi reply %v", res)
 			}
 			if err == nil {
