@@ -30,8 +30,8 @@ type attempt struct {
 	// semaphore's mutex node, given back with the create of a lease that
 	// holds at once).
 	andDelete string
-	node       string   // our node, once known
-	sent       *pending // the last create sent, nil before any
+	node      string   // our node, once known
+	sent      *pending // the last create sent, nil before any
 }
 
 // errSessionChanged: a request of the attempt was answered in another
