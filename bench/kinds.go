@@ -119,7 +119,9 @@ func kindsRun(ctx context.Context, clients []*dlock.Client, hold kindsHold, d ti
 func kindsMain(ctx context.Context, e *env, stores []string, d time.Duration, runs int) {
 	const workers = 16
 	mutex := func(name string) kindsHold {
-		return func(ctx context.Context, c *dlock.Client, _ *rand.Rand) (*dlock.Lease, error) { return c.Mutex(name).Lock(ctx) }
+		return func(ctx context.Context, c *dlock.Client, _ *rand.Rand) (*dlock.Lease, error) {
+			return c.Mutex(name).Lock(ctx)
+		}
 	}
 	rw := func(name string) kindsHold {
 		return func(ctx context.Context, c *dlock.Client, rng *rand.Rand) (*dlock.Lease, error) {
