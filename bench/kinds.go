@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -29,6 +30,10 @@ import (
 //   - semaphore 4: each hold is one of 4 permits of a Semaphore; beside it,
 //     the same workers on a Mutex.
 
+// kindsNoFsync runs the embedded etcd of -kinds without fsync, to show what
+// the recipes do when the disk is not the bound.
+var kindsNoFsync = flag.Bool("kinds-nofsync", false, "with -kinds: embedded etcd without fsync")
+
 // kindsOpener opens a dlock client of one store, for one worker.
 type kindsOpener func(ctx context.Context) (*dlock.Client, error)
 
@@ -37,7 +42,7 @@ func kindsOpeners(e *env, stores []string) map[string]kindsOpener {
 	for _, s := range stores {
 		switch s {
 		case "etcd":
-			m, err := embedetcd.Start(embedetcd.Options{Dir: e.TempDir()})
+			m, err := embedetcd.Start(embedetcd.Options{Dir: e.TempDir(), NoFsync: *kindsNoFsync})
 			if err != nil {
 				e.Fatalf("embedded etcd: %v", err)
 			}
