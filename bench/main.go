@@ -70,14 +70,7 @@ func main() {
 	only := flag.String("only", "redis,etcd,zookeeper", "stores to measure")
 	docs := flag.String("docs", "../docs", "where to write results")
 	leases := flag.Int("leases", 10000, "leases held in the many-leases scenario (0 skips it)")
-	redraw := flag.Bool("charts", false, "only redraw the charts from the docs' benchmarks.json")
 	flag.Parse()
-	if *redraw {
-		if err := redrawCharts(*docs); err != nil {
-			log.Fatal(err)
-		}
-		return
-	}
 	ctx := context.Background()
 	env := newEnv()
 	defer env.close()
