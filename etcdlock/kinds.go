@@ -281,7 +281,7 @@ func (d *etcdDriver) waitPermit(ctx context.Context, q kindQuery, e *entry) erro
 	var wch clientv3.WatchChan
 	for {
 		if wch == nil {
-			wch = d.cli.Watch(wctx, q.scan, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithPrevKV(), clientv3.WithCreatedNotify())
+			wch = d.cli.Watch(wctx, q.scan, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
 			if err := created(ctx, wch, e.sess.lost); err != nil {
 				wch = nil
 				if errors.Is(err, errKeyGone) || ctx.Err() != nil || !transient(err) {
@@ -295,7 +295,7 @@ func (d *etcdDriver) waitPermit(ctx context.Context, q kindQuery, e *entry) erro
 				continue
 			}
 		}
-		// Every key before ours, oldest-first not needed: a set of revisions.
+		// Every key before ours.
 		var resp *clientv3.TxnResponse
 		var sent time.Time
 		_, err := retry(ctx, func(ctx context.Context) (err error) {
@@ -312,9 +312,11 @@ func (d *etcdDriver) waitPermit(ctx context.Context, q kindQuery, e *entry) erro
 		if len(own) == 0 || own[0].CreateRevision != e.rev || own[0].Lease != int64(e.sess.id) {
 			return errKeyGone
 		}
-		ahead := map[int64]bool{}
+		// Keys are never put again once deleted (each attempt has a new
+		// random suffix), so a name stands for one key.
+		ahead := map[string]bool{}
 		for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
-			ahead[kv.CreateRevision] = true
+			ahead[string(kv.Key)] = true
 		}
 		if len(ahead) < q.limit {
 			e.since = sent
@@ -322,8 +324,7 @@ func (d *etcdDriver) waitPermit(ctx context.Context, q kindQuery, e *entry) erro
 		}
 		readRev := resp.Header.Revision
 		// Count the deletions of those keys after the read, until enough
-		// are gone for a permit; a deletion without its previous value
-		// (compacted) sends us to read again.
+		// are gone for a permit.
 		for len(ahead) >= q.limit {
 			var wr clientv3.WatchResponse
 			var ok bool
@@ -340,14 +341,9 @@ func (d *etcdDriver) waitPermit(ctx context.Context, q kindQuery, e *entry) erro
 				break
 			}
 			for _, ev := range wr.Events {
-				if ev.Type != clientv3.EventTypeDelete || ev.Kv.ModRevision <= readRev {
-					continue
+				if ev.Type == clientv3.EventTypeDelete && ev.Kv.ModRevision > readRev {
+					delete(ahead, string(ev.Kv.Key))
 				}
-				if ev.PrevKv == nil {
-					clear(ahead) // unknown key: read again
-					break
-				}
-				delete(ahead, ev.PrevKv.CreateRevision)
 			}
 		}
 	}

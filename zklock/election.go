@@ -32,7 +32,7 @@ type campaignValue struct{}
 // candidate makes a an election candidate if ctx carries a campaign's value.
 func (a *attempt) candidate(ctx context.Context) {
 	if v, ok := ctx.Value(campaignValue{}).(string); ok {
-		a.base, a.data = latchInfix, []byte(v)
+		a.kind, a.data = latchInfix, []byte(v)
 	}
 }
 

@@ -64,7 +64,7 @@ func (d *zkDriver) newAttempt(path, base string, r driver.Request) (*attempt, er
 	if s.isEnded() {
 		return nil, fmt.Errorf("zklock: %w: no session (go-zookeeper is opening a new one)", errRetry)
 	}
-	a := &attempt{d: d, s: s, path: path, base: base, data: holderData(r.Owner, r.Label)}
+	a := &attempt{d: d, s: s, path: path, kind: base, data: holderData(r.Owner, r.Label)}
 	var err error
 	if a.guid, err = newGUID(); err != nil {
 		return nil, err

@@ -69,27 +69,32 @@ func (d *zkDriver) runPermit(ctx context.Context, r driver.Request, path string)
 		}
 	}
 	ml := mg.Handle.(*Lease)
-	defer func() {
+	g, given, err := d.takePermit(ctx, r, leases, ml)
+	if !given {
 		// The mutex is ours to give back whatever happens to ctx.
 		rctx, cancel := context.WithTimeout(d.life, d.sessionTimeout())
 		defer cancel()
 		_, _ = d.Release(rctx, driver.Held{Name: mreq.Name, Handle: ml}, 1)
-	}()
-	return d.takePermit(ctx, r, leases, ml.sess)
+	}
+	return g, err
 }
 
-// takePermit runs under the semaphore's mutex, held in session s: it
-// checks the limit, creates our lease node, and waits for room.
-func (d *zkDriver) takePermit(ctx context.Context, r driver.Request, leases string, s *session) (g driver.Grant, err error) {
+// takePermit runs under the semaphore's mutex, whose node is ml: it checks
+// the limit, creates our lease node, and waits for room. given reports that
+// the mutex was given back, in the transaction of a create that held at
+// once: the mutex is held for two round trips (a read, the create).
+func (d *zkDriver) takePermit(ctx context.Context, r driver.Request, leases string, ml *Lease) (g driver.Grant, given bool, err error) {
+	s := ml.sess
 	a, err := d.newAttempt(leases, leaseBase, r)
 	if err != nil {
-		return driver.Grant{}, err
+		return driver.Grant{}, false, err
 	}
 	if a.s != s {
-		return driver.Grant{}, errSessionChanged
+		return driver.Grant{}, false, errSessionChanged
 	}
-	if err := d.checkLimit(ctx, s, leases, r); err != nil {
-		return driver.Grant{}, err
+	live, err := d.checkLimit(ctx, s, leases, r)
+	if err != nil {
+		return driver.Grant{}, false, err
 	}
 	defer func() {
 		if err != nil || !g.Acquired {
@@ -98,12 +103,35 @@ func (d *zkDriver) takePermit(ctx context.Context, r driver.Request, leases stri
 	}()
 	// The create's transaction also writes the limit to the leases node and
 	// returns its stat: our czxid, and how many leases there are with ours.
+	// Only holders of the mutex add leases, so with room now there is room
+	// at the create: it gives the mutex back too.
 	a.parentData = encodeLimit(r.Limit)
+	if live < r.Limit {
+		a.andDelete = ml.Path
+	}
 	parent, err := a.create(ctx, !d.noMulti.Load())
 	if err != nil {
-		return driver.Grant{}, err
+		return driver.Grant{}, false, err
 	}
-	var cz int64
+	given = parent != nil && a.andDelete != ""
+	if given && int(parent.NumChildren) > r.Limit {
+		// Someone added a lease without the mutex: we may not wait without
+		// it (waiters past the limit would keep each other out); start again.
+		return driver.Grant{}, true, fmt.Errorf("zklock: %w: %s has %d leases, over the limit %d", errRetry, leases, parent.NumChildren, r.Limit)
+	}
+	g, err = a.leaseWait(ctx, r, leases, parent)
+	return g, given, err
+}
+
+// leaseWait waits, with r.Wait, until the leases node has no more children
+// than the limit, our node among them. parent is the stat of the leases
+// node returned by the create's transaction, if any.
+func (a *attempt) leaseWait(ctx context.Context, r driver.Request, leases string, parent *zk.Stat) (driver.Grant, error) {
+	d, s := a.d, a.s
+	var (
+		cz  int64
+		err error
+	)
 	if parent != nil {
 		cz = parent.Pzxid
 		d.statTokens.Add(1)
@@ -155,8 +183,9 @@ func (d *zkDriver) takePermit(ctx context.Context, r driver.Request, leases stri
 // under the semaphore's mutex (so no other dlock client changes it
 // meanwhile): a different stored limit while there are leases is an error
 // wrapping ErrLimitMismatch. With no leases, or none stored (Curator's
-// holders store none), the caller's limit replaces it.
-func (d *zkDriver) checkLimit(ctx context.Context, s *session, leases string, r driver.Request) error {
+// holders store none), the caller's limit replaces it. It returns how many
+// leases there are.
+func (d *zkDriver) checkLimit(ctx context.Context, s *session, leases string, r driver.Request) (int, error) {
 	var (
 		data  []byte
 		names []string
@@ -165,18 +194,18 @@ func (d *zkDriver) checkLimit(ctx context.Context, s *session, leases string, r 
 	kids := d.start(s, func() (err error) { names, _, err = d.conn.Children(leases); return err })
 	gerr, kerr := get.wait(ctx), kids.wait(ctx)
 	if errors.Is(gerr, zk.ErrNoNode) || errors.Is(kerr, zk.ErrNoNode) {
-		return nil
+		return 0, nil
 	}
 	if err := errors.Join(gerr, kerr); err != nil {
-		return fmt.Errorf("zklock: read %s: %w", leases, err)
+		return 0, fmt.Errorf("zklock: read %s: %w", leases, err)
 	}
 	if !get.inSession || !kids.inSession {
-		return errSessionChanged
+		return 0, errSessionChanged
 	}
 	if stored := decodeLimit(data); len(names) > 0 && stored != 0 && stored != r.Limit {
-		return fmt.Errorf("%w: %d permits asked for, %d held under a limit of %d", dlock.ErrLimitMismatch, r.Limit, len(names), stored)
+		return 0, fmt.Errorf("%w: %d permits asked for, %d held under a limit of %d", dlock.ErrLimitMismatch, r.Limit, len(names), stored)
 	}
-	return nil
+	return len(names), nil
 }
 
 // inspectPermits lists the semaphore's leases: the first ones, up to the

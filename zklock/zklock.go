@@ -82,8 +82,11 @@
 // InterProcessMutex), creates _c_<guid>-lease-<seq> under
 // <chroot>/NAME/leases, holds a permit once leases has no more children
 // than the limit (waiting, watching the children, while it has more), and
-// then releases the mutex. So Curator's leases and dlock's permits count
-// against one limit, served in the order of the mutex. A TryAcquire that
+// then releases the mutex (in the create's transaction when there is room
+// at once). So Curator's leases and dlock's permits count against one
+// limit, served in the order of the mutex. Acquisition is serialized by the
+// mutex: each grant costs at least one write (one fsync of the server's
+// log) while the mutex is held, whatever the limit. A TryAcquire that
 // finds the mutex taken while a permit looks free tries again for a moment
 // (the holder of the mutex is on its way to a permit).
 //
