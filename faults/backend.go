@@ -51,6 +51,23 @@ func KindBackends(bs []*Backend) []*Backend {
 	return out
 }
 
+// ElectionBackends returns each of bs that holds elections as candidates
+// of an election ("NAME elect"): a hold is a term, so a paused, cut-off or
+// killed holder is a paused, cut-off or killed leader, and the fenced view
+// checks that a deposed leader's writes are refused.
+func ElectionBackends(bs []*Backend) []*Backend {
+	var out []*Backend
+	for _, b := range bs {
+		if b.Store == "memcached" || b.Lock != "" {
+			continue
+		}
+		e := *b
+		e.Name, e.Lock = b.Name+" elect", "election"
+		out = append(out, &e)
+	}
+	return out
+}
+
 // Store is a running set of servers behind a backend.
 type Store struct {
 	Kind    string

@@ -26,7 +26,8 @@ type WorkerConfig struct {
 	Checker string        // the checker's URL
 	// Lock is the kind of lock contended for: "" a Mutex, "rw" an RWMutex
 	// (every third worker writes, the others read), "semaphore" a Semaphore
-	// of Permits.
+	// of Permits, "election" an Election (a hold is a term: the worker
+	// campaigns, leads, then resigns).
 	Lock    string
 	Permits int
 }
@@ -43,6 +44,8 @@ func (cfg WorkerConfig) locker(c *dlock.Client) (string, dlock.Locker) {
 		return "r", rw.RLocker()
 	case "semaphore":
 		return "p", c.Semaphore(cfg.Name, cfg.Permits, dlock.WithTTL(cfg.TTL)).Locker()
+	case "election":
+		return "", candidate{c.Election(cfg.Name, dlock.WithTTL(cfg.TTL)), fmt.Sprintf("worker-%d", cfg.ID)}
 	}
 	return "", c.Mutex(cfg.Name, dlock.WithTTL(cfg.TTL))
 }
@@ -97,6 +100,24 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	}
 	return nil
 }
+
+// candidate is a Locker whose holds are an election's terms: Lock
+// campaigns, and the term's lease (whose Unlock resigns) is the hold, so a
+// paused or cut-off holder is a paused or cut-off leader.
+type candidate struct {
+	e     *dlock.Election
+	value string
+}
+
+func (c candidate) Lock(ctx context.Context) (*dlock.Lease, error) {
+	t, err := c.e.Campaign(ctx, c.value)
+	if err != nil {
+		return nil, err
+	}
+	return t.Lease(), nil
+}
+
+func (c candidate) TryLock(ctx context.Context) (*dlock.Lease, error) { return c.Lock(ctx) }
 
 // worker sends events to the checker.
 type worker struct {

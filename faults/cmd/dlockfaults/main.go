@@ -73,7 +73,7 @@ func suite(args []string) (int, error) {
 	onlyF := fs.String("faults", "", "comma-separated faults to run (default all)")
 	history := fs.String("history", "", "write each scenario's events to DIR/BACKEND_FAULT.jsonl")
 	ci := fs.Bool("ci", false, "the bounded subset CI runs: pause-waiter and blackhole-holder, one injection each")
-	kinds := fs.Bool("kinds", true, `also contend through read-write locks and semaphores ("NAME rw", "NAME sem") where the backend holds them`)
+	kinds := fs.Bool("kinds", true, `also contend through read-write locks, semaphores and elections ("NAME rw", "NAME sem", "NAME elect") where the backend holds them`)
 	cfg := faults.Config{}
 	fs.IntVar(&cfg.Rounds, "rounds", 3, "injections per backend × fault")
 	fs.DurationVar(&cfg.TTL, "ttl", 2*time.Second, "lease TTL (whole seconds, ≥ 2s)")
@@ -92,7 +92,7 @@ func suite(args []string) (int, error) {
 		fl, bl, cfg.Rounds = []*faults.Fault{faults.PauseWaiter, faults.BlackholeHolder}, faults.Backends(), 1
 	}
 	if *kinds {
-		bl = append(bl, faults.KindBackends(bl)...)
+		bl = append(bl, append(faults.KindBackends(bl), faults.ElectionBackends(bl)...)...)
 	}
 	plan := faults.Plan(pick(bl, *only, func(b *faults.Backend) string { return b.Name }),
 		pick(fl, *onlyF, func(f *faults.Fault) string { return f.Name }))
