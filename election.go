@@ -66,6 +66,12 @@ func (c *Client) Election(name string, opts ...Option) *Election {
 // Name returns the election's name.
 func (e *Election) Name() string { return e.name }
 
+// Err reports what making the Election found wrong, which its methods also
+// return: invalid arguments, or ErrUnsupported with the reason when the
+// backend cannot hold elections; nil when it is usable. Check it at
+// start-up to fail early.
+func (e *Election) Err() error { return e.c.wrap("election", e.name, e.err) }
+
 // Leader describes the leader of an election.
 type Leader struct {
 	Value string // the value the leader campaigned with or proclaimed

@@ -212,3 +212,30 @@ func TestWaitQueuesPerFamily(t *testing.T) {
 func (c *Client) queued(name string) bool {
 	return c.waiters.Taken(name)
 }
+
+// Err reports, at construction, what every method of a lock would refuse
+// with: an unsupported kind names the reason; a usable lock says nil.
+func TestErrAtConstruction(t *testing.T) {
+	d := newFake()
+	d.caps.Kinds = nil
+	d.caps.KindsNote = "the fake keeps only mutexes"
+	c := New(d, "fake", quiet())
+	defer c.Close()
+	if err := c.Mutex("ok").Err(); err != nil {
+		t.Fatalf("Mutex.Err = %v; want nil", err)
+	}
+	if err := c.Mutex("").Err(); !errors.Is(err, ErrInvalidName) {
+		t.Fatalf("Mutex(\"\").Err = %v; want ErrInvalidName", err)
+	}
+	for what, err := range map[string]error{"RWMutex": c.RWMutex("x").Err(), "Semaphore": c.Semaphore("x", 2).Err()} {
+		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "only mutexes") {
+			t.Fatalf("%s.Err = %v; want ErrUnsupported with the backend's reason", what, err)
+		}
+	}
+	if err := c.Semaphore("x", 0).Err(); err == nil {
+		t.Fatal("Semaphore with 0 permits: Err = nil")
+	}
+	if err := c.Election("x").Err(); err != nil {
+		t.Fatalf("Election.Err = %v; want nil (portable on a mutex)", err)
+	}
+}

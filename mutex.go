@@ -22,6 +22,11 @@ type Mutex struct {
 // Name returns the lock's name.
 func (m *Mutex) Name() string { return m.name }
 
+// Err reports what making the Mutex found wrong (an invalid name, TTL,
+// owner or label), which its methods also return; nil when it is usable.
+// Check it at start-up to fail early.
+func (m *Mutex) Err() error { return m.c.wrap("mutex", m.name, m.err) }
+
 // Owner returns the owner id set with WithOwner, or "" when each Lock is a
 // holder of its own (then Lease.Owner tells a lease's id).
 func (m *Mutex) Owner() string { return m.opts.owner }

@@ -62,6 +62,12 @@ func (c *Client) unsupportedKind(what string) error {
 // Name returns the lock's name.
 func (rw *RWMutex) Name() string { return rw.name }
 
+// Err reports what making the RWMutex found wrong, which its methods also
+// return: invalid arguments, or ErrUnsupported with the reason when the
+// backend cannot hold read-write locks; nil when it is usable. Check it at
+// start-up to fail early.
+func (rw *RWMutex) Err() error { return rw.c.wrap("rwmutex", rw.name, rw.err) }
+
 // RLock blocks until the read lock is held and returns its lease; ctx
 // bounds the wait as for Mutex.Lock.
 func (rw *RWMutex) RLock(ctx context.Context) (*Lease, error) {

@@ -49,6 +49,12 @@ func (c *Client) Semaphore(name string, n int, opts ...Option) *Semaphore {
 // Name returns the semaphore's name.
 func (s *Semaphore) Name() string { return s.name }
 
+// Err reports what making the Semaphore found wrong, which its methods
+// also return: invalid arguments, or ErrUnsupported with the reason when
+// the backend cannot hold semaphores; nil when it is usable. Check it at
+// start-up to fail early.
+func (s *Semaphore) Err() error { return s.c.wrap("semaphore", s.name, s.err) }
+
 // Limit returns the permit count the semaphore was made with.
 func (s *Semaphore) Limit() int { return s.limit }
 
