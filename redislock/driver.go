@@ -93,9 +93,11 @@ func (d *redisDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gra
 	if !r.Wait {
 		req := d.node.NewRequest()
 		g, err := d.try(ctx, k, r, req, "")
-		if err != nil && !errors.Is(err, redisnode.ErrUnsettled) {
+		if err != nil && !errors.Is(err, redisnode.ErrUnsettled) && !errors.Is(err, driver.ErrLimitMismatch) {
 			// It may have run and lost its reply: undo a hold (or a
-			// re-entry's count) that the caller will never know of.
+			// re-entry's count) that the caller will never know of. (The
+			// other two errors are certain: nothing was sent, or the
+			// script refused.)
 			d.cancel(ctx, k, r.Owner, req)
 		}
 		return g, err
