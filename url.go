@@ -65,7 +65,7 @@ func Open(ctx context.Context, rawURL string, opts ...ClientOption) (*Client, er
 	registry.mu.RUnlock()
 	if o == nil {
 		return nil, fmt.Errorf("%w %q (forgotten import?); registered: %s; opening %s",
-			ErrUnknownScheme, u.Scheme, strings.Join(Schemes(), ", "), u.Redacted())
+			ErrUnknownScheme, u.Scheme, strings.Join(Schemes(), ", "), driver.Redact(u))
 	}
 	co := clientOptions{logger: slog.Default()}
 	for _, opt := range opts {
@@ -73,18 +73,22 @@ func Open(ctx context.Context, rawURL string, opts ...ClientOption) (*Client, er
 	}
 	d, err := o.OpenDriver(driver.WithLogger(ctx, co.logger), u)
 	if err != nil {
-		return nil, fmt.Errorf("dlock: open %s: %w", u.Redacted(), redactErr(err, u))
+		return nil, fmt.Errorf("dlock: open %s: %w", driver.Redact(u), redactErr(err, u))
 	}
 	return New(d, u.Scheme, opts...), nil
 }
 
-// redactErr hides the URL's password if err's text carries it.
+// redactErr hides the URL's password and secret parameters if err's text
+// carries them.
 func redactErr(err error, u *url.URL) error {
-	pw, ok := u.User.Password()
-	if !ok || pw == "" || !strings.Contains(err.Error(), pw) {
+	msg := err.Error()
+	for _, secret := range driver.Secrets(u) {
+		msg = strings.ReplaceAll(msg, secret, "xxxxx")
+	}
+	if msg == err.Error() {
 		return err
 	}
-	return &redacted{err: err, msg: strings.ReplaceAll(err.Error(), pw, "xxxxx")}
+	return &redacted{err: err, msg: msg}
 }
 
 // redacted keeps the cause reachable for errors.Is and errors.As while its

@@ -2,13 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"os/signal"
 	"strconv"
-	"syscall"
+	"strings"
 	"time"
 
 	"github.com/dlock/dlock"
@@ -17,7 +16,6 @@ import (
 
 func runCmd() *cobra.Command {
 	var (
-		backend     string
 		ttl, wait   time.Duration
 		grace       time.Duration
 		noWait      bool
@@ -29,23 +27,37 @@ func runCmd() *cobra.Command {
 		Use:   "run [flags] NAME -- CMD [ARGS...]",
 		Short: "Run a command while holding a lock (like flock(1), across machines)",
 		Long: `Run takes the lock NAME, runs CMD with DLOCK_NAME and DLOCK_TOKEN (the fencing
-token) in its environment, forwards signals to it, and unlocks when it exits.
-If the lease is lost while CMD runs, CMD gets SIGTERM, then SIGKILL after --grace.
+token) in its environment, forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to it,
+and unlocks when it exits. If the lease is lost while CMD runs, CMD gets
+SIGTERM, then SIGKILL after --grace.
 
-Exit status: CMD's own; 3 if the lock was not acquired (--no-wait, or --wait
-elapsed); 4 if the lease was lost; 2 for a bad or unreachable backend.
+CMD may not outlive its guard: on Linux the kernel kills it (SIGKILL) when
+dlock dies, even by kill -9. It runs in its own process group, which gets
+the forwarded signals, unless stdin is a terminal (then it shares dlock's, so
+that job control works). Other systems have no parent-death signal: there a
+CMD whose dlock was killed with SIGKILL runs on until it ends by itself.
 
-A cron job that must not run twice:
-  dlock run --backend redis://127.0.0.1:6379 --no-wait nightly-report -- ./report.sh`,
+While dlock itself is stopped (SIGSTOP, a frozen VM or container) it cannot
+renew: once the TTL passes, another process may take the lock while CMD runs
+on, unprotected, until dlock resumes, sees the loss and stops CMD. A CMD
+whose writes must never overlap passes DLOCK_TOKEN to a store that refuses
+tokens older than the newest it has seen (fencing).
+
+Exit status: CMD's own (128+N if signal N killed it); 3 if the lock was not
+acquired (--no-wait, or --wait elapsed; the error names the holder); 4 if
+the lease was lost; 2 for a bad or unreachable backend.
+
+A cron job that must not run twice, the URL (and its password) kept off the
+command line:
+  DLOCK_URL=redis://127.0.0.1:6379 dlock run --no-wait nightly-report -- ./report.sh`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 {
 				return fail(exitUsage, "usage: dlock run [flags] NAME -- CMD [ARGS...]")
 			}
-			return runLocked(cmd.Context(), backend, args[0], args[1:], ttl, wait, noWait, owner, label, grace)
+			return runLocked(cmd.Context(), args[0], args[1:], ttl, wait, noWait, owner, label, grace)
 		},
 	}
-	addBackendFlag(cmd, &backend)
 	cmd.Flags().DurationVar(&ttl, "ttl", dlock.DefaultTTL, "lease TTL; renewed every TTL/3 while the command runs")
 	cmd.Flags().DurationVar(&wait, "wait", waitForever, "how long to wait for the lock (0: forever)")
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "fail at once (exit 3) if the lock is held")
@@ -55,8 +67,8 @@ A cron job that must not run twice:
 	return cmd
 }
 
-func runLocked(ctx context.Context, backend, name string, argv []string, ttl, wait time.Duration, noWait bool, owner, label string, grace time.Duration) error {
-	c, err := openBackend(ctx, backend)
+func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.Duration, noWait bool, owner, label string, grace time.Duration) error {
+	c, err := openBackend(ctx, "")
 	if err != nil {
 		return err
 	}
@@ -70,32 +82,33 @@ func runLocked(ctx context.Context, backend, name string, argv []string, ttl, wa
 	}
 	m := c.Mutex(name, opts...)
 
-	// Signals that arrive while waiting for the lock end the wait.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	defer signal.Stop(sigs)
-	lctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// One receiver of the caught signals at a time: the wait for the lock,
+	// then the command's supervisor.
+	sigs, stopSignals := catchSignals()
+	defer stopSignals()
+	lctx, endWait := sigs.cancelOnSignal(ctx)
 	if wait > 0 {
+		var cancel context.CancelFunc
 		lctx, cancel = context.WithTimeout(lctx, wait)
 		defer cancel()
 	}
-	go func() {
-		select {
-		case <-sigs:
-			cancel()
-		case <-lctx.Done():
-		}
-	}()
 	var l *dlock.Lease
 	if noWait {
 		l, err = m.TryLock(lctx)
 	} else {
 		l, err = m.Lock(lctx)
 	}
+	if sig := endWait(); sig != nil {
+		// A signal came while waiting, or just after the lock was taken:
+		// the command is not started.
+		if err == nil {
+			_ = l.Unlock(context.WithoutCancel(ctx))
+		}
+		return &exitError{code: signalExitCode(sig), err: fmt.Errorf("lock %q: interrupted by %v before %s started", name, sig, argv[0])}
+	}
 	switch {
 	case errors.Is(err, dlock.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return fail(exitNotAcquired, "lock %q not acquired: %v", name, err)
+		return fail(exitNotAcquired, "lock %q not acquired%s: %v", name, heldBy(ctx, c, name), err)
 	case errors.Is(err, dlock.ErrInvalidName), errors.Is(err, dlock.ErrInvalidTTL), errors.Is(err, dlock.ErrInvalidOwner):
 		return fail(exitUsage, "%v", err)
 	case err != nil:
@@ -103,45 +116,48 @@ func runLocked(ctx context.Context, backend, name string, argv []string, ttl, wa
 	}
 	defer l.Unlock(context.WithoutCancel(ctx))
 
-	child := exec.Command(argv[0], argv[1:]...)
-	child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr
-	child.Env = append(os.Environ(), "DLOCK_NAME="+name, "DLOCK_TOKEN="+strconv.FormatUint(l.Token(), 10))
-	if err := child.Start(); err != nil {
-		return fail(exitFailed, "start %s: %v", argv[0], err)
+	res, err := superviseChild(childSpec{
+		Argv:    argv,
+		Env:     []string{"DLOCK_NAME=" + name, "DLOCK_TOKEN=" + strconv.FormatUint(l.Token(), 10)},
+		Signals: sigs,
+		Stop:    l.Done(),
+		Grace:   grace,
+		Stopping: func() {
+			// The one report of the loss; the exit status (4) says the rest.
+			cause := strings.TrimPrefix(l.Err().Error(), "dlock: ")
+			if jsonOutput() {
+				_ = json.NewEncoder(os.Stderr).Encode(struct {
+					Event   string `json:"event"`
+					Name    string `json:"name"`
+					Error   string `json:"error"`
+					GraceMs int64  `json:"grace_ms"`
+				}{"lease_lost", name, cause, grace.Milliseconds()})
+				return
+			}
+			fmt.Fprintf(os.Stderr, "dlock: lease on %q lost (%s); stopping %s: SIGTERM, SIGKILL after %v\n",
+				name, cause, argv[0], grace)
+		},
+	})
+	if err != nil {
+		return startError(argv, err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- child.Wait() }()
-	var lost bool
-	var kill <-chan time.Time
-	for {
-		select {
-		case sig := <-sigs:
-			_ = child.Process.Signal(sig)
-		case <-l.Done():
-			if l.Err() != nil && !lost {
-				lost = true
-				fmt.Fprintf(os.Stderr, "dlock: lease on %q lost (%v); stopping %s\n", name, l.Err(), argv[0])
-				_ = child.Process.Signal(syscall.SIGTERM)
-				kill = time.After(grace)
-			}
-		case <-kill:
-			_ = child.Process.Kill()
-		case err := <-exited:
-			if lost {
-				return fail(exitLeaseLost, "lease on %q was lost while %s ran", name, argv[0])
-			}
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				code := ee.ExitCode()
-				if code < 0 {
-					code = 128 + int(ee.Sys().(syscall.WaitStatus).Signal())
-				}
-				return &exitError{code: code, err: errors.New("")}
-			}
-			if err != nil {
-				return fail(exitFailed, "%v", err)
-			}
-			return nil
-		}
+	if res.Stopped {
+		return &exitError{code: exitLeaseLost, err: errors.New("")}
 	}
+	if res.Code != 0 {
+		return &exitError{code: res.Code, err: errors.New("")}
+	}
+	return nil
+}
+
+// heldBy names the holder of a lock that was not acquired, as " (held by
+// LABEL (owner ID), token N, T left)", or "" if the backend cannot say.
+func heldBy(ctx context.Context, c *dlock.Client, name string) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), global.connectTimeout)
+	defer cancel()
+	info, err := c.Inspect(ctx, name)
+	if err != nil || !info.Held {
+		return ""
+	}
+	return " (held by " + holderText(info) + ")"
 }
