@@ -282,7 +282,10 @@ func demoReachable(ctx context.Context, rawURL string) (label, reason string) {
 	if err != nil {
 		return "(unparsable URL)", strings.TrimPrefix(err.Error(), "dlock: ")
 	}
-	label = driver.Redact(u)
+	label = rawURL
+	if driver.HasSecret(rawURL) {
+		label = driver.Redact(u)
+	}
 	if r := demoRefuses(u); r != "" {
 		return label, r
 	}
