@@ -396,7 +396,7 @@ func startInstances(ctx context.Context, cfg demoConfig, backendURL, storeURL st
 		// the command line that every local user can read.
 		c := exec.Command(exe, "__demo-instance", "--segments", fmt.Sprint(cfg.segments))
 		c.Env = append(os.Environ(), "DLOCK_URL="+backendURL, "DLOCK_DEMO_STORE="+storeURL)
-		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the demo
+		c.SysProcAttr = childSysProcAttr() // never outlive the demo (on Linux)
 		stderr := &syncBuffer{}
 		c.Stderr = stderr
 		stdout, err := c.StdoutPipe()
