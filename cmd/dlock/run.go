@@ -45,7 +45,8 @@ tokens older than the newest it has seen (fencing).
 
 Exit status: CMD's own (128+N if signal N killed it); 3 if the lock was not
 acquired (--no-wait, or --wait elapsed; the error names the holder); 4 if
-the lease was lost; 2 for a bad or unreachable backend.
+the lease was lost; 2 for a bad or unreachable backend; 128+N if signal N
+came before CMD started (while waiting for the lock).
 
 A cron job that must not run twice, the URL (and its password) kept off the
 command line:

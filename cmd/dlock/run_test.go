@@ -182,3 +182,28 @@ func TestRunChildDiesWithDlock(t *testing.T) {
 		t.Fatalf("next run: exit %d %s", r.code, r.stderr)
 	}
 }
+
+// A signal while waiting for the lock ends the wait: the command does not
+// start, and dlock exits as the signal's 128+N.
+func TestRunSignalWhileWaiting(t *testing.T) {
+	u := redisURL(t)
+	l, err := client(t, u).Mutex("queue").Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(t.Context())
+	cmd := exec.CommandContext(t.Context(), bin, "run", "--backend", u, "-v", "queue", "--", "echo", "ran")
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // it waits, the lock being held, with its signal handling set up
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, cmd, 20*time.Second, out); code != 128+int(syscall.SIGTERM) ||
+		strings.Contains(out.String(), "ran") || !strings.Contains(out.String(), "interrupted") {
+		t.Fatalf("exit %d, output %q", code, out.String())
+	}
+}
