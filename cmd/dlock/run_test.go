@@ -207,3 +207,29 @@ func TestRunSignalWhileWaiting(t *testing.T) {
 		t.Fatalf("exit %d, output %q", code, out.String())
 	}
 }
+
+// With -o json, run reports a lost lease as one JSON event on stderr.
+func TestRunLeaseLostJSON(t *testing.T) {
+	u := redisURL(t)
+	cmd, out, _ := startRun(t, "run", "-o", "json", "--backend", u, "--ttl", "1s", "--grace", "5s", "jsonjob", "--",
+		"sh", "-c", `echo pid $$; echo started; trap 'exit 0' TERM; while :; do sleep 0.05; done`)
+	if err := client(t, u).ForceUnlock(t.Context(), "jsonjob"); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, cmd, 30*time.Second, out); code != 4 {
+		t.Fatalf("exit %d:\n%s", code, out.String())
+	}
+	var events int
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.Contains(line, "lost") {
+			m := jsonKeys(t, "lease_lost event", line, "event", "name", "error", "grace_ms")
+			if m["event"] != "lease_lost" || m["name"] != "jsonjob" || m["grace_ms"] != float64(5000) {
+				t.Errorf("event %s", line)
+			}
+			events++
+		}
+	}
+	if events != 1 {
+		t.Errorf("%d loss reports, want one JSON event:\n%s", events, out.String())
+	}
+}
