@@ -97,7 +97,8 @@ func TestOpenErrors(t *testing.T) {
 			t.Errorf("Open(%q) = %v; want ErrInvalidURL", u, err)
 		}
 	}
-	for _, u := range []string{"redis://user:s3cret@host:bad/", "redis://user:s3cret@[::1/", "nosuch://user:s3cret@host/"} {
+	for _, u := range []string{"redis://user:s3cret@host:bad/", "redis://user:s3cret@[::1/", "nosuch://user:s3cret@host/",
+		"nosuch://host/?sentinel_password=s3cret", "redis+sentinel://127.0.0.1:1/m?sentinel_password=s3cret"} {
 		_, err := dlock.Open(ctx, u)
 		if err == nil || strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("Open(%q) = %v; want an error without the password", u, err)

@@ -9,7 +9,9 @@ import (
 // ParseURL parses a backend URL. The host part may list several hosts
 // separated by commas ("redlock://h1:6379,h2:6379,h3:6379"); u.Host then
 // holds the whole list (see Hosts). Unlike url.Parse, its errors never repeat
-// the URL, which may hold a password.
+// the URL, which may hold a password. A password_file= parameter is
+// resolved here, for every backend (see PasswordFileParam): ParseURL then
+// reads that file.
 func ParseURL(rawURL string) (*url.URL, error) {
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok || scheme == "" {
@@ -44,6 +46,9 @@ func ParseURL(rawURL string) (*url.URL, error) {
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
 	u.Host = hostlist
+	if err := resolvePasswordFile(u); err != nil {
+		return nil, bad(err.Error())
+	}
 	return u, nil
 }
 
@@ -57,9 +62,10 @@ func Hosts(u *url.URL) []string {
 
 func redactString(s, rawURL string) string {
 	if u, err := url.Parse(rawURL); err == nil {
-		if pw, ok := u.User.Password(); ok && pw != "" {
-			return strings.ReplaceAll(s, pw, "xxxxx")
+		for _, secret := range Secrets(u) {
+			s = strings.ReplaceAll(s, secret, "xxxxx")
 		}
+		return s
 	}
 	// The URL did not parse: hide everything between "://" and the last "@".
 	if i := strings.Index(rawURL, "://"); i >= 0 {

@@ -2,32 +2,131 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
 	"github.com/spf13/cobra"
 )
 
-// addBackendFlag adds --backend, defaulting to $DLOCK_URL.
-func addBackendFlag(cmd *cobra.Command, url *string) {
-	cmd.Flags().StringVar(url, "backend", "", "backend URL (default $DLOCK_URL), e.g. redis://127.0.0.1:6379 or etcd://127.0.0.1:2379")
+// global holds the root command's persistent flags, shared by every
+// subcommand.
+var global struct {
+	backend        string        // --backend
+	backendFile    string        // --backend-file
+	output         string        // -o
+	connectTimeout time.Duration // --connect-timeout
+	verbose        bool          // -v
 }
 
-// openBackend opens the backend named by --backend or $DLOCK_URL. Every
-// failure is a one-line exit-2 error, without the URL's password.
+func addGlobalFlags(root *cobra.Command) {
+	f := root.PersistentFlags()
+	f.StringVar(&global.backend, "backend", "", "backend URL (default $DLOCK_URL), e.g. redis://127.0.0.1:6379 or etcd://127.0.0.1:2379; a password here is visible in the process list: prefer DLOCK_URL, --backend-file or password_file=")
+	f.StringVar(&global.backendFile, "backend-file", "", "read the backend URL from this file")
+	f.StringVarP(&global.output, "output", "o", "text", "output format: text or json")
+	f.DurationVar(&global.connectTimeout, "connect-timeout", 5*time.Second, "how long to wait for the backend to answer when connecting")
+	f.BoolVarP(&global.verbose, "verbose", "v", false, "log the client's warnings (renewal trouble, retries) on stderr")
+}
+
+func checkGlobalFlags() error {
+	if global.output != "text" && global.output != "json" {
+		return fail(exitUsage, "-o must be text or json")
+	}
+	if global.connectTimeout <= 0 {
+		return fail(exitUsage, "--connect-timeout must be positive")
+	}
+	return nil
+}
+
+// jsonOutput reports whether -o json was given.
+func jsonOutput() bool { return global.output == "json" }
+
+// printJSON writes v as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// addBackendFlag is a no-op kept for subcommands written when each had its
+// own --backend: the flag is now the root's, for every subcommand, and
+// openBackend(ctx, "") reads it.
+func addBackendFlag(*cobra.Command, *string) {}
+
+// backendURL returns the backend URL from --backend, --backend-file or
+// $DLOCK_URL, in that order, and warns on stderr when a URL given on the
+// command line holds a password.
+func backendURL() (string, error) {
+	switch {
+	case global.backend != "" && global.backendFile != "":
+		return "", fail(exitUsage, "give --backend or --backend-file, not both")
+	case global.backend != "":
+		warnArgvSecret("--backend", global.backend)
+		return global.backend, nil
+	case global.backendFile != "":
+		b, err := os.ReadFile(global.backendFile)
+		if err != nil {
+			return "", fail(exitUsage, "--backend-file: %v", err)
+		}
+		u := strings.TrimSpace(string(b))
+		if u == "" {
+			return "", fail(exitUsage, "--backend-file %s is empty", global.backendFile)
+		}
+		return u, nil
+	}
+	if u := os.Getenv("DLOCK_URL"); u != "" {
+		return u, nil
+	}
+	return "", fail(exitUsage, "no backend: give --backend URL, --backend-file PATH or set DLOCK_URL")
+}
+
+// warnArgvSecret warns once on stderr when a URL from the command line holds
+// a password, which every local user can read in the process list.
+func warnArgvSecret(flag, rawURL string) {
+	if !driver.HasSecret(rawURL) {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "dlock: warning: the %s URL holds a password, which every local user can read in the process list; use DLOCK_URL, --backend-file PATH or password_file=PATH in the URL\n", flag)
+}
+
+// clientLogger is the client's logger: warnings only with -v. Without it
+// dlock reports what matters (a lost lease, a failure) itself, once.
+func clientLogger() *slog.Logger {
+	level := slog.LevelError
+	if global.verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// openBackend opens url or, if it is empty, the backend named by --backend,
+// --backend-file or $DLOCK_URL. It waits --connect-timeout for the store to
+// answer. Every failure is a one-line exit-2 error, without the URL's
+// password, that says what it waited for.
 func openBackend(ctx context.Context, url string) (*dlock.Client, error) {
 	if url == "" {
-		url = os.Getenv("DLOCK_URL")
+		var err error
+		if url, err = backendURL(); err != nil {
+			return nil, err
+		}
 	}
-	if url == "" {
-		return nil, fail(exitUsage, "no backend: give --backend URL or set DLOCK_URL")
-	}
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	octx, cancel := context.WithTimeout(ctx, global.connectTimeout)
 	defer cancel()
-	c, err := dlock.Open(ctx, url)
-	if err != nil {
-		return nil, fail(exitUsage, "%v", err)
+	c, err := dlock.Open(octx, url, dlock.WithLogger(clientLogger()))
+	if err == nil {
+		return c, nil
 	}
-	return c, nil
+	if octx.Err() != nil && ctx.Err() == nil || errors.Is(err, context.DeadlineExceeded) {
+		if u, perr := driver.ParseURL(url); perr == nil {
+			return nil, fail(exitUsage, "no answer from %s at %s within %v (--connect-timeout)", u.Scheme, u.Host, global.connectTimeout)
+		}
+	}
+	return nil, fail(exitUsage, "%v", err)
 }

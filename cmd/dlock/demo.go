@@ -34,6 +34,7 @@ var allModes = []string{"local", "trylock", "lock", "segmented", "cas", "fenced"
 
 type demoConfig struct {
 	backend, store string
+	also           []string // more candidates for --backend all
 	instances      int
 	buyers         int
 	requests       int
@@ -63,8 +64,12 @@ round-robin load balancer, and fires --buyers concurrent buyers sending
   multi      (only when named in --modes) each order buys one item from each of
              two segments, locking both with LockAll; "sold" counts items
 
-With no --backend it starts an etcd inside this process (nothing to install);
---backend all also tries redis://127.0.0.1:6379 and etcd://127.0.0.1:2379.
+With no backend (--backend, --backend-file, DLOCK_URL) it starts an etcd
+inside this process (nothing to install). --backend all runs that etcd and
+every backend it is given and can reach: DLOCK_URL, the URLs in
+DLOCK_DEMO_BACKENDS (separated by spaces) and each --also URL; it says which
+it skipped and why. mem:// is refused: each app instance is its own process,
+and would have its own in-process store.
 The stock lives in that etcd unless --store names etcd://, redis://, postgres://
 or mysql:// (table dlock_demo_stock).
 Exit status 1 if any mode but local oversells, loses a sale or fails.`,
@@ -78,11 +83,28 @@ Exit status 1 if any mode but local oversells, loses a sale or fails.`,
 			if cfg.instances < 1 || cfg.buyers < 1 || cfg.requests < 1 || cfg.stock < 1 || cfg.segments < 1 || cfg.timeout <= 0 {
 				return fail(exitUsage, "--instances, --buyers, --requests, --stock, --segments and --timeout must be positive")
 			}
+			cfg.json = cfg.json || jsonOutput()
+			if global.backend == "all" {
+				cfg.backend = "all"
+			} else if global.backend != "" || global.backendFile != "" || os.Getenv("DLOCK_URL") != "" {
+				u, err := backendURL()
+				if err != nil {
+					return err
+				}
+				cfg.backend = u
+			}
+			for _, u := range cfg.also {
+				warnArgvSecret("--also", u)
+			}
+			warnArgvSecret("--store", cfg.store)
+			if cfg.backend != "all" && len(cfg.also) > 0 {
+				return fail(exitUsage, "--also goes with --backend all")
+			}
 			return runDemo(cmd.Context(), cfg, cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.backend, "backend", "", "lock backend URL, or all (default: an embedded etcd)")
+	f.StringArrayVar(&cfg.also, "also", nil, "with --backend all: another backend URL to try (repeatable)")
 	f.StringVar(&cfg.store, "store", "", "stock store: etcd://, redis://, postgres:// or mysql:// URL (default: the embedded etcd)")
 	f.IntVar(&cfg.instances, "instances", 2, "app instances (processes)")
 	f.IntVar(&cfg.buyers, "buyers", 30, "concurrent buyers")
@@ -91,6 +113,7 @@ Exit status 1 if any mode but local oversells, loses a sale or fails.`,
 	f.IntVar(&cfg.segments, "segments", 4, "stock segments in segmented mode")
 	f.StringSliceVar(&cfg.modes, "modes", allModes, "modes to run")
 	f.BoolVar(&cfg.json, "json", false, "print results as JSON")
+	_ = f.MarkDeprecated("json", "use -o json")
 	f.DurationVar(&cfg.timeout, "timeout", 30*time.Second, "time limit of each mode")
 	return cmd
 }
@@ -141,6 +164,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 
 	type target struct{ label, url string }
 	var targets []target
+	var skipped []skip
 	switch cfg.backend {
 	case "":
 		u, err := embedded()
@@ -154,17 +178,24 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 			return fail(exitFailed, "embedded etcd: %v", err)
 		}
 		targets = append(targets, target{"etcd (embedded, no fsync)", u})
-		for _, u := range []string{"redis://127.0.0.1:6379", "etcd://127.0.0.1:2379"} {
-			if reachable(u) {
-				targets = append(targets, target{u, u})
+		for _, c := range demoCandidates(cfg.also) {
+			label, reason := demoReachable(ctx, c)
+			if reason != "" {
+				skipped = append(skipped, skip{Backend: label, Reason: reason})
+				fmt.Fprintf(os.Stderr, "dlock: demo: skipping %s: %s\n", label, reason)
+				continue
 			}
+			targets = append(targets, target{label, c})
 		}
 	default:
 		u, err := driver.ParseURL(cfg.backend)
 		if err != nil {
 			return fail(exitUsage, "%v", err)
 		}
-		targets = append(targets, target{u.Redacted(), cfg.backend})
+		if reason := demoRefuses(u); reason != "" {
+			return fail(exitUsage, "demo: %s", reason)
+		}
+		targets = append(targets, target{driver.Redacted(u), cfg.backend})
 	}
 	storeURL := cfg.store
 	if storeURL == "" {
@@ -184,13 +215,20 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 		rows = append(rows, r...)
 	}
 	if cfg.json {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rows); err != nil {
+		if rows == nil {
+			rows = []demoRow{}
+		}
+		if skipped == nil {
+			skipped = []skip{}
+		}
+		if err := printJSON(out, demoJSON{Results: rows, Skipped: skipped}); err != nil {
 			return err
 		}
 	} else {
 		printTable(out, rows, cfg)
+		for _, s := range skipped {
+			fmt.Fprintf(out, "skipped %s: %s\n", s.Backend, s.Reason)
+		}
 	}
 	for _, r := range rows {
 		if r.bad() {
@@ -200,18 +238,65 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 	return nil
 }
 
-// reachable reports whether a TCP connection to the URL's host succeeds.
-func reachable(rawURL string) bool {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return false
+// skip is a backend --backend all did not run, and why.
+type skip struct {
+	Backend string `json:"backend"` // its URL, password masked
+	Reason  string `json:"reason"`
+}
+
+// demoJSON is what demo -o json prints.
+type demoJSON struct {
+	Results []demoRow `json:"results"`
+	Skipped []skip    `json:"skipped"` // --backend all: backends not run, and why
+}
+
+// demoCandidates are the backends --backend all tries besides the embedded
+// etcd: DLOCK_URL, DLOCK_DEMO_BACKENDS and --also, without repeats.
+func demoCandidates(also []string) []string {
+	var out []string
+	add := func(u string) {
+		if u != "" && !slices.Contains(out, u) {
+			out = append(out, u)
+		}
 	}
-	conn, err := net.DialTimeout("tcp", u.Host, 300*time.Millisecond)
-	if err != nil {
-		return false
+	add(os.Getenv("DLOCK_URL"))
+	for _, u := range strings.Fields(os.Getenv("DLOCK_DEMO_BACKENDS")) {
+		add(u)
 	}
-	_ = conn.Close()
-	return true
+	for _, u := range also {
+		add(u)
+	}
+	return out
+}
+
+// demoRefuses says why the demo cannot use a backend, or "".
+func demoRefuses(u *url.URL) string {
+	if u.Scheme == "mem" {
+		return "mem:// keeps its locks inside one process, and each app instance is a process of its own with its own mem store: its locks would exclude nothing (use the default embedded etcd, or a real store)"
+	}
+	return ""
+}
+
+// demoReachable opens a candidate backend within --connect-timeout; it
+// returns the label to show and, if the demo cannot use it, why.
+func demoReachable(ctx context.Context, rawURL string) (label, reason string) {
+	u, err := driver.ParseURL(rawURL)
+	if err != nil {
+		return "(unparsable URL)", strings.TrimPrefix(err.Error(), "dlock: ")
+	}
+	label = rawURL
+	if driver.HasSecret(rawURL) {
+		label = driver.Redacted(u)
+	}
+	if r := demoRefuses(u); r != "" {
+		return label, r
+	}
+	c, err := openBackend(ctx, rawURL)
+	if err != nil {
+		return label, strings.TrimPrefix(oneLine(err.Error()), "dlock: ")
+	}
+	_ = c.Close()
+	return label, ""
 }
 
 // demoBackend runs every mode against one lock backend.
@@ -310,9 +395,11 @@ func startInstances(ctx context.Context, cfg demoConfig, backendURL, storeURL st
 	}
 	var addrs []string
 	for range cfg.instances {
-		c := exec.Command(exe, "__demo-instance", "--backend", backendURL, "--store", storeURL,
-			"--segments", fmt.Sprint(cfg.segments))
-		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the demo
+		// The URLs, which may hold passwords, go by the environment, not
+		// the command line that every local user can read.
+		c := exec.Command(exe, "__demo-instance", "--segments", fmt.Sprint(cfg.segments))
+		c.Env = append(os.Environ(), "DLOCK_URL="+backendURL, "DLOCK_DEMO_STORE="+storeURL)
+		c.SysProcAttr = childSysProcAttr() // never outlive the demo (on Linux)
 		stderr := &syncBuffer{}
 		c.Stderr = stderr
 		stdout, err := c.StdoutPipe()

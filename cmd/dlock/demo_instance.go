@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"os/signal"
 	"sync"
 	"syscall"
@@ -26,9 +27,10 @@ const (
 )
 
 // demoInstanceCmd is one app instance of the demo: an HTTP server that sells
-// from the shared stock. dlock demo starts several, each its own process.
+// from the shared stock. dlock demo starts several, each its own process,
+// with the lock backend's URL in DLOCK_URL and the stock store's in
+// DLOCK_DEMO_STORE.
 func demoInstanceCmd() *cobra.Command {
-	var backend, store string
 	var segments int
 	cmd := &cobra.Command{
 		Use:    "__demo-instance",
@@ -36,12 +38,12 @@ func demoInstanceCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			c, err := openBackend(ctx, backend)
+			c, err := openBackend(ctx, os.Getenv("DLOCK_URL"))
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			st, err := openStore(ctx, store)
+			st, err := openStore(ctx, os.Getenv("DLOCK_DEMO_STORE"))
 			if err != nil {
 				return fail(exitUsage, "%v", err)
 			}
@@ -60,8 +62,6 @@ func demoInstanceCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&backend, "backend", "", "lock backend URL")
-	cmd.Flags().StringVar(&store, "store", "", "stock store URL")
 	cmd.Flags().IntVar(&segments, "segments", 4, "stock segments")
 	return cmd
 }

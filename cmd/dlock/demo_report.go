@@ -10,16 +10,20 @@ import (
 	"time"
 )
 
-// stderrIsTerminal reports whether progress can be redrawn in place.
-func stderrIsTerminal() bool {
-	fi, err := os.Stderr.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+// stderrIsTerminal reports whether stderr is a terminal: progress is
+// shown only there, where it is redrawn in place, and not in a log or a
+// pipe.
+func stderrIsTerminal() bool { return isTerminal(os.Stderr) }
+
+// progressf prints a progress note on stderr if it is a terminal.
+func progressf(format string, args ...any) {
+	if stderrIsTerminal() {
+		fmt.Fprintf(os.Stderr, format+"\n", args...)
+	}
 }
 
-func progressf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
-
-// progress draws a bar for one mode on stderr: redrawn in place on a
-// terminal, a line per second otherwise.
+// progress draws a bar for one mode on stderr, redrawn in place, if stderr
+// is a terminal.
 type progress struct {
 	label, mode string
 	total       int
@@ -43,23 +47,18 @@ func (p *progress) line() string {
 
 func (p *progress) run() {
 	defer close(p.stopped)
-	tty := stderrIsTerminal()
-	every := time.Second
-	if tty {
-		every = 100 * time.Millisecond
+	if !stderrIsTerminal() {
+		<-p.stop
+		return
 	}
-	t := time.NewTicker(every)
+	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
 		select {
 		case <-p.stop:
 			return
 		case <-t.C:
-			if tty {
-				fmt.Fprint(os.Stderr, "\r"+p.line())
-			} else {
-				fmt.Fprintln(os.Stderr, p.line())
-			}
+			fmt.Fprint(os.Stderr, "\r"+p.line())
 		}
 	}
 }
@@ -67,13 +66,9 @@ func (p *progress) run() {
 func (p *progress) finish(elapsed time.Duration) {
 	close(p.stop)
 	<-p.stopped
-	end := "\n"
 	if stderrIsTerminal() {
-		end = "\r" + p.line() + fmt.Sprintf(" %v\n", elapsed.Round(time.Millisecond))
-		fmt.Fprint(os.Stderr, end)
-		return
+		fmt.Fprint(os.Stderr, "\r"+p.line()+fmt.Sprintf(" %v\n", elapsed.Round(time.Millisecond)))
 	}
-	fmt.Fprintf(os.Stderr, "%s %v\n", p.line(), elapsed.Round(time.Millisecond))
 }
 
 // printTable prints one table per backend.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -17,9 +18,9 @@ import (
 
 func electCmd() *cobra.Command {
 	var (
-		backend, label, output string
-		ttl, wait, grace       time.Duration
-		observe                bool
+		label            string
+		ttl, wait, grace time.Duration
+		observe          bool
 	)
 	cmd := &cobra.Command{
 		Use:   "elect [flags] NAME VALUE -- CMD [ARGS...] | elect --observe NAME",
@@ -38,36 +39,31 @@ unreachable backend.
 With --observe, elect prints each change of leader (one line each, or one
 JSON object per line with -o json) until interrupted.
 
-  dlock elect --backend etcd://127.0.0.1:2379 billing/scheduler host-a:8080 -- ./scheduler
-  dlock elect --backend etcd://127.0.0.1:2379 --observe billing/scheduler -o json`,
+  DLOCK_URL=etcd://127.0.0.1:2379 dlock elect billing/scheduler host-a:8080 -- ./scheduler
+  DLOCK_URL=etcd://127.0.0.1:2379 dlock elect --observe billing/scheduler -o json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "text" && output != "json" {
-				return fail(exitUsage, "-o must be text or json")
-			}
 			if observe {
 				if len(args) != 1 {
 					return fail(exitUsage, "usage: dlock elect --observe NAME")
 				}
-				return observeLeaders(cmd, backend, args[0], output)
+				return observeLeaders(cmd, args[0])
 			}
 			if len(args) < 3 || cmd.ArgsLenAtDash() != 2 {
 				return fail(exitUsage, "usage: dlock elect [flags] NAME VALUE -- CMD [ARGS...]")
 			}
-			return runElected(cmd.Context(), backend, args[0], args[1], args[2:], ttl, wait, label, grace)
+			return runElected(cmd.Context(), args[0], args[1], args[2:], ttl, wait, label, grace)
 		},
 	}
-	addBackendFlag(cmd, &backend)
 	cmd.Flags().DurationVar(&ttl, "ttl", dlock.DefaultTTL, "term TTL: how long a dead leader keeps the lead; renewed every TTL/3")
 	cmd.Flags().DurationVar(&wait, "wait", 0, "how long to campaign (0: until leading)")
 	cmd.Flags().StringVar(&label, "label", "", "holder label, where the store keeps one apart from the value (default: host:pid)")
 	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the term is lost")
 	cmd.Flags().BoolVar(&observe, "observe", false, "print each change of leader instead of campaigning")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "--observe output format: text or json")
 	return cmd
 }
 
-func runElected(ctx context.Context, backend, name, value string, argv []string, ttl, wait time.Duration, label string, grace time.Duration) error {
-	c, err := openBackend(ctx, backend)
+func runElected(ctx context.Context, name, value string, argv []string, ttl, wait time.Duration, label string, grace time.Duration) error {
+	c, err := openBackend(ctx, "")
 	if err != nil {
 		return err
 	}
@@ -78,23 +74,23 @@ func runElected(ctx context.Context, backend, name, value string, argv []string,
 	}
 	e := c.Election(name, opts...)
 
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	defer signal.Stop(sigs)
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// One receiver of the caught signals at a time: the campaign, then the
+	// command's supervisor (as dlock run).
+	sigs, stopSignals := catchSignals()
+	defer stopSignals()
+	cctx, endWait := sigs.cancelOnSignal(ctx)
 	if wait > 0 {
+		var cancel context.CancelFunc
 		cctx, cancel = context.WithTimeout(cctx, wait)
 		defer cancel()
 	}
-	go func() {
-		select {
-		case <-sigs:
-			cancel()
-		case <-cctx.Done():
-		}
-	}()
 	term, err := e.Campaign(cctx, value)
+	if sig := endWait(); sig != nil {
+		if err == nil {
+			_ = term.Resign(context.WithoutCancel(ctx))
+		}
+		return &exitError{code: signalExitCode(sig), err: fmt.Errorf("election %q: interrupted by %v before %s started", name, sig, argv[0])}
+	}
 	switch {
 	case errors.Is(err, dlock.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return fail(exitNotAcquired, "election %q not won: %v", name, err)
@@ -105,8 +101,27 @@ func runElected(ctx context.Context, backend, name, value string, argv []string,
 		return fail(exitFailed, "%v", err)
 	}
 	defer term.Resign(context.WithoutCancel(ctx))
-	env := []string{"DLOCK_NAME=" + name, "DLOCK_VALUE=" + value, "DLOCK_TOKEN=" + strconv.FormatUint(term.Token(), 10)}
-	return superviseChild(argv, env, sigs, term, "term in election "+strconv.Quote(name), grace)
+	res, err := superviseChild(childSpec{
+		Argv:    argv,
+		Env:     []string{"DLOCK_NAME=" + name, "DLOCK_VALUE=" + value, "DLOCK_TOKEN=" + strconv.FormatUint(term.Token(), 10)},
+		Signals: sigs,
+		Stop:    term.Done(),
+		Grace:   grace,
+		Stopping: func() {
+			fmt.Fprintf(os.Stderr, "dlock: term in election %q lost (%s); stopping %s: SIGTERM, SIGKILL after %v\n",
+				name, strings.TrimPrefix(fmt.Sprint(term.Err()), "dlock: "), argv[0], grace)
+		},
+	})
+	if err != nil {
+		return startError(argv, err)
+	}
+	if res.Stopped {
+		return &exitError{code: exitLeaseLost, err: errors.New("")}
+	}
+	if res.Code != 0 {
+		return &exitError{code: res.Code, err: errors.New("")}
+	}
+	return nil
 }
 
 type leaderJSON struct {
@@ -117,10 +132,10 @@ type leaderJSON struct {
 }
 
 // observeLeaders prints each change of leader until interrupted.
-func observeLeaders(cmd *cobra.Command, backend, name, output string) error {
+func observeLeaders(cmd *cobra.Command, name string) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	c, err := openBackend(ctx, backend)
+	c, err := openBackend(ctx, "")
 	if err != nil {
 		return err
 	}
@@ -133,7 +148,7 @@ func observeLeaders(cmd *cobra.Command, backend, name, output string) error {
 			return fail(exitUsage, "%v", err)
 		case err != nil:
 			fmt.Fprintf(os.Stderr, "dlock: %v\n", err)
-		case output == "json":
+		case jsonOutput():
 			if err := enc.Encode(leaderJSON{Name: name, Term: l.Term, Value: l.Value, Label: l.Label}); err != nil {
 				return fail(exitFailed, "%v", err)
 			}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,16 +13,12 @@ import (
 )
 
 func inspectCmd() *cobra.Command {
-	var backend, output string
 	cmd := &cobra.Command{
 		Use:   "inspect NAME",
 		Short: "Show who holds a lock, its hold count, fencing token and time left, and its readers, writer and permits",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "text" && output != "json" {
-				return fail(exitUsage, "-o must be text or json")
-			}
-			c, err := openBackend(cmd.Context(), backend)
+			c, err := openBackend(cmd.Context(), "")
 			if err != nil {
 				return err
 			}
@@ -36,37 +31,36 @@ func inspectCmd() *cobra.Command {
 			if err != nil {
 				return fail(exitFailed, "%v", err)
 			}
-			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
+			if jsonOutput() {
 				j := inspectJSON(info)
 				j.kindsJSON = kinds
-				return enc.Encode(j)
+				return printJSON(cmd.OutOrStdout(), j)
 			}
 			printInfo(cmd, info)
 			printKinds(cmd.OutOrStdout(), args[0], kinds)
 			return nil
 		},
 	}
-	addBackendFlag(cmd, &backend)
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	return cmd
 }
 
 type infoJSON struct {
 	Name    string   `json:"name"`
 	Held    bool     `json:"held"`
-	Owner   string   `json:"owner,omitempty"`
-	Label   string   `json:"label,omitempty"`
+	Owner   string   `json:"owner"`
+	Label   string   `json:"label"`
 	Holds   int      `json:"holds"`
 	Token   uint64   `json:"token"`
 	TTLMs   int64    `json:"ttl_ms"`
 	Waiters int      `json:"waiters"`
-	Notes   []string `json:"notes,omitempty"`
+	Notes   []string `json:"notes"`
 	kindsJSON
 }
 
 func inspectJSON(i dlock.Info) infoJSON {
+	if i.Notes == nil {
+		i.Notes = []string{}
+	}
 	return infoJSON{Name: i.Name, Held: i.Held, Owner: i.Owner, Label: i.Label, Holds: i.Holds, Token: i.Token,
 		TTLMs: i.TTL.Milliseconds(), Waiters: i.Waiters, Notes: i.Notes}
 }
@@ -89,33 +83,39 @@ func printInfo(cmd *cobra.Command, i dlock.Info) {
 }
 
 func migrateCmd() *cobra.Command {
-	var backend string
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:   "migrate",
 		Short: "Create the tables an SQL backend needs (safe to run again)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := openBackend(cmd.Context(), backend)
+			c, err := openBackend(cmd.Context(), "")
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			if err := c.Migrate(cmd.Context()); errors.Is(err, dlock.ErrUnsupported) {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s backend keeps no tables: nothing to do\n", c.Backend())
-				return nil
-			} else if err != nil {
+			res := struct {
+				Backend string `json:"backend"`
+				Tables  bool   `json:"tables"` // the backend keeps tables, and they are ready
+			}{Backend: c.Backend()}
+			if err := c.Migrate(cmd.Context()); err != nil && !errors.Is(err, dlock.ErrUnsupported) {
 				return fail(exitFailed, "%v", err)
+			} else {
+				res.Tables = err == nil
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: tables ready\n", c.Backend())
+			switch {
+			case jsonOutput():
+				return printJSON(cmd.OutOrStdout(), res)
+			case res.Tables:
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: tables ready\n", c.Backend())
+			default:
+				fmt.Fprintf(cmd.OutOrStdout(), "%s backend keeps no tables: nothing to do\n", c.Backend())
+			}
 			return nil
 		},
 	}
-	addBackendFlag(cmd, &backend)
-	return cmd
 }
 
 func unlockCmd() *cobra.Command {
-	var backend string
 	var force, yes bool
 	cmd := &cobra.Command{
 		Use:   "unlock --force NAME",
@@ -125,7 +125,7 @@ func unlockCmd() *cobra.Command {
 			if !force {
 				return fail(exitUsage, "unlock releases another owner's lock: say --force")
 			}
-			c, err := openBackend(cmd.Context(), backend)
+			c, err := openBackend(cmd.Context(), "")
 			if err != nil {
 				return err
 			}
@@ -135,26 +135,49 @@ func unlockCmd() *cobra.Command {
 			if err != nil {
 				return fail(exitFailed, "%v", err)
 			}
-			if !info.Held {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: not held\n", name)
-				return nil
-			}
-			if !yes {
-				fmt.Fprintf(cmd.ErrOrStderr(), "Force-release %q held by %s %s (token %d)? [y/N] ", name, info.Label, info.Owner, info.Token)
-				answer, _ := bufio.NewReader(os.Stdin).ReadString('\n')
-				if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
-					return fail(exitFailed, "not released")
+			res := struct {
+				Name     string   `json:"name"`
+				Released bool     `json:"released"` // false: it was not held
+				Holder   infoJSON `json:"holder"`   // what inspect showed before
+			}{Name: name, Holder: inspectJSON(info)}
+			if info.Held {
+				if !yes {
+					fmt.Fprintf(cmd.ErrOrStderr(), "Force-release %q held by %s? [y/N] ", name, holderText(info))
+					answer, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+					if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+						return fail(exitFailed, "not released")
+					}
 				}
+				if err := c.ForceUnlock(cmd.Context(), name); err != nil {
+					return fail(exitFailed, "%v", err)
+				}
+				res.Released = true
 			}
-			if err := c.ForceUnlock(cmd.Context(), name); err != nil {
-				return fail(exitFailed, "%v", err)
+			switch {
+			case jsonOutput():
+				return printJSON(cmd.OutOrStdout(), res)
+			case res.Released:
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: released (holder %s will find out at its next renewal)\n", name, info.Owner)
+			default:
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: not held\n", name)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: released (holder %s will find out at its next renewal)\n", name, info.Owner)
 			return nil
 		},
 	}
-	addBackendFlag(cmd, &backend)
 	cmd.Flags().BoolVar(&force, "force", false, "release whoever holds the lock")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
 	return cmd
+}
+
+// holderText names a lock's holder: its label and owner, token and time
+// left, as far as the backend tells them.
+func holderText(i dlock.Info) string {
+	who := i.Owner
+	if i.Label != "" {
+		who = i.Label + " (owner " + i.Owner + ")"
+	}
+	if who == "" {
+		who = "an owner the backend does not name"
+	}
+	return fmt.Sprintf("%s, token %d, %v left", who, i.Token, i.TTL.Round(time.Millisecond))
 }

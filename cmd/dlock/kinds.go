@@ -53,22 +53,22 @@ func (k *kindFlags) locker(c *dlock.Client, name string, opts []dlock.Option) (d
 // kindsJSON is what inspect -o json adds for a name's read-write lock and
 // semaphore, when the backend has them and they are held or waited for.
 type kindsJSON struct {
-	RWMutex   *kindInfoJSON `json:"rwmutex,omitempty"`
-	Semaphore *kindInfoJSON `json:"semaphore,omitempty"`
+	RWMutex   *kindInfoJSON `json:"rwmutex"`
+	Semaphore *kindInfoJSON `json:"semaphore"`
 }
 
 type kindInfoJSON struct {
 	Held    bool         `json:"held"`
-	Writer  *holderJSON  `json:"writer,omitempty"`
-	Readers []holderJSON `json:"readers,omitempty"`
-	Permits int          `json:"permits,omitempty"` // a semaphore's count
-	Holders []holderJSON `json:"holders,omitempty"` // a semaphore's permit holders
+	Writer  *holderJSON  `json:"writer"`
+	Readers []holderJSON `json:"readers"`
+	Permits int          `json:"permits"` // a semaphore's count
+	Holders []holderJSON `json:"holders"` // a semaphore's permit holders
 	Waiters int          `json:"waiters"`
 }
 
 type holderJSON struct {
 	Owner string `json:"owner"`
-	Label string `json:"label,omitempty"`
+	Label string `json:"label"`
 	Token uint64 `json:"token"`
 	Holds int    `json:"holds"`
 	TTLMs int64  `json:"ttl_ms"`

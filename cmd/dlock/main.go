@@ -1,7 +1,26 @@
 // Command dlock runs commands under distributed locks, inspects and clears
 // locks, and reproduces the flash-sale experiment (dlock demo).
 //
-// The backend URL comes from --backend or the DLOCK_URL environment variable.
+// The backend URL comes from --backend, --backend-file PATH (a file holding
+// the URL) or the DLOCK_URL environment variable, for every subcommand. A
+// URL on the command line is visible to every local user in the process
+// list: dlock warns when one holds a password, and DLOCK_URL, --backend-file
+// or the URL parameter password_file=PATH keep it off the command line.
+//
+// -o json makes every command print JSON (errors too, on stderr, as
+// {"error": ..., "exit": N}).
+//
+// dlock run and the parent-death guarantee: on Linux the command dlock run
+// starts is killed by the kernel when dlock dies, even by kill -9, so it
+// never runs on without the lock's guard; it runs in its own process group
+// (unless stdin is a terminal) and forwarded signals go to that group. Other
+// systems have no parent-death signal: there a command whose dlock was
+// killed with SIGKILL runs on until it ends by itself. On every system, a
+// dlock process that is stopped (SIGSTOP, a frozen VM or container) cannot
+// renew: once the TTL passes the store gives the lock to someone else while
+// the command still runs, unprotected, until dlock resumes, sees the loss
+// and stops it. The command gets its fencing token in DLOCK_TOKEN so that
+// its writes can be refused by a store that has seen a newer token.
 //
 // Exit status: 0 success; 1 the demo found an oversell, or a command failed;
 // 2 bad usage, a bad or unreachable backend; 3 the lock was not acquired in
@@ -11,6 +30,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -56,6 +76,21 @@ type quietRedis struct{}
 
 func (quietRedis) Printf(context.Context, string, ...any) {}
 
+// commands are dlock's subcommands, in the order help lists them. Add a
+// command with one line here.
+func commands() []*cobra.Command {
+	return []*cobra.Command{
+		runCmd(),
+		inspectCmd(),
+		unlockCmd(),
+		migrateCmd(),
+		demoCmd(),
+		versionCmd(),
+		demoInstanceCmd(),
+		electCmd(),
+	}
+}
+
 func main() {
 	redis.SetLogger(quietRedis{})
 	root := &cobra.Command{
@@ -63,8 +98,12 @@ func main() {
 		Short:         "Distributed locks over Redis, etcd and more",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return checkGlobalFlags()
+		},
 	}
-	root.AddCommand(runCmd(), inspectCmd(), unlockCmd(), migrateCmd(), demoCmd(), demoInstanceCmd(), electCmd())
+	addGlobalFlags(root)
+	root.AddCommand(commands()...)
 	err := root.Execute()
 	if err == nil {
 		return
@@ -74,11 +113,26 @@ func main() {
 	if errors.As(err, &ee) {
 		code = ee.code
 	}
-	if msg := err.Error(); msg != "" {
-		if !strings.HasPrefix(msg, "dlock: ") {
-			msg = "dlock: " + msg
-		}
+	msg := oneLine(err.Error())
+	if msg != "" && !strings.HasPrefix(msg, "dlock: ") {
+		msg = "dlock: " + msg
+	}
+	if jsonOutput() {
+		_ = json.NewEncoder(os.Stderr).Encode(struct {
+			Error string `json:"error"`
+			Exit  int    `json:"exit"`
+		}{msg, code})
+	} else if msg != "" {
 		fmt.Fprintln(os.Stderr, msg)
 	}
 	os.Exit(code)
+}
+
+// oneLine folds a multi-line error (several hosts' dial errors) into one.
+func oneLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	return strings.Join(lines, "; ")
 }

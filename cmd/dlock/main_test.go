@@ -16,6 +16,7 @@ import (
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/internal/testserver"
 	_ "github.com/dlock/dlock/redislock"
+	"github.com/redis/go-redis/v9"
 )
 
 var bin string // the dlock binary under test
@@ -28,6 +29,9 @@ func TestMain(m *testing.M) {
 	bin = filepath.Join(dir, "dlock")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		panic("go build: " + err.Error() + "\n" + string(out))
+	}
+	if b := os.Getenv("DLOCK_TEST_BIN"); b != "" {
+		bin = b // to check that a test fails on an older build
 	}
 	code := m.Run()
 	_ = os.RemoveAll(dir)
@@ -87,20 +91,45 @@ type demoRow struct {
 	P99        float64 `json:"p99_ms"`
 }
 
+// demoRows parses demo -o json's results, checking that every field is
+// there (empty ones too).
+func demoRows(t *testing.T, stdout string) []demoRow {
+	t.Helper()
+	var out struct {
+		Results []map[string]any `json:"results"`
+		Skipped []map[string]any `json:"skipped"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil || out.Results == nil || out.Skipped == nil {
+		t.Fatalf("demo -o json: %v\n%s", err, stdout)
+	}
+	var rows []demoRow
+	for _, m := range out.Results {
+		for _, k := range []string{"backend", "mode", "requests", "sold", "busy", "sold_out", "stale_rejected", "errors", "final_stock", "oversold", "lost", "rps", "p50_ms", "p99_ms"} {
+			if _, ok := m[k]; !ok {
+				t.Errorf("demo -o json: a row lacks %q: %v", k, m)
+			}
+		}
+		b, _ := json.Marshal(m)
+		var row demoRow
+		if err := json.Unmarshal(b, &row); err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
 // The demo with its defaults: no oversell in any protected mode, an
 // oversell with only local locks (over a few runs), and nothing left behind.
 func TestDemoDefaults(t *testing.T) {
 	localOversold := false
 	for run := 0; run < 3 && !localOversold; run++ {
 		tmp := t.TempDir()
-		r := dlockCmd(t, []string{"TMPDIR=" + tmp}, "demo", "--json")
+		r := dlockCmd(t, []string{"TMPDIR=" + tmp}, "demo", "-o", "json")
 		if r.code != 0 {
 			t.Fatalf("demo exit %d: %s", r.code, r.stderr)
 		}
-		var rows []demoRow
-		if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
-			t.Fatalf("demo --json: %v\n%s", err, r.stdout)
-		}
+		rows := demoRows(t, r.stdout)
 		if len(rows) != 6 {
 			t.Fatalf("want 6 modes, got %d", len(rows))
 		}
@@ -143,8 +172,8 @@ func TestDemoTable(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	if !strings.Contains(r.stderr, "[##############################]") {
-		t.Errorf("no progress bar on stderr:\n%s", r.stderr)
+	if strings.Contains(r.stderr, "[#") || strings.Contains(r.stderr, "starting") {
+		t.Errorf("progress on a stderr that is not a terminal:\n%s", r.stderr)
 	}
 	if r := dlockCmd(t, nil, "demo", "--modes", "bogus"); r.code != 2 {
 		t.Errorf("unknown mode: exit %d", r.code)
@@ -154,15 +183,11 @@ func TestDemoTable(t *testing.T) {
 // The demo against Redis, with the stock in Redis too.
 func TestDemoRedis(t *testing.T) {
 	u := redisURL(t)
-	r := dlockCmd(t, nil, "demo", "--json", "--backend", u, "--store", u, "--modes", "lock,fenced,cas", "--requests", "100", "--stock", "50")
+	r := dlockCmd(t, nil, "demo", "-o", "json", "--backend", u, "--store", u, "--modes", "lock,fenced,cas", "--requests", "100", "--stock", "50")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	var rows []demoRow
-	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
-		t.Fatal(err)
-	}
-	for _, row := range rows {
+	for _, row := range demoRows(t, r.stdout) {
 		if row.Sold != 50 || row.Oversold != 0 || row.FinalStock != 0 || !strings.HasPrefix(row.Backend, "redis://") {
 			t.Errorf("%+v", row)
 		}
@@ -172,15 +197,11 @@ func TestDemoRedis(t *testing.T) {
 // The demo on PostgreSQL: locks in table mode, stock in the same database.
 func TestDemoPostgres(t *testing.T) {
 	u := testserver.PostgresURL(testserver.Postgres(t))
-	r := dlockCmd(t, nil, "demo", "--json", "--backend", u, "--store", u, "--modes", "lock,fenced,cas", "--requests", "60", "--stock", "30")
+	r := dlockCmd(t, nil, "demo", "-o", "json", "--backend", u, "--store", u, "--modes", "lock,fenced,cas", "--requests", "60", "--stock", "30")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	var rows []demoRow
-	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
-		t.Fatal(err)
-	}
-	for _, row := range rows {
+	for _, row := range demoRows(t, r.stdout) {
 		if row.Sold != 30 || row.Oversold != 0 || row.FinalStock != 0 {
 			t.Errorf("%+v", row)
 		}
@@ -293,24 +314,96 @@ func TestMigrate(t *testing.T) {
 }
 
 // Bad or unreachable backends: one line, exit 2, no password, no stack trace.
+// The URLs with passwords come by DLOCK_URL, which raises no warning.
 func TestBadBackends(t *testing.T) {
+	pwFile := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pwFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		env  []string
 		args []string
 		want string
 	}{
-		{nil, []string{"inspect", "--backend", "redis://user:s3cret@127.0.0.1:1/0?dial_timeout=200ms", "x"}, "connect"},
+		{[]string{"DLOCK_URL=redis://user:s3cret@127.0.0.1:1/0?dial_timeout=200ms"}, []string{"inspect", "x"}, "connect"},
 		{nil, []string{"inspect", "--backend", "nosuch://h", "x"}, "forgotten import"},
-		{nil, []string{"inspect", "--backend", "redis://user:s3cret@[::1", "x"}, "invalid backend URL"},
+		{[]string{"DLOCK_URL=redis://user:s3cret@[::1"}, []string{"inspect", "x"}, "invalid backend URL"},
 		{[]string{"DLOCK_URL="}, []string{"inspect", "x"}, "no backend"},
 		{nil, []string{"run", "--backend", "mem://", "x", "true"}, "usage"},
+		// A password in a parameter (Sentinel's), in a file, or in a
+		// file that is not there.
+		{[]string{"DLOCK_URL=redis+sentinel://127.0.0.1:1/mymaster?sentinel_password=s3cret&dial_timeout=200ms"}, []string{"inspect", "x"}, "open"},
+		{[]string{"DLOCK_URL=redis://user@127.0.0.1:1/0?dial_timeout=200ms&password_file=" + pwFile}, []string{"inspect", "x"}, "connect"},
+		{[]string{"DLOCK_URL=redis://user@127.0.0.1:1/0?password_file=/nonexistent/pw"}, []string{"inspect", "x"}, "password_file /nonexistent/pw: no such file"},
+		{[]string{"DLOCK_URL=redis://user:s3cret@127.0.0.1:1/0?password_file=" + pwFile}, []string{"inspect", "x"}, "not both"},
+		// The same failures in JSON.
+		{[]string{"DLOCK_URL=redis://user:s3cret@127.0.0.1:1/0?dial_timeout=200ms"}, []string{"inspect", "-o", "json", "x"}, `"exit":2`},
+		{[]string{"DLOCK_URL=postgres://user:s3cret@127.0.0.1:1/db?connect_timeout=1"}, []string{"inspect", "x"}, "connect"},
 	} {
 		r := dlockCmd(t, tc.env, tc.args...)
 		lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
 		if r.code != 2 || len(lines) != 1 || !strings.Contains(r.stderr, tc.want) ||
 			strings.Contains(r.stderr, "s3cret") || strings.Contains(r.stderr, "goroutine") {
-			t.Errorf("dlock %v: exit %d, stderr %q; want exit 2 and one line with %q", tc.args, r.code, r.stderr, tc.want)
+			t.Errorf("dlock %v %v: exit %d, stderr %q; want exit 2 and one line with %q", tc.env, tc.args, r.code, r.stderr, tc.want)
 		}
+	}
+}
+
+// A password on the command line works, with a warning that it is visible
+// in the process list; one from a file (password_file=, --backend-file) or
+// DLOCK_URL raises none. The password never shows in output or errors.
+func TestBackendSecrets(t *testing.T) {
+	const pw = "s3cret-pw"
+	srv := testserver.Redis(t)
+	// Set the password once the server runs (testserver's readiness check
+	// pings without one).
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	if err := rdb.ConfigSet(t.Context(), "requirepass", pw).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_ = rdb.Close()
+	dir := t.TempDir()
+	pwFile := filepath.Join(dir, "redis-password")
+	if err := os.WriteFile(pwFile, []byte(pw+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	urlFile := filepath.Join(dir, "url")
+	if err := os.WriteFile(urlFile, []byte("redis://:"+pw+"@"+srv.Addr()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	inArgv := "redis://:" + pw + "@" + srv.Addr()
+	for _, tc := range []struct {
+		env  []string
+		args []string
+		warn bool
+	}{
+		{nil, []string{"--backend", inArgv}, true},
+		{[]string{"DLOCK_URL=" + inArgv}, nil, false},
+		{nil, []string{"--backend", "redis://" + srv.Addr() + "?password_file=" + pwFile}, false},
+		{nil, []string{"--backend-file", urlFile}, false},
+		{[]string{"DLOCK_URL=redis://" + srv.Addr() + "?password_file=" + pwFile}, nil, false},
+	} {
+		for _, out := range []string{"text", "json"} {
+			args := append([]string{"inspect", "-o", out, "job"}, tc.args...)
+			r := dlockCmd(t, tc.env, args...)
+			warned := strings.Contains(r.stderr, "warning: the --backend URL holds a password")
+			if r.code != 0 || warned != tc.warn || strings.Contains(r.stdout+r.stderr, pw) {
+				t.Errorf("dlock %v %v: exit %d, warned %v (want %v), stdout %q, stderr %q", tc.env, args, r.code, warned, tc.warn, r.stdout, r.stderr)
+			}
+		}
+	}
+	// Without the password the server refuses, and the error says so.
+	r := dlockCmd(t, nil, "inspect", "--backend", "redis://"+srv.Addr(), "job")
+	if r.code != 2 || !strings.Contains(r.stderr, "NOAUTH") {
+		t.Errorf("no password: exit %d, %q", r.code, r.stderr)
+	}
+	// A lock taken with the password from a file works end to end.
+	r = dlockCmd(t, []string{"DLOCK_URL=redis://" + srv.Addr() + "?password_file=" + pwFile}, "run", "job", "--", "sh", "-c", "echo $DLOCK_TOKEN")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "1" {
+		t.Errorf("run with password_file: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := dlockCmd(t, nil, "inspect", "--backend", "x://", "--backend-file", urlFile, "job"); r.code != 2 || !strings.Contains(r.stderr, "not both") {
+		t.Errorf("--backend and --backend-file: exit %d, %q", r.code, r.stderr)
 	}
 }
 

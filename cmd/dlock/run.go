@@ -2,13 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"os/signal"
 	"strconv"
-	"syscall"
+	"strings"
 	"time"
 
 	"github.com/dlock/dlock"
@@ -17,7 +16,6 @@ import (
 
 func runCmd() *cobra.Command {
 	var (
-		backend     string
 		ttl, wait   time.Duration
 		grace       time.Duration
 		noWait      bool
@@ -30,14 +28,30 @@ func runCmd() *cobra.Command {
 		Use:   "run [flags] NAME -- CMD [ARGS...]",
 		Short: "Run a command while holding a lock (like flock(1), across machines)",
 		Long: `Run takes the lock NAME, runs CMD with DLOCK_NAME and DLOCK_TOKEN (the fencing
-token) in its environment, forwards signals to it, and unlocks when it exits.
-If the lease is lost while CMD runs, CMD gets SIGTERM, then SIGKILL after --grace.
+token) in its environment, forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to it,
+and unlocks when it exits. If the lease is lost while CMD runs, CMD gets
+SIGTERM, then SIGKILL after --grace.
 
-Exit status: CMD's own; 3 if the lock was not acquired (--no-wait, or --wait
-elapsed); 4 if the lease was lost; 2 for a bad or unreachable backend.
+CMD may not outlive its guard: on Linux the kernel kills it (SIGKILL) when
+dlock dies, even by kill -9. It runs in its own process group, which gets
+the forwarded signals, unless stdin is a terminal (then it shares dlock's, so
+that job control works). Other systems have no parent-death signal: there a
+CMD whose dlock was killed with SIGKILL runs on until it ends by itself.
 
-A cron job that must not run twice:
-  dlock run --backend redis://127.0.0.1:6379 --no-wait nightly-report -- ./report.sh
+While dlock itself is stopped (SIGSTOP, a frozen VM or container) it cannot
+renew: once the TTL passes, another process may take the lock while CMD runs
+on, unprotected, until dlock resumes, sees the loss and stops CMD. A CMD
+whose writes must never overlap passes DLOCK_TOKEN to a store that refuses
+tokens older than the newest it has seen (fencing).
+
+Exit status: CMD's own (128+N if signal N killed it); 3 if the lock was not
+acquired (--no-wait, or --wait elapsed; the error names the holder); 4 if
+the lease was lost; 2 for a bad or unreachable backend; 128+N if signal N
+came before CMD started (while waiting for the lock).
+
+A cron job that must not run twice, the URL (and its password) kept off the
+command line:
+  DLOCK_URL=redis://127.0.0.1:6379 dlock run --no-wait nightly-report -- ./report.sh
 
 --shared takes a read hold of the read-write lock NAME (readers run together,
 as with flock -s) and --write its write hold; --permits N one of N permits of
@@ -48,10 +62,9 @@ semaphore of one name are three different locks.`,
 			if cmd.ArgsLenAtDash() != 1 {
 				return fail(exitUsage, "usage: dlock run [flags] NAME -- CMD [ARGS...]")
 			}
-			return runLocked(cmd.Context(), backend, args[0], args[1:], ttl, wait, noWait, owner, label, grace, kinds)
+			return runLocked(cmd.Context(), args[0], args[1:], ttl, wait, noWait, owner, label, grace, kinds)
 		},
 	}
-	addBackendFlag(cmd, &backend)
 	kinds = addKindFlags(cmd)
 	cmd.Flags().DurationVar(&ttl, "ttl", dlock.DefaultTTL, "lease TTL; renewed every TTL/3 while the command runs")
 	cmd.Flags().DurationVar(&wait, "wait", waitForever, "how long to wait for the lock (0: forever)")
@@ -62,8 +75,8 @@ semaphore of one name are three different locks.`,
 	return cmd
 }
 
-func runLocked(ctx context.Context, backend, name string, argv []string, ttl, wait time.Duration, noWait bool, owner, label string, grace time.Duration, kinds *kindFlags) error {
-	c, err := openBackend(ctx, backend)
+func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.Duration, noWait bool, owner, label string, grace time.Duration, kinds *kindFlags) error {
+	c, err := openBackend(ctx, "")
 	if err != nil {
 		return err
 	}
@@ -80,32 +93,33 @@ func runLocked(ctx context.Context, backend, name string, argv []string, ttl, wa
 		return err
 	}
 
-	// Signals that arrive while waiting for the lock end the wait.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	defer signal.Stop(sigs)
-	lctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// One receiver of the caught signals at a time: the wait for the lock,
+	// then the command's supervisor.
+	sigs, stopSignals := catchSignals()
+	defer stopSignals()
+	lctx, endWait := sigs.cancelOnSignal(ctx)
 	if wait > 0 {
+		var cancel context.CancelFunc
 		lctx, cancel = context.WithTimeout(lctx, wait)
 		defer cancel()
 	}
-	go func() {
-		select {
-		case <-sigs:
-			cancel()
-		case <-lctx.Done():
-		}
-	}()
 	var l *dlock.Lease
 	if noWait {
 		l, err = m.TryLock(lctx)
 	} else {
 		l, err = m.Lock(lctx)
 	}
+	if sig := endWait(); sig != nil {
+		// A signal came while waiting, or just after the lock was taken:
+		// the command is not started.
+		if err == nil {
+			_ = l.Unlock(context.WithoutCancel(ctx))
+		}
+		return &exitError{code: signalExitCode(sig), err: fmt.Errorf("lock %q: interrupted by %v before %s started", name, sig, argv[0])}
+	}
 	switch {
 	case errors.Is(err, dlock.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return fail(exitNotAcquired, "lock %q not acquired: %v", name, err)
+		return fail(exitNotAcquired, "lock %q not acquired%s: %v", name, heldBy(ctx, c, name), err)
 	case errors.Is(err, dlock.ErrInvalidName), errors.Is(err, dlock.ErrInvalidTTL), errors.Is(err, dlock.ErrInvalidOwner),
 		errors.Is(err, dlock.ErrUnsupported), errors.Is(err, dlock.ErrInvalidConfig):
 		return fail(exitUsage, "%v", err)
@@ -114,60 +128,48 @@ func runLocked(ctx context.Context, backend, name string, argv []string, ttl, wa
 	}
 	defer l.Unlock(context.WithoutCancel(ctx))
 
-	env := []string{"DLOCK_NAME=" + name, "DLOCK_TOKEN=" + strconv.FormatUint(l.Token(), 10)}
-	return superviseChild(argv, env, sigs, l, "lease on "+strconv.Quote(name), grace)
+	res, err := superviseChild(childSpec{
+		Argv:    argv,
+		Env:     []string{"DLOCK_NAME=" + name, "DLOCK_TOKEN=" + strconv.FormatUint(l.Token(), 10)},
+		Signals: sigs,
+		Stop:    l.Done(),
+		Grace:   grace,
+		Stopping: func() {
+			// The one report of the loss; the exit status (4) says the rest.
+			cause := strings.TrimPrefix(l.Err().Error(), "dlock: ")
+			if jsonOutput() {
+				_ = json.NewEncoder(os.Stderr).Encode(struct {
+					Event   string `json:"event"`
+					Name    string `json:"name"`
+					Error   string `json:"error"`
+					GraceMs int64  `json:"grace_ms"`
+				}{"lease_lost", name, cause, grace.Milliseconds()})
+				return
+			}
+			fmt.Fprintf(os.Stderr, "dlock: lease on %q lost (%s); stopping %s: SIGTERM, SIGKILL after %v\n",
+				name, cause, argv[0], grace)
+		},
+	})
+	if err != nil {
+		return startError(argv, err)
+	}
+	if res.Stopped {
+		return &exitError{code: exitLeaseLost, err: errors.New("")}
+	}
+	if res.Code != 0 {
+		return &exitError{code: res.Code, err: errors.New("")}
+	}
+	return nil
 }
 
-// holding is what a child runs under: a lease, or a term of `dlock elect`.
-type holding interface {
-	Done() <-chan struct{}
-	Err() error
-}
-
-// superviseChild runs argv with env added to the environment, forwards
-// sigs to it, and returns its exit status as an error. If h ends with an
-// error (lost) while it runs, the child gets SIGTERM, then SIGKILL after
-// grace, and the status is exitLeaseLost; what names h in messages.
-func superviseChild(argv, env []string, sigs <-chan os.Signal, h holding, what string, grace time.Duration) error {
-	child := exec.Command(argv[0], argv[1:]...)
-	child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr
-	child.Env = append(os.Environ(), env...)
-	if err := child.Start(); err != nil {
-		return fail(exitFailed, "start %s: %v", argv[0], err)
+// heldBy names the holder of a lock that was not acquired, as " (held by
+// LABEL (owner ID), token N, T left)", or "" if the backend cannot say.
+func heldBy(ctx context.Context, c *dlock.Client, name string) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), global.connectTimeout)
+	defer cancel()
+	info, err := c.Inspect(ctx, name)
+	if err != nil || !info.Held {
+		return ""
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- child.Wait() }()
-	var lost bool
-	var kill <-chan time.Time
-	for {
-		select {
-		case sig := <-sigs:
-			_ = child.Process.Signal(sig)
-		case <-h.Done():
-			if h.Err() != nil && !lost {
-				lost = true
-				fmt.Fprintf(os.Stderr, "dlock: %s lost (%v); stopping %s\n", what, h.Err(), argv[0])
-				_ = child.Process.Signal(syscall.SIGTERM)
-				kill = time.After(grace)
-			}
-		case <-kill:
-			_ = child.Process.Kill()
-		case err := <-exited:
-			if lost {
-				return fail(exitLeaseLost, "%s was lost while %s ran", what, argv[0])
-			}
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				code := ee.ExitCode()
-				if code < 0 {
-					code = 128 + int(ee.Sys().(syscall.WaitStatus).Signal())
-				}
-				return &exitError{code: code, err: errors.New("")}
-			}
-			if err != nil {
-				return fail(exitFailed, "%v", err)
-			}
-			return nil
-		}
-	}
+	return " (held by " + holderText(info) + ")"
 }

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+)
+
+// forwardedSignals are the signals dlock catches: while it waits for a lock
+// they end the wait; while a command runs they are forwarded to it.
+var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+// signalCatcher owns the one channel that receives dlock's signals. Exactly
+// one goroutine receives from it at a time: first the wait for the lock
+// (cancelOnSignal), then the child's supervisor (superviseChild). Two
+// receivers on one channel split the signals between them at random: the
+// first SIGTERM sent to `dlock run` used to reach the child in only a few
+// runs out of five.
+type signalCatcher struct{ ch chan os.Signal }
+
+// catchSignals starts catching forwardedSignals; stop undoes it.
+func catchSignals() (s *signalCatcher, stop func()) {
+	s = &signalCatcher{ch: make(chan os.Signal, 8)}
+	signal.Notify(s.ch, forwardedSignals...)
+	return s, func() { signal.Stop(s.ch) }
+}
+
+// cancelOnSignal returns a context cancelled by the first caught signal, for
+// the wait for a lock. end stops the watching goroutine (it has returned
+// when end returns) and returns the signal that cancelled ctx, or nil; from
+// then on the catcher's signals are the caller's again.
+func (s *signalCatcher) cancelOnSignal(parent context.Context) (ctx context.Context, end func() os.Signal) {
+	ctx, cancel := context.WithCancel(parent)
+	stop := make(chan struct{})
+	got := make(chan os.Signal, 1)
+	go func() {
+		select {
+		case sig := <-s.ch:
+			cancel()
+			got <- sig
+		case <-stop:
+			got <- nil
+		}
+	}()
+	return ctx, func() os.Signal {
+		close(stop)
+		sig := <-got
+		cancel()
+		return sig
+	}
+}
+
+// childSpec says what superviseChild runs and how it stops it.
+type childSpec struct {
+	Argv []string // the command and its arguments
+	Env  []string // added to dlock's own environment
+	// Signals, if not nil, are forwarded to the child's process group. The
+	// supervisor must be the channel's only receiver (see signalCatcher).
+	Signals *signalCatcher
+	// Stop, when closed, stops the child: SIGTERM to its process group,
+	// then SIGKILL after Grace if it has not exited. A nil Stop never fires.
+	Stop  <-chan struct{}
+	Grace time.Duration
+	// Stopping, if set, is called once when Stop fires, before SIGTERM (to
+	// say why the child is being stopped).
+	Stopping func()
+	// Started, if set, is called with the child's pid once it runs.
+	Started func(pid int)
+}
+
+// childExit is how a supervised child ended.
+type childExit struct {
+	Code    int  // its exit status; 128+N if signal N killed it
+	Stopped bool // Stop fired while it ran
+}
+
+// superviseChild starts spec.Argv with stdin, stdout and stderr shared with
+// dlock, forwards signals to it, stops it when spec.Stop fires, and returns
+// when it has exited. The child may not outlive dlock: on Linux it gets
+// SIGKILL from the kernel when dlock dies, even by kill -9 (see
+// childSysProcAttr for what other systems get). It runs in its own process
+// group (unless it must share dlock's terminal), and forwarded signals, the
+// SIGTERM and the SIGKILL go to that whole group, so the command's own
+// children are stopped with it.
+//
+// An error means the child could not be started.
+func superviseChild(spec childSpec) (childExit, error) {
+	if len(spec.Argv) == 0 {
+		return childExit{}, errors.New("no command")
+	}
+	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), spec.Env...)
+	cmd.SysProcAttr = childSysProcAttr()
+	group := cmd.SysProcAttr.Setpgid
+
+	// The child is started and waited for on one goroutine locked to its
+	// OS thread: Linux's parent-death signal fires when the *thread* that
+	// created the child exits, and the Go runtime may end threads. The
+	// locked thread lives until the child has exited.
+	started := make(chan error, 1)
+	exited := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exited <- cmd.Wait()
+	}()
+	if err := <-started; err != nil {
+		return childExit{}, err
+	}
+	if spec.Started != nil {
+		spec.Started(cmd.Process.Pid)
+	}
+	signalChild := func(sig syscall.Signal) {
+		if group {
+			// The group's id is the child's pid. Once the child has
+			// exited and been waited for its pid may be reused, but
+			// only the supervising loop below signals, and it stops
+			// before then.
+			_ = syscall.Kill(-cmd.Process.Pid, sig)
+			return
+		}
+		_ = cmd.Process.Signal(sig)
+	}
+
+	var sigs <-chan os.Signal
+	if spec.Signals != nil {
+		sigs = spec.Signals.ch
+	}
+	stop := spec.Stop
+	var kill <-chan time.Time
+	var stopped bool
+	for {
+		select {
+		case sig := <-sigs:
+			if s, ok := sig.(syscall.Signal); ok {
+				signalChild(s)
+			}
+		case <-stop:
+			stop = nil // once: a closed channel would make this loop spin
+			stopped = true
+			if spec.Stopping != nil {
+				spec.Stopping()
+			}
+			signalChild(syscall.SIGTERM)
+			t := time.NewTimer(spec.Grace)
+			defer t.Stop()
+			kill = t.C
+		case <-kill:
+			kill = nil
+			signalChild(syscall.SIGKILL)
+		case err := <-exited:
+			return childExit{Code: exitCode(err), Stopped: stopped}, nil
+		}
+	}
+}
+
+// exitCode is the shell's view of how a command ended: its exit status, or
+// 128+N when signal N killed it.
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	return exitFailed
+}
+
+// signalExitCode is dlock's exit status when a signal ended it before the
+// command started.
+func signalExitCode(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return exitFailed
+}
+
+// startError words a failure to start the command.
+func startError(argv []string, err error) error {
+	return fail(exitFailed, "start %s: %v", argv[0], err)
+}

@@ -1,0 +1,172 @@
+package main_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
+)
+
+// An unreachable etcd or ZooKeeper fails within --connect-timeout, saying
+// what it waited for (it used to take 10 s and end in "context deadline
+// exceeded").
+func TestConnectTimeout(t *testing.T) {
+	for _, u := range []string{"etcd://127.0.0.1:1", "zk://127.0.0.1:1"} {
+		t0 := time.Now()
+		r := dlockCmd(t, nil, "inspect", "--backend", u, "--connect-timeout", "1s", "x")
+		took := time.Since(t0)
+		scheme := strings.Split(u, ":")[0]
+		if r.code != 2 || !strings.Contains(r.stderr, "no answer from "+scheme+" at 127.0.0.1:1 within 1s (--connect-timeout)") ||
+			strings.Contains(r.stderr, "context deadline exceeded") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Errorf("%s: exit %d, stderr %q", u, r.code, r.stderr)
+		}
+		if took > 8*time.Second { // generous: the flag says 1s, the old fixed wait was 10s
+			t.Errorf("%s: --connect-timeout 1s took %v", u, took)
+		}
+	}
+}
+
+// "Not acquired" names the holder.
+func TestNotAcquiredNamesHolder(t *testing.T) {
+	u := redisURL(t)
+	l, err := client(t, u).Mutex("busy", dlock.WithOwner("op-7"), dlock.WithLabel("billing-3")).Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(t.Context())
+	r := dlockCmd(t, nil, "run", "--backend", u, "--no-wait", "busy", "--", "true")
+	if r.code != 3 || !strings.Contains(r.stderr, `lock "busy" not acquired (held by billing-3 (owner op-7), token 1,`) {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	r := dlockCmd(t, nil, "version")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "dlock ") || !strings.Contains(r.stdout, "go1.") {
+		t.Fatalf("version: exit %d %q", r.code, r.stdout)
+	}
+	r = dlockCmd(t, nil, "version", "-o", "json")
+	var v map[string]any
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &v) != nil || v["version"] == "" {
+		t.Fatalf("version -o json: exit %d %q", r.code, r.stdout)
+	}
+	for _, k := range []string{"version", "revision", "modified", "go"} {
+		if _, ok := v[k]; !ok {
+			t.Errorf("version -o json lacks %q: %s", k, r.stdout)
+		}
+	}
+}
+
+// jsonKeys parses one JSON object and checks it has every key, empty ones
+// included.
+func jsonKeys(t *testing.T, what, s string, keys ...string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		t.Fatalf("%s: not JSON: %v\n%s", what, err, s)
+	}
+	for _, k := range keys {
+		if _, ok := m[k]; !ok {
+			t.Errorf("%s lacks %q: %s", what, k, s)
+		}
+	}
+	return m
+}
+
+// -o json on every command, errors included, with empty fields kept.
+func TestJSONOutput(t *testing.T) {
+	u := redisURL(t)
+	env := []string{"DLOCK_URL=" + u}
+	infoKeys := []string{"name", "held", "owner", "label", "holds", "token", "ttl_ms", "waiters", "notes"}
+	r := dlockCmd(t, env, "inspect", "-o", "json", "free-one")
+	if m := jsonKeys(t, "inspect of a free lock", r.stdout, infoKeys...); m["held"] != false {
+		t.Errorf("inspect: %s", r.stdout)
+	}
+	r = dlockCmd(t, env, "unlock", "--force", "-o", "json", "free-one")
+	if m := jsonKeys(t, "unlock", r.stdout, "name", "released", "holder"); m["released"] != false {
+		t.Errorf("unlock of a free lock: %s", r.stdout)
+	}
+	if _, err := client(t, u).Mutex("held-one").Lock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	r = dlockCmd(t, env, "unlock", "--force", "--yes", "-o", "json", "held-one")
+	if m := jsonKeys(t, "unlock", r.stdout, "name", "released", "holder"); m["released"] != true {
+		t.Errorf("unlock of a held lock: %s", r.stdout)
+	}
+	r = dlockCmd(t, env, "migrate", "-o", "json")
+	if m := jsonKeys(t, "migrate", r.stdout, "backend", "tables"); m["backend"] != "redis" || m["tables"] != false {
+		t.Errorf("migrate: %s", r.stdout)
+	}
+	// Errors: one JSON object on stderr with the message and exit status.
+	r = dlockCmd(t, env, "run", "-o", "json", "--backend", "redis://127.0.0.1:1/0?dial_timeout=200ms", "x", "--", "true")
+	if m := jsonKeys(t, "run error", r.stderr, "error", "exit"); r.code != 2 || m["exit"] != float64(2) {
+		t.Errorf("run error: exit %d %s", r.code, r.stderr)
+	}
+	r = dlockCmd(t, env, "inspect", "-o", "yaml", "x")
+	if r.code != 2 || !strings.Contains(r.stderr, "-o must be text or json") {
+		t.Errorf("-o yaml: exit %d %q", r.code, r.stderr)
+	}
+}
+
+// demo refuses mem:// with the reason; --backend all runs what it is given
+// and can reach, and says what it skipped and why.
+func TestDemoBackends(t *testing.T) {
+	r := dlockCmd(t, nil, "demo", "--backend", "mem://")
+	if r.code != 2 || !strings.Contains(r.stderr, "each app instance is a process of its own") {
+		t.Fatalf("demo mem://: exit %d %q", r.code, r.stderr)
+	}
+	u := redisURL(t)
+	r = dlockCmd(t, []string{"DLOCK_DEMO_BACKENDS=" + u + " mem://", "DLOCK_URL="}, "demo", "--backend", "all",
+		"--also", "etcd://127.0.0.1:1", "--connect-timeout", "1s", "-o", "json", "--modes", "lock", "--requests", "20", "--stock", "10")
+	if r.code != 0 {
+		t.Fatalf("demo all: exit %d %s", r.code, r.stderr)
+	}
+	var out struct {
+		Results []demoRow `json:"results"`
+		Skipped []struct{ Backend, Reason string }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	var ran []string
+	for _, row := range out.Results {
+		ran = append(ran, row.Backend)
+		if row.Sold != 10 || row.Oversold != 0 {
+			t.Errorf("%+v", row)
+		}
+	}
+	if len(ran) != 2 || !strings.HasPrefix(ran[0], "etcd (embedded") || ran[1] != u {
+		t.Errorf("ran on %q, want the embedded etcd and %s", ran, u)
+	}
+	want := map[string]string{"mem://": "process of its own", "etcd://127.0.0.1:1": "no answer from etcd at 127.0.0.1:1"}
+	for _, s := range out.Skipped {
+		if w, ok := want[s.Backend]; ok && strings.Contains(s.Reason, w) {
+			delete(want, s.Backend)
+		}
+	}
+	if len(want) != 0 || len(out.Skipped) != 2 {
+		t.Errorf("skipped %+v; missing %v", out.Skipped, want)
+	}
+	for b := range map[string]bool{"mem://": true, "etcd://127.0.0.1:1": true} {
+		if !strings.Contains(r.stderr, "skipping "+b) {
+			t.Errorf("stderr does not say it skipped %s: %q", b, r.stderr)
+		}
+	}
+}
+
+// Progress bars are drawn on a terminal (and only there: TestDemoTable).
+func TestDemoProgressOnTerminal(t *testing.T) {
+	if _, err := exec.LookPath("script"); err != nil {
+		t.Skip("no script(1) to give dlock a terminal")
+	}
+	cmd := exec.CommandContext(t.Context(), "script", "-qefc",
+		bin+" demo --modes lock --requests 20 --stock 10", os.DevNull)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "[##############################]") {
+		t.Fatalf("demo on a terminal: %v, no progress bar:\n%s", err, out)
+	}
+}

@@ -1,0 +1,235 @@
+package main_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startRun starts `dlock run` with args and waits until its command has
+// printed "started"; it returns the command, its combined output and the
+// command's pid (the child prints $$ before "started").
+func startRun(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	// A command that outlives dlock keeps the output pipe open: do not wait
+	// for it to close.
+	cmd.WaitDelay = 2 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "started") {
+		if time.Now().After(deadline) {
+			t.Fatalf("command did not start:\n%s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var pid int
+	for _, line := range strings.Split(out.String(), "\n") {
+		if p, ok := strings.CutPrefix(line, "pid "); ok {
+			pid, _ = strconv.Atoi(p)
+		}
+	}
+	if pid > 0 {
+		t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	}
+	return cmd, out, pid
+}
+
+// waitExit waits up to d for cmd to exit and returns its exit status.
+func waitExit(t *testing.T, cmd *exec.Cmd, d time.Duration, out *syncBuffer) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		if err != nil && !errors.Is(err, exec.ErrWaitDelay) {
+			t.Fatal(err)
+		}
+		return 0
+	case <-time.After(d):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("dlock run did not exit within %v:\n%s", d, out.String())
+		return -1
+	}
+}
+
+// The first SIGTERM sent to dlock run reaches the command, every time (it
+// used to be taken by a second receiver of the signal channel in most runs).
+func TestRunForwardsFirstSignal(t *testing.T) {
+	u := redisURL(t)
+	for i := range 5 {
+		cmd, out, _ := startRun(t, "run", "--backend", u, "sig", "--",
+			"sh", "-c", `trap 'echo got-TERM; exit 0' TERM; echo pid $$; echo started; while :; do sleep 0.05; done`)
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if code := waitExit(t, cmd, 20*time.Second, out); code != 0 || !strings.Contains(out.String(), "got-TERM") {
+			t.Fatalf("run %d: exit %d; the command did not get the first SIGTERM:\n%s", i, code, out.String())
+		}
+	}
+}
+
+// cpuTime returns the user+system CPU time pid has used, from /proc.
+func cpuTime(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	// Fields after the command name, which is in parentheses: state is
+	// field 3, utime and stime are 14 and 15, in clock ticks (100 Hz on
+	// Linux).
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	ut, _ := strconv.Atoi(f[11])
+	st, _ := strconv.Atoi(f[12])
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// After the lease is lost, dlock run waits out --grace without spinning (it
+// used to burn about a CPU-second per second), and says once that the
+// lease was lost.
+func TestRunGraceDoesNotSpin(t *testing.T) {
+	u := redisURL(t)
+	c := client(t, u)
+	const grace = 6 * time.Second
+	cmd, out, _ := startRun(t, "run", "--backend", u, "--ttl", "1s", "--grace", grace.String(), "stubborn", "--",
+		"sh", "-c", `trap 'echo ignoring-TERM' TERM; echo pid $$; echo started; while :; do sleep 0.05; done`)
+	if err := c.ForceUnlock(t.Context(), "stubborn"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(out.String(), "ignoring-TERM") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no SIGTERM after the lease was lost:\n%s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	before := cpuTime(t, cmd.Process.Pid)
+	t0 := time.Now()
+	time.Sleep(grace * 2 / 3)
+	used, wall := cpuTime(t, cmd.Process.Pid)-before, time.Since(t0)
+	if used > wall/10 { // idle waiting takes about nothing; spinning, a whole core if it can get one
+		t.Errorf("dlock run used %v of CPU in %v of its grace period: it spins", used, wall.Round(time.Millisecond))
+	}
+	if code := waitExit(t, cmd, 30*time.Second, out); code != 4 {
+		t.Fatalf("exit %d, want 4 (lease lost):\n%s", code, out.String())
+	}
+	lines := 0
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.Contains(line, "lost") {
+			lines++
+		}
+	}
+	if n := lines; n != 1 {
+		t.Errorf("the loss is reported %d times, want once:\n%s", n, out.String())
+	}
+	t.Logf("CPU during %v of grace: %v", wall.Round(time.Millisecond), used)
+}
+
+// alive reports whether pid runs (a zombie waiting to be reaped does not).
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+}
+
+// kill -9 of dlock run does not leave its command running without the lock:
+// the kernel kills the command with it (Linux's parent-death signal).
+func TestRunChildDiesWithDlock(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("needs Linux /proc")
+	}
+	u := redisURL(t)
+	cmd, out, pid := startRun(t, "run", "--backend", u, "--ttl", "2s", "guarded", "--",
+		"sh", "-c", `echo pid $$; echo started; while :; do sleep 0.05; done`)
+	if pid == 0 || !alive(pid) {
+		t.Fatalf("no command pid:\n%s", out.String())
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the command (pid %d) still runs 10s after dlock run was killed with SIGKILL", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Its lock expires with its TTL, and the next run takes it.
+	if r := dlockCmd(t, nil, "run", "--backend", u, "--wait", "30s", "guarded", "--", "true"); r.code != 0 {
+		t.Fatalf("next run: exit %d %s", r.code, r.stderr)
+	}
+}
+
+// A signal while waiting for the lock ends the wait: the command does not
+// start, and dlock exits as the signal's 128+N.
+func TestRunSignalWhileWaiting(t *testing.T) {
+	u := redisURL(t)
+	l, err := client(t, u).Mutex("queue").Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(t.Context())
+	cmd := exec.CommandContext(t.Context(), bin, "run", "--backend", u, "-v", "queue", "--", "echo", "ran")
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // it waits, the lock being held, with its signal handling set up
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, cmd, 20*time.Second, out); code != 128+int(syscall.SIGTERM) ||
+		strings.Contains(out.String(), "ran") || !strings.Contains(out.String(), "interrupted") {
+		t.Fatalf("exit %d, output %q", code, out.String())
+	}
+}
+
+// With -o json, run reports a lost lease as one JSON event on stderr.
+func TestRunLeaseLostJSON(t *testing.T) {
+	u := redisURL(t)
+	cmd, out, _ := startRun(t, "run", "-o", "json", "--backend", u, "--ttl", "1s", "--grace", "5s", "jsonjob", "--",
+		"sh", "-c", `echo pid $$; echo started; trap 'exit 0' TERM; while :; do sleep 0.05; done`)
+	if err := client(t, u).ForceUnlock(t.Context(), "jsonjob"); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, cmd, 30*time.Second, out); code != 4 {
+		t.Fatalf("exit %d:\n%s", code, out.String())
+	}
+	var events int
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.Contains(line, "lost") {
+			m := jsonKeys(t, "lease_lost event", line, "event", "name", "error", "grace_ms")
+			if m["event"] != "lease_lost" || m["name"] != "jsonjob" || m["grace_ms"] != float64(5000) {
+				t.Errorf("event %s", line)
+			}
+			events++
+		}
+	}
+	if events != 1 {
+		t.Errorf("%d loss reports, want one JSON event:\n%s", events, out.String())
+	}
+}

@@ -1,0 +1,70 @@
+package driver_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dlock/dlock/driver"
+)
+
+func TestPasswordFile(t *testing.T) {
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "pw")
+	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u, err := driver.ParseURL("zk://app@h1:2181,h2:2181/chroot?session_timeout=10s&password_file=" + pw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := u.User.Password(); p != "s3cret" || u.User.Username() != "app" || u.Query().Has("password_file") ||
+		u.Query().Get("session_timeout") != "10s" || len(driver.Hosts(u)) != 2 {
+		t.Errorf("parsed %s", u.Redacted())
+	}
+	if s := driver.Redacted(u); strings.Contains(s, "s3cret") {
+		t.Errorf("Redacted shows the password: %s", s)
+	}
+	two := filepath.Join(dir, "two")
+	_ = os.WriteFile(two, []byte("a\nb\n"), 0o600)
+	for _, bad := range []string{
+		"redis://h:1?password_file=" + filepath.Join(dir, "none"),
+		"redis://u:s3cret@h:1?password_file=" + pw,
+		"redis://h:1?password_file=",
+		"redis://h:1?password_file=" + two,
+	} {
+		_, err := driver.ParseURL(bad)
+		if !errors.Is(err, driver.ErrInvalidURL) || !strings.Contains(err.Error(), "password_file") || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+}
+
+func TestSecrets(t *testing.T) {
+	for raw, want := range map[string]bool{
+		"redis://u:pw@h:1": true,
+		"redis://:pw@h:1":  true,
+		"redis+sentinel://h:1/m?sentinel_password=pw":   true,
+		"postgres://u@h/db?password=pw":                 true,
+		"redis://u@h:1?password_file=/run/secrets/pass": false,
+		"redis://h:1":       false,
+		"redis://u:pw@[::1": true,
+	} {
+		if got := driver.HasSecret(raw); got != want {
+			t.Errorf("HasSecret(%s) = %v", raw, got)
+		}
+	}
+	u, err := driver.ParseURL("redis+sentinel://u:pw1@h:1/m?sentinel_password=pw2&db=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := driver.Redacted(u)
+	if strings.Contains(s, "pw1") || strings.Contains(s, "pw2") || !strings.Contains(s, "db=0") {
+		t.Errorf("Redacted = %s", s)
+	}
+	if got := strings.Join(driver.Secrets(u), " "); !strings.Contains(got, "pw1") || !strings.Contains(got, "pw2") {
+		t.Errorf("Secrets = %q; want both passwords", got)
+	}
+}
