@@ -35,11 +35,13 @@ func (m *Mutex) Owner() string { return m.opts.owner }
 // unless the Mutex was made WithOwner (calls share the owner's hold) or ctx
 // carries a live lease of this lock from this client (ContextWithLease; the
 // ctx Do passes to its function): the call then re-enters that hold at once.
-func (m *Mutex) Lock(ctx context.Context) (*Lease, error) { return m.acquire(ctx, "lock", false) }
+func (m *Mutex) Lock(ctx context.Context) (*Lease, error) { return m.acquireCall(ctx, "lock", false) }
 
 // TryLock makes one attempt: it returns an error wrapping ErrNotAcquired when
 // another owner holds the lock.
-func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) { return m.acquire(ctx, "trylock", true) }
+func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) {
+	return m.acquireCall(ctx, "trylock", true)
+}
 
 func (m *Mutex) acquire(ctx context.Context, op string, try bool) (*Lease, error) {
 	c := m.c
@@ -82,7 +84,7 @@ func (m *Mutex) acquire(ctx context.Context, op string, try bool) (*Lease, error
 		if err != nil {
 			err = gaveUp(ctx, err)
 			if c.hooks.Refused != nil && errors.Is(err, ErrNotAcquired) {
-				c.hooks.Refused(ctx, Event{Backend: c.scheme, Name: m.name, Wait: time.Since(began), Err: err})
+				c.hooks.Refused(ctx, Event{Backend: c.scheme, Name: m.name, Kind: kindName(req.Kind), Wait: time.Since(began), Err: err})
 			}
 			return nil, c.wrap(op, m.name, err)
 		}
@@ -98,7 +100,7 @@ func (m *Mutex) acquire(ctx context.Context, op string, try bool) (*Lease, error
 		break
 	}
 	if c.hooks.Acquired != nil {
-		c.hooks.Acquired(ctx, Event{Backend: c.scheme, Name: m.name, Token: l.h.token, Wait: time.Since(began)})
+		c.hooks.Acquired(ctx, Event{Backend: c.scheme, Name: m.name, Kind: kindName(req.Kind), Token: l.h.token, Wait: time.Since(began)})
 	}
 	return l, nil
 }
