@@ -65,6 +65,7 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.AddCommand(runCmd(), inspectCmd(), unlockCmd(), migrateCmd(), demoCmd(), demoInstanceCmd())
+	root.AddCommand(lsCmd(), topCmd())
 	err := root.Execute()
 	if err == nil {
 		return
