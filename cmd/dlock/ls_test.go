@@ -118,7 +118,7 @@ func TestTopInTerminal(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel() // before the Wait
-	for range 2 { // two waiters, each a process of its own
+	for range 2 {  // two waiters, each a process of its own
 		w := client(t, u)
 		wg.Add(1)
 		go func() {
