@@ -13,6 +13,11 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	_ "github.com/dlock/dlock/etcdlock"
+	"github.com/dlock/dlock/internal/testserver"
+	_ "github.com/dlock/dlock/mysqllock"
+	_ "github.com/dlock/dlock/pglock"
+	_ "github.com/dlock/dlock/zklock"
 )
 
 func TestLs(t *testing.T) {
@@ -101,12 +106,31 @@ func topRows(screen string) []map[string]string {
 	return rows
 }
 
-// TestTopInTerminal runs dlock top in a tmux terminal against Redis while
-// one lock has two waiters and another changes hands all the time, and reads
-// the screen: the contended lock first, with its waiters, the busy one with
-// acquisitions per second, the wait estimated; Ctrl-C ends it.
+// TestTopInTerminal runs dlock top in a tmux terminal against each store
+// that lists, while one lock has two waiters and another changes hands all
+// the time, and reads the screen: the contended lock first with its waiters
+// (where the store queues them), the busy one with acquisitions per second;
+// Ctrl-C ends it.
 func TestTopInTerminal(t *testing.T) {
-	u := redisURL(t)
+	for _, b := range []struct {
+		name  string
+		url   func(t *testing.T) string
+		queue bool // waiters queue in the store, so top sees them
+	}{
+		{"redis", redisURL, true},
+		{"etcd", func(t *testing.T) string { return "etcd://" + testserver.Etcd(t).Addr() }, true},
+		{"zk", func(t *testing.T) string { return "zk://" + testserver.ZooKeeper(t).Addr() }, true},
+		{"postgres", func(t *testing.T) string { return testserver.PostgresURL(testserver.Postgres(t)) }, false},
+		{"mysql", func(t *testing.T) string {
+			srv := testserver.MariaDB(t)
+			return testserver.MariaDBURL(t, srv, "dlock")
+		}, false},
+	} {
+		t.Run(b.name, func(t *testing.T) { testTop(t, b.url(t), b.queue) })
+	}
+}
+
+func testTop(t *testing.T, u string, queue bool) {
 	holder := client(t, u)
 	if _, err := holder.Mutex("jobs/hot", dlock.WithLabel("worker-hot")).Lock(t.Context()); err != nil {
 		t.Fatal(err)
@@ -146,32 +170,43 @@ func TestTopInTerminal(t *testing.T) {
 	if out, err := tm.run("new-session", "-d", "-s", "top", "-x", "160", "-y", "30", cmd); err != nil {
 		t.Fatalf("tmux new-session: %v %s", err, out)
 	}
+	waiting := "0"
+	if queue {
+		waiting = "2"
+	}
 	var screen string
 	var rows []map[string]string
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		screen = tm.screen()
 		rows = topRows(screen)
-		if ok := len(rows) == 3 && rows[0]["WAITERS"] == "2" && rate(rows, "jobs/busy") > 0 && rows[0]["WAIT"] != "-"; ok {
+		hot := row(rows, "jobs/hot")
+		if len(rows) == 3 && hot != nil && hot["WAITERS"] == waiting && rate(rows, "jobs/busy") > 0 && (!queue || hot["WAIT"] != "-") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("top never showed the contention; last screen:\n%s", screen)
+			t.Fatalf("top never showed the locks as they are; last screen:\n%s", screen)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if !strings.Contains(screen, `dlock top - redis - prefix "jobs/" - 3 held, 2 waiting`) {
-		t.Errorf("header:\n%s", screen)
+	if want := fmt.Sprintf(`prefix "jobs/" - 3 held, %s waiting`, waiting); !strings.Contains(screen, want) {
+		t.Errorf("header: want %q in\n%s", want, screen)
 	}
 	if strings.Count(screen, "NAME") != 1 {
 		t.Errorf("the terminal is not redrawn in place:\n%s", screen)
 	}
-	hot := rows[0]
-	if hot["NAME"] != "jobs/hot" || hot["HOLDER"] != "worker-hot" || hot["KIND"] != "exclusive" || !strings.HasPrefix(hot["WAIT"], ">") {
-		t.Errorf("most contended row %v, want jobs/hot held by worker-hot, waiters unserved (>…)\n%s", hot, screen)
+	order := []string{"jobs/busy", "jobs/hot", "jobs/idle"} // no waiters seen: acquisitions first, then by name
+	if queue {
+		order = []string{"jobs/hot", "jobs/busy", "jobs/idle"} // waiters first
 	}
-	if rows[1]["NAME"] != "jobs/busy" || rows[2]["NAME"] != "jobs/idle" {
-		t.Errorf("order %s, %s, want jobs/busy (acquisitions) before jobs/idle\n%s", rows[1]["NAME"], rows[2]["NAME"], screen)
+	for i, name := range order {
+		if rows[i]["NAME"] != name {
+			t.Errorf("row %d is %s, want order %v\n%s", i, rows[i]["NAME"], order, screen)
+		}
+	}
+	hot := row(rows, "jobs/hot")
+	if hot["HOLDER"] != "worker-hot" || hot["KIND"] != "exclusive" || queue != strings.HasPrefix(hot["WAIT"], ">") {
+		t.Errorf("jobs/hot row %v, want held by worker-hot, waiters unserved (>...) where queued\n%s", hot, screen)
 	}
 	if r := rate(rows, "jobs/busy"); r > 20 {
 		t.Errorf("jobs/busy at %v acquisitions/s: it changes hands at most 10 times a second", r)
@@ -187,6 +222,15 @@ func TestTopInTerminal(t *testing.T) {
 			t.Fatalf("top still running 10s after Ctrl-C:\n%s", tm.screen())
 		}
 	}
+}
+
+func row(rows []map[string]string, name string) map[string]string {
+	for _, r := range rows {
+		if r["NAME"] == name {
+			return r
+		}
+	}
+	return nil
 }
 
 func rate(rows []map[string]string, name string) float64 {
