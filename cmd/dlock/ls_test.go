@@ -52,8 +52,10 @@ func TestLs(t *testing.T) {
 	if f := strings.Fields(lines[3]); f[0] != "other" || f[1] != "w-other" || f[2] != "exclusive" {
 		t.Fatalf("ls row %q", lines[3])
 	}
-	if r := dlockCmd(t, nil, "ls", "--backend", "memcached://127.0.0.1:1"); r.code == 0 {
-		t.Fatalf("ls on memcached: exit 0")
+	mc := "memcached://" + testserver.Memcached(t).Addr()
+	if r := dlockCmd(t, nil, "ls", "--backend", mc); r.code != 1 || !strings.Contains(r.stderr, "unsupported by this backend") ||
+		!strings.Contains(r.stderr, "memcached cannot enumerate its keys") {
+		t.Fatalf("ls on memcached: exit %d, %q; want 1 and the reason", r.code, r.stderr)
 	}
 }
 
