@@ -288,5 +288,6 @@ func (d *pgDriver) inspectConn(ctx context.Context, name string) (driver.Info, e
 		info.Owner = *owner
 	}
 	info.Notes = []string{fmt.Sprintf("held by backend pid %d", pid)}
-	return info, nil
+	info.Waiters, err = d.blockedBy(ctx, pid)
+	return info, err
 }

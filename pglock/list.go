@@ -46,3 +46,12 @@ func (d *pgDriver) List(ctx context.Context, prefix string) ([]driver.Info, erro
 	}
 	return out, nil
 }
+
+// blockedBy counts the sessions waiting for a lock that the session pid
+// holds. In row and session modes the holding session is dedicated to one
+// lock, so these are the lock's waiters, wherever they come from.
+func (d *pgDriver) blockedBy(ctx context.Context, pid int32) (int, error) {
+	var n int
+	err := d.pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))", pid).Scan(&n)
+	return n, pgErr("inspect waiters", err)
+}

@@ -13,7 +13,8 @@ func TestList(t *testing.T) {
 	for _, mode := range []pglock.Mode{pglock.ModeTable, pglock.ModeRow, pglock.ModeSession} {
 		t.Run(string(mode), func(t *testing.T) {
 			h := &harness{url: testserver.PostgresURL(srv), mode: mode}
-			drivertest.RunList(t, h.NewClient, drivertest.ListCaps{Labels: mode == pglock.ModeTable, TTL: mode == pglock.ModeTable})
+			drivertest.RunList(t, h.NewClient, drivertest.ListCaps{Labels: mode == pglock.ModeTable, TTL: mode == pglock.ModeTable,
+				Waiters: mode != pglock.ModeTable})
 		})
 	}
 }

@@ -69,13 +69,13 @@ type lsJSON struct {
 func kindOf(dlock.Info) string { return "exclusive" }
 
 // holderOf is what ls and top show as the holder: the label, or the owner id
-// where the store keeps no label.
+// where the store keeps no label (database row and session locks).
 func holderOf(i dlock.Info) string {
-	if i.Label != "" {
+	switch {
+	case i.Label != "":
 		return i.Label
-	}
-	if i.Owner != "" {
-		return "owner " + i.Owner
+	case i.Owner != "":
+		return i.Owner
 	}
 	return "-"
 }
