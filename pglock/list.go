@@ -10,7 +10,8 @@ import (
 
 // List implements driver.Lister: table mode reads the live rows of
 // dlock_locks, row and session modes the names in dlock_tokens (every name
-// ever locked), and each name is inspected.
+// ever locked), and each name is inspected. In row and session modes it
+// also counts the waiters: the sessions blocked by the holder's.
 func (d *pgDriver) List(ctx context.Context, prefix string) ([]driver.Info, error) {
 	q := `SELECT name FROM dlock_tokens WHERE name LIKE $1`
 	if d.mode == ModeTable {
@@ -40,9 +41,24 @@ func (d *pgDriver) List(ctx context.Context, prefix string) ([]driver.Info, erro
 		if err != nil {
 			return nil, err
 		}
-		if info.Held {
-			out = append(out, info)
+		if !info.Held {
+			continue
 		}
+		if d.mode != ModeTable {
+			// Not in Inspect: a waiter that gave up shows as blocked for
+			// a moment after its Lock returned, until the server has
+			// processed the cancel, and Inspect must not count it then.
+			pid, err := d.holderPID(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			if pid != 0 {
+				if info.Waiters, err = d.blockedBy(ctx, pid); err != nil {
+					return nil, err
+				}
+			}
+		}
+		out = append(out, info)
 	}
 	return out, nil
 }
