@@ -228,7 +228,9 @@ func (l *Lease) TimeLeft() time.Duration {
 // earlier, since the store may have applied it. Concurrent Extends, or an
 // Extend and a watchdog renewal, that overlap keep the earliest expiry
 // either could have left in the store.
-func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
+func (l *Lease) Extend(ctx context.Context, ttl time.Duration) (err error) {
+	ctx, end := l.h.c.call(ctx, "extend", l.h.name, l.h.kind, l.h.token)
+	defer func() { end(l.h.token, err) }()
 	h, c := l.h, l.h.c
 	s := c.sched
 	if ctx == nil {
@@ -318,7 +320,9 @@ func (l *Lease) As(target any) bool {
 // ErrNotHeld if it was already unlocked. If the store cannot be reached, the
 // lease still ends and is no longer renewed, so the lock frees itself at
 // expiry; the error says so.
-func (l *Lease) Unlock(ctx context.Context) error {
+func (l *Lease) Unlock(ctx context.Context) (uerr error) {
+	ctx, end := l.h.c.call(ctx, "unlock", l.h.name, l.h.kind, l.h.token)
+	defer func() { end(l.h.token, uerr) }()
 	h, c := l.h, l.h.c
 	if ctx == nil {
 		return c.wrap("unlock", h.name, ErrNilContext)
@@ -371,7 +375,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	}
 	l.cancel(errUnlocked)
 	if c.hooks.Released != nil {
-		c.hooks.Released(ctx, Event{Backend: c.scheme, Name: h.name, Token: h.token, Held: time.Since(h.acquired)})
+		c.hooks.Released(ctx, Event{Backend: c.scheme, Name: h.name, Kind: kindName(h.kind), Token: h.token, Held: time.Since(h.acquired)})
 	}
 	return err
 }

@@ -60,8 +60,19 @@ type lockSpec struct {
 }
 
 // acquire takes a hold of kind s.kind on s.name: the one acquire path of
-// every kind of lock.
+// every kind of lock, run inside the Call hook.
 func (c *Client) acquire(ctx context.Context, op string, s lockSpec, try bool) (*Lease, error) {
+	ctx, end := c.call(ctx, op, s.name, s.kind, 0)
+	l, err := c.acquireHold(ctx, op, s, try)
+	var token uint64
+	if l != nil {
+		token = l.h.token
+	}
+	end(token, err)
+	return l, err
+}
+
+func (c *Client) acquireHold(ctx context.Context, op string, s lockSpec, try bool) (*Lease, error) {
 	if ctx == nil {
 		return nil, c.wrap(op, s.name, ErrNilContext)
 	}
@@ -105,7 +116,7 @@ func (c *Client) acquire(ctx context.Context, op string, s lockSpec, try bool) (
 		if err != nil {
 			err = gaveUp(ctx, err)
 			if c.hooks.Refused != nil && errors.Is(err, ErrNotAcquired) {
-				c.hooks.Refused(ctx, Event{Backend: c.scheme, Name: s.name, Wait: time.Since(began), Err: err})
+				c.hooks.Refused(ctx, Event{Backend: c.scheme, Name: s.name, Kind: kindName(req.Kind), Wait: time.Since(began), Err: err})
 			}
 			return nil, c.wrap(op, s.name, err)
 		}
@@ -121,7 +132,7 @@ func (c *Client) acquire(ctx context.Context, op string, s lockSpec, try bool) (
 		break
 	}
 	if c.hooks.Acquired != nil {
-		c.hooks.Acquired(ctx, Event{Backend: c.scheme, Name: s.name, Token: l.h.token, Wait: time.Since(began)})
+		c.hooks.Acquired(ctx, Event{Backend: c.scheme, Name: s.name, Kind: kindName(req.Kind), Token: l.h.token, Wait: time.Since(began)})
 	}
 	return l, nil
 }

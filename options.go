@@ -68,6 +68,7 @@ func WithLogger(l *slog.Logger) ClientOption { return func(o *clientOptions) { o
 type Event struct {
 	Backend string        // the backend's URL scheme
 	Name    string        // the lock name
+	Kind    string        // the kind of hold: "exclusive" (a Mutex), "shared" or "write" (an RWMutex), "permit" (a Semaphore)
 	Token   uint64        // the lease's fencing token; 0 when refused
 	Wait    time.Duration // Acquired, Refused: how long the call waited
 	Held    time.Duration // Released, Lost: how long the hold lasted
@@ -92,6 +93,12 @@ type Hooks struct {
 	Renewed func(ctx context.Context, e Event)
 	// Lost: a lease was lost; e.Err wraps ErrLeaseLost.
 	Lost func(ctx context.Context, e Event)
+	// Call: a Lock, TryLock, Unlock or Extend call begins (for traces).
+	// The ctx it returns is the one the call goes on with, and is passed to
+	// the Acquired, Refused and Released hooks the call runs; end is called
+	// when the call returns, with the fencing token it got or had (0 if
+	// none) and its error. Not called for a nil ctx.
+	Call func(ctx context.Context, c Call) (_ context.Context, end func(token uint64, err error))
 }
 
 // WithHooks sets event hooks.

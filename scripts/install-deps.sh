@@ -12,6 +12,7 @@ declare -A pkgs=(
   [memcached]=memcached
   [psql]=postgresql-client
   [mariadb]=mariadb-client
+  [tmux]=tmux # dlock top's test runs it in a real terminal
   [javac]=default-jdk-headless # zklock's Curator interop test runs a Java source file
 )
 

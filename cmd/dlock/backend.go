@@ -55,10 +55,6 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// addBackendFlag is a no-op kept for subcommands written when each had its
-// own --backend: the flag is now the root's, for every subcommand, and
-// openBackend(ctx, "") reads it.
-func addBackendFlag(*cobra.Command, *string) {}
 
 // backendURL returns the backend URL from --backend, --backend-file or
 // $DLOCK_URL, in that order, and warns on stderr when a URL given on the

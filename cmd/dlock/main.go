@@ -88,6 +88,8 @@ func commands() []*cobra.Command {
 		versionCmd(),
 		demoInstanceCmd(),
 		electCmd(),
+		lsCmd(),
+		topCmd(),
 	}
 }
 

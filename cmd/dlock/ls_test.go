@@ -1,0 +1,249 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
+	_ "github.com/dlock/dlock/etcdlock"
+	"github.com/dlock/dlock/internal/testserver"
+	_ "github.com/dlock/dlock/mysqllock"
+	_ "github.com/dlock/dlock/pglock"
+	_ "github.com/dlock/dlock/zklock"
+)
+
+func TestLs(t *testing.T) {
+	u := redisURL(t)
+	c := client(t, u)
+	for _, n := range []string{"jobs/a", "jobs/b", "other"} {
+		if _, err := c.Mutex(n, dlock.WithLabel("w-"+n)).Lock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := dlockCmd(t, nil, "ls", "--backend", u, "-o", "json", "jobs/")
+	var got []struct {
+		Name    string `json:"name"`
+		Label   string `json:"label"`
+		Kind    string `json:"kind"`
+		Token   uint64 `json:"token"`
+		TTLMs   int64  `json:"ttl_ms"`
+		Waiters int    `json:"waiters"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &got) != nil {
+		t.Fatalf("ls -o json: exit %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	if len(got) != 2 || got[0].Name != "jobs/a" || got[1].Name != "jobs/b" || got[0].Label != "w-jobs/a" ||
+		got[0].Kind != "exclusive" || got[0].Token == 0 || got[0].TTLMs <= 0 {
+		t.Fatalf("ls jobs/: %+v", got)
+	}
+	r = dlockCmd(t, nil, "ls", "--backend", u)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != 0 || len(lines) != 4 || strings.Join(strings.Fields(lines[0]), " ") != "NAME HOLDER KIND TOKEN LEFT WAITERS" {
+		t.Fatalf("ls: exit %d\n%s", r.code, r.stdout)
+	}
+	if f := strings.Fields(lines[3]); f[0] != "other" || f[1] != "w-other" || f[2] != "exclusive" {
+		t.Fatalf("ls row %q", lines[3])
+	}
+	mc := "memcached://" + testserver.Memcached(t).Addr()
+	if r := dlockCmd(t, nil, "ls", "--backend", mc); r.code != 1 || !strings.Contains(r.stderr, "unsupported by this backend") ||
+		!strings.Contains(r.stderr, "memcached cannot enumerate its keys") {
+		t.Fatalf("ls on memcached: exit %d, %q; want 1 and the reason", r.code, r.stderr)
+	}
+}
+
+// tmux drives a real terminal on a private tmux server.
+type tmux struct {
+	t    *testing.T
+	sock string
+}
+
+func newTmux(t *testing.T) *tmux {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Fatal("tmux is not installed (scripts/install-deps.sh installs it)")
+	}
+	tm := &tmux{t: t, sock: fmt.Sprintf("dlock-test-%d-%d", os.Getpid(), time.Now().UnixNano())}
+	t.Cleanup(func() { _ = exec.Command("tmux", "-L", tm.sock, "kill-server").Run() })
+	return tm
+}
+
+func (tm *tmux) run(args ...string) (string, error) {
+	out, err := exec.Command("tmux", append([]string{"-L", tm.sock, "-f", "/dev/null"}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// screen returns the pane's visible text.
+func (tm *tmux) screen() string {
+	out, err := tm.run("capture-pane", "-p", "-t", "top")
+	if err != nil {
+		tm.t.Fatalf("capture-pane: %v %s", err, out)
+	}
+	return out
+}
+
+// topRows parses the table of a top screen into fields by column name.
+func topRows(screen string) []map[string]string {
+	var head []string
+	var rows []map[string]string
+	for _, line := range strings.Split(screen, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) > 0 && f[0] == "NAME":
+			head, rows = f, nil
+		case head != nil && len(f) == len(head):
+			r := map[string]string{}
+			for i, h := range head {
+				r[h] = f[i]
+			}
+			rows = append(rows, r)
+		}
+	}
+	return rows
+}
+
+// TestTopInTerminal runs dlock top in a tmux terminal against each store
+// that lists, while one lock has two waiters and another changes hands all
+// the time, and reads the screen: the contended lock first with its waiters
+// (where the store queues them), the busy one with acquisitions per second;
+// Ctrl-C ends it.
+func TestTopInTerminal(t *testing.T) {
+	for _, b := range []struct {
+		name  string
+		url   func(t *testing.T) string
+		queue bool // waiters queue in the store, so top sees them
+	}{
+		{"redis", redisURL, true},
+		{"etcd", func(t *testing.T) string { return "etcd://" + testserver.Etcd(t).Addr() }, true},
+		{"zk", func(t *testing.T) string { return "zk://" + testserver.ZooKeeper(t).Addr() }, true},
+		{"postgres", func(t *testing.T) string { return testserver.PostgresURL(testserver.Postgres(t)) }, false},
+		{"postgres-session", func(t *testing.T) string {
+			return testserver.PostgresURL(testserver.Postgres(t)) + "&mode=session"
+		}, true},
+		{"mysql", func(t *testing.T) string {
+			srv := testserver.MariaDB(t)
+			return testserver.MariaDBURL(t, srv, "dlock")
+		}, false},
+	} {
+		t.Run(b.name, func(t *testing.T) { testTop(t, b.url(t), b.queue) })
+	}
+}
+
+func testTop(t *testing.T, u string, queue bool) {
+	holder := client(t, u)
+	if _, err := holder.Mutex("jobs/hot", dlock.WithLabel("worker-hot")).Lock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Mutex("jobs/idle", dlock.WithLabel("worker-idle")).Lock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel() // before the Wait
+	for range 2 {  // two waiters, each a process of its own
+		w := client(t, u)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = w.Mutex("jobs/hot").Lock(ctx)
+		}()
+	}
+	busy := client(t, u)
+	wg.Add(1)
+	go func() { // jobs/busy changes hands about every 100ms
+		defer wg.Done()
+		m := busy.Mutex("jobs/busy", dlock.WithLabel("worker-busy"))
+		for ctx.Err() == nil {
+			l, err := m.Lock(ctx)
+			if err != nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+			_ = l.Unlock(ctx)
+		}
+	}()
+
+	tm := newTmux(t)
+	cmd := fmt.Sprintf("env DLOCK_URL='%s' %s top --interval 300ms jobs/", u, bin)
+	if out, err := tm.run("new-session", "-d", "-s", "top", "-x", "160", "-y", "30", cmd); err != nil {
+		t.Fatalf("tmux new-session: %v %s", err, out)
+	}
+	waiting := "0"
+	if queue {
+		waiting = "2"
+	}
+	var screen string
+	var rows []map[string]string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		screen = tm.screen()
+		rows = topRows(screen)
+		hot := row(rows, "jobs/hot")
+		if len(rows) == 3 && hot != nil && hot["WAITERS"] == waiting && rate(rows, "jobs/busy") > 0 && (!queue || hot["WAIT"] != "-") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("top never showed the locks as they are; last screen:\n%s", screen)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if want := fmt.Sprintf(`prefix "jobs/" - 3 held, %s waiting`, waiting); !strings.Contains(screen, want) {
+		t.Errorf("header: want %q in\n%s", want, screen)
+	}
+	if strings.Count(screen, "NAME") != 1 {
+		t.Errorf("the terminal is not redrawn in place:\n%s", screen)
+	}
+	order := []string{"jobs/busy", "jobs/hot", "jobs/idle"} // no waiters seen: acquisitions first, then by name
+	if queue {
+		order = []string{"jobs/hot", "jobs/busy", "jobs/idle"} // waiters first
+	}
+	for i, name := range order {
+		if rows[i]["NAME"] != name {
+			t.Errorf("row %d is %s, want order %v\n%s", i, rows[i]["NAME"], order, screen)
+		}
+	}
+	hot := row(rows, "jobs/hot")
+	if holder := hot["HOLDER"]; (holder != "worker-hot" && !strings.Contains(u, "mode=session")) || hot["KIND"] != "exclusive" || queue != strings.HasPrefix(hot["WAIT"], ">") {
+		t.Errorf("jobs/hot row %v, want held by worker-hot, waiters unserved (>...) where queued\n%s", hot, screen)
+	}
+	if r := rate(rows, "jobs/busy"); r > 20 {
+		t.Errorf("jobs/busy at %v acquisitions/s: it changes hands at most 10 times a second", r)
+	}
+	if _, err := tm.run("send-keys", "-t", "top", "C-c"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := tm.run("has-session", "-t", "top"); err != nil {
+			break // top exited and its session ended
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("top still running 10s after Ctrl-C:\n%s", tm.screen())
+		}
+	}
+}
+
+func row(rows []map[string]string, name string) map[string]string {
+	for _, r := range rows {
+		if r["NAME"] == name {
+			return r
+		}
+	}
+	return nil
+}
+
+func rate(rows []map[string]string, name string) float64 {
+	for _, r := range rows {
+		if r["NAME"] == name {
+			v, _ := strconv.ParseFloat(r["ACQ/S"], 64)
+			return v
+		}
+	}
+	return -1
+}

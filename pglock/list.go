@@ -1,0 +1,73 @@
+package pglock
+
+import (
+	"context"
+	"sort"
+
+	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/sqlbase"
+)
+
+// List implements driver.Lister: table mode reads the live rows of
+// dlock_locks, row and session modes the names in dlock_tokens (every name
+// ever locked), and each name is inspected. In row and session modes it
+// also counts the waiters: the sessions blocked by the holder's.
+func (d *pgDriver) List(ctx context.Context, prefix string) ([]driver.Info, error) {
+	q := `SELECT name FROM dlock_tokens WHERE name LIKE $1`
+	if d.mode == ModeTable {
+		q = `SELECT name FROM dlock_locks WHERE name LIKE $1 AND expires_at > clock_timestamp()`
+	}
+	rows, err := d.pool.Query(ctx, q, sqlbase.LikePrefix(prefix))
+	if err != nil {
+		return nil, pgErr("list", err)
+	}
+	var names []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return nil, pgErr("list", err)
+		}
+		names = append(names, n)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, pgErr("list", err)
+	}
+	sort.Strings(names)
+	out := make([]driver.Info, 0, len(names))
+	for _, name := range names {
+		info, err := d.Inspect(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if !info.Held {
+			continue
+		}
+		if d.mode != ModeTable {
+			// Not in Inspect: a waiter that gave up shows as blocked for
+			// a moment after its Lock returned, until the server has
+			// processed the cancel, and Inspect must not count it then.
+			pid, err := d.holderPID(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			if pid != 0 {
+				if info.Waiters, err = d.blockedBy(ctx, pid); err != nil {
+					return nil, err
+				}
+			}
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// blockedBy counts the sessions waiting for a lock that the session pid
+// holds. In row and session modes the holding session is dedicated to one
+// lock, so these are the lock's waiters, wherever they come from.
+func (d *pgDriver) blockedBy(ctx context.Context, pid int32) (int, error) {
+	var n int
+	err := d.pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))", pid).Scan(&n)
+	return n, pgErr("inspect waiters", err)
+}
