@@ -55,7 +55,6 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-
 // backendURL returns the backend URL from --backend, --backend-file or
 // $DLOCK_URL, in that order, and warns on stderr when a URL given on the
 // command line holds a password.
