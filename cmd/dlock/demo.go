@@ -42,6 +42,7 @@ type demoConfig struct {
 	segments       int
 	modes          []string
 	json           bool
+	svg            string // --svg: where to write the latency histograms
 	timeout        time.Duration
 }
 
@@ -112,6 +113,7 @@ Exit status 1 if any mode but local oversells, loses a sale or fails.`,
 	f.IntVar(&cfg.stock, "stock", 100, "initial stock")
 	f.IntVar(&cfg.segments, "segments", 4, "stock segments in segmented mode")
 	f.StringSliceVar(&cfg.modes, "modes", allModes, "modes to run")
+	f.StringVar(&cfg.svg, "svg", "", "also write each mode's latency histogram to this SVG file")
 	f.BoolVar(&cfg.json, "json", false, "print results as JSON")
 	_ = f.MarkDeprecated("json", "use -o json")
 	f.DurationVar(&cfg.timeout, "timeout", 30*time.Second, "time limit of each mode")
@@ -134,6 +136,9 @@ type demoRow struct {
 	RPS        float64 `json:"rps"`
 	P50ms      float64 `json:"p50_ms"`
 	P99ms      float64 `json:"p99_ms"`
+	// Histogram counts the requests by latency, in the buckets of
+	// latency_buckets_ms: ≤1, ≤2, ≤5, …, ≤2000 ms, and above.
+	Histogram []int `json:"histogram"`
 }
 
 // bad reports a wrong result in a mode that should be correct.
@@ -221,13 +226,18 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 		if skipped == nil {
 			skipped = []skip{}
 		}
-		if err := printJSON(out, demoJSON{Results: rows, Skipped: skipped}); err != nil {
+		if err := printJSON(out, demoJSON{Results: rows, Skipped: skipped, BucketsMs: bucketsMs()}); err != nil {
 			return err
 		}
 	} else {
 		printTable(out, rows, cfg)
 		for _, s := range skipped {
 			fmt.Fprintf(out, "skipped %s: %s\n", s.Backend, s.Reason)
+		}
+	}
+	if cfg.svg != "" {
+		if err := writeLatencySVG(cfg.svg, rows); err != nil {
+			return fail(exitFailed, "demo: --svg: %v", err)
 		}
 	}
 	for _, r := range rows {
@@ -248,6 +258,17 @@ type skip struct {
 type demoJSON struct {
 	Results []demoRow `json:"results"`
 	Skipped []skip    `json:"skipped"` // --backend all: backends not run, and why
+	// BucketsMs are the upper bounds of the histograms' buckets in ms; the
+	// last bucket has none.
+	BucketsMs []float64 `json:"latency_buckets_ms"`
+}
+
+func bucketsMs() []float64 {
+	b := make([]float64, len(latencyBounds))
+	for i, d := range latencyBounds {
+		b[i] = float64(d) / float64(time.Millisecond)
+	}
+	return b
 }
 
 // demoCandidates are the backends --backend all tries besides the embedded
@@ -545,6 +566,7 @@ func buy(ctx context.Context, cfg demoConfig, target, label, mode string) demoRo
 	row.RPS = float64(row.Requests) / elapsed.Seconds()
 	slices.Sort(latencies)
 	row.P50ms, row.P99ms = percentile(latencies, 0.50), percentile(latencies, 0.99)
+	row.Histogram = histogram(latencies)
 	return row
 }
 

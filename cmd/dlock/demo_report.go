@@ -71,16 +71,21 @@ func (p *progress) finish(elapsed time.Duration) {
 	}
 }
 
-// printTable prints one table per backend.
+// printTable prints one table per backend, each followed by its modes'
+// latency histograms.
 func printTable(out io.Writer, rows []demoRow, cfg demoConfig) {
 	var last string
 	var w *tabwriter.Writer
-	for _, r := range rows {
+	from := 0 // the first row of the backend being printed
+	for i, r := range rows {
 		if r.Backend != last {
 			if w != nil {
 				w.Flush()
 				fmt.Fprintln(out)
+				printHistograms(out, rows[from:i])
+				fmt.Fprintln(out)
 			}
+			from = i
 			last = r.Backend
 			fmt.Fprintf(out, "backend %s — stock %d, %d instances, %d buyers, %d requests per mode\n",
 				r.Backend, cfg.stock, cfg.instances, cfg.buyers, cfg.requests)
@@ -92,5 +97,7 @@ func printTable(out io.Writer, rows []demoRow, cfg demoConfig) {
 	}
 	if w != nil {
 		w.Flush()
+		fmt.Fprintln(out)
+		printHistograms(out, rows[from:])
 	}
 }

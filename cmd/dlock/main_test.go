@@ -163,11 +163,13 @@ func TestDemoDefaults(t *testing.T) {
 }
 
 func TestDemoTable(t *testing.T) {
-	r := dlockCmd(t, nil, "demo", "--modes", "local,lock", "--requests", "60", "--stock", "20")
+	svg := filepath.Join(t.TempDir(), "latency.svg")
+	r := dlockCmd(t, nil, "demo", "--modes", "local,lock", "--requests", "60", "--stock", "20", "--svg", svg)
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	for _, want := range []string{"backend etcd (embedded", "oversold", "local", "lock"} {
+	checkLatencySVG(t, svg, []string{"local", "lock"})
+	for _, want := range []string{"backend etcd (embedded", "oversold", "local", "lock", "latency (ms)", "≤1s"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, r.stdout)
 		}
