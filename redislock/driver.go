@@ -30,6 +30,7 @@ func newDriver(ctx context.Context, rdb redis.UniversalClient, opts Options, own
 	if d.log == nil {
 		d.log = slog.Default()
 	}
+	redisnode.RouteLogs(rdb, d.log)
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return nil, fmt.Errorf("redislock: connect: %w", err)
 	}

@@ -52,10 +52,13 @@
 //
 // # Logs
 //
-// dlock's own log lines go to the dlock client's logger. go-redis logs a
-// few lines of its own (failed dials, pool trouble) through a logger that is
-// process-wide (redis.SetLogger), which dlock leaves to the application:
-// set it there to route them elsewhere than the standard log package.
+// dlock's own log lines go to the dlock client's logger, and so do the
+// lines go-redis logs while running dlock's commands (failed dials, pool
+// trouble), as warnings. go-redis has one process-wide logger
+// (redis.SetLogger): Open installs, once per process, one that sends the
+// lines of dlock's commands to their client's logger and every other line
+// to stderr as go-redis's default does. An application that sets its own
+// go-redis logger after Open takes all of them back.
 //
 // # Layout
 //
@@ -230,7 +233,7 @@ func Open(ctx context.Context, rdb redis.UniversalClient, opts Options) (*dlock.
 
 func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	q := u.Query()
-	opts := Options{KeyPrefix: q.Get("prefix")}
+	opts := Options{KeyPrefix: q.Get("prefix"), Logger: driver.Logger(ctx)}
 	q.Del("prefix")
 	tc, err := tlsConfig(u.Scheme, q)
 	if err != nil {

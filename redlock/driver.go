@@ -41,6 +41,7 @@ func newDriver(ctx context.Context, clients []redis.UniversalClient, opts Option
 	}
 	for i, c := range clients {
 		n := redisnode.New(c, opts.KeyPrefix)
+		redisnode.RouteLogs(c, log)
 		if !n.FollowsContext() {
 			log.Warn("redlock: a node's go-redis client ignores context deadlines (ContextTimeoutEnabled is false): "+
 				"the per-node timeout does not bound its socket reads; set ContextTimeoutEnabled: true in its options",

@@ -126,7 +126,7 @@ func Open(ctx context.Context, clients []redis.UniversalClient, opts Options) (*
 
 func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	q := u.Query()
-	opts := Options{KeyPrefix: q.Get("prefix"), CloseClients: true}
+	opts := Options{KeyPrefix: q.Get("prefix"), CloseClients: true, Logger: driver.Logger(ctx)}
 	// Per-node timeouts are contexts: have go-redis honour them on sockets.
 	base := redis.Options{ContextTimeoutEnabled: true,
 		DialTimeout: 2 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second}

@@ -1,0 +1,36 @@
+package redislock_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/internal/testserver"
+	_ "github.com/dlock/dlock/redislock"
+)
+
+// What go-redis logs while running dlock's commands (here: failed dials to
+// a server that went away) goes to the dlock client's logger, not to
+// stderr.
+func TestGoRedisLogsGoToTheClientsLogger(t *testing.T) {
+	srv := testserver.Redis(t)
+	var buf syncBuffer
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c, err := dlock.Open(t.Context(), "redis://"+srv.Addr()+"?dial_timeout=200ms", dlock.WithLogger(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	srv.Kill()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	if _, err := c.Mutex("logs").TryLock(ctx); err == nil {
+		t.Fatal("TryLock succeeded with the server gone")
+	}
+	if !strings.Contains(buf.String(), "go-redis") || !strings.Contains(buf.String(), "dial") {
+		t.Fatalf("the client's logger got no go-redis line about the failed dial:\n%s", buf.String())
+	}
+}
