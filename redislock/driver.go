@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -30,7 +31,7 @@ func newDriver(ctx context.Context, rdb redis.UniversalClient, opts Options, own
 		d.log = slog.Default()
 	}
 	if err := rdb.Ping(ctx).Err(); err != nil {
-		return nil, fmt.Errorf("redislock: connect: %w", err)
+		return nil, redisnode.PermissionError(fmt.Errorf("redislock: connect: %w", err), node.prefix)
 	}
 	if !node.FollowsContext() {
 		d.log.Warn("redislock: the go-redis client ignores context deadlines (ContextTimeoutEnabled is false): " +
@@ -96,9 +97,10 @@ func (d *redisDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gra
 			// re-entry's count) that the caller will never know of.
 			d.cancel(ctx, k, r.Owner, req)
 		}
-		return g, err
+		return g, redisnode.PermissionError(err, d.prefix)
 	}
-	return d.wait(ctx, k, r)
+	g, err := d.wait(ctx, k, r)
+	return g, redisnode.PermissionError(err, d.prefix)
 }
 
 // Renew sends every renewal of the batch in one pipeline (see
@@ -110,23 +112,24 @@ func (d *redisDriver) Renew(ctx context.Context, batch []driver.Held) []driver.R
 	}
 	res := make([]driver.RenewResult, len(batch))
 	for i, err := range d.node.RenewMany(ctx, hs) {
-		res[i].Err = err
+		res[i].Err = redisnode.PermissionError(err, d.prefix)
 	}
 	return res
 }
 
 func (d *redisDriver) Release(ctx context.Context, h driver.Held, count int) (int, error) {
-	return d.node.release(ctx, d.keysOf(h), h.Owner, h.Token, count, false)
+	n, err := d.node.release(ctx, d.keysOf(h), h.Owner, h.Token, count, false)
+	return n, redisnode.PermissionError(err, d.prefix)
 }
 
 func (d *redisDriver) ForceRelease(ctx context.Context, name string) error {
-	return d.node.ForceRelease(ctx, name)
+	return redisnode.PermissionError(d.node.ForceRelease(ctx, name), d.prefix)
 }
 
 func (d *redisDriver) Inspect(ctx context.Context, name string) (driver.Info, error) {
 	info, err := d.node.Inspect(ctx, name)
 	info.Notes = d.notes
-	return info, err
+	return info, redisnode.PermissionError(err, d.prefix)
 }
 
 func (d *redisDriver) Close() error {
