@@ -87,8 +87,16 @@ func (d *pgDriver) Migrate(ctx context.Context) error {
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('dlock schema', 0))"); err != nil {
 		return pgErr("migrate", err)
 	}
-	if _, err := tx.Exec(ctx, schema); err != nil {
-		return pgErr("create tables", err)
+	// CREATE TABLE IF NOT EXISTS needs CREATE on the schema even when the
+	// table is there: look first, so a worker without it can Open.
+	var have bool
+	if err := tx.QueryRow(ctx, haveTablesSQL).Scan(&have); err != nil {
+		return pgErr("migrate", err)
+	}
+	if !have {
+		if _, err := tx.Exec(ctx, schema); err != nil {
+			return pgErr("create tables", err)
+		}
 	}
 	// dlock_locks made before holder labels lacks the label column. Look
 	// before altering: ALTER TABLE locks the table out and needs its
@@ -105,6 +113,11 @@ func (d *pgDriver) Migrate(ctx context.Context) error {
 	return pgErr("migrate", tx.Commit(ctx))
 }
 
+// haveTablesSQL tells whether the tables that statements reach (through
+// search_path) are all there.
+const haveTablesSQL = `SELECT to_regclass('dlock_locks') IS NOT NULL AND to_regclass('dlock_tokens') IS NOT NULL
+  AND to_regclass('dlock_rows') IS NOT NULL`
+
 // hasLabelSQL tells whether the dlock_locks that statements reach (through
 // search_path) has the label column.
 const hasLabelSQL = `SELECT EXISTS (SELECT 1 FROM pg_attribute
@@ -117,8 +130,11 @@ func pgErr(op string, err error) error {
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "42501" { // insufficient_privilege
-		return fmt.Errorf("pglock: %s: permission denied (%s): the user needs SELECT, INSERT, UPDATE and DELETE on dlock_locks, dlock_tokens and dlock_rows, and CREATE on the schema to make them (or run dlock migrate as a user who can): %w",
-			op, pe.Message, err)
+		return fmt.Errorf("pglock: %s: permission denied (%s): the user needs the grant in the pglock package doc: SELECT, INSERT, UPDATE and DELETE on dlock_locks, SELECT, INSERT and UPDATE on dlock_tokens and dlock_rows, and CREATE on the schema to make them (or run dlock migrate as a user who can) (%w): %w",
+			op, pe.Message, dlock.ErrInvalidConfig, err)
+	}
+	if errors.As(err, &pe) && pe.Code == "3F000" { // invalid_schema_name: none in search_path is usable
+		return fmt.Errorf("pglock: %s: no schema in the user's search_path that it may use (USAGE) (%w): %w", op, dlock.ErrInvalidConfig, err)
 	}
 	return fmt.Errorf("pglock: %s: %w", op, err)
 }
