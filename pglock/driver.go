@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dlock/dlock"
@@ -60,6 +61,9 @@ func newDriver(ctx context.Context, pool *pgxpool.Pool, opts Options) (*pgDriver
 	if err := d.Migrate(ctx); err != nil {
 		return nil, err
 	}
+	if err := d.checkPrivileges(ctx); err != nil {
+		return nil, err
+	}
 	if d.mode == ModeTable {
 		d.hub = newHub(pool)
 		return d, nil
@@ -111,6 +115,39 @@ func (d *pgDriver) Migrate(ctx context.Context) error {
 		}
 	}
 	return pgErr("migrate", tx.Commit(ctx))
+}
+
+// privileges are the table privileges each mode needs (the package doc's
+// grant gives them all).
+var privileges = map[Mode][][2]string{
+	ModeTable: {{"dlock_locks", "SELECT"}, {"dlock_locks", "INSERT"}, {"dlock_locks", "UPDATE"}, {"dlock_locks", "DELETE"},
+		{"dlock_tokens", "SELECT"}, {"dlock_tokens", "INSERT"}, {"dlock_tokens", "UPDATE"}},
+	ModeRow: {{"dlock_rows", "SELECT"}, {"dlock_rows", "INSERT"}, {"dlock_rows", "UPDATE"},
+		{"dlock_tokens", "SELECT"}, {"dlock_tokens", "INSERT"}, {"dlock_tokens", "UPDATE"}},
+	ModeSession: {{"dlock_tokens", "SELECT"}, {"dlock_tokens", "INSERT"}, {"dlock_tokens", "UPDATE"}},
+}
+
+// checkPrivileges fails Open, naming every missing one, when the user lacks
+// a table privilege the mode needs: better than a first Lock that fails.
+func (d *pgDriver) checkPrivileges(ctx context.Context) error {
+	var tables, privs []string
+	for _, tp := range privileges[d.mode] {
+		tables, privs = append(tables, tp[0]), append(privs, tp[1])
+	}
+	rows, err := d.pool.Query(ctx, `SELECT p || ' on ' || t FROM unnest($1::text[], $2::text[]) AS x(t, p)
+WHERE NOT has_table_privilege(t, p)`, tables, privs)
+	if err != nil {
+		return pgErr("check privileges", err)
+	}
+	missing, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return pgErr("check privileges", err)
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("pglock: permission denied: %s mode needs %s (see the grant in the pglock package doc) (%w)",
+			d.mode, strings.Join(missing, ", "), dlock.ErrInvalidConfig)
+	}
+	return nil
 }
 
 // haveTablesSQL tells whether the tables that statements reach (through

@@ -138,7 +138,11 @@
 // --force needs only the worker grant). In row and session modes force
 // unlock ends the holder's connection with pg_terminate_backend, which a
 // role may do to its own backends only: ending another role's needs
-// membership in pg_signal_backend, and the error names it.
+// membership in pg_signal_backend, and the error names it. An operator role
+// is thus GRANT dlock_worker, pg_signal_backend TO ops.
+//
+// Open checks the table privileges its mode needs and names every missing
+// one ("table mode needs DELETE on dlock_locks").
 package pglock
 
 import (
