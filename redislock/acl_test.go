@@ -78,17 +78,24 @@ func TestMissingRight(t *testing.T) {
 		{"command", []any{"-evalsha"}, "missing ACL permission for command EVALSHA"},
 		{"script command", []any{"-incr"}, "missing ACL permission for a command dlock's Lua scripts call"},
 		{"keys", []any{"resetkeys", "~other:*"}, "missing ACL permission for keys dlock:*"},
+		{"channels", []any{"resetchannels", "&other:*"}, "missing ACL permission for channels dlock:*"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			setUser(t, srv, append(docGrant(t, "short", "pw", "dlock"), tc.revoke...)...)
 			c, err := dlock.Open(ctx, "redis://short:pw@"+srv.Addr())
+			if tc.name == "channels" { // Open tells: waiters would never hear of a release
+				if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, dlock.ErrInvalidConfig) {
+					t.Fatalf("Open: %v; want an error naming %q", err, tc.want)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c.Close()
 			lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			defer cancel()
-			_, err = c.Mutex("acl/"+tc.name).Lock(lctx)
+			_, err = c.Mutex("acl/" + tc.name).Lock(lctx)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Lock: %v; want an error naming %q", err, tc.want)
 			}
@@ -116,8 +123,15 @@ func TestTenantsApart(t *testing.T) {
 		return c
 	}
 	a := open("redis://ta:pa@" + srv.Addr() + "?prefix=a")
-	intruder := open("redis://tb:pb@" + srv.Addr() + "?prefix=a") // b's account, a's prefix
 	b := open("redis://tb:pb@" + srv.Addr() + "?prefix=b")
+	// b's account with a's prefix: Open finds a's channels refused.
+	if _, err := dlock.Open(ctx, "redis://tb:pb@"+srv.Addr()+"?prefix=a"); err == nil ||
+		!strings.Contains(err.Error(), "missing ACL permission for channels a:*") {
+		t.Errorf("Open of a's prefix by b's user: %v; want a's channels named", err)
+	}
+	// Even with a's channels added, a's keys stay refused.
+	setUser(t, srv, "tb", "&a:*")
+	intruder := open("redis://tb:pb@" + srv.Addr() + "?prefix=a")
 
 	const name = "tenant/x"
 	la, err := a.Mutex(name, dlock.WithTTL(5*time.Second)).Lock(ctx)

@@ -38,6 +38,12 @@ func newDriver(ctx context.Context, rdb redis.UniversalClient, opts Options, own
 			"a renewal cut off by the network waits out ReadTimeout, and a lost lease can be reported after " +
 			"another client took the lock; set ContextTimeoutEnabled: true in its options")
 	}
+	// A user whose ACL lacks the prefix's channels would see its SUBSCRIBE
+	// refused only inside go-redis, which retries it forever: waiters would
+	// never hear of a release. One PUBLISH (to a channel nobody reads) tells.
+	if err := rdb.Publish(ctx, node.prefix+":handoffs:open-check", "").Err(); err != nil {
+		return nil, redisnode.PermissionError(fmt.Errorf("redislock: connect: publish: %w", err), node.prefix)
+	}
 	d.checkEviction(ctx)
 	d.hub = newHub(rdb, node.prefix)
 	return d, nil

@@ -130,10 +130,9 @@
 // of the prefix; for a command one of dlock's scripts calls, Redis 7.0 does
 // not say which, and ACL LOG does), keeps Redis's own text, and wraps
 // dlock.ErrInvalidConfig: Lock fails at once instead of waiting out its ctx.
-// A user missing the channel pattern is the exception: Open and TryLock
-// work, and Lock waits without being told of a release or handoff, so it
-// only gets the lock at its holder's TTL, if ever (go-redis retries a
-// refused SUBSCRIBE in the background).
+// Open checks the channels with one PUBLISH, since go-redis would retry a
+// refused SUBSCRIBE in the background and waiters would never hear of a
+// release.
 //
 // Tenants are kept apart by prefix: give each its own user, prefix and
 // patterns (~a:* &a:* for prefix=a), and no user of one can read, take,

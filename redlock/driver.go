@@ -322,7 +322,7 @@ func (d *redlockDriver) As(target any) bool {
 func (d *redlockDriver) Subscribe(ctx context.Context, name string) (driver.Subscription, error) {
 	s := &subscription{c: make(chan struct{}, 1)}
 	ch := d.nodes[0].Channel(name)
-	pss, _ := each(ctx, d, time.Second, func(ctx context.Context, n *redislock.Node) (*redis.PubSub, error) {
+	pss, errs := each(ctx, d, time.Second, func(ctx context.Context, n *redislock.Node) (*redis.PubSub, error) {
 		ps := n.Client().Subscribe(ctx, ch)
 		if _, err := ps.Receive(ctx); err != nil { // the confirmation
 			_ = ps.Close()
@@ -348,6 +348,9 @@ func (d *redlockDriver) Subscribe(ctx context.Context, name string) (driver.Subs
 		}()
 	}
 	if len(s.pss) == 0 {
+		if err := d.refused(errs); err != nil {
+			return nil, err
+		}
 		return nil, errors.New("redlock: subscribe: no node answered")
 	}
 	return s, nil
