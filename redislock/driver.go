@@ -38,11 +38,11 @@ func newDriver(ctx context.Context, rdb redis.UniversalClient, opts Options, own
 			"a renewal cut off by the network waits out ReadTimeout, and a lost lease can be reported after " +
 			"another client took the lock; set ContextTimeoutEnabled: true in its options")
 	}
-	// A user whose ACL lacks the prefix's channels would see its SUBSCRIBE
-	// refused only inside go-redis, which retries it forever: waiters would
-	// never hear of a release. One PUBLISH (to a channel nobody reads) tells.
-	if err := rdb.Publish(ctx, node.prefix+":handoffs:open-check", "").Err(); err != nil {
-		return nil, redisnode.PermissionError(fmt.Errorf("redislock: connect: publish: %w", err), node.prefix)
+	// A user whose ACL lacks SUBSCRIBE or the prefix's channels would see
+	// its waiters' subscription refused only inside go-redis, which retries
+	// it forever: they would never hear of a release. Subscribe once here.
+	if err := checkSubscribe(ctx, rdb, node.prefix); err != nil {
+		return nil, err
 	}
 	d.checkEviction(ctx)
 	d.hub = newHub(rdb, node.prefix)
@@ -153,4 +153,16 @@ func (d *redisDriver) As(target any) bool {
 		return true
 	}
 	return false
+}
+
+// checkSubscribe subscribes to a channel of the prefix and waits for the
+// server's confirmation, so that a refused SUBSCRIBE fails Open naming
+// the missing right. It publishes nothing.
+func checkSubscribe(ctx context.Context, rdb redis.UniversalClient, prefix string) error {
+	ps := rdb.Subscribe(ctx, prefix+":handoffs:open-check")
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		return redisnode.PermissionError(fmt.Errorf("redislock: connect: subscribe: %w", err), prefix)
+	}
+	return nil
 }

@@ -130,7 +130,8 @@
 // of the prefix; for a command one of dlock's scripts calls, Redis 7.0 does
 // not say which, and ACL LOG does), keeps Redis's own text, and wraps
 // dlock.ErrInvalidConfig: Lock fails at once instead of waiting out its ctx.
-// Open checks the channels with one PUBLISH, since go-redis would retry a
+// Open checks SUBSCRIBE and the channels by subscribing once (on a
+// connection of its own, closed at once), since go-redis would retry a
 // refused SUBSCRIBE in the background and waiters would never hear of a
 // release.
 //
