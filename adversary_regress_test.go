@@ -468,11 +468,7 @@ func TestGiveUpMatchesCtxErr(t *testing.T) {
 					defer cancel()
 					go func() { _, _ = m.Lock(bctx) }()
 					for {
-						c.mu.Lock()
-						e := c.entries[holdKey{"giveup", "waiter"}]
-						busy := e != nil && e.waiting
-						c.mu.Unlock()
-						if busy {
+						if c.turns.Blocked(holdKey{name: "giveup", owner: "waiter"}) {
 							break
 						}
 						time.Sleep(time.Millisecond)

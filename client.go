@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/turn"
 )
 
 // Client is a connection to one lock store. It is safe for concurrent use.
@@ -28,25 +29,24 @@ type Client struct {
 
 	cleanup sync.WaitGroup // best-effort releases of lost holds
 
-	mu      sync.Mutex
-	closed  bool
-	entries map[holdKey]*entry    // per (name, owner): re-entry and its hold
-	queues  map[string]*waitQueue // per name: local waiters in arrival order
+	mu     sync.Mutex
+	closed bool
+	holds  map[holdKey]*hold // per (name, owner): the live hold, which a re-entry shares
+	// per (name, owner): one acquisition at a time, so a second Lock by the
+	// owner re-enters the hold the first one got
+	turns turn.Set[holdKey]
+	// per name: local waiters in arrival order, so a release wakes one
+	// waiter per process
+	waiters turn.Set[string]
 	// per (name, owner): closed when the store release of the owner's
 	// detached hold is done. A Lock by that owner waits for it, or the store
 	// would grant it as a re-entry of the hold the release then deletes.
 	freeing map[holdKey]chan struct{}
 }
 
-type holdKey struct{ name, owner string }
-
-// entry serialises the acquisitions of one owner on one name, so a second
-// Lock by the same owner re-enters the hold the first one got.
-type entry struct {
-	sem     chan struct{} // capacity 1: taken while acquiring
-	hold    *hold         // the live hold, or nil
-	waiting bool          // the acquiring call is blocked on another owner
-	refs    int
+type holdKey struct {
+	name, owner string
+	kind        driver.Kind // families and kinds are held apart
 }
 
 // New makes a Client over an opened driver. Backend packages use it in their
@@ -62,7 +62,7 @@ func New(d driver.Driver, scheme string, opts ...ClientOption) *Client {
 	}
 	c := &Client{
 		drv: d, scheme: scheme, label: defaultLabel(), caps: caps, log: o.logger, hooks: o.hooks,
-		entries: map[holdKey]*entry{}, queues: map[string]*waitQueue{}, freeing: map[holdKey]chan struct{}{},
+		holds: map[holdKey]*hold{}, freeing: map[holdKey]chan struct{}{},
 	}
 	c.closing, c.cancel = context.WithCancel(context.Background())
 	c.sched = newScheduler(d, c.lost, c.renewed)
@@ -153,10 +153,8 @@ func (c *Client) Close() error {
 	}
 	c.closed = true
 	var holds []*hold
-	for _, e := range c.entries {
-		if e.hold != nil {
-			holds = append(holds, e.hold)
-		}
+	for _, h := range c.holds {
+		holds = append(holds, h)
 	}
 	c.mu.Unlock()
 	c.cancel()
@@ -189,67 +187,29 @@ func (c *Client) isClosed() bool {
 	return c.closed
 }
 
-// enter takes the entry of (name, owner), waiting for another acquisition by
-// the same owner to finish. With try, it gives up with ErrNotAcquired when
+// enter takes the owner's turn on the name, waiting for another acquisition
+// by the same owner to finish. With try, it gives up with ErrNotAcquired when
 // that acquisition is blocked on another owner.
-func (c *Client) enter(ctx context.Context, k holdKey, try bool) (*entry, error) {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+func (c *Client) enter(ctx context.Context, k holdKey, try bool) (*turn.Turn[holdKey], error) {
+	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	e := c.entries[k]
-	if e == nil {
-		e = &entry{sem: make(chan struct{}, 1)}
-		c.entries[k] = e
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(c.closing, cancel)
+	defer stop()
+	mode := turn.Wait
+	if try {
+		mode = turn.TryUnlessBlocked
 	}
-	e.refs++
-	c.mu.Unlock()
-	for {
-		select {
-		case e.sem <- struct{}{}:
-			return e, nil
-		default:
-		}
-		c.mu.Lock()
-		blocked := e.waiting
-		c.mu.Unlock()
-		if try && blocked {
-			c.unref(k, e)
-			return nil, ErrNotAcquired
-		}
-		select {
-		case e.sem <- struct{}{}:
-			return e, nil
-		case <-ctx.Done():
-			c.unref(k, e)
-			return nil, ctx.Err() // as waitErr: the error matches ctx's
-		case <-c.closing.Done():
-			c.unref(k, e)
-			return nil, ErrClosed
-		}
+	t, err := c.turns.Take(ctx, k, mode)
+	switch {
+	case errors.Is(err, turn.ErrBusy):
+		return nil, ErrNotAcquired
+	case err != nil && c.closing.Err() != nil:
+		return nil, ErrClosed
 	}
-}
-
-// leave gives back the entry taken by enter.
-func (c *Client) leave(k holdKey, e *entry) {
-	<-e.sem
-	c.unref(k, e)
-}
-
-func (c *Client) unref(k holdKey, e *entry) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e.refs--
-	if e.refs == 0 && e.hold == nil && c.entries[k] == e {
-		delete(c.entries, k)
-	}
-}
-
-func (c *Client) setWaiting(e *entry, w bool) {
-	c.mu.Lock()
-	e.waiting = w
-	c.mu.Unlock()
+	return t, err // as waitErr: an error matches ctx's
 }
 
 // detach removes h from the client and the scheduler. It reports false if h
@@ -270,14 +230,11 @@ func (c *Client) detach(h *hold) bool {
 // then releases h in the store and calls freed.
 func (c *Client) detachLocked(h *hold) {
 	h.detached = true
-	k := holdKey{h.name, h.owner}
+	k := holdKey{h.name, h.owner, h.kind}
 	h.freeing = make(chan struct{})
 	c.freeing[k] = h.freeing
-	if e := c.entries[k]; e != nil && e.hold == h {
-		e.hold = nil
-		if e.refs == 0 {
-			delete(c.entries, k)
-		}
+	if c.holds[k] == h {
+		delete(c.holds, k)
 	}
 }
 
@@ -285,7 +242,7 @@ func (c *Client) detachLocked(h *hold) {
 func (c *Client) freed(h *hold) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	k := holdKey{h.name, h.owner}
+	k := holdKey{h.name, h.owner, h.kind}
 	if c.freeing[k] == h.freeing {
 		delete(c.freeing, k)
 	}

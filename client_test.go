@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -100,6 +101,21 @@ func TestOpenErrors(t *testing.T) {
 		_, err := dlock.Open(ctx, u)
 		if err == nil || strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("Open(%q) = %v; want an error without the password", u, err)
+		}
+	}
+	// TLS key paths and key passwords are secrets too: neither the URL in
+	// the error nor the backend's own error text may show them.
+	dlock.Register("keyleak", driver.OpenerFunc(func(_ context.Context, u *url.URL) (driver.Driver, error) {
+		q := u.Query()
+		return nil, fmt.Errorf("keyleak: cannot load %s with %s (%s)", q.Get("key"), q.Get("sslpassword"), url.QueryEscape(q.Get("key")))
+	}))
+	for _, u := range []string{
+		"keyleak://h/?cert=/c.pem&key=/etc/s3cret/k.pem&sslpassword=s3cret",
+		"nosuch://h/?key=/etc/s3cret/k.pem&sslkey=/etc/s3cret/k.pem",
+	} {
+		_, err := dlock.Open(ctx, u)
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Open(%q) = %v; want an error without the key path or its password", u, err)
 		}
 	}
 	var nilCtx context.Context

@@ -46,13 +46,31 @@
 // looks at Done or Err. Fencing tokens are the defence; docs/reliability.md
 // shows what the fault suite observed on each backend.
 //
+// # Read-write locks and semaphores
+//
+// Client.RWMutex is a read-write lock (RLock, Lock, TryRLock, TryLock,
+// RLocker for Do) and Client.Semaphore a counting semaphore (Acquire,
+// TryAcquire, Locker for Do), on the backends whose stores can hold them
+// (others return ErrUnsupported with the reason). Every hold is a *Lease
+// with the life above and a fencing token of its own; a write hold's token
+// is above every earlier hold's of the lock, reads included. A waiting
+// writer keeps later readers out, so readers cannot starve it; a
+// semaphore's permit count is stored with it (ErrLimitMismatch for another
+// count while it has holders). A Mutex, an RWMutex and a Semaphore of one
+// name are three different locks.
+//
 // # URLs
 //
 // Open picks the backend by the URL's scheme: mem://, redis://, rediss://,
 // redis+sentinel://, redis+cluster://, redlock://, etcd://, etcds://,
 // zk://, postgres://, mysql://, memcached://. A host part may list several
 // hosts separated by commas. Each backend's package doc lists its
-// parameters. Passwords in URLs never appear in errors or logs.
+// parameters. TLS takes the same parameters on every backend but
+// PostgreSQL (which takes libpq's sslmode, sslrootcert, sslcert, sslkey):
+// the TLS scheme (rediss, etcds) or tls=true, then ca=, cert=, key=, and
+// insecure_skip_verify=true, the only way to turn verification off.
+// Passwords in URLs, and TLS key paths and key passwords, never appear in
+// errors or logs.
 //
 // # Errors
 //
@@ -61,6 +79,7 @@
 // (held by another owner, also when a wait ended with its ctx: the error
 // then matches ctx's error too), ErrLeaseLost, ErrNotHeld, ErrClosed,
 // ErrInvalidName, ErrInvalidTTL, ErrInvalidOwner, ErrInvalidURL,
-// ErrInvalidConfig, ErrUnsupported, ErrUnknownScheme and ErrNilContext.
+// ErrInvalidConfig, ErrUnsupported, ErrUnknownScheme, ErrNilContext, and
+// for the kinds above ErrLimitMismatch and ErrUpgrade.
 // The store's own error, where there is one, stays reachable with errors.As.
 package dlock

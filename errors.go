@@ -41,6 +41,9 @@ var (
 	ErrUnsupported = driver.ErrUnsupported
 	// ErrUnknownScheme means no backend is registered for a URL's scheme.
 	ErrUnknownScheme = driver.ErrUnknownScheme
+	// ErrLimitMismatch is returned by Semaphore.Acquire when the semaphore's
+	// live holders use another permit count than the one it was made with.
+	ErrLimitMismatch = driver.ErrLimitMismatch
 	// ErrNilContext is returned when a nil context is passed.
 	ErrNilContext = errNilContext
 )

@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,15 +61,16 @@ func (d *fakeDriver) Acquire(ctx context.Context, req driver.Request) (driver.Gr
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := time.Now()
-	if l, ok := d.locks[req.Name]; ok && now.Before(l.expires) {
+	key := fakeKey(req.Name, req.Kind)
+	if l, ok := d.locks[key]; ok && now.Before(l.expires) {
 		if l.owner != req.Owner {
 			return driver.Grant{Retry: l.expires.Sub(now)}, nil
 		}
 		return driver.Grant{Acquired: true, Token: l.token, Holds: 1}, nil
 	}
-	d.tokens[req.Name]++
-	tok := d.tokens[req.Name]
-	d.locks[req.Name] = fakeLock{owner: req.Owner, token: tok, expires: now.Add(req.TTL)}
+	d.tokens[key]++
+	tok := d.tokens[key]
+	d.locks[key] = fakeLock{owner: req.Owner, token: tok, expires: now.Add(req.TTL)}
 	return driver.Grant{Acquired: true, Token: tok, Holds: 1}, nil
 }
 
@@ -89,7 +91,7 @@ func storeRenew(d *fakeDriver, batch []driver.Held) []driver.RenewResult {
 	defer d.mu.Unlock()
 	now := time.Now()
 	for i, h := range batch {
-		l, ok := d.locks[h.Name]
+		l, ok := d.locks[fakeKey(h.Name, h.Kind)]
 		switch {
 		case d.cut.Load():
 			res[i].Err = errFakeCut
@@ -97,7 +99,7 @@ func storeRenew(d *fakeDriver, batch []driver.Held) []driver.RenewResult {
 			res[i].Err = driver.ErrLeaseLost
 		default:
 			l.expires = now.Add(h.TTL)
-			d.locks[h.Name] = l
+			d.locks[fakeKey(h.Name, h.Kind)] = l
 		}
 	}
 	return res
@@ -110,10 +112,10 @@ func (d *fakeDriver) Release(_ context.Context, h driver.Held, _ int) (int, erro
 	if d.cut.Load() {
 		return 0, errFakeCut
 	}
-	if l, ok := d.locks[h.Name]; !ok || l.token != h.Token {
+	if l, ok := d.locks[fakeKey(h.Name, h.Kind)]; !ok || l.token != h.Token {
 		return 0, driver.ErrLeaseLost
 	}
-	delete(d.locks, h.Name)
+	delete(d.locks, fakeKey(h.Name, h.Kind))
 	for ch := range d.subs[h.Name] {
 		select {
 		case ch <- struct{}{}:
@@ -121,6 +123,15 @@ func (d *fakeDriver) Release(_ context.Context, h driver.Held, _ int) (int, erro
 		}
 	}
 	return 0, nil
+}
+
+// fakeKey is the store key of a hold: the fake holds every kind as an
+// exclusive lock, each family of a name apart (a Mutex's key is its name).
+func fakeKey(name string, k driver.Kind) string {
+	if f := family(k); f != 0 {
+		return fmt.Sprintf("%d\x00%s", f, name)
+	}
+	return name
 }
 
 func (d *fakeDriver) releases() []driver.Held {

@@ -1,6 +1,10 @@
 package dlock
 
-import "time"
+import (
+	"time"
+
+	"github.com/dlock/dlock/driver"
+)
 
 // Info describes the state of a lock, as Client.Inspect reports it.
 type Info struct {
@@ -13,4 +17,31 @@ type Info struct {
 	TTL     time.Duration // time left on the holder's lease; 0 if unknown
 	Waiters int           // waiters queued in the store, where it keeps a queue
 	Notes   []string      // backend remarks, such as an eviction-policy warning
+	// Kind is the kind of lock described: KindExclusive for a Mutex
+	// (Inspect), KindShared or KindWrite for a read-write lock, KindPermit
+	// for a semaphore.
+	Kind Kind
+	// Limit is a semaphore's stored permit count (0 if unknown).
+	Limit int
+	// Holders lists every live hold of a read-write lock or semaphore; for
+	// those, Owner, Label, Holds, Token and TTL describe the write hold if
+	// there is one, else the hold with the greatest token.
+	Holders []Holder
 }
+
+// Kind is the kind of a hold: a Mutex's, a read or write hold of an
+// RWMutex, or a Semaphore's permit.
+type Kind = driver.Kind
+
+// The kinds of holds.
+const (
+	KindExclusive = driver.Exclusive // a Mutex hold
+	KindShared    = driver.Shared    // a read hold of an RWMutex
+	KindPermit    = driver.Permit    // a permit of a Semaphore
+	KindWrite     = driver.Write     // the write hold of an RWMutex
+)
+
+// Holder describes one live hold of a read-write lock or semaphore, in
+// Info.Holders: its owner id, label, kind, fencing token, hold count and
+// time left (0 if unknown).
+type Holder = driver.Holder

@@ -130,9 +130,12 @@ func ContextWithLease(ctx context.Context, l *Lease) context.Context {
 // leaseIn returns the innermost live lease of c's lock name that ctx
 // carries, or nil. A lease past its deadline is not live: it is ended as
 // lost here, as Err would.
-func leaseIn(ctx context.Context, c *Client, name string) *Lease {
+// Only leases of kind's family count (a Mutex, RWMutex and Semaphore of one
+// name are three locks).
+func leaseIn(ctx context.Context, c *Client, name string, kind driver.Kind) *Lease {
 	for x, _ := ctx.Value(leaseKey{}).(*ctxLeases); x != nil; x = x.next {
-		if x.l.h.c == c && x.l.h.name == name && x.l.ctx.Err() == nil && x.l.h.checkDeadline() == nil {
+		if x.l.h.c == c && x.l.h.name == name && family(x.l.h.kind) == family(kind) &&
+			x.l.ctx.Err() == nil && x.l.h.checkDeadline() == nil {
 			return x.l
 		}
 	}

@@ -22,6 +22,11 @@ type Mutex struct {
 // Name returns the lock's name.
 func (m *Mutex) Name() string { return m.name }
 
+// Err reports what making the Mutex found wrong (an invalid name, TTL,
+// owner or label), which its methods also return; nil when it is usable.
+// Check it at start-up to fail early.
+func (m *Mutex) Err() error { return m.c.wrap("mutex", m.name, m.err) }
+
 // Owner returns the owner id set with WithOwner, or "" when each Lock is a
 // holder of its own (then Lease.Owner tells a lease's id).
 func (m *Mutex) Owner() string { return m.opts.owner }
@@ -42,63 +47,81 @@ func (m *Mutex) Lock(ctx context.Context) (*Lease, error) { return m.acquire(ctx
 func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) { return m.acquire(ctx, "trylock", true) }
 
 func (m *Mutex) acquire(ctx context.Context, op string, try bool) (*Lease, error) {
-	c := m.c
+	return m.c.acquire(ctx, op, lockSpec{name: m.name, opts: m.opts, err: m.err, kind: driver.Exclusive}, try)
+}
+
+// lockSpec is what acquire needs of a Mutex, RWMutex or Semaphore.
+type lockSpec struct {
+	name  string
+	opts  mutexOptions
+	err   error       // invalid arguments, reported by every method
+	kind  driver.Kind // Exclusive, Shared, Write or Permit
+	limit int         // a Semaphore's permit count
+}
+
+// acquire takes a hold of kind s.kind on s.name: the one acquire path of
+// every kind of lock.
+func (c *Client) acquire(ctx context.Context, op string, s lockSpec, try bool) (*Lease, error) {
 	if ctx == nil {
-		return nil, c.wrap(op, m.name, ErrNilContext)
+		return nil, c.wrap(op, s.name, ErrNilContext)
 	}
-	if m.err != nil {
-		return nil, c.wrap(op, m.name, m.err)
+	if s.err != nil {
+		return nil, c.wrap(op, s.name, s.err)
 	}
-	owner := m.opts.owner
+	owner := s.opts.owner
 	if owner == "" {
-		if l := leaseIn(ctx, c, m.name); l != nil {
+		if l := leaseIn(ctx, c, s.name, s.kind); l != nil {
 			owner = l.h.owner // a nested Lock re-enters the caller's hold
 		} else {
 			owner = NewOwnerID()
 		}
 	}
-	k := holdKey{m.name, owner}
-	e, err := c.enter(ctx, k, try)
+	kind, err := c.kindFor(owner, s)
 	if err != nil {
-		return nil, c.wrap(op, m.name, gaveUp(ctx, err))
+		return nil, c.wrap(op, s.name, err)
 	}
-	defer c.leave(k, e)
-	label := m.opts.label
+	k := holdKey{s.name, owner, kind}
+	t, err := c.enter(ctx, k, try)
+	if err != nil {
+		return nil, c.wrap(op, s.name, gaveUp(ctx, err))
+	}
+	defer t.Done()
+	label := s.opts.label
 	if label == "" {
 		label = c.label
 	}
-	req := driver.Request{Name: m.name, Owner: owner, Label: label, TTL: m.opts.ttl, Kind: driver.Exclusive}
+	req := driver.Request{Name: s.name, Owner: owner, Label: label, TTL: s.opts.ttl, Kind: kind, Limit: s.limit}
 
-	if l, err := c.reenter(ctx, e, req); l != nil || err != nil {
-		return l, c.wrap(op, m.name, err)
+	if l, err := c.reenter(ctx, k, req); l != nil || err != nil {
+		return l, c.wrap(op, s.name, err)
 	}
 	if err := c.awaitFreed(ctx, k); err != nil { // the owner's last hold is being released
-		return nil, c.wrap(op, m.name, gaveUp(ctx, err))
+		return nil, c.wrap(op, s.name, gaveUp(ctx, err))
 	}
 	began := time.Now()
 	var l *Lease
 	for {
-		g, sent, err := c.obtain(ctx, e, req, try)
+		g, sent, err := c.obtain(ctx, t, req, try)
 		if err != nil {
 			err = gaveUp(ctx, err)
 			if c.hooks.Refused != nil && errors.Is(err, ErrNotAcquired) {
-				c.hooks.Refused(ctx, Event{Backend: c.scheme, Name: m.name, Wait: time.Since(began), Err: err})
+				c.hooks.Refused(ctx, Event{Backend: c.scheme, Name: s.name, Wait: time.Since(began), Err: err})
 			}
-			return nil, c.wrap(op, m.name, err)
+			return nil, c.wrap(op, s.name, err)
 		}
-		l, err = c.grant(ctx, e, req, g, sent, !m.opts.noRenewal)
+		l, err = c.grant(ctx, k, req, g, sent, !s.opts.noRenewal)
 		switch {
 		case errors.Is(err, errStaleGrant) && try:
-			return nil, c.wrap(op, m.name, fmt.Errorf("%w: %w", ErrNotAcquired, err))
+			return nil, c.wrap(op, s.name, fmt.Errorf("%w: %w", ErrNotAcquired, err))
 		case errors.Is(err, errStaleGrant):
 			continue // released; wait again
 		case err != nil:
-			return nil, c.wrap(op, m.name, err)
+			return nil, c.wrap(op, s.name, err)
 		}
 		break
 	}
 	if c.hooks.Acquired != nil {
-		c.hooks.Acquired(ctx, Event{Backend: c.scheme, Name: m.name, Token: l.h.token, Wait: time.Since(began)})
+		c.hooks.Acquired(ctx, Event{Backend: c.scheme, Name: s.name, Token: l.h.token, Wait: time.Since(began)})
 	}
 	return l, nil
 }
@@ -113,9 +136,9 @@ func gaveUp(ctx context.Context, err error) error {
 }
 
 // reenter gives the owner a new lease on the hold it has, if it has one.
-func (c *Client) reenter(ctx context.Context, e *entry, req driver.Request) (*Lease, error) {
+func (c *Client) reenter(ctx context.Context, k holdKey, req driver.Request) (*Lease, error) {
 	c.mu.Lock()
-	h := e.hold
+	h := c.holds[k]
 	c.mu.Unlock()
 	if h == nil || h.checkDeadline() != nil { // none, or past its deadline: lost
 		return nil, nil
@@ -174,7 +197,7 @@ var errStaleGrant = errors.New("grant confirmed too late to be safe")
 // less than grantMargin: a process paused while the lock was handed to it,
 // or a slow round trip, must not get a lease that is about to end or has
 // ended, whatever the driver said.
-func (c *Client) grant(ctx context.Context, e *entry, req driver.Request, g driver.Grant, sent time.Time, renew bool) (*Lease, error) {
+func (c *Client) grant(ctx context.Context, k holdKey, req driver.Request, g driver.Grant, sent time.Time, renew bool) (*Lease, error) {
 	if !g.Since.IsZero() { // the driver knows when the grant was proven
 		sent = minTime(g.Since, time.Now()) // never a time still to come
 	}
@@ -208,7 +231,7 @@ func (c *Client) grant(ctx context.Context, e *entry, req driver.Request, g driv
 		_, err := c.drv.Release(ctx, h.held(), 1)
 		return nil, errors.Join(ErrClosed, err)
 	}
-	e.hold = h
+	c.holds[k] = h
 	l := h.newLease()
 	c.mu.Unlock()
 	c.sched.add(h, sent, validity)

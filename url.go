@@ -50,8 +50,9 @@ func Schemes() []string {
 
 // Open connects to the backend named by rawURL's scheme, which must have been
 // registered by importing the backend's package (for example
-// github.com/dlock/dlock/memlock for "mem://"). Passwords in rawURL never
-// appear in returned errors.
+// github.com/dlock/dlock/memlock for "mem://"). Passwords in rawURL, and
+// the values of its secret parameters (TLS key files, key passwords, tokens:
+// see driver.Redacted), never appear in returned errors.
 func Open(ctx context.Context, rawURL string, opts ...ClientOption) (*Client, error) {
 	if ctx == nil {
 		return nil, fmt.Errorf("%w (open)", ErrNilContext)
@@ -65,7 +66,7 @@ func Open(ctx context.Context, rawURL string, opts ...ClientOption) (*Client, er
 	registry.mu.RUnlock()
 	if o == nil {
 		return nil, fmt.Errorf("%w %q (forgotten import?); registered: %s; opening %s",
-			ErrUnknownScheme, u.Scheme, strings.Join(Schemes(), ", "), u.Redacted())
+			ErrUnknownScheme, u.Scheme, strings.Join(Schemes(), ", "), driver.Redacted(u))
 	}
 	co := clientOptions{logger: slog.Default()}
 	for _, opt := range opts {
@@ -73,18 +74,19 @@ func Open(ctx context.Context, rawURL string, opts ...ClientOption) (*Client, er
 	}
 	d, err := o.OpenDriver(driver.WithLogger(ctx, co.logger), u)
 	if err != nil {
-		return nil, fmt.Errorf("dlock: open %s: %w", u.Redacted(), redactErr(err, u))
+		return nil, fmt.Errorf("dlock: open %s: %w", driver.Redacted(u), redactErr(err, u))
 	}
 	return New(d, u.Scheme, opts...), nil
 }
 
-// redactErr hides the URL's password if err's text carries it.
+// redactErr hides the URL's password, and its TLS key paths and other
+// secret parameters, if err's text carries them.
 func redactErr(err error, u *url.URL) error {
-	pw, ok := u.User.Password()
-	if !ok || pw == "" || !strings.Contains(err.Error(), pw) {
+	msg := driver.RedactText(err.Error(), u)
+	if msg == err.Error() {
 		return err
 	}
-	return &redacted{err: err, msg: strings.ReplaceAll(err.Error(), pw, "xxxxx")}
+	return &redacted{err: err, msg: msg}
 }
 
 // redacted keeps the cause reachable for errors.Is and errors.As while its

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/turn"
 )
 
 const (
@@ -19,15 +20,15 @@ const (
 // obtain gets a hold for req: one attempt with try, otherwise waiting until
 // granted, ctx ends or the client closes. It returns the grant and when the
 // granting request was sent.
-func (c *Client) obtain(ctx context.Context, e *entry, req driver.Request, try bool) (driver.Grant, time.Time, error) {
+func (c *Client) obtain(ctx context.Context, t *turn.Turn[holdKey], req driver.Request, try bool) (driver.Grant, time.Time, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(c.closing, cancel)
 	defer stop()
 
 	if !try && c.caps.Blocking { // the store queues waiters itself
-		c.setWaiting(e, true)
-		defer c.setWaiting(e, false)
+		t.Block(true)
+		defer t.Block(false)
 		req.Wait = true
 		for errPause := errWait; ; errPause = min(errPause*2, pollMax) {
 			sent := time.Now()
@@ -60,8 +61,8 @@ func (c *Client) obtain(ctx context.Context, e *entry, req driver.Request, try b
 	case try:
 		return g, sent, ErrNotAcquired
 	}
-	c.setWaiting(e, true)
-	defer c.setWaiting(e, false)
+	t.Block(true)
+	defer t.Block(false)
 	return c.wait(ctx, req, g.Retry)
 }
 
@@ -70,13 +71,11 @@ func (c *Client) obtain(ctx context.Context, e *entry, req driver.Request, try b
 // notification, at the holder's expiry, or with capped exponential backoff and
 // jitter where the store cannot notify.
 func (c *Client) wait(ctx context.Context, req driver.Request, retry time.Duration) (driver.Grant, time.Time, error) {
-	q, t := c.joinQueue(req.Name)
-	defer c.leaveQueue(req.Name, q, t)
-	select {
-	case <-t:
-	case <-ctx.Done():
+	first, err := c.waiters.Take(ctx, queueName(req), turn.Wait)
+	if err != nil {
 		return driver.Grant{}, time.Time{}, c.waitErr(ctx, nil)
 	}
+	defer first.Done()
 	var wake <-chan struct{}
 	if n, ok := c.drv.(driver.Notifier); ok {
 		sub, err := n.Subscribe(ctx, req.Name)
@@ -146,7 +145,7 @@ func (c *Client) wait(ctx context.Context, req driver.Request, retry time.Durati
 
 // permanent reports an error that waiting will not cure.
 func permanent(err error) bool {
-	for _, e := range []error{ErrUnsupported, ErrInvalidName, ErrInvalidTTL, ErrInvalidOwner, ErrInvalidConfig, ErrClosed} {
+	for _, e := range []error{ErrUnsupported, ErrInvalidName, ErrInvalidTTL, ErrInvalidOwner, ErrInvalidConfig, ErrClosed, ErrLimitMismatch} {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -171,43 +170,4 @@ func (c *Client) waitErr(ctx context.Context, err error) error {
 // jitter returns a duration in [d/2, d).
 func jitter(d time.Duration) time.Duration {
 	return d/2 + rand.N(d/2+1)
-}
-
-// waitQueue orders one client's waiters for one name.
-type waitQueue struct {
-	tickets []chan struct{} // head first; the head's channel has a value
-}
-
-func (c *Client) joinQueue(name string) (*waitQueue, chan struct{}) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	q := c.queues[name]
-	if q == nil {
-		q = &waitQueue{}
-		c.queues[name] = q
-	}
-	t := make(chan struct{}, 1)
-	if len(q.tickets) == 0 {
-		t <- struct{}{}
-	}
-	q.tickets = append(q.tickets, t)
-	return q, t
-}
-
-func (c *Client) leaveQueue(name string, q *waitQueue, t chan struct{}) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i, x := range q.tickets {
-		if x != t {
-			continue
-		}
-		q.tickets = append(q.tickets[:i], q.tickets[i+1:]...)
-		if i == 0 && len(q.tickets) > 0 {
-			q.tickets[0] <- struct{}{}
-		}
-		break
-	}
-	if len(q.tickets) == 0 && c.queues[name] == q {
-		delete(c.queues, name)
-	}
 }

@@ -6,6 +6,7 @@
 //
 //	cd bench && go run .             # or: make bench
 //	go run . -only redis -runs 1     # a quick look
+//	go run . -kinds -only redis      # read-write lock and semaphore against the mutex; prints only
 package main
 
 import (
@@ -70,10 +71,22 @@ func main() {
 	only := flag.String("only", "redis,etcd,zookeeper", "stores to measure")
 	docs := flag.String("docs", "../docs", "where to write results")
 	leases := flag.Int("leases", 10000, "leases held in the many-leases scenario (0 skips it)")
+	kinds := flag.Bool("kinds", false, "measure only read-write locks and semaphores against the mutex (kinds.go), print a table, write nothing")
+	redraw := flag.Bool("charts", false, "only redraw the charts from the docs' benchmarks.json")
 	flag.Parse()
+	if *redraw {
+		if err := redrawCharts(*docs); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	ctx := context.Background()
 	env := newEnv()
 	defer env.close()
+	if *kinds {
+		printKinds(os.Stdout, kindScenarios(ctx, env, strings.Split(*only, ","), *dur, *runs), *dur, *runs)
+		return
+	}
 
 	var libs []lib
 	for _, store := range strings.Split(*only, ",") {

@@ -3,15 +3,9 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"image/color"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
-
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
 )
 
 const (
@@ -87,92 +81,4 @@ func writeMarkdown(path string, rs []result, many []manyResult, dur time.Duratio
 		s += "\n" + b.String()
 	}
 	return os.WriteFile(path, []byte(s), 0o644)
-}
-
-var palette = []color.Color{
-	color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
-	color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}, color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
-}
-
-// charts draws throughput per scenario (bars per library, grouped by
-// store and scenario) and the contended handoff latencies.
-func charts(docs string, rs []result) error {
-	var groups []string
-	libs := map[string]int{}
-	var libOrder []string
-	for _, r := range rs {
-		g := r.Store + " " + r.Scenario
-		if !contains(groups, g) {
-			groups = append(groups, g)
-		}
-		if _, ok := libs[r.Library]; !ok {
-			libs[r.Library] = len(libOrder)
-			libOrder = append(libOrder, r.Library)
-		}
-	}
-	p := plot.New()
-	p.Title.Text = "lock+unlock (or acquisitions) per second, median of runs"
-	p.Y.Label.Text = "per second"
-	w := vg.Points(8)
-	for li, lib := range libOrder {
-		vals := make(plotter.Values, len(groups))
-		for _, r := range rs {
-			if r.Library == lib {
-				vals[indexOf(groups, r.Store+" "+r.Scenario)] = r.OpsPerSec
-			}
-		}
-		bars, err := plotter.NewBarChart(vals, w)
-		if err != nil {
-			return err
-		}
-		bars.Color = palette[li%len(palette)]
-		bars.LineStyle.Width = 0
-		bars.Offset = w * vg.Length(li-len(libOrder)/2)
-		p.Add(bars)
-		p.Legend.Add(lib, bars)
-	}
-	p.Legend.Top = true
-	p.NominalX(groups...)
-	if err := p.Save(vg.Length(90*len(groups))+200, 360, filepath.Join(docs, "bench-throughput.svg")); err != nil {
-		return err
-	}
-
-	h := plot.New()
-	h.Title.Text = "contended handoff latency, ms (p50 and p99)"
-	var names []string
-	var p50, p99 plotter.Values
-	for _, r := range rs {
-		if r.Scenario == "contended" {
-			names = append(names, r.Store+"\n"+r.Library)
-			p50, p99 = append(p50, r.HandoffP50), append(p99, r.HandoffP99)
-		}
-	}
-	if len(names) == 0 {
-		return nil
-	}
-	for i, v := range []plotter.Values{p50, p99} {
-		bars, err := plotter.NewBarChart(v, w)
-		if err != nil {
-			return err
-		}
-		bars.Color = palette[i]
-		bars.LineStyle.Width = 0
-		bars.Offset = w * vg.Length(2*i-1) / 2
-		h.Add(bars)
-		h.Legend.Add([]string{"p50", "p99"}[i], bars)
-	}
-	h.Legend.Top = true
-	h.NominalX(names...)
-	return h.Save(vg.Length(70*len(names))+150, 360, filepath.Join(docs, "bench-handoff.svg"))
-}
-
-func contains(s []string, v string) bool { return indexOf(s, v) >= 0 }
-
-func indexOf(s []string, v string) int {
-	for i, x := range s {
-		if x == v {
-			return i
-		}
-	}
-	return -1
 }

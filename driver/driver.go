@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"strconv"
 	"time"
 )
 
@@ -57,20 +58,92 @@ var (
 	ErrUnsupported = errors.New("dlock: unsupported by this backend")
 	// ErrUnknownScheme means no backend is registered for a URL scheme.
 	ErrUnknownScheme = errors.New("dlock: unknown backend scheme")
+	// ErrLimitMismatch means a semaphore was opened with a permit count other than the one its live
+	// holders use.
+	ErrLimitMismatch = errors.New("dlock: semaphore permit count mismatch")
 )
 
 // Kind is the kind of hold a request asks for.
+//
+// # Families
+//
+// The kinds make three families of locks, kept apart in the store: a Mutex
+// (Exclusive), a read-write lock (Shared and Write) and a semaphore (Permit)
+// of the same name are three independent locks, in different keys, paths or
+// rows, as Redisson's getLock, getReadWriteLock and getSemaphore and
+// Curator's recipes are. Each family has its own fencing-token counter per
+// name.
+//
+// # Read-write locks
+//
+// A Shared grant needs no Write hold and no Write waiter queued ahead of it:
+// a waiting writer blocks the readers that arrive after it, so a stream of
+// readers cannot starve it. A Write grant needs no other hold of either kind.
+// Waiters are served in arrival order where the store queues them.
+//
+// # Semaphores
+//
+// There are never more than Request.Limit live Permit holds of a name. The
+// limit is stored with the semaphore where the store's layout has room for
+// it (a backend whose layout has not says so in its package doc): a Request
+// whose Limit differs from the stored one while the semaphore has live holds
+// fails with an error wrapping ErrLimitMismatch; with no live holds, the new
+// Limit replaces the old.
+//
+// # Tokens, owners, life
+//
+// Every grant of any kind takes a new token from the lock's counter, so
+// tokens strictly increase: a Write grant's token is greater than that of
+// every earlier grant of the read-write lock, reads included, and each permit
+// holder has its own token. Holds are per (family, name, owner, kind): a
+// second request of the same kind by the same owner re-enters (counted in the
+// store where Caps.Reentrant, otherwise by dlock within a client). dlock
+// itself handles a writer taking the read lock under its write hold (it gets
+// a lease on the write hold, with no driver call) and refuses a read-to-write
+// upgrade (it would deadlock), so drivers need not handle one owner holding
+// two kinds at once. Renewal, release, loss, Grant.Since, Validity and Lost
+// are as for Exclusive; the release of a read hold or a permit must wake the
+// store's waiters (Notifier or Blocking, as the store allows).
 type Kind int
 
 const (
 	// Exclusive is a mutex hold: one owner at a time.
 	Exclusive Kind = iota
-	// Shared is a reader hold of a read-write lock: any number of shared
-	// owners, none while an Exclusive owner holds the same name.
+	// Shared is a read hold of a read-write lock: any number of readers,
+	// none while a Write hold is held or a Write waiter is queued ahead.
 	Shared
 	// Permit is one of Request.Limit permits of a counting semaphore.
 	Permit
+	// Write is the write hold of a read-write lock: no other hold of either
+	// kind at the same time.
+	Write
 )
+
+// String returns the kind's name: "exclusive", "shared", "permit" or "write".
+func (k Kind) String() string {
+	switch k {
+	case Exclusive:
+		return "exclusive"
+	case Shared:
+		return "shared"
+	case Permit:
+		return "permit"
+	case Write:
+		return "write"
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Holder describes one live hold of a read-write lock or semaphore, in
+// Info.Holders.
+type Holder struct {
+	Owner string        // the holder's owner id
+	Label string        // the holder's label, where the store keeps it
+	Kind  Kind          // Shared, Write or Permit
+	Token uint64        // the hold's fencing token
+	Holds int           // the owner's hold count (re-entries)
+	TTL   time.Duration // time left on the hold's lease; 0 if unknown
+}
 
 // Request asks for a hold on a lock.
 type Request struct {
@@ -150,6 +223,17 @@ type Info struct {
 	// Notes carries backend-specific remarks, such as a warning that the
 	// store may evict lock keys.
 	Notes []string
+	// Kind is the kind of lock described: Exclusive for Inspect; Shared
+	// (or Write) for a read-write lock and Permit for a semaphore, from
+	// KindInspector.
+	Kind Kind
+	// Limit is a semaphore's stored permit count (0 if unknown or none).
+	Limit int
+	// Holders lists every live hold of a read-write lock or semaphore. For
+	// those, Held reports whether there is any, and Owner, Label, Holds,
+	// Token and TTL describe the write hold if there is one, else the hold
+	// with the greatest token.
+	Holders []Holder
 }
 
 // Caps describes what a driver's store can do and keep.
@@ -167,8 +251,27 @@ type Caps struct {
 	// store itself (etcd, ZooKeeper, database row locks). Otherwise dlock
 	// waits with Notifier subscriptions, or by polling with backoff.
 	Blocking bool
-	// Kinds lists the kinds beyond Exclusive the driver supports.
+	// Kinds lists the kinds beyond Exclusive the driver supports: Shared and
+	// Write come together (a read-write lock), Permit alone (a semaphore).
+	// A driver with Kinds implements KindInspector.
 	Kinds []Kind
+	// KindsNote, when Kinds lacks some kinds, says why the store cannot hold
+	// them; dlock puts it in the ErrUnsupported error of a RWMutex or
+	// Semaphore made on the driver.
+	KindsNote string
+}
+
+// Supports reports whether c lists kind k (Exclusive always).
+func (c Caps) Supports(k Kind) bool {
+	if k == Exclusive {
+		return true
+	}
+	for _, x := range c.Kinds {
+		if x == k {
+			return true
+		}
+	}
+	return false
 }
 
 // Driver is an open connection to a lock store.
@@ -208,6 +311,14 @@ type Subscription interface {
 	C() <-chan struct{}
 	// Close stops the subscription.
 	Close() error
+}
+
+// KindInspector is implemented by drivers with Kinds: it describes the
+// read-write lock (kind Shared or Write) or semaphore (Permit) named name,
+// with every live hold in Info.Holders and, for a semaphore, the stored
+// permit count in Info.Limit.
+type KindInspector interface {
+	InspectKind(ctx context.Context, name string, kind Kind) (Info, error)
 }
 
 // NameChecker is implemented by drivers whose store refuses some names that

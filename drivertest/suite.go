@@ -43,6 +43,7 @@ func Run(t *testing.T, newHarness NewHarness) {
 		{"CloseReleases", s.testCloseReleases},
 		{"Inspect", s.testInspect},
 		{"BadInput", s.testBadInput},
+		{"Kinds", s.testKinds}, // read-write locks and semaphores (kinds.go)
 		{"NoGoroutineLeak", s.testNoLeak},
 	}
 	for _, tc := range tests {

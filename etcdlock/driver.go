@@ -2,12 +2,14 @@ package etcdlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/turn"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -22,18 +24,13 @@ type etcdDriver struct {
 	mu       sync.Mutex
 	closed   bool
 	sessions map[time.Duration]*session
-	slots    map[string]*slot // per name: the client's one key for it
+	// per name: the client's one key for it, owned by one contender at a
+	// time; the others wait, in order
+	slots turn.Set[string]
 
 	bgCtx    context.Context // background key removals; cancelled by Close
 	bgCancel context.CancelFunc
 	bg       sync.WaitGroup
-}
-
-// slot lets one contender of this client at a time own the client's key for
-// a name; the others wait here, in order.
-type slot struct {
-	ch   chan struct{} // capacity 1
-	refs int
 }
 
 // Lease is the etcd view of a held lock, reached with dlock's Lease.As.
@@ -79,13 +76,13 @@ func newDriver(ctx context.Context, cli *clientv3.Client, prefix string, owned b
 		return nil, permErr(fmt.Errorf("etcdlock: connect: %w", err), prefix)
 	}
 	bgCtx, bgCancel := context.WithCancel(context.Background())
-	return &etcdDriver{cli: cli, owned: owned, prefix: prefix,
-		sessions: map[time.Duration]*session{}, slots: map[string]*slot{},
+	return &etcdDriver{cli: cli, owned: owned, prefix: prefix, sessions: map[time.Duration]*session{},
 		bgCtx: bgCtx, bgCancel: bgCancel}, nil
 }
 
 func (d *etcdDriver) Caps() driver.Caps {
-	return driver.Caps{MaxNameLen: 1024, MinTTL: 2 * time.Second, TTLResolution: time.Second, Blocking: true}
+	return driver.Caps{MaxNameLen: 1024, MinTTL: 2 * time.Second, TTLResolution: time.Second, Blocking: true,
+		Kinds: []driver.Kind{driver.Shared, driver.Write, driver.Permit}}
 }
 
 // session returns the live session of ttl, starting one if needed.
@@ -106,45 +103,27 @@ func (d *etcdDriver) session(ctx context.Context, ttl time.Duration) (*session, 
 	return s, nil
 }
 
-// takeSlot takes the client's slot for name, waiting if wait is set.
+// takeSlot takes the client's slot for name, waiting if wait is set. It
+// returns the function that frees it, or false if it is taken and wait is
+// not set.
 func (d *etcdDriver) takeSlot(ctx context.Context, name string, wait bool) (func(), bool, error) {
-	d.mu.Lock()
-	s := d.slots[name]
-	if s == nil {
-		s = &slot{ch: make(chan struct{}, 1)}
-		d.slots[name] = s
+	mode := turn.Try
+	if wait {
+		mode = turn.Wait
 	}
-	s.refs++
-	d.mu.Unlock()
-	drop := func() {
-		d.mu.Lock()
-		if s.refs--; s.refs == 0 {
-			delete(d.slots, name)
-		}
-		d.mu.Unlock()
-	}
-	free := func() { <-s.ch; drop() }
-	select {
-	case s.ch <- struct{}{}:
-		return free, true, nil
-	default:
-	}
-	if !wait {
-		drop()
+	t, err := d.slots.Take(ctx, name, mode)
+	switch {
+	case errors.Is(err, turn.ErrBusy):
 		return nil, false, nil
+	case err != nil:
+		return nil, false, err
 	}
-	select {
-	case s.ch <- struct{}{}:
-		return free, true, nil
-	case <-ctx.Done():
-		drop()
-		return nil, false, ctx.Err()
-	}
+	return t.Done, true, nil
 }
 
 func (d *etcdDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	if r.Kind != driver.Exclusive {
-		return driver.Grant{}, dlock.ErrUnsupported
+		return d.acquireKind(ctx, r) // kinds.go
 	}
 	free, ok, err := d.takeSlot(ctx, r.Name, r.Wait)
 	if err != nil || !ok {

@@ -8,6 +8,19 @@
 //
 // Users with a client already use Open.
 //
+// # TLS
+//
+// etcds:// speaks TLS (1.2 or later) to every endpoint and verifies each
+// server certificate against the endpoint's host, with the system's CAs or
+// the PEM file ca= names. cert= and key= give a client certificate, for
+// servers run with --client-cert-auth. insecure_skip_verify=true (and
+// nothing else) turns verification off. etcd:// refuses these parameters
+// rather than ignore them. A connection the server or dlock refuses at the
+// TLS level (an untrusted certificate or one for another name, a missing
+// client certificate, a plaintext URL against a TLS-only port) fails Open
+// at once with gRPC's reason and a hint, instead of waiting out the
+// connect timeout. Errors never show a key's path.
+//
 // # Bounded I/O
 //
 // A client built from a URL dials with a timeout (dial_timeout, 5s) and pings
@@ -37,6 +50,37 @@
 // an empty value and never read it: Inspect reports their holders with no
 // owner id or label.
 //
+// # Read-write locks and semaphores
+//
+// Each hold or waiter of a read-write lock or semaphore has a key of its
+// own under the session's lease, with the owner id and label as value, and
+// the queue is ordered by create revision as the mutex's is. The keys start
+// with a family marker and end the name with a NUL (which names cannot
+// hold), so they never fall under a mutex's prefix nor under another name:
+//
+//	<prefix>\x00rw\x00NAME\x00r/<lease>_<random>    a reader
+//	<prefix>\x00rw\x00NAME\x00w/<lease>_<random>    a writer
+//	<prefix>\x00sem\x00NAME\x00<lease>_<random>     a permit
+//	<prefix>\x00sem\x00NAME                         the permit count, in decimal
+//
+// A reader holds when no writer's key comes before its own (a queued writer
+// keeps later readers out) and watches only the last writer's key before it;
+// a writer holds when no key comes before its own and watches only the key
+// just before it. A permit holds when fewer than the limit of keys come
+// before its own. Any of those may go first, so a permit waiter watches the
+// deletions under the semaphore's prefix and reads again only once enough of
+// the keys it counted before it are gone. The put of a permit's key is
+// guarded in its transaction by the stored count: it goes in while the count
+// is the caller's, or, storing the caller's, while the semaphore has no keys
+// (or no count); otherwise the acquire fails with ErrLimitMismatch. The
+// count key has no lease: it stays once the semaphore is idle.
+//
+// Tokens are the keys' create revisions, as for the mutex: a write hold's
+// token is greater than that of every earlier hold, reads included; each
+// permit has its own. Readers or permits granted together may return in
+// another order than their tokens'. The grant is proven by the read after
+// the wait, and the hold ends with the session lease, as for the mutex.
+//
 // # Sessions
 //
 // A client keeps one lease per distinct lock TTL (its session), refreshed
@@ -45,6 +89,16 @@
 // lease of it. Because a key is per lease, one client has at most one key per
 // name: its other contenders for that name queue inside the client, behind
 // it, so a release wakes one waiter per client.
+//
+// # Elections
+//
+// Client.Election uses the layout of etcd's client/v3/concurrency Election,
+// which is that of its lock: the candidate's key "<prefix><name>/<lease id>"
+// holds its value alone, the lowest create revision leads and is the term,
+// and Proclaim rewrites the value while the leader key's create revision is
+// the term's. So `etcdctl elect NAME PROPOSAL`, `etcdctl elect -l NAME` and
+// dlock see one leader (tested both ways). A lock and an election of one
+// name are one queue, as in etcd's own recipes.
 //
 // # Guarantees and non-guarantees
 //
@@ -108,7 +162,6 @@ package etcdlock
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net/url"
 	"strings"
@@ -116,7 +169,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
-	"go.etcd.io/etcd/client/pkg/v3/transport"
+	"github.com/dlock/dlock/internal/tlsurl"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -157,22 +210,17 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	scheme := "http://"
 	if u.Scheme == SchemeTLS {
 		scheme = "https://"
-		tlsInfo := transport.TLSInfo{TrustedCAFile: q.Get("ca"), CertFile: q.Get("cert"), KeyFile: q.Get("key")}
-		var tc *tls.Config
-		var err error
-		if tlsInfo.CertFile != "" || tlsInfo.TrustedCAFile != "" {
-			tc, err = tlsInfo.ClientConfig()
-		} else {
-			tc = &tls.Config{MinVersion: tls.VersionTLS12}
-		}
+		tc, err := tlsurl.Config(q)
 		if err != nil {
-			return nil, fmt.Errorf("etcdlock: %w: TLS files: %v", dlock.ErrInvalidURL, err)
+			return nil, fmt.Errorf("etcdlock: %w: %v", dlock.ErrInvalidURL, err)
 		}
 		cfg.TLS = tc
+	} else if tlsurl.Has(q) {
+		return nil, fmt.Errorf("etcdlock: %w: ca, cert, key and insecure_skip_verify need TLS: use etcds://", dlock.ErrInvalidURL)
 	}
 	for k := range q {
 		switch k {
-		case "ca", "cert", "key":
+		case "ca", "cert", "key", "insecure_skip_verify":
 		case "dial_timeout":
 			d, err := time.ParseDuration(q.Get(k))
 			if err != nil || d <= 0 {
@@ -199,6 +247,10 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, permErr(fmt.Errorf("etcdlock: connect: %w", err), strings.TrimPrefix(u.Path, "/"))
+	}
+	if err := connectionRefusal(ctx, cli, cfg.TLS, q.Has("cert")); err != nil {
+		_ = cli.Close()
+		return nil, err
 	}
 	d, err := newDriver(ctx, cli, strings.TrimPrefix(u.Path, "/"), true)
 	if err != nil {

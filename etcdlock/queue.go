@@ -81,7 +81,7 @@ func (d *etcdDriver) enqueue(ctx context.Context, r driver.Request, pfx string) 
 			return nil, err
 		}
 		key := fmt.Sprintf("%s%x", pfx, int64(sess.id))
-		val := holderValue(r.Owner, r.Label)
+		val := keyValue(ctx, r)
 		var resp *clientv3.TxnResponse
 		var sent time.Time
 		put := func(ctx context.Context) (err error) {

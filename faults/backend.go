@@ -24,6 +24,48 @@ type Backend struct {
 	TokensSafe bool
 	// SQLMode is "table", "row" or "session" for the SQL backends.
 	SQLMode string
+	// Lock is the kind of lock its workers contend for: "" a Mutex, "rw"
+	// an RWMutex, "semaphore" a Semaphore of Permits (see KindBackends).
+	Lock    string
+	Permits int
+}
+
+// kindsOK names the backends that hold read-write locks and semaphores.
+var kindsOK = map[string]bool{"redis": true, "etcd": true, "zk": true, "etcd×3": true, "zk×3": true,
+	"postgres/table": true, "mysql/table": true}
+
+// KindBackends returns, for each of bs that holds them, the same backend
+// contended through an RWMutex (named "NAME rw") and through a Semaphore of
+// 2 permits ("NAME sem"), so every fault also runs against both kinds.
+func KindBackends(bs []*Backend) []*Backend {
+	var out []*Backend
+	for _, b := range bs {
+		if !kindsOK[b.Name] || b.Lock != "" {
+			continue
+		}
+		rw, sem := *b, *b
+		rw.Name, rw.Lock = b.Name+" rw", "rw"
+		sem.Name, sem.Lock, sem.Permits = b.Name+" sem", "semaphore", 2
+		out = append(out, &rw, &sem)
+	}
+	return out
+}
+
+// ElectionBackends returns each of bs that holds elections as candidates
+// of an election ("NAME elect"): a hold is a term, so a paused, cut-off or
+// killed holder is a paused, cut-off or killed leader, and the fenced view
+// checks that a deposed leader's writes are refused.
+func ElectionBackends(bs []*Backend) []*Backend {
+	var out []*Backend
+	for _, b := range bs {
+		if b.Store == "memcached" || b.Lock != "" {
+			continue
+		}
+		e := *b
+		e.Name, e.Lock = b.Name+" elect", "election"
+		out = append(out, &e)
+	}
+	return out
 }
 
 // Store is a running set of servers behind a backend.

@@ -34,6 +34,9 @@ type Event struct {
 	T      int64  `json:"t"`             // when it happened, by the sender's clock
 	LossAt int64  `json:"loss,omitempty"`
 	Msg    string `json:"msg,omitempty"`
+	// Mode is a grant's kind of hold: "" a mutex, "r" a read hold, "w" a
+	// write hold, "p" a semaphore permit.
+	Mode string `json:"mode,omitempty"`
 
 	Recv     int64 `json:"recv,omitempty"` // when the checker received it
 	Accepted bool  `json:"ok,omitempty"`   // writes: the fenced view took it

@@ -14,7 +14,9 @@ import (
 
 // TestCISubset runs the bounded subset of the fault suite that CI runs:
 // every backend × {pause a waiter, blackhole a holder}, one injection each,
-// with a 2 s TTL. A failed verdict fails the test (make faults runs the
+// with a 2 s TTL, contending through a Mutex, and where the backend holds
+// them through an RWMutex and a Semaphore; and candidates of an election on
+// Redis, etcd and ZooKeeper. A failed verdict fails the test (make faults runs the
 // whole suite).
 func TestCISubset(t *testing.T) {
 	if testing.Short() {
@@ -22,7 +24,15 @@ func TestCISubset(t *testing.T) {
 	}
 	cfg := faults.Config{WorkerBin: buildWorker(t), TTL: 2 * time.Second, Workers: 3, Hold: 20 * time.Millisecond, Rounds: 1,
 		Progress: t.Logf}
-	plan := faults.Plan(faults.Backends(), []*faults.Fault{faults.PauseWaiter, faults.BlackholeHolder})
+	bs := faults.Backends()
+	var natives []*faults.Backend // the elections with a layout of their own, and Redis's portable one
+	for _, b := range bs {
+		if b.Name == "redis" || b.Name == "etcd" || b.Name == "zk" {
+			natives = append(natives, b)
+		}
+	}
+	all := append(append(bs, faults.KindBackends(bs)...), faults.ElectionBackends(natives)...)
+	plan := faults.Plan(all, []*faults.Fault{faults.PauseWaiter, faults.BlackholeHolder})
 	for _, group := range plan {
 		t.Run(group[0].Store, func(t *testing.T) {
 			for _, r := range faults.RunGroup(t.Context(), t, cfg, group, nil) {

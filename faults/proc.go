@@ -25,7 +25,8 @@ type proc struct {
 func startWorker(bin string, cfg WorkerConfig) (*proc, error) {
 	cmd := exec.Command(bin, "worker",
 		"-id", strconv.Itoa(cfg.ID), "-url", cfg.URL, "-name", cfg.Name, "-ttl", cfg.TTL.String(),
-		"-hold", cfg.Hold.String(), "-long", cfg.LongMax.String(), "-checker", cfg.Checker)
+		"-hold", cfg.Hold.String(), "-long", cfg.LongMax.String(), "-checker", cfg.Checker,
+		"-lock", cfg.Lock, "-permits", strconv.Itoa(cfg.Permits))
 	p := &proc{id: cfg.ID, cmd: cmd, exit: make(chan struct{}), out: &bytes.Buffer{}}
 	cmd.Stdout, cmd.Stderr = &lockedWriter{b: p.out, mu: &p.mu}, &lockedWriter{b: p.out, mu: &p.mu}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

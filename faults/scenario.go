@@ -45,7 +45,7 @@ type run struct {
 
 // Run runs fault f on backend b over store st, and judges it.
 func Run(ctx context.Context, cfg Config, b *Backend, f *Fault, st *Store) (res Result) {
-	res = Result{Backend: b.Name, Fault: f.Name, Promise: promiseOf(b, f, cfg.TTL, st)}
+	res = Result{Backend: b.Name, Fault: f.Name, Promise: promiseOf(b, f, cfg.TTL, st), Lock: b.Lock, Permits: b.Permits}
 	chk, err := NewChecker()
 	if err != nil {
 		res.Error = err.Error()
@@ -124,7 +124,8 @@ func (r *run) spawn() error {
 		addrs = append(addrs, p.Addr)
 	}
 	p, err := startWorker(r.cfg.WorkerBin, WorkerConfig{ID: id, URL: r.b.URL(addrs, r.cfg.TTL), Name: r.name,
-		TTL: r.cfg.TTL, Hold: r.cfg.Hold, LongMax: 3*r.cfg.TTL + 2*time.Second, Checker: r.chk.URL})
+		TTL: r.cfg.TTL, Hold: r.cfg.Hold, LongMax: 3*r.cfg.TTL + 2*time.Second, Checker: r.chk.URL,
+		Lock: r.b.Lock, Permits: r.b.Permits})
 	if err != nil {
 		for _, p := range proxies {
 			_ = p.Close()

@@ -12,11 +12,14 @@ import (
 type Result struct {
 	Backend, Fault string
 	Promise        Promise
+	// Lock and Permits are the kind of lock contended for (Backend.Lock).
+	Lock    string
+	Permits int
 
 	Injections int // faults injected
 	Holds      int // grants observed
 	Errors     int // Lock calls that failed
-	Overlaps   int // overlapping belief intervals not excused by the fault
+	Overlaps   int // conflicting belief intervals not excused by the fault (a semaphore: grants past its permits)
 	Excused    int // overlaps excused by the fault (a holder paused past its TTL, a killed connection)
 	Unfenced   int // excused overlaps whose newer holder's token was not higher
 	Stale      int // writes the fenced view rejected
@@ -42,6 +45,8 @@ func (r *Result) OK() bool { return r.Error == "" && len(r.Fails) == 0 }
 
 type holdRec struct {
 	id         holdID
+	mode       string // Event.Mode
+	asked      int64  // when its Lock call began (the worker's last wait)
 	token      uint64
 	start, end int64
 	loss       int64
@@ -63,19 +68,22 @@ func (r *Result) judge(evs []Event, ttl time.Duration, connDeath bool) {
 	open := map[int]*holdRec{} // by worker
 	var pauses, targets []window
 	pausedAt := map[int]int64{}
+	asked := map[int]int64{} // by worker: its last wait
 	var faultEnds, deaths []int64
 	var srvEvents []int64
 	for _, e := range evs {
 		last = max(last, e.T, e.Recv)
 		switch e.Kind {
 		case kindGrant:
-			h := &holdRec{id: e.id(), token: e.Token, start: e.T}
+			h := &holdRec{id: e.id(), mode: e.Mode, asked: asked[e.Worker], token: e.Token, start: e.T}
 			holds[h.id], open[e.Worker] = h, h
 		case kindEnd:
 			if h := holds[e.id()]; h != nil {
 				h.end, h.loss = e.T, e.LossAt
 				delete(open, e.Worker)
 			}
+		case kindWait:
+			asked[e.Worker] = e.T
 		case kindWrite:
 			if !e.Accepted {
 				r.Stale++
@@ -133,10 +141,26 @@ func (r *Result) judge(evs []Event, ttl time.Duration, connDeath bool) {
 	slices.SortFunc(hs, func(a, b *holdRec) int { return cmpInt(a.start, b.start) })
 	r.Holds = len(hs)
 
-	// Overlaps, and token order where excused.
-	for i, a := range hs {
-		for _, b := range hs[i+1:] {
-			if b.start >= a.end {
+	// Conflicts, and token order where excused.
+	for i, b := range hs {
+		var live []*holdRec // holds believed when b was granted
+		for _, a := range hs[:i] {
+			if a.end > b.start {
+				live = append(live, a)
+			}
+		}
+		if r.Lock == "semaphore" {
+			if len(live)+1 > r.Permits {
+				if b.excused || slices.ContainsFunc(live, func(a *holdRec) bool { return a.excused }) {
+					r.Excused++ // permits carry no fencing: tokens are not judged
+				} else {
+					r.Overlaps++
+				}
+			}
+			continue
+		}
+		for _, a := range live {
+			if !conflict(a, b) {
 				continue
 			}
 			if a.excused || b.excused {
@@ -149,15 +173,25 @@ func (r *Result) judge(evs []Event, ttl time.Duration, connDeath bool) {
 			}
 		}
 	}
-	// Token regressions, in grant order.
+	// Token regressions, in grant order: a mutex's grants all increase. The
+	// other kinds' concurrent grants may be reported out of order (a grant
+	// made first in the store can return later), so a grant must be above
+	// every grant returned before its Lock call began: the store made those
+	// first.
 	var maxTok uint64
 	for i, h := range hs {
-		if i > 0 && h.token <= maxTok {
+		if r.Lock == "" {
+			if i > 0 && h.token <= maxTok {
+				r.Regressions++
+			}
+			maxTok = max(maxTok, h.token)
+			continue
+		}
+		if slices.ContainsFunc(hs[:i], func(a *holdRec) bool { return h.token <= a.token && a.start < h.asked }) {
 			r.Regressions++
 		}
-		maxTok = max(maxTok, h.token)
 	}
-	// Loss margins: Done before the next holder's grant.
+	// Loss margins: Done before the next conflicting grant.
 	r.MinMarginMs = math.NaN()
 	for i, h := range hs {
 		if h.loss == 0 || h.excused {
@@ -167,8 +201,8 @@ func (r *Result) judge(evs []Event, ttl time.Duration, connDeath bool) {
 		if h.loss-h.start < int64(20*time.Millisecond) && !near(srvEvents, h.start-int64(100*time.Millisecond), h.loss) {
 			r.DeadGrants++
 		}
-		if i+1 < len(hs) { // the next holder's grant
-			m := float64(hs[i+1].start-h.loss) / 1e6
+		if next := r.nextConflict(hs, i); next != nil {
+			m := float64(next.start-h.loss) / 1e6
 			if math.IsNaN(r.MinMarginMs) || m < r.MinMarginMs {
 				r.MinMarginMs = m
 			}
@@ -214,6 +248,38 @@ func (r *Result) judge(evs []Event, ttl time.Duration, connDeath bool) {
 	if r.Injections == 0 {
 		fail("no fault injected")
 	}
+}
+
+// conflict reports whether holds a and b may not be believed at once: any
+// two of a mutex, or of a read-write lock unless both are reads.
+func conflict(a, b *holdRec) bool {
+	return a.mode == "" || a.mode == "w" || b.mode == "w"
+}
+
+// nextConflict is the first grant after hs[i] that could not be granted
+// while hs[i] was still held (nil: none): for a semaphore, the first that
+// would exceed its permits counting hs[i] as held.
+func (r *Result) nextConflict(hs []*holdRec, i int) *holdRec {
+	h := hs[i]
+	for j := i + 1; j < len(hs); j++ {
+		b := hs[j]
+		if r.Lock != "semaphore" {
+			if conflict(h, b) {
+				return b
+			}
+			continue
+		}
+		n := 1 // h
+		for k, a := range hs[:j] {
+			if k != i && a.end > b.start {
+				n++
+			}
+		}
+		if n+1 > r.Permits {
+			return b
+		}
+	}
+	return nil
 }
 
 // nextGrant is the time in ms from t to the first grant after it (to the end

@@ -94,3 +94,60 @@ func TestFencedView(t *testing.T) {
 		}
 	}
 }
+
+// asking puts worker w's wait (its Lock call) at ms, before its grant.
+func asking(evs []Event, w int, ms int64) []Event {
+	e := Event{Worker: w, Kind: kindWait, T: ms * int64(time.Millisecond)}
+	return append([]Event{e}, evs...)
+}
+
+// withModes sets the grants' modes, in hold order.
+func withModes(evs []Event, modes ...string) []Event {
+	i := 0
+	for j := range evs {
+		if evs[j].Kind == kindGrant {
+			evs[j].Mode = modes[i]
+			i++
+		}
+	}
+	return evs
+}
+
+// Read-write locks and semaphores are judged by their own exclusion:
+// readers may overlap, a writer may not; a semaphore may have as many
+// holders as permits, and no more.
+func TestJudgeKinds(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		lock    string
+		f       *Fault
+		evs     []Event
+		fails   string
+		permits int
+	}{
+		{"readers share", "rw", PauseWaiter, withModes(history([]histHold{{1, 1, 10, 50, 0}, {2, 2, 20, 60, 0}, {3, 3, 70, 80, 0}}), "r", "r", "w"), "", 0},
+		{"reader during a write", "rw", PauseWaiter, withModes(history([]histHold{{1, 1, 10, 50, 0}, {2, 2, 20, 60, 0}}), "w", "r"), "overlapping holds", 0},
+		{"writer during reads", "rw", PauseWaiter, withModes(history([]histHold{{1, 1, 10, 50, 0}, {2, 2, 20, 60, 0}}), "r", "w"), "overlapping holds", 0},
+		{"write token below an earlier read's", "rw", PauseWaiter, asking(withModes(history([]histHold{{1, 5, 10, 20, 0}, {2, 4, 30, 40, 0}}), "r", "w"), 2, 25), "token regressions", 0},
+		{"concurrent reads reported out of order", "rw", PauseWaiter, asking(withModes(history([]histHold{{1, 5, 10, 40, 0}, {2, 4, 11, 40, 0}}), "r", "r"), 2, 5), "", 0},
+		{"a permit granted first, returned after another's end", "semaphore", PauseWaiter, asking(withModes(history([]histHold{{1, 5, 10, 20, 0}, {2, 4, 30, 40, 0}}), "p", "p"), 2, 5), "", 2},
+		{"a permit asked for after another's grant, with a lower token", "semaphore", PauseWaiter, asking(withModes(history([]histHold{{1, 5, 10, 20, 0}, {2, 4, 30, 40, 0}}), "p", "p"), 2, 15), "token regressions", 2},
+		{"reader told after the writer's grant", "rw", BlackholeHolder, withModes(history([]histHold{{1, 1, 10, 2500, 2500}, {2, 2, 2400, 2600, 0}}), "r", "w"), "told after the next grant", 0},
+		{"two permits of two", "semaphore", PauseWaiter, withModes(history([]histHold{{1, 1, 10, 50, 0}, {2, 2, 20, 60, 0}, {3, 3, 55, 80, 0}}), "p", "p", "p"), "", 2},
+		{"three permits of two", "semaphore", PauseWaiter, withModes(history([]histHold{{1, 1, 10, 50, 0}, {2, 2, 20, 60, 0}, {3, 3, 30, 80, 0}}), "p", "p", "p"), "overlapping holds", 2},
+		{"permit told after the grant past the limit", "semaphore", BlackholeHolder, withModes(history([]histHold{{1, 1, 10, 2500, 2500}, {2, 2, 20, 3000, 0}, {3, 3, 2400, 2600, 0}}), "p", "p", "p"), "told after the next grant", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Result{Backend: "x", Fault: tc.f.Name, Lock: tc.lock, Permits: tc.permits,
+				Promise: promiseOf(&Backend{TokensSafe: true}, tc.f, 2*time.Second, &Store{Persistent: true})}
+			r.judge(tc.evs, 2*time.Second, false)
+			got := strings.Join(r.Fails, "; ")
+			if tc.fails == "" && got != "" {
+				t.Fatalf("failed: %s", got)
+			}
+			if tc.fails != "" && !strings.Contains(got, tc.fails) {
+				t.Fatalf("want a failure %q, got %q", tc.fails, got)
+			}
+		})
+	}
+}

@@ -24,6 +24,30 @@ type WorkerConfig struct {
 	Hold    time.Duration // how long a normal hold lasts
 	LongMax time.Duration // a long hold (SIGUSR1) ends by this, lost or not
 	Checker string        // the checker's URL
+	// Lock is the kind of lock contended for: "" a Mutex, "rw" an RWMutex
+	// (every third worker writes, the others read), "semaphore" a Semaphore
+	// of Permits, "election" an Election (a hold is a term: the worker
+	// campaigns, leads, then resigns).
+	Lock    string
+	Permits int
+}
+
+// mode is the kind of hold this worker takes ("" a mutex, see Event.Mode)
+// and how it takes it.
+func (cfg WorkerConfig) locker(c *dlock.Client) (string, dlock.Locker) {
+	switch cfg.Lock {
+	case "rw":
+		rw := c.RWMutex(cfg.Name, dlock.WithTTL(cfg.TTL))
+		if cfg.ID%3 == 0 {
+			return "w", rw
+		}
+		return "r", rw.RLocker()
+	case "semaphore":
+		return "p", c.Semaphore(cfg.Name, cfg.Permits, dlock.WithTTL(cfg.TTL)).Locker()
+	case "election":
+		return "", candidate{c.Election(cfg.Name, dlock.WithTTL(cfg.TTL)), fmt.Sprintf("worker-%d", cfg.ID)}
+	}
+	return "", c.Mutex(cfg.Name, dlock.WithTTL(cfg.TTL))
 }
 
 // RunWorker is a worker process's loop, until SIGTERM/SIGINT or ctx ends.
@@ -57,7 +81,8 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		return fmt.Errorf("faults: worker %d: open: %w", cfg.ID, err)
 	}
 	defer c.Close()
-	m := c.Mutex(cfg.Name, dlock.WithTTL(cfg.TTL))
+	mode, m := cfg.locker(c)
+	w.mode = mode
 	for hold := 1; ctx.Err() == nil; {
 		w.send(Event{Kind: kindWait})
 		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -76,12 +101,35 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	return nil
 }
 
+// candidate is a Locker whose holds are an election's terms: Lock
+// campaigns, and the term's lease (whose Unlock resigns) is the hold, so a
+// paused or cut-off holder is a paused or cut-off leader.
+type candidate struct {
+	e     *dlock.Election
+	value string
+}
+
+func (c candidate) Lock(ctx context.Context) (*dlock.Lease, error) {
+	t, err := c.e.Campaign(ctx, c.value)
+	if err != nil {
+		return nil, err
+	}
+	return t.Lease(), nil
+}
+
+func (c candidate) TryLock(ctx context.Context) (*dlock.Lease, error) { return c.Lock(ctx) }
+
 // worker sends events to the checker.
 type worker struct {
 	cfg     WorkerConfig
 	http    *http.Client
 	release chan struct{} // SIGUSR2: end a long hold
+	mode    string        // the kind of hold it takes (Event.Mode)
 }
+
+// writes reports whether the worker's holds write to the fenced resource:
+// a mutex's and a writer's do; readers and permit holders share it.
+func (w *worker) writes() bool { return w.mode == "" || w.mode == "w" }
 
 // hold runs one hold: grant, writes, belief end, Unlock.
 func (w *worker) hold(ctx context.Context, l *dlock.Lease, hold int, long *atomic.Bool) {
@@ -98,8 +146,8 @@ func (w *worker) hold(ctx context.Context, l *dlock.Lease, hold int, long *atomi
 		}
 	}()
 	tok := l.Token()
-	w.send(Event{Kind: kindGrant, Hold: hold, Token: tok, T: start})
-	w.send(Event{Kind: kindWrite, Hold: hold, Token: tok})
+	w.send(Event{Kind: kindGrant, Hold: hold, Token: tok, T: start, Mode: w.mode})
+	w.write(hold, tok)
 	if long.Swap(false) {
 		select {
 		case <-w.release: // an old one
@@ -121,7 +169,7 @@ func (w *worker) hold(ctx context.Context, l *dlock.Lease, hold int, long *atomi
 			case <-ctx.Done():
 				break loop
 			case <-tick.C:
-				w.send(Event{Kind: kindWrite, Hold: hold, Token: tok})
+				w.write(hold, tok)
 			}
 		}
 		until.Stop()
@@ -138,7 +186,7 @@ func (w *worker) hold(ctx context.Context, l *dlock.Lease, hold int, long *atomi
 	case <-l.Done(): // a careful holder does not write once told
 		noteLoss()
 	default:
-		w.send(Event{Kind: kindWrite, Hold: hold, Token: tok})
+		w.write(hold, tok)
 	}
 	end := time.Now().UnixNano()
 	select {
@@ -162,6 +210,14 @@ func (w *worker) hold(ctx context.Context, l *dlock.Lease, hold int, long *atomi
 	close(unwatch)
 	<-watched
 	w.send(Event{Kind: kindEnd, Hold: hold, Token: tok, T: end, LossAt: loss, Msg: msg})
+}
+
+// write makes a protected write with the hold's token, if the worker's
+// holds write.
+func (w *worker) write(hold int, tok uint64) {
+	if w.writes() {
+		w.send(Event{Kind: kindWrite, Hold: hold, Token: tok})
+	}
 }
 
 // send posts e to the checker, stamped with the worker and (unless set)

@@ -55,7 +55,8 @@ func (d *mcDriver) key(name string) string {
 }
 
 func (d *mcDriver) Caps() driver.Caps {
-	return driver.Caps{MaxNameLen: 1024, MinTTL: 2 * time.Second, MaxTTL: maxTTL, TTLResolution: resolution, Reentrant: true}
+	return driver.Caps{MaxNameLen: 1024, MinTTL: 2 * time.Second, MaxTTL: maxTTL, TTLResolution: resolution, Reentrant: true,
+		KindsNote: kindsNote}
 }
 
 // validity is how long an item of ttl is sure to live: memcached's clock
@@ -290,3 +291,8 @@ func (d *mcDriver) As(target any) bool {
 	}
 	return false
 }
+
+// kindsNote is why memcached holds no read-write locks or semaphores.
+const kindsNote = "memcached has no server-side scripts and one expiry per item: the readers or permit " +
+	"holders of a name, each with a lease of its own, would share one item rewritten by CAS, so a dead " +
+	"holder could not expire alone and one eviction would free every hold at once"

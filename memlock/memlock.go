@@ -14,6 +14,14 @@
 // clients can contend as separate processes would. A named store lives while
 // a client of it is open. Nothing is shared across processes.
 //
+// Read-write locks and semaphores (Client.RWMutex, Client.Semaphore) are
+// held here too, each family of a name apart with its own token counter.
+// Refused readers and writers keep their place in arrival order with a
+// record that lives for two seconds at most (or their TTL if shorter)
+// unless their next attempt renews it, so a waiting writer keeps later
+// readers out and neither kind starves; a semaphore's permit count is
+// stored with it while it has holders.
+//
 // Guarantees: mutual exclusion, expiry and tokens are exact within the
 // process. There is no persistence: nothing survives the process.
 package memlock
@@ -92,7 +100,8 @@ func (d *Driver) check() error {
 
 // Caps implements driver.Driver.
 func (d *Driver) Caps() driver.Caps {
-	return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Millisecond, Reentrant: true}
+	return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Millisecond, Reentrant: true,
+		Kinds: []driver.Kind{driver.Shared, driver.Write, driver.Permit}}
 }
 
 // Acquire implements driver.Driver.
@@ -101,7 +110,11 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Grant,
 		return driver.Grant{}, err
 	}
 	if req.Kind != driver.Exclusive {
-		return driver.Grant{}, driver.ErrUnsupported
+		g, err := d.s.acquireKind(req)
+		if err != nil {
+			return g, err
+		}
+		return g, ctx.Err()
 	}
 	return d.s.acquire(req), ctx.Err()
 }
@@ -124,7 +137,18 @@ func (d *Driver) Release(_ context.Context, h driver.Held, count int) (int, erro
 	if err := d.check(); err != nil {
 		return 0, err
 	}
+	if h.Kind != driver.Exclusive {
+		return d.s.releaseKind(h, count)
+	}
 	return d.s.release(h.Name, h.Owner, h.Token, count)
+}
+
+// InspectKind implements driver.KindInspector.
+func (d *Driver) InspectKind(_ context.Context, name string, kind driver.Kind) (driver.Info, error) {
+	if err := d.check(); err != nil {
+		return driver.Info{}, err
+	}
+	return d.s.inspectKind(name, kind), nil
 }
 
 // ForceRelease implements driver.ForceReleaser.

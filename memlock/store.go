@@ -15,7 +15,9 @@ type store struct {
 
 	mu     sync.Mutex
 	locks  map[string]*entry
-	tokens map[string]uint64 // per-name counters; they outlive the locks
+	tokens map[string]uint64    // per-name counters; they outlive the locks
+	kinds  map[string]*kindLock // read-write locks and semaphores, by familyKey
+	seq    uint64               // arrival numbers of waiting records
 	subs   map[string]map[*subscription]struct{}
 }
 
@@ -28,7 +30,7 @@ type entry struct {
 }
 
 func newStore(name string) *store {
-	return &store{name: name, locks: map[string]*entry{}, tokens: map[string]uint64{},
+	return &store{name: name, locks: map[string]*entry{}, tokens: map[string]uint64{}, kinds: map[string]*kindLock{},
 		subs: map[string]map[*subscription]struct{}{}}
 }
 
@@ -66,6 +68,10 @@ func (s *store) renew(batch []driver.Held, res []driver.RenewResult) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, h := range batch {
+		if h.Kind != driver.Exclusive {
+			res[i].Err = s.renewKind(h, now)
+			continue
+		}
 		e := s.live(h.Name, now)
 		if e == nil || e.owner != h.Owner || e.token != h.Token {
 			res[i].Err = dlock.ErrLeaseLost

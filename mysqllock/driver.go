@@ -76,13 +76,14 @@ func newDriver(ctx context.Context, db *sql.DB, opts Options) (*myDriver, error)
 func (d *myDriver) Migrate(ctx context.Context) error {
 	// CREATE TABLE IF NOT EXISTS needs the CREATE privilege even when the
 	// table is there: look first, so a worker without it can Open.
+	all := append(append([]string{}, schema...), kindsSchema...)
 	var have int
 	if err := d.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.tables
-WHERE table_schema = DATABASE() AND table_name IN ('dlock_locks', 'dlock_tokens', 'dlock_rows')`).Scan(&have); err != nil {
+WHERE table_schema = DATABASE() AND table_name IN ('dlock_locks', 'dlock_tokens', 'dlock_rows', 'dlock_kinds', 'dlock_holds', 'dlock_waits')`).Scan(&have); err != nil {
 		return myErr("migrate", err)
 	}
-	for _, s := range schema {
-		if have == len(schema) {
+	for _, s := range all {
+		if have == len(all) {
 			break
 		}
 		if _, err := d.db.ExecContext(ctx, s); err != nil {
@@ -117,7 +118,7 @@ func myErr(op string, err error) error {
 	if errors.As(err, &me) {
 		switch me.Number {
 		case 1142, 1143, 1044: // command/column/db access denied
-			return fmt.Errorf("mysqllock: %s: permission denied (%s): the user needs the grant in the mysqllock package doc: SELECT, INSERT and UPDATE on dlock_locks, dlock_tokens and dlock_rows, and CREATE to make them (or run dlock migrate as a user who can) (%w): %w",
+			return fmt.Errorf("mysqllock: %s: permission denied (%s): the user needs the grant in the mysqllock package doc: SELECT, INSERT and UPDATE on dlock_locks, dlock_tokens and dlock_rows, SELECT, INSERT, UPDATE and DELETE on dlock_kinds, dlock_holds and dlock_waits, and CREATE to make them (or run dlock migrate as a user who can) (%w): %w",
 				op, me.Message, dlock.ErrInvalidConfig, err)
 		case 1095, 1227: // not owner of the thread; KILL needs a privilege
 			return fmt.Errorf("mysqllock: %s: permission denied (%s): ending another user's connection needs the CONNECTION ADMIN (or SUPER) privilege (%w): %w",
@@ -131,16 +132,21 @@ func myErr(op string, err error) error {
 
 func (d *myDriver) Caps() driver.Caps {
 	if d.mode == ModeTable {
-		return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Microsecond, Reentrant: true}
+		return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Microsecond, Reentrant: true,
+			Kinds: []driver.Kind{driver.Shared, driver.Write, driver.Permit}}
 	}
-	return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Microsecond, Blocking: true}
+	return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Microsecond, Blocking: true,
+		KindsNote: connKindsNote}
 }
 
 func (d *myDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	if r.Kind != driver.Exclusive {
-		return driver.Grant{}, dlock.ErrUnsupported
+	if r.Kind != driver.Exclusive && !d.Caps().Supports(r.Kind) {
+		return driver.Grant{}, fmt.Errorf("mysqllock: %w: %s", dlock.ErrUnsupported, d.Caps().KindsNote)
 	}
 	if d.mode == ModeTable {
+		if r.Kind != driver.Exclusive {
+			return d.acquireKind(ctx, r)
+		}
 		return d.acquireRow(ctx, r)
 	}
 	return d.acquireConn(ctx, r)
@@ -210,6 +216,28 @@ func (d *myDriver) Renew(ctx context.Context, batch []driver.Held) []driver.Rene
 		}
 		return res
 	}
+	var kinds []int
+	var rowsOnly []driver.Held
+	for i, h := range batch {
+		if h.Kind != driver.Exclusive {
+			kinds = append(kinds, i)
+		} else {
+			rowsOnly = append(rowsOnly, h)
+		}
+	}
+	if len(kinds) > 0 {
+		d.renewKinds(ctx, batch, res, kinds)
+		if len(rowsOnly) == 0 {
+			return res
+		}
+		rest, j := d.Renew(ctx, rowsOnly), 0
+		for i, h := range batch {
+			if h.Kind == driver.Exclusive {
+				res[i], j = rest[j], j+1
+			}
+		}
+		return res
+	}
 	// One UPDATE per distinct TTL (usually one), then one SELECT of which
 	// holds are live, in a transaction.
 	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
@@ -276,6 +304,9 @@ func (d *myDriver) Release(ctx context.Context, h driver.Held, count int) (int, 
 			return 0, fmt.Errorf("mysqllock: release: %w", dlock.ErrLeaseLost)
 		}
 		return 0, l.release(ctx)
+	}
+	if h.Kind != driver.Exclusive {
+		return d.releaseKind(ctx, h, count)
 	}
 	left, o, err := d.holds.Drop(ctx, h.Name, h.Owner, h.Token, count, h.TTL, d.releaseStmt(h.Name, h.Owner))
 	switch o {

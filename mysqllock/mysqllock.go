@@ -4,10 +4,25 @@
 //
 // # URLs
 //
-//	mysql://user:password@host:3306/db?mode=table|row|session[&max_held=16][&tls=true|skip-verify|custom]
+//	mysql://user:password@host:3306/db?mode=table|row|session[&max_held=16][&tls=true|skip-verify|preferred]
+//	mysql://user@host:3306/db?tls=true&ca=/etc/dlock/ca.pem[&cert=client.pem&key=client-key.pem]
 //
 // Other query parameters are passed to the driver's DSN. Users with a pool
 // already use Open.
+//
+// # TLS
+//
+// tls=true speaks TLS (1.2 or later) and verifies the server's certificate
+// against its host, with the system's CAs or the PEM file ca= names; cert=
+// and key= give a client certificate (for accounts created REQUIRE X509).
+// Verification is off only when asked for, by the driver's own
+// tls=skip-verify (or insecure_skip_verify=true with tls=true);
+// tls=preferred also falls back to plaintext. ca, cert, key and
+// insecure_skip_verify without tls=true or skip-verify are refused, not
+// ignored. A server with require_secure_transport=ON refuses a plaintext
+// URL: MySQL says "Connections using insecure transport are prohibited",
+// MariaDB says "Access denied", to which dlock adds that TLS may be
+// wanted. Errors never show a key's path.
 //
 // # Modes
 //
@@ -97,11 +112,27 @@
 // token is committed on its own right after the lock is granted, so a
 // holder that crashed never gives its token to the next.
 //
+// # Read-write locks and semaphores (table mode)
+//
+// Client.RWMutex and Client.Semaphore work in table mode, as in pglock's
+// (see its package doc): a state row in dlock_kinds (token counter, arrival
+// counter, the semaphore's permit count) that each acquire transaction
+// locks FOR UPDATE, the holds in dlock_holds and the refused readers' and
+// writers' places in dlock_waits (records living 2 s at most unless renewed
+// by the next attempt), so a waiting writer keeps later readers out and
+// readers that waited before it go first. There are no notifications:
+// waiters poll, at most every second. Row and session modes report
+// ErrUnsupported with the reason (GET_LOCK has no shared mode; FOR SHARE
+// lets new readers past a waiting FOR UPDATE; neither waits for one of N).
+// A failed release of a read hold or permit is not settled as a Mutex's
+// is: the hold stays until its TTL.
+//
 // # Least privilege
 //
 // Let an owner account make the tables, once (`dlock migrate --backend
 // mysql://dlock_owner:…@host/dlock`, or Client.Migrate); workers then need
-// only to read and write rows (dlock never deletes one), and cannot alter
+// only to read and write rows (and delete the read-write locks' and
+// semaphores' holds and waits; a mutex's rows are never deleted), and cannot alter
 // the schema: Open makes nothing when the tables are there. As root:
 //
 //	CREATE DATABASE dlock;
@@ -112,6 +143,9 @@
 //	GRANT SELECT, INSERT, UPDATE ON dlock.dlock_locks TO 'dlock_worker'@'%';
 //	GRANT SELECT, INSERT, UPDATE ON dlock.dlock_tokens TO 'dlock_worker'@'%';
 //	GRANT SELECT, INSERT, UPDATE ON dlock.dlock_rows TO 'dlock_worker'@'%';
+//	GRANT SELECT, INSERT, UPDATE, DELETE ON dlock.dlock_kinds TO 'dlock_worker'@'%';
+//	GRANT SELECT, INSERT, UPDATE, DELETE ON dlock.dlock_holds TO 'dlock_worker'@'%';
+//	GRANT SELECT, INSERT, UPDATE, DELETE ON dlock.dlock_waits TO 'dlock_worker'@'%';
 //
 // The test TestLeastPrivilege runs exactly these statements on MariaDB,
 // then the conformance suite in every mode as dlock_worker. GET_LOCK
@@ -208,12 +242,16 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		case "mode", "max_held":
 		case "tls":
 			cfg.TLSConfig = v[0]
+		case "ca", "cert", "key", "insecure_skip_verify": // urlTLS
 		default:
 			if cfg.Params == nil {
 				cfg.Params = map[string]string{}
 			}
 			cfg.Params[k] = v[0]
 		}
+	}
+	if err := urlTLS(cfg, q); err != nil {
+		return nil, err
 	}
 	if err := cfg.Apply(); err != nil {
 		return nil, fmt.Errorf("mysqllock: %w: %v", dlock.ErrInvalidURL, err)
@@ -226,6 +264,9 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	d, err := newDriver(ctx, db, opts)
 	if err != nil {
 		_ = db.Close()
+		if cfg.TLS == nil {
+			err = hintTLS(err)
+		}
 		return nil, err
 	}
 	return d, nil

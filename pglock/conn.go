@@ -21,13 +21,16 @@ import (
 type Lease struct {
 	PID uint32 // the backend process holding the lock (for pg_terminate_backend)
 
-	d    *pgDriver
-	mode Mode
-	name string
-	mu   sync.Mutex
-	conn *pgxpool.Conn
-	tx   pgx.Tx // row mode
-	done bool
+	d     *pgDriver
+	mode  Mode
+	name  string
+	kind  driver.Kind // Exclusive, or Shared/Write of a read-write lock (session mode)
+	owner string
+	token uint64
+	mu    sync.Mutex
+	conn  *pgxpool.Conn
+	tx    pgx.Tx // row mode
+	done  bool
 }
 
 // As sets **Lease targets.
@@ -40,6 +43,31 @@ func (l *Lease) As(target any) bool {
 }
 
 const advisoryKey = "hashtextextended($1, 0)"
+
+// rwKey is the advisory lock key of the read-write lock named $1 (session
+// mode): another hash of the name, so a Mutex and an RWMutex of one name are
+// two locks. Plain SQL users can take it too:
+// SELECT pg_advisory_lock_shared(hashtextextended('reports', 1)).
+const rwKey = "hashtextextended($1, 1)"
+
+// advisory returns the lock function name and key of kind: pg_advisory_lock
+// (exclusive) or pg_advisory_lock_shared, prefix "" or "try_" or "un".
+func advisory(kind driver.Kind, op string) (fn, key string) {
+	key, suffix := advisoryKey, ""
+	if kind != driver.Exclusive {
+		key = rwKey
+		if kind == driver.Shared {
+			suffix = "_shared"
+		}
+	}
+	switch op {
+	case "try":
+		return "pg_try_advisory_lock" + suffix, key
+	case "un":
+		return "pg_advisory_unlock" + suffix, key
+	}
+	return "pg_advisory_lock" + suffix, key
+}
 
 // boundSettings are the session settings that bound a holding connection
 // by its lease (see sqlbase), in the order they are set; newDriver keeps
@@ -101,7 +129,11 @@ func (d *pgDriver) acquireConn(ctx context.Context, r driver.Request) (driver.Gr
 	// the wait: the server's idle timeout counts from when it finished it.
 	var since time.Time
 	var tok uint64
-	if d.mode == ModeSession { // no transaction: the token's statement is that one
+	if d.mode == ModeSession && r.Kind != driver.Exclusive { // the read-write lock's counter, and its holder's row for Inspect
+		since = time.Now()
+		tok, err = d.kindToken(ctx, l.conn, r)
+		l.owner, l.token = r.Owner, tok
+	} else if d.mode == ModeSession { // no transaction: the token's statement is that one
 		since = time.Now()
 		tok, err = d.nextToken(ctx, l.conn, r.Name, r.Owner, l.PID)
 	} else { // the token must commit apart from the lock's transaction
@@ -127,7 +159,7 @@ func (d *pgDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 	if err != nil {
 		return nil, false, pgErr("connect", err)
 	}
-	l := &Lease{d: d, mode: d.mode, name: r.Name, conn: conn, PID: conn.Conn().PgConn().PID()}
+	l := &Lease{d: d, mode: d.mode, name: r.Name, kind: r.Kind, conn: conn, PID: conn.Conn().PgConn().PID()}
 	fail := func(err error) (*Lease, bool, error) {
 		l.discard()
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
@@ -139,14 +171,16 @@ func (d *pgDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 	switch d.mode {
 	case ModeSession:
 		if r.Wait {
-			if _, err := conn.Exec(ctx, setBounds+"SELECT pg_advisory_lock("+advisoryKey+") FROM bounds", r.Name, names, values, false); err != nil {
-				return fail(pgErr("pg_advisory_lock", err))
+			fn, key := advisory(r.Kind, "")
+			if _, err := conn.Exec(ctx, setBounds+"SELECT "+fn+"("+key+") FROM bounds", r.Name, names, values, false); err != nil {
+				return fail(pgErr(fn, err))
 			}
 			return l, true, nil
 		}
 		var ok bool
-		if err := conn.QueryRow(ctx, setBounds+"SELECT pg_try_advisory_lock("+advisoryKey+") FROM bounds", r.Name, names, values, false).Scan(&ok); err != nil {
-			return fail(pgErr("pg_try_advisory_lock", err))
+		fn, key := advisory(r.Kind, "try")
+		if err := conn.QueryRow(ctx, setBounds+"SELECT "+fn+"("+key+") FROM bounds", r.Name, names, values, false).Scan(&ok); err != nil {
+			return fail(pgErr(fn, err))
 		}
 		if !ok {
 			var n int64
@@ -224,7 +258,13 @@ func (l *Lease) release(ctx context.Context) error {
 	} else {
 		var ok bool
 		var n int64
-		err = l.conn.QueryRow(ctx, "SELECT pg_advisory_unlock("+advisoryKey+"), "+resetBounds("$2"), l.name, l.d.settings).Scan(&ok, &n)
+		fn, key := advisory(l.kind, "un")
+		if l.kind != driver.Exclusive { // its row for Inspect goes first, in the same statement
+			err = l.conn.QueryRow(ctx, `WITH h AS (DELETE FROM dlock_holds WHERE name = $1 AND family = 1 AND owner = $3 AND token = $4)
+SELECT `+fn+"("+key+"), "+resetBounds("$2"), l.name, l.d.settings, l.owner, int64(l.token)).Scan(&ok, &n)
+		} else {
+			err = l.conn.QueryRow(ctx, "SELECT "+fn+"("+key+"), "+resetBounds("$2"), l.name, l.d.settings).Scan(&ok, &n)
+		}
 		if err == nil && !ok {
 			err = errors.New("not held")
 		}

@@ -98,7 +98,7 @@ func (d *pgDriver) Migrate(ctx context.Context) error {
 		return pgErr("migrate", err)
 	}
 	if !have {
-		if _, err := tx.Exec(ctx, schema); err != nil {
+		if _, err := tx.Exec(ctx, schema+kindsSchema); err != nil {
 			return pgErr("create tables", err)
 		}
 	}
@@ -153,7 +153,8 @@ WHERE NOT has_table_privilege(t, p)`, tables, privs)
 // haveTablesSQL tells whether the tables that statements reach (through
 // search_path) are all there.
 const haveTablesSQL = `SELECT to_regclass('dlock_locks') IS NOT NULL AND to_regclass('dlock_tokens') IS NOT NULL
-  AND to_regclass('dlock_rows') IS NOT NULL`
+  AND to_regclass('dlock_rows') IS NOT NULL AND to_regclass('dlock_kinds') IS NOT NULL
+  AND to_regclass('dlock_holds') IS NOT NULL AND to_regclass('dlock_waits') IS NOT NULL`
 
 // hasLabelSQL tells whether the dlock_locks that statements reach (through
 // search_path) has the label column.
@@ -167,7 +168,7 @@ func pgErr(op string, err error) error {
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "42501" { // insufficient_privilege
-		return fmt.Errorf("pglock: %s: permission denied (%s): the user needs the grant in the pglock package doc: SELECT, INSERT, UPDATE and DELETE on dlock_locks, SELECT, INSERT and UPDATE on dlock_tokens and dlock_rows, and CREATE on the schema to make them (or run dlock migrate as a user who can) (%w): %w",
+		return fmt.Errorf("pglock: %s: permission denied (%s): the user needs the grant in the pglock package doc: SELECT, INSERT, UPDATE and DELETE on dlock_locks, dlock_kinds, dlock_holds and dlock_waits, SELECT, INSERT and UPDATE on dlock_tokens and dlock_rows, and CREATE on the schema to make them (or run dlock migrate as a user who can) (%w): %w",
 			op, pe.Message, dlock.ErrInvalidConfig, err)
 	}
 	if errors.As(err, &pe) && pe.Code == "3F000" { // invalid_schema_name: none in search_path is usable
@@ -178,16 +179,25 @@ func pgErr(op string, err error) error {
 
 func (d *pgDriver) Caps() driver.Caps {
 	if d.mode == ModeTable {
-		return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Millisecond, Reentrant: true}
+		return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Millisecond, Reentrant: true,
+			Kinds: []driver.Kind{driver.Shared, driver.Write, driver.Permit}}
 	}
-	return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Millisecond, Blocking: true}
+	if d.mode == ModeSession { // read-write locks with pg_advisory_lock_shared
+		return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Millisecond, Blocking: true,
+			Kinds: []driver.Kind{driver.Shared, driver.Write}, KindsNote: sessionKindsNote}
+	}
+	return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Millisecond, Blocking: true,
+		KindsNote: rowKindsNote}
 }
 
 func (d *pgDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	if r.Kind != driver.Exclusive {
-		return driver.Grant{}, dlock.ErrUnsupported
+	if r.Kind != driver.Exclusive && !d.Caps().Supports(r.Kind) {
+		return driver.Grant{}, fmt.Errorf("pglock: %w: %s", dlock.ErrUnsupported, d.Caps().KindsNote)
 	}
 	if d.mode == ModeTable {
+		if r.Kind != driver.Exclusive {
+			return d.acquireKind(ctx, r)
+		}
 		return d.acquireRow(ctx, r)
 	}
 	return d.acquireConn(ctx, r)
@@ -195,7 +205,29 @@ func (d *pgDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 
 func (d *pgDriver) Renew(ctx context.Context, batch []driver.Held) []driver.RenewResult {
 	if d.mode == ModeTable {
-		return d.renewRows(ctx, batch)
+		var rows, kinds []int
+		for i, h := range batch {
+			if h.Kind == driver.Exclusive {
+				rows = append(rows, i)
+			} else {
+				kinds = append(kinds, i)
+			}
+		}
+		if len(kinds) == 0 {
+			return d.renewRows(ctx, batch)
+		}
+		res := make([]driver.RenewResult, len(batch))
+		if len(rows) > 0 {
+			sub := make([]driver.Held, len(rows))
+			for j, i := range rows {
+				sub[j] = batch[i]
+			}
+			for j, r := range d.renewRows(ctx, sub) {
+				res[rows[j]] = r
+			}
+		}
+		d.renewKinds(ctx, batch, res, kinds)
+		return res
 	}
 	res := make([]driver.RenewResult, len(batch))
 	for i, h := range batch {
@@ -206,6 +238,9 @@ func (d *pgDriver) Renew(ctx context.Context, batch []driver.Held) []driver.Rene
 
 func (d *pgDriver) Release(ctx context.Context, h driver.Held, count int) (int, error) {
 	if d.mode == ModeTable {
+		if h.Kind != driver.Exclusive {
+			return d.releaseKind(ctx, h, count)
+		}
 		return d.releaseRow(ctx, h, count)
 	}
 	l, ok := h.Handle.(*Lease)

@@ -8,6 +8,21 @@
 //
 // (postgresql:// too). Users with a pool already use Open.
 //
+// # TLS
+//
+//	postgres://user@host:5432/db?sslmode=verify-full&sslrootcert=/etc/dlock/ca.pem[&sslcert=client.pem&sslkey=client-key.pem]
+//
+// TLS takes libpq's parameters, which pgx reads: sslmode=verify-full
+// verifies the server's certificate and its name (use it in production);
+// sslrootcert names the CA's PEM file; sslcert and sslkey (and sslpassword
+// for an encrypted key) give a client certificate, for cert authentication
+// in pg_hba.conf. Verification is off only where libpq's sslmode says so:
+// require (without sslrootcert), prefer and allow encrypt without verifying
+// the server, and pgx's default is prefer, which also falls back to
+// plaintext. A server that takes TLS only (hostssl lines) refuses
+// sslmode=disable with "no pg_hba.conf entry … no encryption". Errors
+// never show sslkey or sslpassword.
+//
 // # Modes
 //
 //		mode     how a lock is held                      a dead holder's lock ends   waiting                 cost while held
@@ -31,7 +46,9 @@
 //	    (by its primary key: PostgreSQL locks rows, never more, whatever the
 //	    plan) in a transaction held open on a dedicated connection until Unlock.
 //	  - session: pg_advisory_lock(hashtextextended(name, 0)) on a dedicated
-//	    connection, so plain SQL users can take the same lock:
+//	    connection (read-write locks: pg_advisory_lock_shared and
+//	    pg_advisory_lock on hashtextextended(name, 1)), so plain SQL users
+//	    can take the same lock:
 //	    SELECT pg_advisory_lock(hashtextextended('orders/sku-42', 0)).
 //
 // row and session modes have no room for a holder label: Inspect reports
@@ -100,6 +117,46 @@
 // taken inside, a holder that crashed would roll it back and the next holder
 // would reuse its token.
 //
+// # Read-write locks and semaphores (table mode)
+//
+// Client.RWMutex and Client.Semaphore work in table mode, and RWMutex in
+// session mode too; row mode reports ErrUnsupported with the reason (row
+// locks let FOR SHARE pass a waiting FOR UPDATE, so writers could starve),
+// and so does a Semaphore in session mode (advisory locks have no wait for
+// one of N).
+//
+// Session mode: a read hold is pg_advisory_lock_shared and the write hold
+// pg_advisory_lock, both on hashtextextended(name, 1) (the Mutex's key uses
+// seed 0), so plain SQL users can take the same lock. PostgreSQL's lock
+// manager queues a shared request behind a waiting exclusive one (and
+// pg_try_advisory_lock_shared then fails), so a waiting writer keeps later
+// readers out. Tokens come from the lock's row in dlock_kinds, taken and
+// committed on the holding connection right after the grant; the holder's
+// row in dlock_holds (with its backend pid) is only for Inspect, which
+// counts a row while that pid holds the advisory lock.
+//
+// Table mode: a lock of a kind is a state row in dlock_kinds
+// (name, family: 1 read-write, 2 semaphore; its token counter, arrival
+// counter and the semaphore's permit count), its holds in dlock_holds
+// (name, family, owner; kind, holds, token, expires_at, label) and, for a
+// read-write lock, the records of refused readers and writers in
+// dlock_waits (owner, kind, arrival number, expiry). An acquire is one
+// transaction that locks the state row FOR UPDATE, drops expired holds and
+// records and decides on what is left: a read needs no write hold and no
+// writer waiting ahead of it, a write no hold and nobody waiting ahead of
+// it, a permit fewer live holds than the count (which must match the
+// stored one while there are holds: else ErrLimitMismatch). A refused read
+// or write keeps its place with a record that lives 2 s at most (its TTL
+// if shorter) unless its next attempt renews it; waiters come back within
+// half that, and at once on a release (NOTIFY dlock_release). So a waiting
+// writer keeps later readers out and readers that waited before it go
+// first; one that gives up holds the ones behind it back for at most 2 s.
+// Tokens come from the state row, so every grant of the lock, reads
+// included, takes a greater one. Unlike a Mutex's, a failed release of a
+// read hold or permit is not settled before the owner's next acquire: the
+// hold stays until its TTL (it is not re-entered, as owners are fresh per
+// call unless WithOwner).
+//
 // # Least privilege
 //
 // Let an owner account make the tables, once: `dlock migrate --backend
@@ -117,6 +174,7 @@
 //	GRANT USAGE ON SCHEMA dlock TO dlock_worker;
 //	GRANT SELECT, INSERT, UPDATE, DELETE ON dlock.dlock_locks TO dlock_worker;
 //	GRANT SELECT, INSERT, UPDATE ON dlock.dlock_tokens, dlock.dlock_rows TO dlock_worker;
+//	GRANT SELECT, INSERT, UPDATE, DELETE ON dlock.dlock_kinds, dlock.dlock_holds, dlock.dlock_waits TO dlock_worker;
 //	ALTER ROLE dlock_worker SET search_path = dlock;
 //
 // (or search_path=dlock in the worker's URL). The test TestLeastPrivilege

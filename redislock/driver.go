@@ -15,7 +15,7 @@ import (
 
 // redisDriver implements driver.Driver over a go-redis client.
 type redisDriver struct {
-	node   *Node
+	node   *redisnode.Node
 	rdb    redis.UniversalClient
 	owned  bool // opened from a URL: Close closes rdb
 	prefix string
@@ -25,13 +25,13 @@ type redisDriver struct {
 }
 
 func newDriver(ctx context.Context, rdb redis.UniversalClient, opts Options, owned bool) (*redisDriver, error) {
-	node := NewNode(rdb, opts.KeyPrefix)
-	d := &redisDriver{node: node, rdb: rdb, owned: owned, prefix: node.prefix, log: opts.Logger}
+	node := redisnode.New(rdb, opts.KeyPrefix)
+	d := &redisDriver{node: node, rdb: rdb, owned: owned, prefix: node.Prefix(), log: opts.Logger}
 	if d.log == nil {
 		d.log = slog.Default()
 	}
 	if err := rdb.Ping(ctx).Err(); err != nil {
-		return nil, redisnode.PermissionError(fmt.Errorf("redislock: connect: %w", err), node.prefix)
+		return nil, redisnode.PermissionError(fmt.Errorf("redislock: connect: %w", err), node.Prefix())
 	}
 	if !node.FollowsContext() {
 		d.log.Warn("redislock: the go-redis client ignores context deadlines (ContextTimeoutEnabled is false): " +
@@ -41,11 +41,11 @@ func newDriver(ctx context.Context, rdb redis.UniversalClient, opts Options, own
 	// A user whose ACL lacks SUBSCRIBE or the prefix's channels would see
 	// its waiters' subscription refused only inside go-redis, which retries
 	// it forever: they would never hear of a release. Subscribe once here.
-	if err := checkSubscribe(ctx, rdb, node.prefix); err != nil {
+	if err := checkSubscribe(ctx, rdb, node.Prefix()); err != nil {
 		return nil, err
 	}
 	d.checkEviction(ctx)
-	d.hub = newHub(rdb, node.prefix)
+	d.hub = newHub(rdb, node.Prefix())
 	return d, nil
 }
 
@@ -67,23 +67,21 @@ func (d *redisDriver) checkEviction(ctx context.Context) {
 
 func (d *redisDriver) Caps() driver.Caps {
 	return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Millisecond,
-		Reentrant: true, Blocking: true}
+		Reentrant: true, Blocking: true, Kinds: []driver.Kind{driver.Shared, driver.Write, driver.Permit}}
 }
 
-func ms(d time.Duration) int64 { return d.Milliseconds() }
-
 // keysOf returns the keys of a held lock, kept in its handle by Acquire.
-func (d *redisDriver) keysOf(h driver.Held) keys {
-	if k, ok := h.Handle.(keys); ok {
+func (d *redisDriver) keysOf(h driver.Held) redisnode.Keys {
+	if k, ok := h.Handle.(redisnode.Keys); ok {
 		return k
 	}
-	return newKeys(d.prefix, h.Name)
+	return redisnode.NewKindKeys(d.prefix, h.Name, h.Kind)
 }
 
 // try runs the acquire script once for request req; with a channel (the
 // hub's), the request queues if the lock is taken.
-func (d *redisDriver) try(ctx context.Context, k keys, r driver.Request, req, channel string) (driver.Grant, error) {
-	g, err := d.node.acquire(ctx, k, r.Owner, r.Label, r.TTL, req, channel, 0)
+func (d *redisDriver) try(ctx context.Context, k redisnode.Keys, r driver.Request, req, channel string) (driver.Grant, error) {
+	g, err := d.node.Acquire(ctx, k, r.Owner, r.Label, r.TTL, r.Limit, req, channel)
 	if err != nil || !g.Acquired {
 		return driver.Grant{Retry: g.TTL}, err
 	}
@@ -91,16 +89,21 @@ func (d *redisDriver) try(ctx context.Context, k keys, r driver.Request, req, ch
 }
 
 func (d *redisDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	if r.Kind != driver.Exclusive {
-		return driver.Grant{}, dlock.ErrUnsupported
+	switch {
+	case !d.Caps().Supports(r.Kind):
+		return driver.Grant{}, fmt.Errorf("redislock: acquire %q: kind %v: %w", r.Name, r.Kind, dlock.ErrUnsupported)
+	case r.Kind == driver.Permit && r.Limit < 1:
+		return driver.Grant{}, fmt.Errorf("redislock: acquire %q: %w: a semaphore needs at least 1 permit, not %d", r.Name, dlock.ErrInvalidConfig, r.Limit)
 	}
-	k := newKeys(d.prefix, r.Name)
+	k := redisnode.NewKindKeys(d.prefix, r.Name, r.Kind)
 	if !r.Wait {
-		req := d.node.newRequest()
+		req := d.node.NewRequest()
 		g, err := d.try(ctx, k, r, req, "")
-		if err != nil && !errors.Is(err, errUnsettled) {
+		if err != nil && !errors.Is(err, redisnode.ErrUnsettled) && !errors.Is(err, driver.ErrLimitMismatch) {
 			// It may have run and lost its reply: undo a hold (or a
-			// re-entry's count) that the caller will never know of.
+			// re-entry's count) that the caller will never know of. (The
+			// other two errors are certain: nothing was sent, or the
+			// script refused.)
 			d.cancel(ctx, k, r.Owner, req)
 		}
 		return g, redisnode.PermissionError(err, d.prefix)
@@ -110,11 +113,11 @@ func (d *redisDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gra
 }
 
 // Renew sends every renewal of the batch in one pipeline (see
-// Node.RenewMany).
+// redisnode.Node.RenewMany).
 func (d *redisDriver) Renew(ctx context.Context, batch []driver.Held) []driver.RenewResult {
-	hs := make([]NodeHold, len(batch))
+	hs := make([]redisnode.Hold, len(batch))
 	for i, h := range batch {
-		hs[i] = NodeHold{keys: d.keysOf(h), Owner: h.Owner, Token: h.Token, TTL: h.TTL}
+		hs[i] = redisnode.Hold{Keys: d.keysOf(h), Owner: h.Owner, Token: h.Token, TTL: h.TTL}
 	}
 	res := make([]driver.RenewResult, len(batch))
 	for i, err := range d.node.RenewMany(ctx, hs) {
@@ -124,7 +127,7 @@ func (d *redisDriver) Renew(ctx context.Context, batch []driver.Held) []driver.R
 }
 
 func (d *redisDriver) Release(ctx context.Context, h driver.Held, count int) (int, error) {
-	n, err := d.node.release(ctx, d.keysOf(h), h.Owner, h.Token, count, false)
+	n, err := d.node.ReleaseKeys(ctx, d.keysOf(h), h.Owner, h.Token, count, false)
 	return n, redisnode.PermissionError(err, d.prefix)
 }
 
@@ -134,6 +137,14 @@ func (d *redisDriver) ForceRelease(ctx context.Context, name string) error {
 
 func (d *redisDriver) Inspect(ctx context.Context, name string) (driver.Info, error) {
 	info, err := d.node.Inspect(ctx, name)
+	info.Notes = d.notes
+	return info, redisnode.PermissionError(err, d.prefix)
+}
+
+// InspectKind describes the read-write lock or semaphore named name, with
+// every live hold.
+func (d *redisDriver) InspectKind(ctx context.Context, name string, kind driver.Kind) (driver.Info, error) {
+	info, err := d.node.InspectKind(ctx, name, kind)
 	info.Notes = d.notes
 	return info, redisnode.PermissionError(err, d.prefix)
 }
@@ -154,6 +165,8 @@ func (d *redisDriver) As(target any) bool {
 	}
 	return false
 }
+
+var _ driver.KindInspector = (*redisDriver)(nil)
 
 // checkSubscribe subscribes to a channel of the prefix and waits for the
 // server's confirmation, so that a refused SUBSCRIBE fails Open naming

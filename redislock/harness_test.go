@@ -78,3 +78,21 @@ func TestClusterConformance(t *testing.T) {
 		return h, nil
 	})
 }
+
+// TestSentinelConformance runs the suite through Sentinel: the client finds
+// the master by asking a sentinel, as redis+sentinel:// URLs do.
+func TestSentinelConformance(t *testing.T) {
+	master := testserver.Redis(t)
+	sentinel := testserver.RedisSentinel(t, master, "mymaster")
+	drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
+		h := &harness{t: t}
+		h.newRDB = func(dial func(context.Context, string, string) (net.Conn, error)) redis.UniversalClient {
+			return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "mymaster",
+				SentinelAddrs: []string{sentinel.Addr()}, Dialer: dial, MaxRetries: -1,
+				DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+		}
+		h.admin = h.newRDB(nil)
+		t.Cleanup(func() { _ = h.admin.Close() })
+		return h, nil
+	})
+}

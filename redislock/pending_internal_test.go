@@ -33,11 +33,7 @@ func TestPendingStaysBoundedDuringOutage(t *testing.T) {
 	if _, err := d.Release(ctx, driver.Held{Name: req.Name, Owner: req.Owner, TTL: req.TTL, Token: g.Token, Handle: g.Handle}, 1); err == nil {
 		t.Fatal("Release succeeded with the server down")
 	}
-	pending := func() int {
-		d.node.mu.Lock()
-		defer d.node.mu.Unlock()
-		return len(d.node.pending[pendingKey(newKeys(d.prefix, req.Name), req.Owner)])
-	}
+	pending := func() int { return d.node.Pending(d.node.Keys(req.Name), req.Owner) }
 	if n := pending(); n != 1 {
 		t.Fatalf("%d calls remembered after the failed release; want 1", n)
 	}

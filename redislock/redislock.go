@@ -15,6 +15,24 @@
 // and read and write timeouts of 3 s unless the URL sets its own. Users with
 // a client already use Open.
 //
+// # TLS
+//
+//	rediss://host:6379[/db]?ca=/etc/dlock/ca.pem[&cert=client.pem&key=client-key.pem]
+//	rediss+sentinel://s1:26379,s2:26379/mymaster?ca=…   rediss+cluster://h1:6379,h2:6379?ca=…
+//
+// The rediss schemes speak TLS (1.2 or later) to every server, sentinel and
+// Cluster node, and verify each certificate against the host dlock dials
+// (for a Cluster, each node's own address, not the first seed's name) and
+// the system's CAs, or the PEM file ca= names instead. cert= and key= give
+// a client certificate (for tls-auth-clients yes). insecure_skip_verify=true
+// turns verification off (go-redis's own skip_verify=true too); nothing
+// else does. The plaintext schemes refuse these parameters rather than
+// ignore them. A plaintext URL against a TLS-only port fails at Open, at
+// once, saying the server speaks TLS only (dlock checks with a handshake of
+// its own when a server closes a new connection without answering) and
+// suggesting rediss, where go-redis alone would retry (for Sentinel, some
+// 12 s) and report EOF. Errors never show a key's path.
+//
 // # Your own client
 //
 // dlock gives every renewal a deadline: the lease's, a margin before the
@@ -53,7 +71,9 @@
 // channel "<prefix>:handoffs:<id>". Braces, and "%", in names are
 // percent-escaped inside the hash tag, so every key of a lock stays in one
 // Cluster slot. Acquire, re-entry, renewal and release
-// are each one Lua script (EVALSHA, falling back to EVAL on NOSCRIPT).
+// are each one Lua script (EVALSHA, falling back to EVAL on NOSCRIPT). The
+// Redlock backend (package redlock) keeps the same layout, with the same
+// scripts, on each of its masters.
 //
 // # Waiting
 //
@@ -76,14 +96,48 @@
 // waiting. A waiter that gives up leaves the queue, and passes on a lock
 // handed to it meanwhile.
 //
+// # Read-write locks and semaphores
+//
+// A read-write lock (dlock's RWMutex: read and write holds) and a
+// semaphore of a name are locks of their own, beside the mutex of that
+// name, in keys of their own in the same hash slot: "<prefix>:{<name>}:rw"
+// and "<prefix>:{<name>}:sem", each with ":exp", ":token", ":queue" and
+// ":queueinfo" keys. The first is a hash of holds (field: kind letter and
+// owner id; value: hold count, token, the last requests that changed the
+// hold, label) and, for a semaphore, the permit count its holders use;
+// ":exp" a sorted set of each hold's expiry on the server's clock, since
+// every hold has a lease of its own (Redis before 7.4 keeps no TTL per
+// hash field): every script first drops the holds whose lease ran out.
+// Every grant takes the next value of its lock's ":token" counter (one for
+// both kinds of a read-write lock, one per semaphore), so a write hold's
+// token is above every earlier read's, and each permit holder has its own.
+//
+// Waiting is the mutex's: one fair queue per lock, refreshed places, a
+// handoff that only wakes the waiter, proven by its next script, and undone
+// when a waiter gives up. A write hold is granted when nothing is held, a
+// read hold when no write hold is, a permit while fewer than the count are
+// held; a request that finds anyone queued queues behind them, so a waiting
+// writer holds back the readers that arrive after it. A release (or a
+// waiter giving up, or a lease found expired) serves the queue from its
+// head for as long as the waiters there fit: every reader up to the first
+// writer that must wait, a writer once nothing is held, permits while any
+// is free. A semaphore request whose permit count differs from the one its
+// live holders use fails with ErrLimitMismatch; with no live holder, the
+// new count replaces the old. Inspect of a read-write lock or semaphore
+// lists every live hold. A read request by the owner of the write hold
+// (or the reverse) is not a re-entry: it waits like any other (dlock itself
+// gives a read under a write hold a lease on the write hold, and refuses a
+// read-to-write upgrade).
+//
 // # Guarantees and non-guarantees
 //
-//   - Mutual exclusion holds while the Redis server (or the Cluster shard that
-//     owns the lock's slot) keeps its data. Replication is asynchronous: if a
-//     master fails over before a lock reached its replica, the new master has
-//     no such lock and grants it again. Use Redlock (package redlock) or a
-//     consensus store (etcd, ZooKeeper) where that matters, and fencing
-//     tokens in any case.
+//   - Mutual exclusion (and a semaphore's count) holds while the Redis
+//     server (or the Cluster shard that owns the lock's slot) keeps its
+//     data. Replication is asynchronous: if a master fails over before a
+//     lock reached its replica, the new master has no such lock and grants
+//     it again. Use Redlock (package redlock, mutexes only) or a consensus
+//     store (etcd, ZooKeeper) where that matters, and fencing tokens in any
+//     case.
 //   - Fencing tokens strictly increase while the token counter survives. A
 //     restart without persistence (or with AOF not fsynced every write)
 //     or a failover that loses writes resets or rewinds the counter, and
@@ -117,7 +171,7 @@
 // prefix. For the default prefix "dlock" (with prefix=NAME in the URL, or
 // Options.KeyPrefix, write NAME:* instead of dlock:*):
 //
-//	ACL SETUSER dlock-worker on >PASSWORD resetkeys ~dlock:* resetchannels &dlock:* -@all +ping +hello +evalsha +eval +subscribe +unsubscribe +time +get +set +del +exists +incr +pttl +pexpire +hget +hmget +hset +hdel +hexists +hincrby +hgetall +lpop +rpush +lrem +lindex +llen +publish +zadd +zcard +zrange +zrangebyscore +zrem +zremrangebyscore +zscore
+//	ACL SETUSER dlock-worker on >PASSWORD resetkeys ~dlock:* resetchannels &dlock:* -@all +ping +hello +evalsha +eval +subscribe +unsubscribe +time +get +set +del +exists +incr +pttl +pexpire +hget +hmget +hset +hdel +hexists +hincrby +hgetall +lpop +rpush +lrem +lindex +llen +publish +zadd +zcard +zrange +zrangebyscore +zrem +zscore
 //
 // and the URL redis://dlock-worker:PASSWORD@host:6379. Optional: +config|get
 // lets Open read maxmemory-policy and warn of eviction (without it Open
@@ -157,6 +211,8 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/redisnode"
+	"github.com/dlock/dlock/internal/tlsurl"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -171,10 +227,7 @@ const (
 )
 
 const (
-	defaultPrefix = "dlock"
-	waiterTTL     = 3 * time.Second // a queue place not refreshed for this long expires
-	keepAlive     = waiterTTL / 3   // how often a waiter refreshes its place
-	handoffTTL    = waiterTTL       // TTL cap of a lock handed to a waiter
+	keepAlive = redisnode.WaiterTTL / 3 // how often a waiter refreshes its place
 	// cleanupTimeout bounds the best-effort undo of a request given up on.
 	cleanupTimeout = 2 * time.Second
 )
@@ -215,6 +268,19 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	q := u.Query()
 	opts := Options{KeyPrefix: q.Get("prefix")}
 	q.Del("prefix")
+	tc, err := tlsConfig(u.Scheme, q)
+	if err != nil {
+		return nil, err
+	}
+	tlsurl.Del(q)
+	// A plaintext URL against a TLS-only server: say so at once, where
+	// go-redis would retry (for Sentinel, some 12 s) and report EOF.
+	ctx, refused := context.WithCancelCause(ctx)
+	defer refused(nil)
+	var watch *tlsurl.Watch
+	if tc == nil {
+		watch = tlsurl.NewWatch(strings.Replace(u.Scheme, Scheme, SchemeTLS, 1)+"://", refused)
+	}
 	v := *u
 	v.RawQuery = q.Encode()
 	base, _ := strings.CutSuffix(u.Scheme, "+sentinel")
@@ -234,6 +300,10 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 			return nil, fmt.Errorf("redislock: %w: %v", dlock.ErrInvalidURL, err)
 		}
 		boundIO(q, &o.ContextTimeoutEnabled, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout)
+		o.TLSConfig = withTLS(o.TLSConfig, tc)
+		if watch != nil {
+			o.Dialer = plainDialer(watch, o.DialTimeout)
+		}
 		rdb = redis.NewClusterClient(o)
 	case strings.HasSuffix(u.Scheme, "+sentinel"):
 		master := strings.Trim(u.Path, "/")
@@ -252,6 +322,10 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		// The URL's credentials are the data nodes'; sentinels usually share them.
 		o.Username, o.Password = o.SentinelUsername, o.SentinelPassword
 		boundIO(q, &o.ContextTimeoutEnabled, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout)
+		o.TLSConfig = withTLS(o.TLSConfig, tc)
+		if watch != nil {
+			o.Dialer = plainDialer(watch, o.DialTimeout)
+		}
 		rdb = redis.NewFailoverClient(o)
 	default:
 		if len(hosts) > 1 {
@@ -262,13 +336,24 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 			return nil, fmt.Errorf("redislock: %w: %v", dlock.ErrInvalidURL, err)
 		}
 		boundIO(q, &o.ContextTimeoutEnabled, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout)
+		o.TLSConfig = withTLS(o.TLSConfig, tc)
+		if watch != nil {
+			o.Dialer = plainDialer(watch, o.DialTimeout)
+		}
 		rdb = redis.NewClient(o)
 	}
 	d, err := newDriver(ctx, rdb, opts, true)
 	if err != nil {
 		_ = rdb.Close()
+		if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+			return nil, fmt.Errorf("redislock: connect: %w", cause)
+		}
+		if tc == nil {
+			err = tlsurl.HintPlaintext(err, strings.Replace(u.Scheme, Scheme, SchemeTLS, 1)+"://")
+		}
 		return nil, err
 	}
+	watch.Stop()
 	return d, nil
 }
 

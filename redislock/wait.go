@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -30,8 +31,8 @@ var pauseHook atomic.Pointer[func(name string)]
 // found the lock held by this request (or granted it), and its validity
 // counts from that script's send time. Every way out that is not a grant
 // takes the request out of the queue and passes on a lock handed to it.
-func (d *redisDriver) wait(ctx context.Context, k keys, r driver.Request) (driver.Grant, error) {
-	req := d.node.newRequest()
+func (d *redisDriver) wait(ctx context.Context, k redisnode.Keys, r driver.Request) (driver.Grant, error) {
+	req := d.node.NewRequest()
 	granted := false // or nothing to undo
 	defer func() {
 		if !granted { // leave the queue; pass the lock on if it was just handed to us
@@ -40,7 +41,7 @@ func (d *redisDriver) wait(ctx context.Context, k keys, r driver.Request) (drive
 	}()
 	g, err := d.try(ctx, k, r, req, d.hub.channel) // Since: when Acquire began, just before
 	if err != nil || g.Acquired {
-		granted = err == nil || errors.Is(err, errUnsettled) // the latter was never sent
+		granted = err == nil || errors.Is(err, redisnode.ErrUnsettled) // the latter was never sent
 		return g, err
 	}
 	handed, err := d.hub.await(ctx, req)
@@ -66,7 +67,7 @@ func (d *redisDriver) wait(ctx context.Context, k keys, r driver.Request) (drive
 			g.Since = sent
 			return g, nil
 		}
-		if err != nil && ctx.Err() != nil {
+		if err != nil && (ctx.Err() != nil || errors.Is(err, driver.ErrLimitMismatch)) {
 			return driver.Grant{}, err
 		}
 		next := keepAlive
@@ -96,10 +97,10 @@ func (d *redisDriver) wait(ctx context.Context, k keys, r driver.Request) (drive
 // passed on. It is bounded by cleanupTimeout, since ctx may have ended; a
 // cancel that fails is sent again before the owner's next call on the lock,
 // and meanwhile a queue place not refreshed expires by itself.
-func (d *redisDriver) cancel(ctx context.Context, k keys, owner, req string) {
+func (d *redisDriver) cancel(ctx context.Context, k redisnode.Keys, owner, req string) {
 	cctx, stop := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer stop()
-	if err := d.node.cancel(cctx, k, owner, req); err != nil {
+	if err := d.node.Cancel(cctx, k, owner, req); err != nil {
 		d.log.Debug("redislock: cancel of a request failed; it is sent again before the owner's next call",
 			"request", req, "err", err)
 	}

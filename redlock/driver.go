@@ -12,12 +12,11 @@ import (
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/internal/redisnode"
-	"github.com/dlock/dlock/redislock"
 	"github.com/redis/go-redis/v9"
 )
 
 type redlockDriver struct {
-	nodes       []*redislock.Node
+	nodes       []*redisnode.Node
 	clients     []redis.UniversalClient
 	owned       bool
 	quorum      int
@@ -44,7 +43,7 @@ func newDriver(ctx context.Context, clients []redis.UniversalClient, opts Option
 		log = slog.Default()
 	}
 	for i, c := range clients {
-		n := redislock.NewNode(c, opts.KeyPrefix)
+		n := redisnode.New(c, opts.KeyPrefix)
 		if !n.FollowsContext() {
 			log.Warn("redlock: a node's go-redis client ignores context deadlines (ContextTimeoutEnabled is false): "+
 				"the per-node timeout does not bound its socket reads; set ContextTimeoutEnabled: true in its options",
@@ -52,7 +51,7 @@ func newDriver(ctx context.Context, clients []redis.UniversalClient, opts Option
 		}
 		d.nodes = append(d.nodes, n)
 	}
-	_, errs := each(ctx, d, 2*time.Second, func(ctx context.Context, n *redislock.Node) (struct{}, error) {
+	_, errs := each(ctx, d, 2*time.Second, func(ctx context.Context, n *redisnode.Node) (struct{}, error) {
 		return struct{}{}, n.Client().Ping(ctx).Err()
 	})
 	if err := d.refused(errs); err != nil {
@@ -78,7 +77,7 @@ func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecon
 // each runs f on every node at once and returns at timeout even if some
 // node has not answered (its error is then a timeout): one slow node must
 // not slow the lock.
-func each[T any](ctx context.Context, d *redlockDriver, timeout time.Duration, f func(context.Context, *redislock.Node) (T, error)) ([]T, []error) {
+func each[T any](ctx context.Context, d *redlockDriver, timeout time.Duration, f func(context.Context, *redisnode.Node) (T, error)) ([]T, []error) {
 	type answer struct {
 		i   int
 		v   T
@@ -120,8 +119,15 @@ func countNil(errs []error) int {
 }
 
 func (d *redlockDriver) Caps() driver.Caps {
-	return driver.Caps{MaxNameLen: 1024, MinTTL: 10 * time.Millisecond, TTLResolution: time.Millisecond, Reentrant: true}
+	return driver.Caps{MaxNameLen: 1024, MinTTL: 10 * time.Millisecond, TTLResolution: time.Millisecond, Reentrant: true,
+		KindsNote: kindsNote}
 }
+
+// kindsNote says why Redlock offers no read-write locks or semaphores (see
+// the package doc).
+const kindsNote = "redlock holds only mutexes: permits granted by majorities do not bound the permits " +
+	"(3 nodes, 2 permits: 3 holders can each hold 2 of the 3 nodes), and Redlock has no queue across nodes " +
+	"to keep a waiting writer from starving under a stream of readers"
 
 func (d *redlockDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	if r.Kind != driver.Exclusive {
@@ -130,7 +136,7 @@ func (d *redlockDriver) Acquire(ctx context.Context, r driver.Request) (driver.G
 	start := time.Now()
 	to := d.timeout(r.TTL)
 	// The token: above every counter of a majority.
-	counters, errs := each(ctx, d, to, func(ctx context.Context, n *redislock.Node) (uint64, error) {
+	counters, errs := each(ctx, d, to, func(ctx context.Context, n *redisnode.Node) (uint64, error) {
 		return n.Counter(ctx, r.Name)
 	})
 	if err := d.refused(errs); err != nil {
@@ -146,11 +152,11 @@ func (d *redlockDriver) Acquire(ctx context.Context, r driver.Request) (driver.G
 		}
 	}
 	token++
-	grants, gerrs := each(ctx, d, to, func(ctx context.Context, n *redislock.Node) (redislock.NodeGrant, error) {
+	grants, gerrs := each(ctx, d, to, func(ctx context.Context, n *redisnode.Node) (redisnode.Grant, error) {
 		return n.TryAcquire(ctx, r.Name, r.Owner, r.Label, r.TTL, token)
 	})
 	var won int
-	var got redislock.NodeGrant
+	var got redisnode.Grant
 	var retry time.Duration
 	for _, g := range grants {
 		switch {
@@ -168,7 +174,7 @@ func (d *redlockDriver) Acquire(ctx context.Context, r driver.Request) (driver.G
 	// No majority in time: undo what was granted, on every node at once,
 	// including those that did not answer in time: a late grant there would
 	// stay counted for the owner, whose next attempt would re-enter it.
-	_, _ = each(context.WithoutCancel(ctx), d, to, func(ctx context.Context, n *redislock.Node) (int, error) {
+	_, _ = each(context.WithoutCancel(ctx), d, to, func(ctx context.Context, n *redisnode.Node) (int, error) {
 		for i, m := range d.nodes {
 			switch {
 			case m != n:
@@ -186,14 +192,14 @@ func (d *redlockDriver) Acquire(ctx context.Context, r driver.Request) (driver.G
 // Renew renews every hold of the batch on every node (one pipeline per
 // node); a hold keeps its lease while a majority renewed it in time.
 func (d *redlockDriver) Renew(ctx context.Context, batch []driver.Held) []driver.RenewResult {
-	holds := make([]redislock.NodeHold, len(batch))
+	holds := make([]redisnode.Hold, len(batch))
 	var longest time.Duration
 	for i, h := range batch {
-		holds[i] = redislock.NodeHold{Name: h.Name, Owner: h.Owner, Token: h.Token, TTL: h.TTL}
+		holds[i] = redisnode.Hold{Name: h.Name, Owner: h.Owner, Token: h.Token, TTL: h.TTL}
 		longest = max(longest, h.TTL)
 	}
 	start := time.Now()
-	per, _ := each(ctx, d, d.timeout(longest), func(ctx context.Context, n *redislock.Node) ([]error, error) {
+	per, _ := each(ctx, d, d.timeout(longest), func(ctx context.Context, n *redisnode.Node) ([]error, error) {
 		return n.RenewMany(ctx, holds), nil
 	})
 	res := make([]driver.RenewResult, len(batch))
@@ -224,7 +230,7 @@ func (d *redlockDriver) Renew(ctx context.Context, batch []driver.Held) []driver
 }
 
 func (d *redlockDriver) Release(ctx context.Context, h driver.Held, count int) (int, error) {
-	left, errs := each(ctx, d, d.timeout(h.TTL), func(ctx context.Context, n *redislock.Node) (int, error) {
+	left, errs := each(ctx, d, d.timeout(h.TTL), func(ctx context.Context, n *redisnode.Node) (int, error) {
 		return n.Release(ctx, h.Name, h.Owner, h.Token, count, true)
 	})
 	var held, remaining int
@@ -249,7 +255,7 @@ func (d *redlockDriver) Release(ctx context.Context, h driver.Held, count int) (
 
 // Inspect reports the holder that a majority of nodes agree on.
 func (d *redlockDriver) Inspect(ctx context.Context, name string) (driver.Info, error) {
-	infos, errs := each(ctx, d, time.Second, func(ctx context.Context, n *redislock.Node) (driver.Info, error) {
+	infos, errs := each(ctx, d, time.Second, func(ctx context.Context, n *redisnode.Node) (driver.Info, error) {
 		return n.Inspect(ctx, name)
 	})
 	if err := d.refused(errs); err != nil {
@@ -286,7 +292,7 @@ func (d *redlockDriver) Inspect(ctx context.Context, name string) (driver.Info, 
 }
 
 func (d *redlockDriver) ForceRelease(ctx context.Context, name string) error {
-	_, errs := each(ctx, d, time.Second, func(ctx context.Context, n *redislock.Node) (struct{}, error) {
+	_, errs := each(ctx, d, time.Second, func(ctx context.Context, n *redisnode.Node) (struct{}, error) {
 		return struct{}{}, n.ForceRelease(ctx, name)
 	})
 	if err := d.refused(errs); err != nil {
@@ -322,7 +328,7 @@ func (d *redlockDriver) As(target any) bool {
 func (d *redlockDriver) Subscribe(ctx context.Context, name string) (driver.Subscription, error) {
 	s := &subscription{c: make(chan struct{}, 1)}
 	ch := d.nodes[0].Channel(name)
-	pss, errs := each(ctx, d, time.Second, func(ctx context.Context, n *redislock.Node) (*redis.PubSub, error) {
+	pss, errs := each(ctx, d, time.Second, func(ctx context.Context, n *redisnode.Node) (*redis.PubSub, error) {
 		ps := n.Client().Subscribe(ctx, ch)
 		if _, err := ps.Receive(ctx); err != nil { // the confirmation
 			_ = ps.Close()

@@ -1,11 +1,20 @@
 // Package redlock is the dlock backend for Redlock: a lock held on a
 // majority of N independent Redis masters, as the Redlock specification
 // states it, using the Redis backend's layout and scripts on each node
-// (redislock.Node).
+// (they live in an internal package both backends share).
 //
 // # URLs
 //
 //	redlock://[user:password@]h1:6379,h2:6379,h3:6379[/db][?tls=true&node_timeout=50ms&prefix=dlock]
+//	redlock://h1:6379,h2:6379,h3:6379?tls=true&ca=/etc/dlock/ca.pem[&cert=client.pem&key=client-key.pem]
+//
+// tls=true speaks TLS (1.2 or later) to every node and verifies each
+// node's certificate against that node's host, with the system's CAs or
+// the PEM file ca= names; cert= and key= give a client certificate, and
+// insecure_skip_verify=true (and nothing else) turns verification off.
+// Without tls=true these parameters are refused, not ignored. A plaintext
+// URL against TLS-only nodes fails at Open, saying the servers closed the
+// connection and suggesting tls=true. Errors never show a key's path.
 //
 // At least 3 distinct nodes; an odd number (5 is usual). Users needing other
 // settings per node (each its own password, TLS or db) pass their clients to
@@ -49,6 +58,20 @@
 // which dlock cannot enforce: run Redis with appendonly yes and appendfsync
 // always, or delay restarts.
 //
+// # Mutexes only
+//
+// Redlock offers no read-write locks and no semaphores (Caps.Kinds is
+// empty; dlock refuses an RWMutex or Semaphore with ErrUnsupported). A
+// semaphore's count cannot be kept by majorities: each node counts only the
+// permits it granted, and a permit held on a majority does not bound the
+// holders: with 3 nodes and 2 permits, 3 holders can each hold 2 of the 3
+// nodes while no node counts more than 2. A read-write lock's exclusion
+// would survive (any two majorities share a node), but its writer
+// preference would not: Redlock's waiters retry when a node announces a
+// release, with no queue across nodes, so a stream of readers could starve
+// a writer. Use package redislock (one deployment, with a queue) or a
+// consensus store for them.
+//
 // Redlock assumes bounded clock drift and process pauses shorter than the
 // validity; where that cannot be assumed, use a consensus store (etcd,
 // ZooKeeper) and fencing tokens.
@@ -58,7 +81,7 @@
 // Each node needs the ACL user of package redislock's doc (the same
 // scripts run on every node), made on every node:
 //
-//	ACL SETUSER dlock-worker on >PASSWORD resetkeys ~dlock:* resetchannels &dlock:* -@all +ping +hello +evalsha +eval +subscribe +unsubscribe +time +get +set +del +exists +incr +pttl +pexpire +hget +hmget +hset +hdel +hexists +hincrby +hgetall +lpop +rpush +lrem +lindex +llen +publish +zadd +zcard +zrange +zrangebyscore +zrem +zremrangebyscore +zscore
+//	ACL SETUSER dlock-worker on >PASSWORD resetkeys ~dlock:* resetchannels &dlock:* -@all +ping +hello +evalsha +eval +subscribe +unsubscribe +time +get +set +del +exists +incr +pttl +pexpire +hget +hmget +hset +hdel +hexists +hincrby +hgetall +lpop +rpush +lrem +lindex +llen +publish +zadd +zcard +zrange +zrangebyscore +zrem +zscore
 //
 // with redlock://dlock-worker:PASSWORD@h1:6379,h2:6379,h3:6379 (one user and
 // password for all nodes). When so many nodes refuse a command, key or
@@ -81,6 +104,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/tlsurl"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -136,9 +160,14 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		switch k {
 		case "prefix":
 		case "tls":
-			if v[0] == "true" {
+			on, err := strconv.ParseBool(v[0])
+			if err != nil {
+				return nil, fmt.Errorf("redlock: %w: tls=%q: want true or false", dlock.ErrInvalidURL, v[0])
+			}
+			if on {
 				base.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 			}
+		case "ca", "cert", "key", "insecure_skip_verify": // below
 		case "node_timeout":
 			d, err := time.ParseDuration(v[0])
 			if err != nil || d <= 0 {
@@ -148,6 +177,9 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		default:
 			return nil, fmt.Errorf("redlock: %w: unknown parameter %q", dlock.ErrInvalidURL, k)
 		}
+	}
+	if err := urlTLS(q, &base); err != nil {
+		return nil, err
 	}
 	hosts := driver.Hosts(u)
 	if err := checkNodes(hosts); err != nil {
@@ -159,7 +191,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		o.Addr = h
 		if o.TLSConfig != nil {
 			o.TLSConfig = o.TLSConfig.Clone()
-			o.TLSConfig.ServerName = strings.Split(h, ":")[0]
+			o.TLSConfig.ServerName = serverName(h)
 		}
 		clients[i] = redis.NewClient(&o)
 	}
@@ -167,6 +199,9 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	if err != nil {
 		for _, c := range clients {
 			_ = c.Close()
+		}
+		if base.TLSConfig == nil {
+			err = tlsurl.HintPlaintext(err, "tls=true")
 		}
 		return nil, err
 	}

@@ -23,6 +23,7 @@ ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing+=(postgresql)
 [ -x /usr/sbin/mariadbd ] || missing+=(mariadb-server)
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 [ -f /usr/share/java/curator-recipes.jar ] || missing+=(libcurator-recipes-java)
+[ -f /usr/share/java/netty-codec.jar ] || missing+=(libnetty-java) # ZooKeeper's TLS port (Netty), in zklock's TLS test
 [ -f /usr/lib/galera/libgalera_smm.so ] || missing+=(galera-4) # mysqllock's Galera refusal test
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all servers present"

@@ -12,30 +12,33 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
 	"github.com/go-zookeeper/zk"
 )
 
-// seq returns the sequence number of a lock child, or -1.
+// seq returns the sequence number of a lock child (or of an election's
+// candidate: see election.go), or -1.
 func seq(child string) int64 {
-	i := strings.LastIndex(child, "lock-")
+	i, n := strings.LastIndex(child, "lock-"), len("lock-")
+	if i < 0 {
+		i, n = strings.LastIndex(child, latchInfix), len(latchInfix)
+	}
 	if i < 0 {
 		return -1
 	}
 	// Base 10 explicitly: the sequence has leading zeros, which fmt.Sscan
 	// would read as octal.
-	n, err := strconv.ParseInt(child[i+5:], 10, 64)
+	n64, err := strconv.ParseInt(child[i+n:], 10, 64)
 	if err != nil {
 		return -1
 	}
-	return n
+	return n64
 }
 
 func (d *zkDriver) Acquire(ctx context.Context, r driver.Request) (_ driver.Grant, err error) {
 	defer func() { err = d.permErr(err, r.Name) }()
 	if r.Kind != driver.Exclusive {
-		return driver.Grant{}, dlock.ErrUnsupported
+		return d.acquireKind(ctx, r) // kinds.go
 	}
 	path, err := d.lockPath(r.Name)
 	if err != nil {
@@ -49,6 +52,7 @@ func (d *zkDriver) Acquire(ctx context.Context, r driver.Request) (_ driver.Gran
 			err = fmt.Errorf("zklock: %w: no session (go-zookeeper is opening a new one)", errRetry)
 		} else {
 			a := &attempt{d: d, s: s, path: path, data: holderData(r.Owner, r.Label)}
+			a.candidate(ctx)
 			if a.guid, err = newGUID(); err != nil {
 				return driver.Grant{}, err
 			}

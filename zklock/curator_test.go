@@ -28,6 +28,12 @@ type curator struct {
 
 func startCurator(t *testing.T, addr, path string) *curator {
 	t.Helper()
+	return startCuratorProgram(t, "testdata/CuratorLock.java", addr, path)
+}
+
+// startCuratorProgram runs one of testdata's Curator programs with args.
+func startCuratorProgram(t *testing.T, program string, args ...string) *curator {
+	t.Helper()
 	java := testserver.LookBinary(t, "java")
 	testserver.LookBinary(t, "javac") // java runs a source file only with a JDK
 	cp := make([]string, len(curatorJars))
@@ -40,7 +46,7 @@ func startCurator(t *testing.T, addr, path string) *curator {
 			t.Skipf("%s missing: install libcurator-recipes-java", cp[i])
 		}
 	}
-	cmd := exec.Command(java, "-cp", strings.Join(cp, ":"), "testdata/CuratorLock.java", addr, path)
+	cmd := exec.Command(java, append([]string{"-cp", strings.Join(cp, ":"), program}, args...)...)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

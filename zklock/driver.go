@@ -94,7 +94,8 @@ func newDriver(ctx context.Context, conn *zk.Conn, root string, opts Options) (*
 }
 
 func (d *zkDriver) Caps() driver.Caps {
-	return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Millisecond, Blocking: true}
+	return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Millisecond, Blocking: true,
+		Kinds: []driver.Kind{driver.Shared, driver.Write, driver.Permit}}
 }
 
 // ensure creates path and its parents as container nodes if missing.

@@ -12,7 +12,14 @@ import (
 // ticks): it reads it from the connect response that opens every
 // connection go-zookeeper dials with it. go-zookeeper keeps the value to
 // itself.
-type granted struct{ ms atomic.Int64 }
+//
+// It also makes the TLS connections of a URL with tls=true, and reports a
+// connection refused for good (see refusal).
+type granted struct {
+	ms      atomic.Int64
+	tls     *tlsDialer // nil: plaintext
+	refused *refusal   // nil: not reported
+}
 
 // dial is a zk.Dialer.
 func (g *granted) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
@@ -20,7 +27,18 @@ func (g *granted) dial(network, addr string, timeout time.Duration) (net.Conn, e
 	if err != nil {
 		return nil, err
 	}
-	return &connectReader{Conn: c, g: g}, nil
+	if g.tls != nil {
+		tc, err := g.tls.handshake(c, addr, timeout)
+		if err != nil {
+			_ = c.Close()
+			if definitive(err) {
+				g.refused.set(err)
+			}
+			return nil, err
+		}
+		c = tc
+	}
+	return &connectReader{Conn: c, g: g, addr: addr}, nil
 }
 
 // timeout returns the last granted timeout, or 0 if none was seen.
@@ -37,12 +55,16 @@ func (g *granted) timeout() time.Duration {
 type connectReader struct {
 	net.Conn
 	g    *granted
+	addr string
 	head [12]byte
 	got  int
 }
 
 func (c *connectReader) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
+	if err != nil && c.got+n == 0 && c.g.tls == nil && c.g.refused != nil {
+		c.g.refused.watch.ClosedBeforeAnswer(c.addr) // closed before answering: a TLS port?
+	}
 	if c.got < len(c.head) {
 		c.got += copy(c.head[c.got:], b[:n])
 		if c.got == len(c.head) {

@@ -1,6 +1,7 @@
 package zklock
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -14,13 +15,34 @@ import (
 // created in one session. An attempt that gives up deletes its node
 // (abandon), whatever session the node ended up in.
 type attempt struct {
+	// For the semaphore (semaphore.go): parentData, if not nil, is written
+	// to the lock's node in the create's transaction instead of empty data
+	// (the stored permit count); andDelete, if set, is a node deleted in
+	// that transaction (the semaphore's mutex, given back).
+	parentData []byte
+	andDelete  string
+
 	d    *zkDriver
 	s    *session // the session the attempt runs in
 	path string   // the lock's node
 	guid string
-	data []byte   // the node's data: holderData(owner, label)
+	data []byte // the node's data: holderData(owner, label), or a candidate's value
+	// kind is the lock name in the node's name, after the GUID: "lock-"
+	// (Curator's InterProcessMutex) when empty; "__READ__", "__WRIT__" or
+	// "lease-" for the read-write lock and semaphore; "latch-" for an
+	// election's candidate (election.go).
+	kind string
 	node string   // our node, once known
 	sent *pending // the last create sent, nil before any
+}
+
+// parentBytes is the data the create's transaction writes to the lock's
+// node: parentData, or none.
+func (a *attempt) parentBytes() []byte {
+	if a.parentData == nil {
+		return []byte{}
+	}
+	return a.parentData
 }
 
 // errSessionChanged: a request of the attempt was answered in another
@@ -43,7 +65,7 @@ var errSessionChanged = fmt.Errorf("%w: the session changed", errRetry)
 // node is in a session the attempt does not follow, and abandon deletes it.
 func (a *attempt) create(ctx context.Context, empty bool) (*zk.Stat, error) {
 	d := a.d
-	prefix := a.path + "/_c_" + a.guid + "-lock-"
+	prefix := a.path + "/_c_" + a.guid + "-" + cmp.Or(a.kind, "lock-")
 	for try := 0; ; try++ {
 		var (
 			node   string
@@ -56,10 +78,13 @@ func (a *attempt) create(ctx context.Context, empty bool) (*zk.Stat, error) {
 				node, err = d.conn.Create(prefix, a.data, zk.FlagEphemeral|zk.FlagSequence, d.acl)
 				return err
 			}
-			res, err := d.conn.Multi(
-				&zk.CreateRequest{Path: prefix, Data: a.data, Acl: d.acl, Flags: zk.FlagEphemeral | zk.FlagSequence},
-				&zk.SetDataRequest{Path: a.path, Data: []byte{}, Version: -1})
-			if err == nil && (len(res) != 2 || res[1].Stat == nil) {
+			ops := []any{&zk.CreateRequest{Path: prefix, Data: a.data, Acl: d.acl, Flags: zk.FlagEphemeral | zk.FlagSequence},
+				&zk.SetDataRequest{Path: a.path, Data: a.parentBytes(), Version: -1}}
+			if a.andDelete != "" {
+				ops = append(ops, &zk.DeleteRequest{Path: a.andDelete, Version: -1})
+			}
+			res, err := d.conn.Multi(ops...)
+			if err == nil && (len(res) != len(ops) || res[1].Stat == nil) {
 				err = fmt.Errorf("zklock: create: unexpected multi reply %v", res)
 			}
 			if err == nil {

@@ -7,11 +7,28 @@
 //
 //	zk://[user:password@]host:2181[,host2:2181…][/chroot][?session_timeout=10s][&acl=scheme:id:perms,…]
 //
+//	zk://host:2281[,host2:2281…][/chroot]?tls=true[&ca=/etc/dlock/ca.pem&cert=client.pem&key=client-key.pem]
+//
 // user:password adds digest authentication, and nodes dlock creates then
 // carry a creator-only digest ACL; acl adds ZooKeeper ACL entries to every
 // node dlock creates (perms are letters of crwda), e.g.
 // acl=digest:ops:HASH:rd (see "Least privilege"). Users with a connection
 // already use Open (and Options.ACL).
+//
+// # TLS
+//
+// tls=true speaks TLS (1.2 or later) to ZooKeeper's secure client port
+// (secureClientPort, which needs serverCnxnFactory=NettyServerCnxnFactory
+// on the server), verifying each certificate against the host as written
+// in the URL (go-zookeeper dials the addresses a host resolves to) with the
+// system's CAs or the PEM file ca= names; cert= and key= give a client
+// certificate (ssl.clientAuth). Only insecure_skip_verify=true turns
+// verification off. TLS parameters without tls=true are refused, not
+// ignored. A refused certificate, or a plaintext URL against a TLS-only
+// port (dlock then checks, with a handshake of its own, that the port
+// speaks TLS), ends Open at once with the reason instead of go-zookeeper
+// retrying until the session wait times out. Errors never show a key's
+// path.
 //
 // # Layout: Curator's
 //
@@ -49,6 +66,50 @@
 // node's czxid (see createAndRead). Unlock is one delete. A waiter second
 // in line takes the lock on its predecessor's deletion without reading the
 // children again.
+//
+// # Read-write locks and semaphores: Curator's layouts
+//
+// A read-write lock NAME has the layout of Curator's
+// InterProcessReadWriteLock on the node <chroot>/NAME: EPHEMERAL_SEQUENTIAL
+// children _c_<guid>-__READ__<seq> and _c_<guid>-__WRIT__<seq>, protected
+// as the mutex's are. A writer holds when its node is the first of them; a
+// reader when no writer's node comes before its own, so a queued writer
+// keeps later readers out (Curator's writer preference). A writer watches
+// the node just before its own, a reader the last writer's node before its
+// own (Curator's reader watches the first; both look again when it goes).
+// The mutex of the same name uses lock- children of the same node and is
+// another lock, as in Curator.
+//
+// A semaphore NAME has the layout of Curator's InterProcessSemaphoreV2 on
+// <chroot>/NAME: a contender takes the mutex <chroot>/NAME/locks (an
+// InterProcessMutex), creates _c_<guid>-lease-<seq> under
+// <chroot>/NAME/leases, holds a permit once leases has no more children
+// than the limit (waiting, watching the children, while it has more), and
+// then releases the mutex (in the create's transaction when there is room
+// at once). So Curator's leases and dlock's permits count against one
+// limit, served in the order of the mutex. Acquisition is serialized by the
+// mutex: each grant costs at least one write (one fsync of the server's
+// log) while the mutex is held, whatever the limit. A TryAcquire that
+// finds the mutex taken while a permit looks free tries again for a moment
+// (the holder of the mutex is on its way to a permit).
+//
+// The permit count: Curator's layout has no place for it (each Curator
+// client counts with its own maxLeases, or a SharedCount at a path of the
+// user's choosing). dlock keeps it in the data of the leases node, in
+// SharedCount's encoding (a 4-byte big-endian int), written by the create
+// of each permit's node and checked under the semaphore's mutex: a dlock
+// client asking for another count while the semaphore has leases fails
+// with ErrLimitMismatch, and with none its count replaces the old (the
+// server removes the empty leases container, and the count with it).
+// Curator holders neither write nor check it: a Curator client must be
+// given the same count by its own configuration.
+//
+// Tokens are the czxid of the hold's node, as for the mutex: they increase
+// in queue order, so a write hold's token is greater than that of every
+// earlier hold of the lock, reads included, and each permit (created under
+// the mutex, so in grant order) has its own. Readers granted together may
+// return in another order than their tokens'. Holds end with the session,
+// as a mutex hold does.
 //
 // # Sessions and in-doubt leases
 //
@@ -89,6 +150,19 @@
 // Each renewal tick checks every held node (one exists request per lease,
 // up to 64 in flight), so 10,000 held leases cost 10,000 reads per TTL/3;
 // see docs/benchmarks.md.
+//
+// # Elections
+//
+// Client.Election uses Apache Curator's LeaderLatch layout: a candidate's
+// node is _c_<guid>-latch-<sequence> under the election's node, with its
+// value (Curator's participant id) as data; the lowest sequence leads and
+// its czxid is the term. LeaderLatch candidates and dlock's elect one
+// leader, and LeaderLatch.getLeader reads dlock's value (tested both ways).
+// Proclaim returns ErrUnsupported: rewriting the leader's node fires the
+// watch Curator's next candidate keeps on it, which Curator does not set
+// again for a data change, so that candidate would never lead. dlock orders
+// latch- and lock- children together: a lock and an election of one name
+// are one queue.
 //
 // # Guarantees
 //
@@ -190,6 +264,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	var extra []zk.ACL // the acl parameter's entries
 	for k, v := range u.Query() {
 		switch k {
+		case "tls", "ca", "cert", "key", "insecure_skip_verify": // urlTLS
 		case "session_timeout":
 			d, err := time.ParseDuration(v[0])
 			if err != nil || d <= 0 {
@@ -211,7 +286,15 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		return nil, fmt.Errorf("zklock: %w: want zk://host:2181[,host:2181…][/chroot]", dlock.ErrInvalidURL)
 	}
 	chroot := strings.TrimSuffix(u.Path, "/")
-	opts.granted = &granted{}
+	td, err := urlTLS(u.Query(), hosts)
+	if err != nil {
+		return nil, err
+	}
+	// A connection refused for good (a certificate, TLS on one side only)
+	// ends the wait for a session at once, with its reason.
+	ctx, refused := context.WithCancelCause(ctx)
+	defer refused(nil)
+	opts.granted = &granted{tls: td, refused: newRefusal(refused)}
 	conn, events, err := zk.Connect(hosts, opts.SessionTimeout, zk.WithLogger(zkLogger{driver.Logger(ctx).With("backend", Scheme)}), zk.WithDialer(opts.granted.dial))
 	if err != nil {
 		return nil, fmt.Errorf("zklock: connect: %w", err)
@@ -219,9 +302,9 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	opts.Events = events
 	if u.User != nil {
 		pw, _ := u.User.Password()
-		if err := conn.AddAuth("digest", []byte(u.User.Username()+":"+pw)); err != nil {
+		if err := addAuth(ctx, conn, []byte(u.User.Username()+":"+pw)); err != nil {
 			conn.Close()
-			return nil, fmt.Errorf("zklock: auth: %w", err)
+			return nil, err
 		}
 		opts.ACL = zk.DigestACL(zk.PermAll, u.User.Username(), pw)
 	}
@@ -235,8 +318,12 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	d, err := newDriver(ctx, conn, chroot, opts)
 	if err != nil {
 		conn.Close()
+		if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+			return nil, fmt.Errorf("zklock: connect: %w", cause)
+		}
 		return nil, err
 	}
+	opts.granted.refused.watch.Stop()
 	return d, nil
 }
 

@@ -132,6 +132,8 @@ func (in *instance) deduct(ctx context.Context, run, mode string) (string, error
 			}
 		}
 		return resSoldOut, nil
+	case "multi":
+		return in.deductMulti(ctx, keys)
 	case "cas": // no lock: write only if nobody wrote since our read
 		for {
 			v, ver, err := in.st.get(ctx, key)

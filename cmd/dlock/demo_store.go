@@ -149,7 +149,7 @@ func (s *redisStore) close() error { return s.rdb.Close() }
 // segment.
 func stockKeys(run, mode string, segments int) []string {
 	base := "dlock-demo/" + run + "/" + mode + "/stock"
-	if mode != "segmented" {
+	if mode != "segmented" && mode != "multi" {
 		return []string{base}
 	}
 	keys := make([]string, segments)

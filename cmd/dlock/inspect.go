@@ -17,7 +17,7 @@ func inspectCmd() *cobra.Command {
 	var backend, output string
 	cmd := &cobra.Command{
 		Use:   "inspect NAME",
-		Short: "Show who holds a lock, its hold count, fencing token and time left",
+		Short: "Show who holds a lock, its hold count, fencing token and time left, and its readers, writer and permits",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "text" && output != "json" {
@@ -32,12 +32,19 @@ func inspectCmd() *cobra.Command {
 			if err != nil {
 				return fail(exitFailed, "%v", err)
 			}
+			kinds, err := inspectKinds(cmd.Context(), c, args[0])
+			if err != nil {
+				return fail(exitFailed, "%v", err)
+			}
 			if output == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
-				return enc.Encode(inspectJSON(info))
+				j := inspectJSON(info)
+				j.kindsJSON = kinds
+				return enc.Encode(j)
 			}
 			printInfo(cmd, info)
+			printKinds(cmd.OutOrStdout(), args[0], kinds)
 			return nil
 		},
 	}
@@ -56,6 +63,7 @@ type infoJSON struct {
 	TTLMs   int64    `json:"ttl_ms"`
 	Waiters int      `json:"waiters"`
 	Notes   []string `json:"notes,omitempty"`
+	kindsJSON
 }
 
 func inspectJSON(i dlock.Info) infoJSON {

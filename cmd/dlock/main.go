@@ -64,7 +64,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(runCmd(), inspectCmd(), unlockCmd(), migrateCmd(), demoCmd(), demoInstanceCmd())
+	root.AddCommand(runCmd(), inspectCmd(), unlockCmd(), migrateCmd(), demoCmd(), demoInstanceCmd(), electCmd())
 	err := root.Execute()
 	if err == nil {
 		return

@@ -75,7 +75,7 @@ func mariadb(t TB, extra func() []string) *Server {
 		return a
 	}
 	s.ready = func(ctx context.Context, addr string) error {
-		db, err := sql.Open("mysql", "root@tcp("+addr+")/")
+		db, err := sql.Open("mysql", "root@tcp("+addr+")/?tls=preferred") // TLS where the server has it (MariaDBTLS)
 		if err != nil {
 			return err
 		}

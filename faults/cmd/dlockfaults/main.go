@@ -58,6 +58,8 @@ func worker(args []string) error {
 	fs.DurationVar(&cfg.Hold, "hold", 20*time.Millisecond, "a normal hold")
 	fs.DurationVar(&cfg.LongMax, "long", 10*time.Second, "a long hold's limit")
 	fs.StringVar(&cfg.Checker, "checker", "", "the checker's URL")
+	fs.StringVar(&cfg.Lock, "lock", "", `the lock's kind: "" a mutex, "rw" or "semaphore"`)
+	fs.IntVar(&cfg.Permits, "permits", 0, "the semaphore's permits")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -71,6 +73,7 @@ func suite(args []string) (int, error) {
 	onlyF := fs.String("faults", "", "comma-separated faults to run (default all)")
 	history := fs.String("history", "", "write each scenario's events to DIR/BACKEND_FAULT.jsonl")
 	ci := fs.Bool("ci", false, "the bounded subset CI runs: pause-waiter and blackhole-holder, one injection each")
+	kinds := fs.Bool("kinds", true, `also contend through read-write locks, semaphores and elections ("NAME rw", "NAME sem", "NAME elect") where the backend holds them`)
 	cfg := faults.Config{}
 	fs.IntVar(&cfg.Rounds, "rounds", 3, "injections per backend × fault")
 	fs.DurationVar(&cfg.TTL, "ttl", 2*time.Second, "lease TTL (whole seconds, ≥ 2s)")
@@ -87,6 +90,9 @@ func suite(args []string) (int, error) {
 	fl, bl := faults.Faults(), append(faults.Backends(), faults.ClusterBackends()...)
 	if *ci {
 		fl, bl, cfg.Rounds = []*faults.Fault{faults.PauseWaiter, faults.BlackholeHolder}, faults.Backends(), 1
+	}
+	if *kinds {
+		bl = append(bl, append(faults.KindBackends(bl), faults.ElectionBackends(bl)...)...)
 	}
 	plan := faults.Plan(pick(bl, *only, func(b *faults.Backend) string { return b.Name }),
 		pick(fl, *onlyF, func(f *faults.Fault) string { return f.Name }))

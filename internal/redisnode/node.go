@@ -1,4 +1,9 @@
-package redislock
+// Package redisnode runs dlock's lock scripts on one Redis deployment: the
+// layout, the Lua scripts, request ids and the undo of uncertain calls
+// shared by the Redis backend (package redislock, one Node) and the Redlock
+// backend (package redlock, one Node per master). The layout is described in
+// package redislock's doc.
+package redisnode
 
 import (
 	"context"
@@ -17,8 +22,8 @@ import (
 
 // Node runs dlock's lock scripts on one Redis deployment (a server, a
 // Sentinel-managed master or a Cluster). The Redis backend uses one; the
-// Redlock backend (package redlock) uses one per independent master, so both
-// share one layout and one set of scripts.
+// Redlock backend uses one per independent master, so both share one layout
+// and one set of scripts.
 type Node struct {
 	rdb    redis.UniversalClient
 	prefix string
@@ -29,18 +34,33 @@ type Node struct {
 	pending map[string][]pendingRelease // failed releases, by lock key and owner
 }
 
-// NewNode returns a Node over rdb with the key prefix ("" for "dlock").
-func NewNode(rdb redis.UniversalClient, keyPrefix string) *Node {
+// DefaultPrefix starts every key when no prefix is given.
+const DefaultPrefix = "dlock"
+
+// Timing of the queue, built into the scripts.
+const (
+	WaiterTTL  = 3 * time.Second // a queue place not refreshed for this long expires
+	HandoffTTL = WaiterTTL       // TTL cap of a lock handed to a waiter
+)
+
+// New returns a Node over rdb with the key prefix ("" for "dlock").
+func New(rdb redis.UniversalClient, keyPrefix string) *Node {
 	if keyPrefix == "" {
-		keyPrefix = defaultPrefix
+		keyPrefix = DefaultPrefix
 	}
 	return &Node{rdb: rdb, prefix: keyPrefix, id: dlock.NewOwnerID() + "-", pending: map[string][]pendingRelease{}}
 }
 
-// newRequest returns an id for one acquire or release, unique to this
+// Prefix returns the node's key prefix.
+func (n *Node) Prefix() string { return n.prefix }
+
+// Keys returns the keys of the lock named name.
+func (n *Node) Keys(name string) Keys { return NewKeys(n.prefix, name) }
+
+// NewRequest returns an id for one acquire or release, unique to this
 // node's client: its random id and a count. Scripts remember the last id
 // that changed a hold, so a script run twice (see scripts.go) acts once.
-func (n *Node) newRequest() string {
+func (n *Node) NewRequest() string {
 	return n.id + strconv.FormatUint(n.seq.Add(1), 10)
 }
 
@@ -65,10 +85,10 @@ func (n *Node) Client() redis.UniversalClient { return n.rdb }
 
 // Channel returns the pub/sub channel on which releases of name are
 // announced.
-func (n *Node) Channel(name string) string { return newKeys(n.prefix, name).chann }
+func (n *Node) Channel(name string) string { return NewKeys(n.prefix, name).chann }
 
-// NodeGrant is the answer of one node to an acquire.
-type NodeGrant struct {
+// Grant is the answer of one node to an acquire.
+type Grant struct {
 	Acquired bool
 	Token    uint64        // the hold's token
 	Holds    int           // the owner's hold count
@@ -80,17 +100,30 @@ type NodeGrant struct {
 // the node's counter to it, and the attempt fails if the node's counter is
 // already at or above it (that token was given out). A new hold keeps
 // label as its holder's label; a re-entry keeps the first hold's.
-func (n *Node) TryAcquire(ctx context.Context, name, owner, label string, ttl time.Duration, token uint64) (NodeGrant, error) {
-	return n.acquire(ctx, newKeys(n.prefix, name), owner, label, ttl, n.newRequest(), "", token)
+func (n *Node) TryAcquire(ctx context.Context, name, owner, label string, ttl time.Duration, token uint64) (Grant, error) {
+	return n.acquire(ctx, NewKeys(n.prefix, name), owner, label, ttl, n.NewRequest(), "", token)
 }
 
-// acquire runs the acquire script for request req. With a channel, the
-// request queues if the lock is taken, and a handoff to it is announced on
-// the channel; its place in the queue carries label, so the lock handed to
-// it is labelled as its own.
-func (n *Node) acquire(ctx context.Context, k keys, owner, label string, ttl time.Duration, req, channel string, token uint64) (NodeGrant, error) {
+// Acquire runs the acquire script for request req, taking the node's next
+// token for a new hold. With a channel, the request queues if the lock is
+// taken, and a handoff to it is announced on the channel; its place in the
+// queue carries label, so the lock handed to it is labelled as its own. It
+// fails with an error wrapping ErrUnsettled, sending nothing, while an
+// earlier release or cancel of owner's hold is unconfirmed. For keys of a
+// read-write lock or semaphore (NewKindKeys), it asks for a hold of their
+// kind; limit is a semaphore's permit count, and an attempt on a semaphore
+// whose live holders use another count fails with an error wrapping
+// driver.ErrLimitMismatch.
+func (n *Node) Acquire(ctx context.Context, k Keys, owner, label string, ttl time.Duration, limit int, req, channel string) (Grant, error) {
+	if k.kind != driver.Exclusive {
+		return n.acquireKind(ctx, k, owner, label, ttl, limit, req, channel)
+	}
+	return n.acquire(ctx, k, owner, label, ttl, req, channel, 0)
+}
+
+func (n *Node) acquire(ctx context.Context, k Keys, owner, label string, ttl time.Duration, req, channel string, token uint64) (Grant, error) {
 	if err := n.settle(ctx, k, owner); err != nil {
-		return NodeGrant{}, err
+		return Grant{}, err
 	}
 	tok := ""
 	if token > 0 {
@@ -98,28 +131,28 @@ func (n *Node) acquire(ctx context.Context, k keys, owner, label string, ttl tim
 	}
 	v, err := acquireScript.Run(ctx, n.rdb, k.all(), owner, ms(ttl), req, tok, channel, label).Result()
 	if err != nil {
-		return NodeGrant{}, fmt.Errorf("redislock: acquire: %w", err)
+		return Grant{}, fmt.Errorf("redislock: acquire: %w", err)
 	}
 	if t, ok := v.(int64); ok { // a new hold
-		return NodeGrant{Acquired: true, Token: uint64(t), Holds: 1, TTL: ttl}, nil
+		return Grant{Acquired: true, Token: uint64(t), Holds: 1, TTL: ttl}, nil
 	}
 	res, ok := v.([]any)
 	if !ok || len(res) != 4 {
-		return NodeGrant{}, fmt.Errorf("redislock: acquire: unexpected reply %v", v)
+		return Grant{}, fmt.Errorf("redislock: acquire: unexpected reply %v", v)
 	}
 	var r [4]int64
 	for i, x := range res {
 		if r[i], ok = x.(int64); !ok {
-			return NodeGrant{}, fmt.Errorf("redislock: acquire: unexpected reply %v", v)
+			return Grant{}, fmt.Errorf("redislock: acquire: unexpected reply %v", v)
 		}
 	}
-	return NodeGrant{Acquired: r[0] == 1, Token: uint64(r[1]), Holds: int(r[2]),
+	return Grant{Acquired: r[0] == 1, Token: uint64(r[1]), Holds: int(r[2]),
 		TTL: time.Duration(max(r[3], 0)) * time.Millisecond}, nil
 }
 
 // Counter returns the node's last token for name (0 if none).
 func (n *Node) Counter(ctx context.Context, name string) (uint64, error) {
-	v, err := n.rdb.Get(ctx, newKeys(n.prefix, name).token).Uint64()
+	v, err := n.rdb.Get(ctx, NewKeys(n.prefix, name).token).Uint64()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}
@@ -128,7 +161,7 @@ func (n *Node) Counter(ctx context.Context, name string) (uint64, error) {
 
 // Renew extends owner's hold with token by ttl; false if it is not held.
 func (n *Node) Renew(ctx context.Context, name, owner string, token uint64, ttl time.Duration) (bool, error) {
-	v, err := renewScript.Run(ctx, n.rdb, []string{newKeys(n.prefix, name).lock}, owner, token, ms(ttl)).Int64()
+	v, err := renewScript.Run(ctx, n.rdb, []string{NewKeys(n.prefix, name).lock}, owner, token, ms(ttl)).Int64()
 	return v == 1, err
 }
 
@@ -136,14 +169,16 @@ func (n *Node) Renew(ctx context.Context, name, owner string, token uint64, ttl 
 // holds left; an error wrapping dlock.ErrLeaseLost if the hold is not there.
 // With notify, the release is announced even if no waiter is queued.
 func (n *Node) Release(ctx context.Context, name, owner string, token uint64, count int, notify bool) (int, error) {
-	return n.release(ctx, newKeys(n.prefix, name), owner, token, count, notify)
+	return n.ReleaseKeys(ctx, NewKeys(n.prefix, name), owner, token, count, notify)
 }
 
-func (n *Node) release(ctx context.Context, k keys, owner string, token uint64, count int, notify bool) (int, error) {
+// ReleaseKeys is Release for the lock with keys k. A release that fails
+// uncertainly is sent again before owner's next call on k.
+func (n *Node) ReleaseKeys(ctx context.Context, k Keys, owner string, token uint64, count int, notify bool) (int, error) {
 	if err := n.settle(ctx, k, owner); err != nil {
 		return 0, err
 	}
-	p := pendingRelease{token: token, count: count, notify: notify, req: n.newRequest()}
+	p := pendingRelease{token: token, count: count, notify: notify, req: n.NewRequest()}
 	left, err := n.releaseReq(ctx, k, owner, p.token, p.count, p.notify, p.req)
 	if err != nil && !errors.Is(err, dlock.ErrLeaseLost) {
 		n.remember(k, owner, p)
@@ -153,12 +188,18 @@ func (n *Node) release(ctx context.Context, k keys, owner string, token uint64, 
 
 // releaseReq runs the release script as request req: sent again with the
 // same req after its reply was lost, it acts once.
-func (n *Node) releaseReq(ctx context.Context, k keys, owner string, token uint64, count int, notify bool, req string) (int, error) {
+func (n *Node) releaseReq(ctx context.Context, k Keys, owner string, token uint64, count int, notify bool, req string) (int, error) {
 	flag := "0"
 	if notify {
 		flag = "1"
 	}
-	left, err := releaseScript.Run(ctx, n.rdb, k.all(), owner, count, token, flag, req).Int64()
+	var left int64
+	var err error
+	if k.kind != driver.Exclusive {
+		left, err = kindReleaseScript.Run(ctx, n.rdb, k.all(), k.holdID(owner), count, token, req).Int64()
+	} else {
+		left, err = releaseScript.Run(ctx, n.rdb, k.all(), owner, count, token, flag, req).Int64()
+	}
 	if err != nil {
 		return 0, fmt.Errorf("redislock: release: %w", err)
 	}
@@ -171,36 +212,45 @@ func (n *Node) releaseReq(ctx context.Context, k keys, owner string, token uint6
 // ForceRelease deletes the lock whoever holds it, handing it to the next
 // queued waiter.
 func (n *Node) ForceRelease(ctx context.Context, name string) error {
-	if err := forceScript.Run(ctx, n.rdb, newKeys(n.prefix, name).all()).Err(); err != nil {
+	if err := forceScript.Run(ctx, n.rdb, NewKeys(n.prefix, name).all()).Err(); err != nil {
 		return fmt.Errorf("redislock: force release: %w", err)
 	}
 	return nil
 }
 
-// NodeHold names a hold to renew.
-type NodeHold struct {
+// Hold names a hold to renew.
+type Hold struct {
 	Name  string
 	Owner string
 	Token uint64
 	TTL   time.Duration
-	keys  keys // set by the Redis backend, which keeps them per hold
+	Keys  Keys // the hold's keys if set (the Redis backend keeps them per hold, of any kind); else a mutex's, from Name
 }
 
 // RenewMany renews every hold in one pipeline (in a Cluster, go-redis sends
 // one per node) and returns, per hold, nil, an error wrapping
 // dlock.ErrLeaseLost if the hold is gone, or another error. Renewals that
 // meet NOSCRIPT (after SCRIPT FLUSH or a failover) are sent again with EVAL.
-func (n *Node) RenewMany(ctx context.Context, holds []NodeHold) []error {
-	keysOf := func(h NodeHold) []string {
-		if h.keys.lock == "" {
-			return []string{newKeys(n.prefix, h.Name).lock}
+func (n *Node) RenewMany(ctx context.Context, holds []Hold) []error {
+	// renew queues h's renewal in pipe: the mutex's script, or the kinds'.
+	renew := func(pipe redis.Pipeliner, h Hold, eval bool) *redis.Cmd {
+		k := h.Keys
+		if k.lock == "" {
+			k = NewKeys(n.prefix, h.Name)
 		}
-		return []string{h.keys.lock}
+		s, keys, who := renewScript, []string{k.lock}, h.Owner
+		if k.kind != driver.Exclusive {
+			s, keys, who = kindRenewScript, []string{k.lock, k.exp}, k.holdID(h.Owner)
+		}
+		if eval {
+			return s.Eval(ctx, pipe, keys, who, h.Token, ms(h.TTL))
+		}
+		return s.EvalSha(ctx, pipe, keys, who, h.Token, ms(h.TTL))
 	}
 	cmds := make([]*redis.Cmd, len(holds))
 	pipe := n.rdb.Pipeline()
 	for i, h := range holds {
-		cmds[i] = renewScript.EvalSha(ctx, pipe, keysOf(h), h.Owner, h.Token, ms(h.TTL))
+		cmds[i] = renew(pipe, h, false)
 	}
 	_, _ = pipe.Exec(ctx)
 	var retry []int
@@ -212,8 +262,7 @@ func (n *Node) RenewMany(ctx context.Context, holds []NodeHold) []error {
 	if len(retry) > 0 {
 		pipe = n.rdb.Pipeline()
 		for _, i := range retry {
-			h := holds[i]
-			cmds[i] = renewScript.Eval(ctx, pipe, keysOf(h), h.Owner, h.Token, ms(h.TTL))
+			cmds[i] = renew(pipe, holds[i], true)
 		}
 		_, _ = pipe.Exec(ctx)
 	}
@@ -232,7 +281,7 @@ func (n *Node) RenewMany(ctx context.Context, holds []NodeHold) []error {
 
 // Inspect describes the lock named name on this node.
 func (n *Node) Inspect(ctx context.Context, name string) (driver.Info, error) {
-	k := newKeys(n.prefix, name)
+	k := NewKeys(n.prefix, name)
 	pipe := n.rdb.Pipeline()
 	all := pipe.HGetAll(ctx, k.lock)
 	pttl := pipe.PTTL(ctx, k.lock)

@@ -1,14 +1,15 @@
-package redislock
+package redisnode
 
 import (
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // Every step of the lock is one Lua script, so it is atomic and costs one
-// round trip. KEYS are those of keys.all(): lock, token, queue, queue info.
+// round trip. KEYS are those of Keys.all(): lock, token, queue, queue info.
 // Hash fields starting with NUL are the lock's own (owner ids cannot hold
 // NUL): "\0t" the holder's token, "\0l" its label (Request.Label, set by
 // the hold's first acquire, or carried in the queue by the waiter it was
@@ -245,8 +246,10 @@ const recentRequests = 16
 // them.
 func newScript(src string) *redis.Script {
 	return redis.NewScript(strings.NewReplacer(
-		"WAITER_TTL", strconv.FormatInt(ms(waiterTTL), 10),
-		"HANDOFF_TTL", strconv.FormatInt(ms(handoffTTL), 10),
+		"WAITER_TTL", strconv.FormatInt(ms(WaiterTTL), 10),
+		"HANDOFF_TTL", strconv.FormatInt(ms(HandoffTTL), 10),
 		"RECENT", strconv.Itoa(recentRequests),
 	).Replace(src))
 }
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }

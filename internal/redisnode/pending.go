@@ -1,4 +1,4 @@
-package redislock
+package redisnode
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
 )
 
 // pendingRelease is a release, or the cancel of an acquire, that failed
@@ -25,9 +26,13 @@ type pendingRelease struct {
 }
 
 // run sends p once more.
-func (n *Node) run(ctx context.Context, k keys, owner string, p pendingRelease) error {
+func (n *Node) run(ctx context.Context, k Keys, owner string, p pendingRelease) error {
 	if p.cancel {
-		if err := cancelScript.Run(ctx, n.rdb, k.all(), p.req, owner).Err(); err != nil {
+		s, who := cancelScript, owner
+		if k.kind != driver.Exclusive {
+			s, who = kindCancelScript, k.holdID(owner)
+		}
+		if err := s.Run(ctx, n.rdb, k.all(), p.req, who).Err(); err != nil {
 			return fmt.Errorf("redislock: cancel: %w", err)
 		}
 		return nil
@@ -36,9 +41,9 @@ func (n *Node) run(ctx context.Context, k keys, owner string, p pendingRelease) 
 	return err
 }
 
-// cancel undoes acquire request req of owner (see cancelScript); if that
+// Cancel undoes acquire request req of owner (see cancelScript); if that
 // fails, the node sends it again before owner's next call on k.
-func (n *Node) cancel(ctx context.Context, k keys, owner, req string) error {
+func (n *Node) Cancel(ctx context.Context, k Keys, owner, req string) error {
 	p := pendingRelease{cancel: true, req: req}
 	err := n.run(ctx, k, owner, p)
 	if err != nil {
@@ -56,15 +61,15 @@ const (
 	maxPendingPerLock = 64
 )
 
-// errUnsettled marks a call refused because an earlier release or cancel of
+// ErrUnsettled marks a call refused because an earlier release or cancel of
 // the same hold is still unconfirmed: the call itself never reached the
 // store, so there is nothing of it to undo.
-var errUnsettled = errors.New("an earlier release of this hold is still unconfirmed")
+var ErrUnsettled = errors.New("an earlier release of this hold is still unconfirmed")
 
-func pendingKey(k keys, owner string) string { return k.lock + "\x00" + owner }
+func pendingKey(k Keys, owner string) string { return k.lock + "\x00" + k.holdID(owner) }
 
 // remember records a release that failed uncertainly.
-func (n *Node) remember(k keys, owner string, p pendingRelease) {
+func (n *Node) remember(k Keys, owner string, p pendingRelease) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	key := pendingKey(k, owner)
@@ -84,7 +89,7 @@ func (n *Node) remember(k keys, owner string, p pendingRelease) {
 // settle sends again the failed releases and cancels of owner's holds of k. An error
 // means one is still uncertain: the caller must not go on, or it could
 // re-enter that hold.
-func (n *Node) settle(ctx context.Context, k keys, owner string) error {
+func (n *Node) settle(ctx context.Context, k Keys, owner string) error {
 	key := pendingKey(k, owner)
 	n.mu.Lock()
 	ps := n.pending[key]
@@ -95,8 +100,16 @@ func (n *Node) settle(ctx context.Context, k keys, owner string) error {
 			n.mu.Lock()
 			n.pending[key] = append(ps[i:], n.pending[key]...)
 			n.mu.Unlock()
-			return fmt.Errorf("redislock: %w: %w", errUnsettled, err)
+			return fmt.Errorf("redislock: %w: %w", ErrUnsettled, err)
 		}
 	}
 	return nil
+}
+
+// Pending returns how many uncertain releases and cancels of owner's holds
+// of k the node remembers, to send again.
+func (n *Node) Pending(k Keys, owner string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.pending[pendingKey(k, owner)])
 }

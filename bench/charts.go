@@ -1,0 +1,232 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"html"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// The charts are small multiples: one panel per store and scenario, each
+// with its own scale (values from 300 to 60,000/s share no axis well), bars
+// labelled with their value and their ratio to the store's plain limit, and
+// one colour per library across every panel, dlock's standing out. They are
+// written as SVG by hand so that nothing is clipped or overlaps at the size
+// docs/benchmarks.md shows them (about 900 px wide).
+
+const (
+	panelW   = 310 // one panel's width
+	labelW   = 150 // library names, left of the bars
+	valueW   = 78  // value labels, right of the bars
+	barH     = 14
+	barGap   = 6
+	titleH   = 22
+	panelPad = 10
+	fontPx   = 11
+)
+
+// libColors gives each library one colour in every panel.
+var libColors = map[string]string{
+	"dlock":             "#d62728",
+	"redsync":           "#1f77b4",
+	"bsm/redislock":     "#2ca02c",
+	"concurrency.Mutex": "#9467bd",
+	"zk.Lock":           "#8c564b",
+}
+
+var spareColors = []string{"#17becf", "#bcbd22", "#e377c2", "#ff7f0e"}
+
+func colorOf(lib string, spare map[string]string) string {
+	if strings.HasPrefix(lib, "plain") {
+		return "#9e9e9e"
+	}
+	if c, ok := libColors[lib]; ok {
+		return c
+	}
+	if c, ok := spare[lib]; ok {
+		return c
+	}
+	c := spareColors[len(spare)%len(spareColors)]
+	spare[lib] = c
+	return c
+}
+
+// svgDoc collects an SVG's elements.
+type svgDoc struct{ b strings.Builder }
+
+func (d *svgDoc) text(x, y float64, anchor, weight, fill, s string) {
+	fmt.Fprintf(&d.b, `<text x="%.1f" y="%.1f" text-anchor="%s" font-weight="%s" fill="%s">%s</text>`+"\n",
+		x, y, anchor, weight, fill, html.EscapeString(s))
+}
+
+func (d *svgDoc) rect(x, y, w, h float64, fill string, opacity float64) {
+	fmt.Fprintf(&d.b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s" fill-opacity="%.2f"/>`+"\n",
+		x, y, w, h, fill, opacity)
+}
+
+func (d *svgDoc) save(path string, w, h float64, title string) error {
+	var out strings.Builder
+	fmt.Fprintf(&out, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" `+
+		`font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="%d">`+"\n", w, h, w, h, fontPx)
+	fmt.Fprintf(&out, `<rect width="100%%" height="100%%" fill="#ffffff"/>`+"\n")
+	fmt.Fprintf(&out, `<text x="10" y="20" font-size="14" font-weight="bold">%s</text>`+"\n", html.EscapeString(title))
+	out.WriteString(d.b.String())
+	out.WriteString("</svg>\n")
+	return os.WriteFile(path, []byte(out.String()), 0o644)
+}
+
+// bar is one bar of a panel.
+type bar struct {
+	lib   string
+	value float64 // drawn length
+	label string  // right of the bar
+	light float64 // a second, lighter bar's length (0: none)
+}
+
+// panel draws one small multiple at (x, y) and returns its height.
+func (d *svgDoc) panel(x, y float64, title string, bars []bar, spare map[string]string) float64 {
+	d.text(x, y+14, "start", "bold", "#333333", title)
+	top := y + titleH
+	maxV := 0.0
+	for _, b := range bars {
+		maxV = math.Max(maxV, math.Max(b.value, b.light))
+	}
+	scale := 0.0
+	barsW := float64(panelW - labelW - valueW)
+	if maxV > 0 {
+		scale = barsW / maxV
+	}
+	d.rect(x+labelW, top-2, 0.8, float64(len(bars))*(barH+barGap), "#555555", 1) // the zero line
+	for i, b := range bars {
+		by := top + float64(i)*(barH+barGap)
+		weight, fill := "normal", "#333333"
+		if b.lib == "dlock" {
+			weight = "bold"
+		}
+		d.text(x+labelW-6, by+barH-3, "end", weight, fill, b.lib)
+		c := colorOf(b.lib, spare)
+		if b.light > 0 {
+			d.rect(x+labelW, by, b.light*scale, barH, c, 0.35)
+		}
+		d.rect(x+labelW, by+2, b.value*scale, barH-4, c, 1)
+		d.text(x+labelW+math.Max(b.value, b.light)*scale+4, by+barH-3, "start", weight, fill, b.label)
+	}
+	return titleH + float64(len(bars))*(barH+barGap)
+}
+
+// charts draws docs/bench-throughput.svg (one panel per store and
+// scenario: operations per second, and the ratio to the store's plain
+// limit) and docs/bench-handoff.svg (one panel per store: contended handoff
+// p50 and p99).
+func charts(docs string, rs []result) error {
+	var stores, scenarios []string
+	for _, r := range rs {
+		if !contains(stores, r.Store) {
+			stores = append(stores, r.Store)
+		}
+		if !contains(scenarios, r.Scenario) {
+			scenarios = append(scenarios, r.Scenario)
+		}
+	}
+	spare := map[string]string{}
+	var d svgDoc
+	y := 36.0
+	for _, st := range stores {
+		rowH := 0.0
+		for ci, sc := range scenarios {
+			var bars []bar
+			plain := 0.0
+			for _, r := range rs {
+				if r.Store == st && r.Scenario == sc && strings.HasPrefix(r.Library, "plain") {
+					plain = r.OpsPerSec
+				}
+			}
+			for _, r := range rs {
+				if r.Store != st || r.Scenario != sc {
+					continue
+				}
+				label := humanRate(r.OpsPerSec)
+				if r.Failed != "" {
+					label = "failed"
+				} else if plain > 0 && !strings.HasPrefix(r.Library, "plain") {
+					label += fmt.Sprintf(" · %.2f×", r.OpsPerSec/plain)
+				}
+				bars = append(bars, bar{lib: r.Library, value: r.OpsPerSec, label: label})
+			}
+			if len(bars) == 0 {
+				continue
+			}
+			h := d.panel(10+float64(ci)*(panelW+panelPad), y, st+" · "+sc+" (/s)", bars, spare)
+			rowH = math.Max(rowH, h)
+		}
+		y += rowH + 14
+	}
+	w := 10 + float64(len(scenarios))*(panelW+panelPad)
+	title := "lock+unlock per second (contended: acquisitions), median of runs; × = ratio to the plain limit"
+	if err := d.save(filepath.Join(docs, "bench-throughput.svg"), w, y, title); err != nil {
+		return err
+	}
+
+	var h svgDoc
+	y, col, rowH := 36.0, 0, 0.0
+	for _, st := range stores {
+		var bars []bar
+		for _, r := range rs {
+			if r.Store == st && r.Scenario == "contended" && r.HandoffP99 > 0 {
+				bars = append(bars, bar{lib: r.Library, value: r.HandoffP50, light: r.HandoffP99,
+					label: fmt.Sprintf("%.1f / %.1f ms", r.HandoffP50, r.HandoffP99)})
+			}
+		}
+		if len(bars) == 0 {
+			continue
+		}
+		ph := h.panel(10+float64(col)*(panelW+panelPad), y, st+" · handoff p50 / p99", bars, spare)
+		rowH = math.Max(rowH, ph)
+		if col++; col == 3 {
+			y, col, rowH = y+rowH+14, 0, 0
+		}
+	}
+	if rowH > 0 {
+		y += rowH + 14
+	}
+	return h.save(filepath.Join(docs, "bench-handoff.svg"), 10+3*(panelW+panelPad), y,
+		"contended handoff, unlock to the next Lock returning: p50 (dark) and p99 (light), ms")
+}
+
+// redrawCharts draws the charts from docs/benchmarks.json, measuring nothing.
+func redrawCharts(docs string) error {
+	b, err := os.ReadFile(filepath.Join(docs, "benchmarks.json"))
+	if err != nil {
+		return err
+	}
+	var saved struct {
+		Results []result `json:"results"`
+	}
+	if err := json.Unmarshal(b, &saved); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(docs, "benchmarks.json"), err)
+	}
+	return charts(docs, saved.Results)
+}
+
+// humanRate writes n per second briefly: 669, 1,088, 10.3k, 61.5k.
+func humanRate(n float64) string {
+	switch {
+	case n >= 10000:
+		return fmt.Sprintf("%.1fk", n/1000)
+	case n >= 1000:
+		return fmt.Sprintf("%d,%03d", int(n)/1000, int(n)%1000)
+	}
+	return fmt.Sprintf("%.0f", n)
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/spf13/cobra"
+)
+
+func electCmd() *cobra.Command {
+	var (
+		backend, label, output string
+		ttl, wait, grace       time.Duration
+		observe                bool
+	)
+	cmd := &cobra.Command{
+		Use:   "elect [flags] NAME VALUE -- CMD [ARGS...] | elect --observe NAME",
+		Short: "Run a command only while leading an election, or print its leaders",
+		Long: `Elect campaigns in the election NAME with VALUE and, once leading, runs CMD with
+DLOCK_NAME, DLOCK_VALUE and DLOCK_TOKEN (the term, a fencing token) in its
+environment, forwards signals to it, and resigns when it exits. If the term
+is lost while CMD runs, CMD gets SIGTERM, then SIGKILL after --grace, as with
+dlock run. On etcd and ZooKeeper the election is that of etcdctl elect and
+Curator's LeaderLatch.
+
+Exit status: CMD's own; 3 if the lead was not won (--wait elapsed, or a
+signal while campaigning); 4 if the term was lost; 2 for a bad or
+unreachable backend.
+
+With --observe, elect prints each change of leader (one line each, or one
+JSON object per line with -o json) until interrupted.
+
+  dlock elect --backend etcd://127.0.0.1:2379 billing/scheduler host-a:8080 -- ./scheduler
+  dlock elect --backend etcd://127.0.0.1:2379 --observe billing/scheduler -o json`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "text" && output != "json" {
+				return fail(exitUsage, "-o must be text or json")
+			}
+			if observe {
+				if len(args) != 1 {
+					return fail(exitUsage, "usage: dlock elect --observe NAME")
+				}
+				return observeLeaders(cmd, backend, args[0], output)
+			}
+			if len(args) < 3 || cmd.ArgsLenAtDash() != 2 {
+				return fail(exitUsage, "usage: dlock elect [flags] NAME VALUE -- CMD [ARGS...]")
+			}
+			return runElected(cmd.Context(), backend, args[0], args[1], args[2:], ttl, wait, label, grace)
+		},
+	}
+	addBackendFlag(cmd, &backend)
+	cmd.Flags().DurationVar(&ttl, "ttl", dlock.DefaultTTL, "term TTL: how long a dead leader keeps the lead; renewed every TTL/3")
+	cmd.Flags().DurationVar(&wait, "wait", 0, "how long to campaign (0: until leading)")
+	cmd.Flags().StringVar(&label, "label", "", "holder label, where the store keeps one apart from the value (default: host:pid)")
+	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the term is lost")
+	cmd.Flags().BoolVar(&observe, "observe", false, "print each change of leader instead of campaigning")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "--observe output format: text or json")
+	return cmd
+}
+
+func runElected(ctx context.Context, backend, name, value string, argv []string, ttl, wait time.Duration, label string, grace time.Duration) error {
+	c, err := openBackend(ctx, backend)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	opts := []dlock.Option{dlock.WithTTL(ttl)}
+	if label != "" {
+		opts = append(opts, dlock.WithLabel(label))
+	}
+	e := c.Election(name, opts...)
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if wait > 0 {
+		cctx, cancel = context.WithTimeout(cctx, wait)
+		defer cancel()
+	}
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-cctx.Done():
+		}
+	}()
+	term, err := e.Campaign(cctx, value)
+	switch {
+	case errors.Is(err, dlock.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return fail(exitNotAcquired, "election %q not won: %v", name, err)
+	case errors.Is(err, dlock.ErrInvalidName), errors.Is(err, dlock.ErrInvalidTTL), errors.Is(err, dlock.ErrInvalidLabel),
+		errors.Is(err, dlock.ErrUnsupported):
+		return fail(exitUsage, "%v", err)
+	case err != nil:
+		return fail(exitFailed, "%v", err)
+	}
+	defer term.Resign(context.WithoutCancel(ctx))
+	env := []string{"DLOCK_NAME=" + name, "DLOCK_VALUE=" + value, "DLOCK_TOKEN=" + strconv.FormatUint(term.Token(), 10)}
+	return superviseChild(argv, env, sigs, term, "term in election "+strconv.Quote(name), grace)
+}
+
+type leaderJSON struct {
+	Name  string `json:"name"`
+	Term  uint64 `json:"term"`
+	Value string `json:"value"`
+	Label string `json:"label,omitempty"`
+}
+
+// observeLeaders prints each change of leader until interrupted.
+func observeLeaders(cmd *cobra.Command, backend, name, output string) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	c, err := openBackend(ctx, backend)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	out := cmd.OutOrStdout()
+	enc := json.NewEncoder(out)
+	for l, err := range c.Election(name).Observe(ctx) {
+		switch {
+		case errors.Is(err, dlock.ErrUnsupported), errors.Is(err, dlock.ErrInvalidName):
+			return fail(exitUsage, "%v", err)
+		case err != nil:
+			fmt.Fprintf(os.Stderr, "dlock: %v\n", err)
+		case output == "json":
+			if err := enc.Encode(leaderJSON{Name: name, Term: l.Term, Value: l.Value, Label: l.Label}); err != nil {
+				return fail(exitFailed, "%v", err)
+			}
+		default:
+			fmt.Fprintf(out, "term %d: %s\n", l.Term, l.Value)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// dlock elect runs its command only while leading, with the term as
+// DLOCK_TOKEN, and dlock elect --observe -o json prints each leader once, in
+// term order.
+func TestElectAndObserve(t *testing.T) {
+	u := redisURL(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	obs := exec.CommandContext(ctx, bin, "elect", "--backend", u, "--observe", "sched", "-o", "json")
+	out := &syncBuffer{}
+	obs.Stdout = out
+	if err := obs.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = obs.Process.Kill(); _ = obs.Wait() }()
+
+	// A leads (and holds the lead for 1s); B campaigns meanwhile and leads
+	// once A's command exits and A resigns.
+	a := exec.CommandContext(ctx, bin, "elect", "--backend", u, "sched", "host-a", "--",
+		"sh", "-c", `echo "A $DLOCK_NAME $DLOCK_VALUE $DLOCK_TOKEN"; sleep 1; exit 7`)
+	aout := &syncBuffer{}
+	a.Stdout, a.Stderr = aout, aout
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for !strings.Contains(aout.String(), "A ") {
+		time.Sleep(20 * time.Millisecond)
+	}
+	// B leads for 1s: Observe on Redis reads every 200ms and reports only
+	// terms that last longer than that.
+	r := dlockCmd(t, nil, "elect", "--backend", u, "sched", "host-b", "--", "sh", "-c", `echo "B $DLOCK_TOKEN"; sleep 1`)
+	if r.code != 0 || r.stdout != "B 2\n" {
+		t.Fatalf("elect B: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	err := a.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 7 || aout.String() != "A sched host-a 1\n" {
+		t.Fatalf("elect A: %v, output %q; want exit 7 and its line", err, aout.String())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(out.String(), "\n") < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // a repeated leader would show by now
+	type leader struct {
+		Name, Value string
+		Term        uint64
+	}
+	var got []leader
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var l leader
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("observe printed %q: %v", line, err)
+		}
+		got = append(got, l)
+	}
+	want := []leader{{"sched", "host-a", 1}, {"sched", "host-b", 2}}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("observe printed %+v; want %+v", got, want)
+	}
+}
+
+// When the term is lost, elect stops its command with SIGTERM and exits 4;
+// when it cannot win within --wait, it exits 3.
+func TestElectLostKillsChild(t *testing.T) {
+	u := redisURL(t)
+	c := client(t, u)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "elect", "--backend", u, "--ttl", "1s", "--grace", "5s", "leader", "me",
+		"--", "sh", "-c", `trap 'echo got-TERM; exit 0' TERM; echo started; while :; do sleep 0.05; done`)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for !strings.Contains(out.String(), "started") {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r := dlockCmd(t, nil, "elect", "--backend", u, "--wait", "300ms", "leader", "other", "--", "true"); r.code != 3 {
+		t.Fatalf("elect --wait while another leads: exit %d (%s)", r.code, r.stderr)
+	}
+	if err := c.ForceUnlock(ctx, "leader"); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 4 {
+		t.Fatalf("elect after losing its term: %v; want exit 4\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "got-TERM") {
+		t.Fatalf("child was not sent SIGTERM:\n%s", out.String())
+	}
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/spf13/cobra"
+)
+
+// kindFlags choose what `dlock run` holds: a Mutex (default), a read or the
+// write hold of an RWMutex, or a permit of a Semaphore.
+type kindFlags struct {
+	shared, write bool
+	permits       int
+}
+
+func addKindFlags(cmd *cobra.Command) *kindFlags {
+	k := &kindFlags{}
+	cmd.Flags().BoolVar(&k.shared, "shared", false, "take a read hold of the read-write lock NAME (as flock -s): any number of --shared runs together, none with a --write run")
+	cmd.Flags().BoolVar(&k.write, "write", false, "take the write hold of the read-write lock NAME: alone, excluding --shared runs")
+	cmd.Flags().IntVar(&k.permits, "permits", 0, "take one of N permits of the semaphore NAME (as consul lock -n): at most N runs at once")
+	return k
+}
+
+// locker is what the flags ask to hold on name.
+func (k *kindFlags) locker(c *dlock.Client, name string, opts []dlock.Option) (dlock.Locker, error) {
+	n := 0
+	for _, set := range []bool{k.shared, k.write, k.permits != 0} {
+		if set {
+			n++
+		}
+	}
+	switch {
+	case n > 1:
+		return nil, fail(exitUsage, "--shared, --write and --permits are exclusive")
+	case k.permits < 0:
+		return nil, fail(exitUsage, "--permits must be at least 1")
+	case k.shared:
+		return c.RWMutex(name, opts...).RLocker(), nil
+	case k.write:
+		return c.RWMutex(name, opts...), nil
+	case k.permits > 0:
+		return c.Semaphore(name, k.permits, opts...).Locker(), nil
+	}
+	return c.Mutex(name, opts...), nil
+}
+
+// kindsJSON is what inspect -o json adds for a name's read-write lock and
+// semaphore, when the backend has them and they are held or waited for.
+type kindsJSON struct {
+	RWMutex   *kindInfoJSON `json:"rwmutex,omitempty"`
+	Semaphore *kindInfoJSON `json:"semaphore,omitempty"`
+}
+
+type kindInfoJSON struct {
+	Held    bool         `json:"held"`
+	Writer  *holderJSON  `json:"writer,omitempty"`
+	Readers []holderJSON `json:"readers,omitempty"`
+	Permits int          `json:"permits,omitempty"` // a semaphore's count
+	Holders []holderJSON `json:"holders,omitempty"` // a semaphore's permit holders
+	Waiters int          `json:"waiters"`
+}
+
+type holderJSON struct {
+	Owner string `json:"owner"`
+	Label string `json:"label,omitempty"`
+	Token uint64 `json:"token"`
+	Holds int    `json:"holds"`
+	TTLMs int64  `json:"ttl_ms"`
+}
+
+func toHolderJSON(h dlock.Holder) holderJSON {
+	return holderJSON{Owner: h.Owner, Label: h.Label, Token: h.Token, Holds: h.Holds, TTLMs: h.TTL.Milliseconds()}
+}
+
+// inspectKinds describes name's read-write lock and semaphore; backends
+// without them, and free ones, give nil.
+func inspectKinds(ctx context.Context, c *dlock.Client, name string) (kindsJSON, error) {
+	var k kindsJSON
+	rw, err := c.InspectRWMutex(ctx, name)
+	switch {
+	case errors.Is(err, dlock.ErrUnsupported):
+	case err != nil:
+		return k, err
+	case rw.Held || rw.Waiters > 0:
+		j := &kindInfoJSON{Held: rw.Held, Waiters: rw.Waiters}
+		for _, h := range rw.Holders {
+			if h.Kind == dlock.KindWrite {
+				hj := toHolderJSON(h)
+				j.Writer = &hj
+			} else {
+				j.Readers = append(j.Readers, toHolderJSON(h))
+			}
+		}
+		k.RWMutex = j
+	}
+	sem, err := c.InspectSemaphore(ctx, name)
+	switch {
+	case errors.Is(err, dlock.ErrUnsupported):
+	case err != nil:
+		return k, err
+	case sem.Held || sem.Waiters > 0:
+		j := &kindInfoJSON{Held: sem.Held, Permits: sem.Limit, Waiters: sem.Waiters}
+		for _, h := range sem.Holders {
+			j.Holders = append(j.Holders, toHolderJSON(h))
+		}
+		k.Semaphore = j
+	}
+	return k, nil
+}
+
+func who(h holderJSON) string {
+	if h.Label != "" {
+		return fmt.Sprintf("%s (owner %s, token %d, %v left)", h.Label, h.Owner, h.Token, (time.Duration(h.TTLMs) * time.Millisecond).Round(time.Millisecond))
+	}
+	return fmt.Sprintf("%s (token %d, %v left)", h.Owner, h.Token, (time.Duration(h.TTLMs) * time.Millisecond).Round(time.Millisecond))
+}
+
+func whoAll(hs []holderJSON) string {
+	parts := make([]string, len(hs))
+	for i, h := range hs {
+		parts[i] = who(h)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func printKinds(w io.Writer, name string, k kindsJSON) {
+	if rw := k.RWMutex; rw != nil {
+		switch {
+		case rw.Writer != nil:
+			fmt.Fprintf(w, "%s (read-write): write-held by %s, %d waiting\n", name, who(*rw.Writer), rw.Waiters)
+		case len(rw.Readers) > 0:
+			fmt.Fprintf(w, "%s (read-write): %d readers: %s; %d waiting\n", name, len(rw.Readers), whoAll(rw.Readers), rw.Waiters)
+		default:
+			fmt.Fprintf(w, "%s (read-write): free, %d waiting\n", name, rw.Waiters)
+		}
+	}
+	if s := k.Semaphore; s != nil {
+		fmt.Fprintf(w, "%s (semaphore): %d of %d permits held: %s\n", name, len(s.Holders), s.Permits, whoAll(s.Holders))
+	}
+}

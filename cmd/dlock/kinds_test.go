@@ -1,0 +1,100 @@
+package main_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/internal/testserver"
+	_ "github.com/dlock/dlock/pglock"
+)
+
+// dlock run --shared, --write and --permits, and inspect's readers, writer
+// and permits, against PostgreSQL's table mode.
+func TestRunKinds(t *testing.T) {
+	u := testserver.PostgresURL(testserver.Postgres(t))
+	c := client(t, u)
+	ctx := t.Context()
+
+	r, err := c.RWMutex("reports", dlock.WithLabel("reader-a")).RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := dlockCmd(t, nil, "run", "--backend", u, "--shared", "--no-wait", "reports", "--", "sh", "-c", "echo $DLOCK_TOKEN"); res.code != 0 || strings.TrimSpace(res.stdout) == "" {
+		t.Fatalf("run --shared beside a reader: exit %d %q %q", res.code, res.stdout, res.stderr)
+	}
+	if res := dlockCmd(t, nil, "run", "--backend", u, "--write", "--no-wait", "reports", "--", "true"); res.code != 3 {
+		t.Fatalf("run --write beside a reader: exit %d %q; want 3", res.code, res.stderr)
+	}
+	if res := dlockCmd(t, nil, "run", "--backend", u, "--no-wait", "reports", "--", "true"); res.code != 0 {
+		t.Fatalf("run (the Mutex, another lock) beside a reader: exit %d %q", res.code, res.stderr)
+	}
+	out := dlockCmd(t, nil, "inspect", "--backend", u, "reports")
+	if !strings.Contains(out.stdout, "(read-write): 1 readers: reader-a") {
+		t.Fatalf("inspect text: %q", out.stdout)
+	}
+	if err := r.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.RWMutex("reports").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := dlockCmd(t, nil, "run", "--backend", u, "--shared", "--no-wait", "reports", "--", "true"); res.code != 3 {
+		t.Fatalf("run --shared beside a writer: exit %d %q; want 3", res.code, res.stderr)
+	}
+	var info struct {
+		RWMutex struct {
+			Writer struct {
+				Owner string `json:"owner"`
+				Token uint64 `json:"token"`
+			} `json:"writer"`
+		} `json:"rwmutex"`
+	}
+	out = dlockCmd(t, nil, "inspect", "--backend", u, "-o", "json", "reports")
+	if json.Unmarshal([]byte(out.stdout), &info) != nil || info.RWMutex.Writer.Owner != w.Owner() || info.RWMutex.Writer.Token != w.Token() {
+		t.Fatalf("inspect json with a writer: %q", out.stdout)
+	}
+	_ = w.Unlock(ctx)
+
+	sem := c.Semaphore("api", 2, dlock.WithLabel("worker-1"))
+	p1, err := sem.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := dlockCmd(t, nil, "run", "--backend", u, "--permits", "2", "--no-wait", "api", "--", "true"); res.code != 0 {
+		t.Fatalf("run --permits 2 with one held: exit %d %q", res.code, res.stderr)
+	}
+	p2, err := sem.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := dlockCmd(t, nil, "run", "--backend", u, "--permits", "2", "--no-wait", "api", "--", "true"); res.code != 3 {
+		t.Fatalf("run --permits 2 with both held: exit %d %q; want 3", res.code, res.stderr)
+	}
+	if res := dlockCmd(t, nil, "run", "--backend", u, "--permits", "3", "api", "--", "true"); res.code != 1 || !strings.Contains(res.stderr, "permit count mismatch") {
+		t.Fatalf("run --permits 3 while held with 2: exit %d %q; want 1 and the mismatch", res.code, res.stderr)
+	}
+	out = dlockCmd(t, nil, "inspect", "--backend", u, "api")
+	if !strings.Contains(out.stdout, "(semaphore): 2 of 2 permits held: worker-1") {
+		t.Fatalf("inspect text: %q", out.stdout)
+	}
+	_ = p1.Unlock(ctx)
+	_ = p2.Unlock(ctx)
+	if res := dlockCmd(t, nil, "run", "--backend", u, "--permits", "2", "--shared", "api", "--", "true"); res.code != 2 {
+		t.Fatalf("run --permits with --shared: exit %d; want 2", res.code)
+	}
+}
+
+// A backend without the kinds says so, with exit 2.
+func TestRunKindsUnsupported(t *testing.T) {
+	u := testserver.PostgresURL(testserver.Postgres(t)) + "&mode=session"
+	res := dlockCmd(t, nil, "run", "--backend", u, "--permits", "2", "x", "--", "true")
+	if res.code != 2 || !strings.Contains(res.stderr, "advisory locks") {
+		t.Fatalf("run --permits on session mode: exit %d %q; want 2 and the reason", res.code, res.stderr)
+	}
+	if res := dlockCmd(t, nil, "run", "--backend", u, "--shared", "--no-wait", "x", "--", "true"); res.code != 0 {
+		t.Fatalf("run --shared on session mode: exit %d %q", res.code, res.stderr)
+	}
+}

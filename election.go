@@ -1,0 +1,396 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"sync"
+	"time"
+
+	"github.com/dlock/dlock/driver"
+)
+
+// ErrNoLeader is returned by Election.Leader when the election has no leader.
+var ErrNoLeader = errors.New("dlock: no leader")
+
+// observePoll is how often Observe reads the leader where the store cannot
+// tell it of every change (the portable election).
+const observePoll = 200 * time.Millisecond
+
+// Election is a leader election, made by Client.Election: candidates
+// Campaign, one of them leads at a time for a Term, and anyone can read the
+// Leader or Observe its changes. Its methods are safe for concurrent use.
+//
+// On etcd and ZooKeeper an election has the layout of the store's own
+// recipe (etcd's concurrency.Election and `etcdctl elect`; Curator's
+// LeaderLatch), so their candidates and dlock's elect one leader. Elsewhere
+// it is a lock on the election's name: a term is a hold of that lock, and
+// the leader's value is kept as the hold's label (WithLabel is then
+// ignored), so it must be a valid label (at most 256 bytes of UTF-8, no NUL)
+// and is empty where the store keeps no labels (the SQL row and session
+// locks); Proclaim returns ErrUnsupported there. On every backend an
+// election and a Mutex of the same name are one thing in the store: do not
+// use one name for both. Backends that cannot hold an election safely
+// (Memcached, which may evict keys) report ErrUnsupported from every method.
+type Election struct {
+	c    *Client
+	name string
+	opts mutexOptions
+	el   driver.Elector // nil: the portable election
+	err  error
+}
+
+// Election returns the leader election named name. Making it does not touch
+// the store; invalid arguments, and a backend that cannot hold elections
+// (ErrUnsupported, with the reason), are reported by its methods. The
+// options are those of a Mutex: WithTTL sets how long a dead leader keeps
+// the lead, WithLabel the leader's label where the store keeps one apart
+// from its value, WithoutRenewal makes terms end at their TTL. WithOwner
+// is ignored: every Campaign is a candidate of its own.
+func (c *Client) Election(name string, opts ...Option) *Election {
+	o := mutexOptions{ttl: DefaultTTL}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	e := &Election{c: c, name: name, opts: o}
+	e.el, _ = c.drv.(driver.Elector)
+	if r, ok := c.drv.(driver.ElectionRefuser); ok {
+		e.err = fmt.Errorf("%w: %s", ErrUnsupported, r.ElectionUnsupported())
+	} else {
+		e.err = c.validate(name, o)
+	}
+	return e
+}
+
+// Name returns the election's name.
+func (e *Election) Name() string { return e.name }
+
+// Err reports what making the Election found wrong, which its methods also
+// return: invalid arguments, or ErrUnsupported with the reason when the
+// backend cannot hold elections; nil when it is usable. Check it at
+// start-up to fail early.
+func (e *Election) Err() error { return e.c.wrap("election", e.name, e.err) }
+
+// Leader describes the leader of an election.
+type Leader struct {
+	Value string // the value the leader campaigned with or proclaimed
+	Label string // the leader's holder label, where the store keeps one apart from the value
+	Term  uint64 // the leader's term: strictly greater than every earlier term
+}
+
+// Term is one candidate's lead, from Campaign until Resign, Client.Close or
+// its loss, which happens exactly as a Lease's: its watchdog renewal
+// failing, loss detected before expiry, or the store's session ending. Its
+// methods are safe for concurrent use.
+type Term struct {
+	e *Election
+	l *Lease
+
+	proclaiming sync.Mutex // one Proclaim at a time, so value is the last one applied
+	mu          sync.Mutex
+	value       string
+}
+
+// Campaign blocks until this candidate leads, proposing value, and returns
+// its term. ctx bounds the wait only: the term lasts until Resign,
+// Client.Close or its loss. When ctx ends first, Campaign returns an error
+// matching ErrNotAcquired and ctx's error, and leaves nothing behind.
+func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
+	c := e.c
+	if ctx == nil {
+		return nil, c.wrap("campaign", e.name, ErrNilContext)
+	}
+	if e.err != nil {
+		return nil, c.wrap("campaign", e.name, e.err)
+	}
+	if e.el == nil { // portable: a lock whose label is the value
+		o := e.opts
+		o.label = value
+		o.owner, o.ownerSet = NewOwnerID(), true // every Campaign is a candidate of its own
+		if err := c.validate(e.name, o); err != nil {
+			return nil, c.wrap("campaign", e.name, fmt.Errorf("value: %w", err))
+		}
+		l, err := (&Mutex{c: c, name: e.name, opts: o}).Lock(ctx)
+		if de := (*Error)(nil); errors.As(err, &de) {
+			de.Op = "campaign"
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &Term{e: e, l: l, value: value}, nil
+	}
+	l, err := e.campaign(ctx, value)
+	if err != nil {
+		return nil, c.wrap("campaign", e.name, err)
+	}
+	return &Term{e: e, l: l, value: value}, nil
+}
+
+// campaign is Mutex.acquire for a driver's native election: the hold it
+// gets is registered, renewed and released as a lock's.
+func (e *Election) campaign(ctx context.Context, value string) (*Lease, error) {
+	c := e.c
+	owner := NewOwnerID()
+	k := holdKey{name: e.name, owner: owner, kind: driver.Exclusive}
+	ent, err := c.enter(ctx, k, false)
+	if err != nil {
+		return nil, gaveUp(ctx, err)
+	}
+	defer ent.Done()
+	label := e.opts.label
+	if label == "" {
+		label = c.label
+	}
+	req := driver.Request{Name: e.name, Owner: owner, Label: label, TTL: e.opts.ttl, Kind: driver.Exclusive, Wait: c.caps.Blocking}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(c.closing, cancel)
+	defer stop()
+	ent.Block(true)
+	defer ent.Block(false)
+	began := time.Now()
+	pause := errWait
+	for {
+		sent := time.Now()
+		g, err := e.el.Campaign(wctx, req, value)
+		if err == nil && g.Acquired {
+			l, err := c.grant(ctx, k, req, g, sent, !e.opts.noRenewal)
+			if errors.Is(err, errStaleGrant) {
+				continue
+			}
+			if err == nil && c.hooks.Acquired != nil {
+				c.hooks.Acquired(ctx, Event{Backend: c.scheme, Name: e.name, Token: l.h.token, Wait: time.Since(began)})
+			}
+			return l, err
+		}
+		if err != nil && (permanent(err) || wctx.Err() != nil) {
+			return nil, gaveUp(ctx, c.waitErr(wctx, err))
+		}
+		if err != nil {
+			c.log.Debug("dlock: campaign failed while waiting", "backend", c.scheme, "name", e.name, "err", err)
+		} else {
+			pause = errWait // not the leader yet, without an error: poll
+		}
+		select {
+		case <-time.After(jitter(pause)):
+		case <-wctx.Done():
+			return nil, gaveUp(ctx, c.waitErr(wctx, err))
+		}
+		pause = min(pause*2, pollMax)
+	}
+}
+
+// Token returns the term: strictly greater than every earlier term of the
+// election (the fencing token of the term's hold). Pass it to what the
+// leader writes to, so it can refuse a deposed leader's writes.
+func (t *Term) Token() uint64 { return t.l.Token() }
+
+// Value returns the value the term campaigned with or last proclaimed.
+func (t *Term) Value() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.value
+}
+
+// Lease returns the lease that holds the term, for TimeLeft, Extend and As.
+func (t *Term) Lease() *Lease { return t.l }
+
+// Done is closed when the term ends: by Resign, Client.Close or its loss.
+func (t *Term) Done() <-chan struct{} { return t.l.Done() }
+
+// Err returns nil while the term lasts and after Resign; after a loss, an
+// error wrapping ErrLeaseLost; after Client.Close, one wrapping ErrClosed.
+func (t *Term) Err() error { return t.l.Err() }
+
+// Resign gives up the lead, so that another candidate can take it at once.
+// It returns an error wrapping ErrLeaseLost if the term had been lost.
+func (t *Term) Resign(ctx context.Context) error { return t.l.Unlock(ctx) }
+
+// Proclaim changes the leader's value without giving up the lead. It
+// returns an error wrapping ErrLeaseLost if the term was lost (the term
+// then ends), and ErrUnsupported on the portable election, where the value
+// is fixed for the term (resign and campaign again to change it).
+func (t *Term) Proclaim(ctx context.Context, value string) error {
+	e, c := t.e, t.e.c
+	if ctx == nil {
+		return c.wrap("proclaim", e.name, ErrNilContext)
+	}
+	if e.el == nil {
+		return c.wrap("proclaim", e.name, fmt.Errorf("%w: the value is the hold's label, fixed for the term", ErrUnsupported))
+	}
+	if err := t.l.Err(); err != nil {
+		return err
+	}
+	if t.l.ctx.Err() != nil {
+		return c.wrap("proclaim", e.name, ErrNotHeld)
+	}
+	t.proclaiming.Lock()
+	defer t.proclaiming.Unlock()
+	err := e.el.Proclaim(ctx, t.l.h.held(), value)
+	if errors.Is(err, ErrLeaseLost) {
+		c.lost(t.l.h, err)
+		return t.l.Err()
+	}
+	if err != nil {
+		return c.wrap("proclaim", e.name, err)
+	}
+	t.mu.Lock()
+	t.value = value
+	t.mu.Unlock()
+	return nil
+}
+
+// Leader returns the current leader: its value, label and term. It returns
+// an error wrapping ErrNoLeader when there is none.
+func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	c := e.c
+	if ctx == nil {
+		return Leader{}, c.wrap("leader", e.name, ErrNilContext)
+	}
+	if e.err != nil {
+		return Leader{}, c.wrap("leader", e.name, e.err)
+	}
+	if c.isClosed() {
+		return Leader{}, c.wrap("leader", e.name, ErrClosed)
+	}
+	ld, err := e.leader(ctx)
+	if err == nil && !ld.Held {
+		err = ErrNoLeader
+	}
+	if err != nil {
+		return Leader{}, c.wrap("leader", e.name, err)
+	}
+	return Leader{Value: ld.Value, Label: ld.Label, Term: ld.Term}, nil
+}
+
+func (e *Election) leader(ctx context.Context) (driver.Leader, error) {
+	if e.el != nil {
+		return e.el.Leader(ctx, e.name)
+	}
+	info, err := e.c.drv.Inspect(ctx, e.name)
+	if err != nil {
+		return driver.Leader{}, err
+	}
+	return driver.Leader{Held: info.Held, Value: info.Label, Term: info.Token}, nil
+}
+
+// Observe returns the changes of leader, in order: the leader when it
+// starts, then each new term, and each Proclaim of a new value (same Term,
+// new Value). Terms come in strictly increasing order and each is reported
+// once: a read that finds an older term than one already reported (a
+// lagging replica) is dropped. Times without a leader are not reported.
+// Store errors are yielded (with a zero Leader) as they happen, and Observe
+// goes on after a pause; it ends when ctx ends or the loop breaks.
+//
+// "None missed" means: Observe reads the leader after every change the
+// store tells it of (an etcd watch, ZooKeeper watches on the candidates
+// and the leader's node, a release notification where the driver offers
+// them: mem, PostgreSQL's table mode), and at least every 200ms on the
+// portable election (every 5s on etcd and ZooKeeper). A term that
+// begins and ends between two reads — shorter than the store's
+// notification delay, or than the poll interval where it has none — is
+// not reported; every term that lasts longer is, and no term is reported
+// twice or out of order.
+func (e *Election) Observe(ctx context.Context) iter.Seq2[Leader, error] {
+	return func(yield func(Leader, error) bool) {
+		c := e.c
+		if ctx == nil {
+			yield(Leader{}, c.wrap("observe", e.name, ErrNilContext))
+			return
+		}
+		if e.err != nil {
+			yield(Leader{}, c.wrap("observe", e.name, e.err))
+			return
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stop := context.AfterFunc(c.closing, cancel)
+		defer stop()
+		var wake <-chan struct{}
+		every := observePoll
+		var sub driver.Subscription
+		var err error
+		if e.el != nil {
+			sub, err = e.el.WatchLeader(ctx, e.name)
+			every = wakeMax
+		} else if n, ok := c.drv.(driver.Notifier); ok {
+			sub, err = n.Subscribe(ctx, e.name)
+		}
+		if err != nil { // poll instead
+			c.log.Debug("dlock: observe: watch failed; polling", "backend", c.scheme, "name", e.name, "err", err)
+			every = observePoll
+		} else if sub != nil {
+			defer sub.Close()
+			wake = sub.C()
+		}
+		var last Leader
+		timer := time.NewTimer(0)
+		defer timer.Stop()
+		pause := errWait
+		for {
+			ld, err := e.leader(ctx)
+			d := every
+			switch {
+			case ctx.Err() != nil:
+				if c.closing.Err() != nil {
+					yield(Leader{}, c.wrap("observe", e.name, ErrClosed))
+				}
+				return
+			case err != nil:
+				if !yield(Leader{}, c.wrap("observe", e.name, err)) {
+					return
+				}
+				d, pause = pause, min(pause*2, pollMax)
+			case ld.Held && (ld.Term > last.Term || ld.Term == last.Term && ld.Value != last.Value):
+				pause = errWait
+				last = Leader{Value: ld.Value, Label: ld.Label, Term: ld.Term}
+				if !yield(last, nil) {
+					return
+				}
+			default:
+				pause = errWait
+			}
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+			timer.Reset(d)
+			select {
+			case <-wake:
+			case <-timer.C:
+			case <-ctx.Done():
+				if c.closing.Err() != nil {
+					yield(Leader{}, c.wrap("observe", e.name, ErrClosed))
+				}
+				return
+			}
+		}
+	}
+}
+
+// Lead campaigns with value and, once leading, runs fn, then resigns. The
+// ctx passed to fn derives from ctx and is cancelled when the term is lost,
+// with the loss as its cause (context.Cause wraps ErrLeaseLost): fn should
+// watch it. Lead returns fn's error, joined with a loss or resign error if
+// there was one. ctx bounds the campaign too: a Lead that never leads
+// returns when ctx ends, with an error matching ErrNotAcquired.
+func (e *Election) Lead(ctx context.Context, value string, fn func(ctx context.Context, t *Term) error) (err error) {
+	t, err := e.Campaign(ctx, value)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(t.l.ctx, func() { cancel(context.Cause(t.l.ctx)) })
+	defer func() {
+		stop()
+		cancel(nil)
+		rerr := t.Resign(context.WithoutCancel(ctx))
+		if rerr != nil && !errors.Is(err, rerr) {
+			err = errors.Join(err, rerr)
+		}
+	}()
+	return fn(wctx, t)
+}

@@ -1,0 +1,195 @@
+package etcdlock_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
+	"github.com/dlock/dlock/internal/testserver"
+)
+
+func TestElectionDebianEtcd(t *testing.T) {
+	srv := testserver.Etcd(t)
+	drivertest.RunElection(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
+		return &harness{endpoints: []string{"http://" + srv.Addr()}}, nil
+	})
+}
+
+func TestLockAllDebianEtcd(t *testing.T) {
+	srv := testserver.Etcd(t)
+	drivertest.RunLockAll(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
+		return &harness{endpoints: []string{"http://" + srv.Addr()}}, nil
+	})
+}
+
+// etcdctlProc is a running etcdctl whose output lines arrive on lines.
+type etcdctlProc struct {
+	cmd   *exec.Cmd
+	lines chan string
+}
+
+func startEtcdctl(t *testing.T, ep string, args ...string) *etcdctlProc {
+	t.Helper()
+	etcdctl := testserver.LookBinary(t, "etcdctl")
+	cmd := exec.Command(etcdctl, append([]string{"--endpoints=" + ep}, args...)...)
+	cmd.Env = append(os.Environ(), "ETCDCTL_API=3")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &etcdctlProc{cmd: cmd, lines: make(chan string, 100)}
+	go func() {
+		defer close(p.lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return p
+}
+
+// next returns the next line etcdctl prints, failing after d.
+func (p *etcdctlProc) next(t *testing.T, d time.Duration, what string) string {
+	t.Helper()
+	select {
+	case l, ok := <-p.lines:
+		if !ok {
+			t.Fatalf("%s: etcdctl exited", what)
+		}
+		return l
+	case <-time.After(d):
+		t.Fatalf("%s: etcdctl printed nothing in %v", what, d)
+		return ""
+	}
+}
+
+// silent asserts that etcdctl prints nothing for d.
+func (p *etcdctlProc) silent(t *testing.T, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case l := <-p.lines:
+		t.Fatalf("%s: etcdctl printed %q", what, l)
+	case <-time.After(d):
+	}
+}
+
+// interrupt stops etcdctl as Ctrl-C would: `etcdctl elect` then resigns.
+func (p *etcdctlProc) interrupt(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan struct{})
+	go func() {
+		for range p.lines {
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("etcdctl did not exit on SIGINT")
+	}
+}
+
+// dlock and `etcdctl elect` candidates elect one leader, both ways, and
+// `etcdctl elect -l` observes dlock's leaders and their Proclaims.
+func TestEtcdctlElectInterop(t *testing.T) {
+	srv := testserver.Etcd(t)
+	ep := srv.Addr()
+	c := open(t, "http://"+ep)
+	ctx := t.Context()
+	e := c.Election("interop-elect", dlock.WithTTL(5*time.Second))
+
+	obs := startEtcdctl(t, ep, "elect", "-l", "interop-elect")
+
+	// etcdctl leads: dlock reads its value and waits behind it.
+	ctl := startEtcdctl(t, ep, "elect", "interop-elect", "etcdctl-proposal")
+	key := ctl.next(t, 10*time.Second, "etcdctl elect")
+	if !strings.HasPrefix(key, "interop-elect/") {
+		t.Fatalf("etcdctl elect printed key %q", key)
+	}
+	if v := ctl.next(t, 5*time.Second, "etcdctl elect value"); v != "etcdctl-proposal" {
+		t.Fatalf("etcdctl elect printed value %q", v)
+	}
+	ld, err := e.Leader(ctx)
+	if err != nil || ld.Value != "etcdctl-proposal" {
+		t.Fatalf("Leader while etcdctl leads = %+v, %v; want etcdctl's proposal", ld, err)
+	}
+	if k, v := obs.next(t, 10*time.Second, "elect -l"), obs.next(t, 5*time.Second, "elect -l"); k != key || v != "etcdctl-proposal" {
+		t.Fatalf("etcdctl elect -l printed %q %q; want %q etcdctl-proposal", k, v, key)
+	}
+	type result struct {
+		term *dlock.Term
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		term, err := e.Campaign(ctx, "dlock-proposal")
+		got <- result{term, err}
+	}()
+	select {
+	case r := <-got:
+		t.Fatalf("dlock leads while etcdctl does: %v %v", r.term, r.err)
+	case <-time.After(time.Second):
+	}
+	ctl.interrupt(t) // etcdctl resigns
+	var r result
+	select {
+	case r = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("dlock did not take the lead after etcdctl resigned")
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	term := r.term
+	if term.Token() <= ld.Term {
+		t.Fatalf("dlock's term %d is not above etcdctl's %d", term.Token(), ld.Term)
+	}
+	_, v := obs.next(t, 10*time.Second, "elect -l"), obs.next(t, 5*time.Second, "elect -l")
+	if v != "dlock-proposal" {
+		t.Fatalf("etcdctl elect -l printed %q after dlock took the lead; want dlock-proposal", v)
+	}
+	if err := term.Proclaim(ctx, "dlock-proclaimed"); err != nil {
+		t.Fatal(err)
+	}
+	if _, v := obs.next(t, 10*time.Second, "elect -l"), obs.next(t, 5*time.Second, "elect -l"); v != "dlock-proclaimed" {
+		t.Fatalf("etcdctl elect -l printed %q after Proclaim; want dlock-proclaimed", v)
+	}
+
+	// dlock leads: etcdctl waits, and leads once dlock resigns.
+	ctl2 := startEtcdctl(t, ep, "elect", "interop-elect", "etcdctl-2")
+	ctl2.silent(t, time.Second, "etcdctl elect while dlock leads")
+	if err := term.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ctl2.next(t, 10*time.Second, "etcdctl elect after dlock resigned")
+	if v := ctl2.next(t, 5*time.Second, "etcdctl elect value"); v != "etcdctl-2" {
+		t.Fatalf("etcdctl elect printed %q", v)
+	}
+	ld2, err := e.Leader(ctx)
+	if err != nil || ld2.Value != "etcdctl-2" || ld2.Term <= term.Token() {
+		t.Fatalf("Leader after dlock resigned = %+v, %v; want etcdctl-2 in a later term than %d", ld2, err, term.Token())
+	}
+	ctl2.interrupt(t)
+	if _, err := e.Leader(ctx); !errors.Is(err, dlock.ErrNoLeader) {
+		t.Fatalf("Leader after everyone resigned: %v; want ErrNoLeader", err)
+	}
+}

@@ -1,0 +1,75 @@
+package redisnode
+
+import (
+	"strings"
+
+	"github.com/dlock/dlock/driver"
+)
+
+// Keys are the Redis keys of one lock, and the kind of hold they are used
+// for. They share a hash tag, so in a Cluster they live in one slot and
+// every script touches one node; a mutex, a read-write lock and a semaphore
+// of one name have keys of their own, in the same slot.
+type Keys struct {
+	list  []string // the KEYS of every script: lock, token, queue, info (a mutex); lock, exp, token, queue, info (the kinds)
+	kind  driver.Kind
+	name  string
+	lock  string // mutex: hash of owner -> hold count, "\x00t" -> token, "\x00l" -> label, "\x00r" -> the last requests that changed the hold; kinds: see kindscripts.go
+	exp   string // kinds: sorted set of hold -> expiry (ms, server time)
+	token string // counter: the last fencing token; outlives the lock
+	queue string // list: waiting requests in arrival order
+	info  string // hash: request -> its place (expiry, TTL, channel, owner, label; kind and limit for the kinds)
+	chann string // mutex: pub/sub channel of releases (for Redlock's waiters)
+}
+
+// tagEscaper makes any name safe inside a hash tag: the tag ends at the
+// first "}", so braces (and "%", to keep the mapping one-to-one) are
+// percent-escaped.
+var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
+
+// NewKeys returns the keys of the mutex named name.
+func NewKeys(prefix, name string) Keys {
+	base := prefix + ":{" + tagEscaper.Replace(name) + "}"
+	k := Keys{name: name, lock: base, token: base + ":token", queue: base + ":queue", info: base + ":queueinfo", chann: base + ":released"}
+	k.list = []string{k.lock, k.token, k.queue, k.info}
+	return k
+}
+
+// NewKindKeys returns the keys of the lock named name for holds of kind:
+// those of the mutex for Exclusive, of the read-write lock for Shared and
+// Write ("<prefix>:{<name>}:rw…"), of the semaphore for Permit
+// ("<prefix>:{<name>}:sem…").
+func NewKindKeys(prefix, name string, kind driver.Kind) Keys {
+	fam := ":rw"
+	switch kind {
+	case driver.Exclusive:
+		return NewKeys(prefix, name)
+	case driver.Permit:
+		fam = ":sem"
+	}
+	base := prefix + ":{" + tagEscaper.Replace(name) + "}" + fam
+	k := Keys{kind: kind, name: name, lock: base, exp: base + ":exp", token: base + ":token", queue: base + ":queue", info: base + ":queueinfo"}
+	k.list = []string{k.lock, k.exp, k.token, k.queue, k.info}
+	return k
+}
+
+// Kind returns the kind of hold the keys are used for.
+func (k Keys) Kind() driver.Kind { return k.kind }
+
+func (k Keys) all() []string { return k.list }
+
+// holdID is the field of owner's hold in a read-write lock's or semaphore's
+// hash: the kind's letter and the owner id.
+func (k Keys) holdID(owner string) string { return kindLetter(k.kind) + owner }
+
+func kindLetter(kind driver.Kind) string {
+	switch kind {
+	case driver.Shared:
+		return "r"
+	case driver.Write:
+		return "w"
+	case driver.Permit:
+		return "p"
+	}
+	return ""
+}

@@ -1,0 +1,163 @@
+package sqlbase
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/dlock/dlock/driver"
+)
+
+// Read-write locks and semaphores in the SQL table modes. A lock of a kind
+// family is a state row (token counter, arrival counter, permit count) that
+// every acquire locks FOR UPDATE, so the decision below is taken on the
+// rows as they are; its live holds; and, for a read-write lock, the records
+// of refused readers and writers waiting in arrival order.
+//
+// A waiting record lives for WaitRecord (or the TTL if shorter) unless the
+// waiter's next attempt renews it; the waiter is told to come back within
+// half that time. A waiter that gives up (or a refused TryLock) holds the
+// ones behind it back for at most that long.
+
+// WaitRecord is the longest life of a waiting record.
+const WaitRecord = 2 * time.Second
+
+// Family is the stored number of a kind's family: 1 for read-write locks,
+// 2 for semaphores (0 would be the Mutex, which has its own table).
+func Family(k driver.Kind) int {
+	if k == driver.Permit {
+		return 2
+	}
+	return 1
+}
+
+// KindHold is a live hold row.
+type KindHold struct {
+	Owner   string
+	Label   string
+	Kind    driver.Kind
+	Holds   int
+	Token   uint64
+	TTLLeft time.Duration
+}
+
+// KindWait is a live waiting record.
+type KindWait struct {
+	Owner string
+	Kind  driver.Kind
+	Seq   uint64
+}
+
+// Verdict is what an acquire gets.
+type Verdict int
+
+// The verdicts.
+const (
+	Refuse   Verdict = iota // wait (a read-write request keeps its place: upsert its record)
+	Grant                   // a new hold with a new token
+	Reenter                 // one more hold of the owner's live hold of the kind
+	Mismatch                // the semaphore's live holds use another permit count
+	KindHeld                // the owner holds the other kind (dlock never asks this)
+)
+
+// Decide says what req gets given the lock's live holds and waiting records
+// and the stored permit count: a read needs no write hold and no writer
+// waiting ahead of it; a write needs no hold and nobody waiting ahead of
+// it; a permit needs fewer live holds than the limit, which must match the
+// stored one while there are holds. seq is req's place in line: its
+// record's, or 0 when it has none (it is then behind everybody).
+func Decide(req driver.Request, holds []KindHold, waits []KindWait, limit int) Verdict {
+	for _, h := range holds {
+		if h.Owner == req.Owner {
+			switch {
+			case h.Kind != req.Kind:
+				return KindHeld
+			case req.Kind == driver.Permit && req.Limit != limit:
+				return Mismatch
+			}
+			return Reenter
+		}
+	}
+	switch req.Kind {
+	case driver.Permit:
+		if len(holds) > 0 && req.Limit != limit {
+			return Mismatch
+		}
+		if len(holds) < req.Limit {
+			return Grant
+		}
+		return Refuse
+	case driver.Shared, driver.Write:
+	default:
+		return Refuse
+	}
+	var seq uint64 // 0: no record, behind everybody
+	for _, w := range waits {
+		if w.Owner == req.Owner {
+			seq = w.Seq
+		}
+	}
+	for _, h := range holds {
+		if req.Kind == driver.Write || h.Kind == driver.Write {
+			return Refuse
+		}
+	}
+	for _, w := range waits {
+		ahead := w.Owner != req.Owner && (seq == 0 || w.Seq < seq)
+		if ahead && (req.Kind == driver.Write || w.Kind == driver.Write) {
+			return Refuse
+		}
+	}
+	return Grant
+}
+
+// Retry is how soon a refused request should try again: when the first of
+// the holds ends, and for a read-write request no later than half its
+// waiting record's life.
+func Retry(req driver.Request, holds []KindHold) time.Duration {
+	var d time.Duration
+	for _, h := range holds {
+		if d == 0 || h.TTLLeft < d {
+			d = h.TTLLeft
+		}
+	}
+	if req.Kind != driver.Permit {
+		if half := WaitLife(req.TTL) / 2; d <= 0 || half < d {
+			d = half
+		}
+	}
+	return max(d, time.Millisecond)
+}
+
+// WaitLife is how long a waiting record of a request with ttl lives.
+func WaitLife(ttl time.Duration) time.Duration { return min(ttl, WaitRecord) }
+
+// Top is the hold Info describes in its single-holder fields: the write
+// hold if there is one, else the one with the greatest token.
+func Top(holds []KindHold) (KindHold, bool) {
+	var top KindHold
+	for _, h := range holds {
+		if h.Token > top.Token {
+			top = h
+		}
+	}
+	return top, len(holds) > 0
+}
+
+// Info describes a read-write lock or semaphore from its rows.
+func Info(name string, kind driver.Kind, holds []KindHold, waiters, limit int) driver.Info {
+	info := driver.Info{Name: name, Kind: kind, Waiters: waiters}
+	if kind == driver.Permit {
+		info.Limit = limit
+	}
+	for _, h := range holds {
+		info.Holders = append(info.Holders, driver.Holder{Owner: h.Owner, Label: h.Label, Kind: h.Kind, Token: h.Token,
+			Holds: h.Holds, TTL: h.TTLLeft})
+	}
+	slices.SortFunc(info.Holders, func(a, b driver.Holder) int { return cmp.Compare(a.Token, b.Token) })
+	if top, ok := Top(holds); ok {
+		info.Held, info.Kind = true, top.Kind
+		info.Owner, info.Label, info.Holds, info.Token, info.TTL = top.Owner, top.Label, top.Holds, top.Token, top.TTLLeft
+	}
+	return info
+}

@@ -1,0 +1,69 @@
+package sqlbase
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock/driver"
+)
+
+func TestDecide(t *testing.T) {
+	read := func(o string) driver.Request { return driver.Request{Owner: o, Kind: driver.Shared, TTL: time.Second} }
+	write := func(o string) driver.Request { return driver.Request{Owner: o, Kind: driver.Write, TTL: time.Second} }
+	permit := func(o string, n int) driver.Request {
+		return driver.Request{Owner: o, Kind: driver.Permit, Limit: n, TTL: time.Second}
+	}
+	r := func(o string) KindHold { return KindHold{Owner: o, Kind: driver.Shared, Holds: 1} }
+	w := func(o string) KindHold { return KindHold{Owner: o, Kind: driver.Write, Holds: 1} }
+	p := func(o string) KindHold { return KindHold{Owner: o, Kind: driver.Permit, Holds: 1} }
+	rw := func(o string, seq uint64) KindWait { return KindWait{Owner: o, Kind: driver.Shared, Seq: seq} }
+	ww := func(o string, seq uint64) KindWait { return KindWait{Owner: o, Kind: driver.Write, Seq: seq} }
+	for _, tc := range []struct {
+		name  string
+		req   driver.Request
+		holds []KindHold
+		waits []KindWait
+		limit int
+		want  Verdict
+	}{
+		{"read, free", read("a"), nil, nil, 0, Grant},
+		{"read beside readers", read("a"), []KindHold{r("b"), r("c")}, nil, 0, Grant},
+		{"read under a writer", read("a"), []KindHold{w("b")}, nil, 0, Refuse},
+		{"new read behind a waiting writer", read("a"), []KindHold{r("b")}, []KindWait{ww("w", 5)}, 0, Refuse},
+		{"read waiting before the writer", read("a"), []KindHold{r("b")}, []KindWait{rw("a", 4), ww("w", 5)}, 0, Grant},
+		{"read behind waiting readers only", read("a"), []KindHold{r("b")}, []KindWait{rw("c", 1)}, 0, Grant},
+		{"read re-entry past a waiting writer", read("b"), []KindHold{r("b")}, []KindWait{ww("w", 5)}, 0, Reenter},
+		{"write, free", write("a"), nil, nil, 0, Grant},
+		{"write beside a reader", write("a"), []KindHold{r("b")}, nil, 0, Refuse},
+		{"write beside a writer", write("a"), []KindHold{w("b")}, nil, 0, Refuse},
+		{"write behind an earlier reader", write("a"), nil, []KindWait{rw("b", 1), ww("a", 2)}, 0, Refuse},
+		{"write ahead of a later reader", write("a"), nil, []KindWait{ww("a", 1), rw("b", 2)}, 0, Grant},
+		{"new write behind any waiter", write("a"), nil, []KindWait{rw("b", 9)}, 0, Refuse},
+		{"write re-entry", write("a"), []KindHold{w("a")}, nil, 0, Reenter},
+		{"read under own write", read("a"), []KindHold{w("a")}, nil, 0, KindHeld},
+		{"permit, free", permit("a", 2), nil, nil, 0, Grant},
+		{"permit with room", permit("a", 2), []KindHold{p("b")}, nil, 2, Grant},
+		{"permit, all held", permit("a", 2), []KindHold{p("b"), p("c")}, nil, 2, Refuse},
+		{"permit, other count", permit("a", 3), []KindHold{p("b")}, nil, 2, Mismatch},
+		{"permit, other count, no holds", permit("a", 3), nil, nil, 2, Grant},
+		{"permit re-entry", permit("b", 2), []KindHold{p("b"), p("c")}, nil, 2, Reenter},
+	} {
+		if got := Decide(tc.req, tc.holds, tc.waits, tc.limit); got != tc.want {
+			t.Errorf("%s: %v; want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestRetry(t *testing.T) {
+	req := driver.Request{Kind: driver.Write, TTL: 10 * time.Second}
+	if got := Retry(req, []KindHold{{TTLLeft: 5 * time.Second}}); got != WaitRecord/2 {
+		t.Errorf("Retry of a waiting writer = %v; want half a record's life, %v", got, WaitRecord/2)
+	}
+	if got := Retry(req, []KindHold{{TTLLeft: 300 * time.Millisecond}}); got != 300*time.Millisecond {
+		t.Errorf("Retry = %v; want the first hold's end", got)
+	}
+	p := driver.Request{Kind: driver.Permit, TTL: 10 * time.Second}
+	if got := Retry(p, []KindHold{{TTLLeft: 5 * time.Second}}); got != 5*time.Second {
+		t.Errorf("Retry of a permit = %v; want the first hold's end", got)
+	}
+}

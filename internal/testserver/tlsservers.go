@@ -1,0 +1,252 @@
+package testserver
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Servers that speak TLS only: each listens on its TLS port alone (no
+// plaintext port), with the certificate c.CertFile, and trusts c's CA for
+// client certificates. Their readiness checks talk TLS with c's client
+// certificate.
+
+// tlsDial dials addr over TLS as c's client, bounded by ctx.
+func tlsDial(ctx context.Context, c *TLS, t TB, addr string) (net.Conn, error) {
+	d := tls.Dialer{Config: c.ClientConfig(t)}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	return conn, nil
+}
+
+// redisTLSArgs are redis-server's arguments for a TLS-only port: client
+// certificates optional (Redis requires them by default).
+func redisTLSArgs(c *TLS, port int) []string {
+	return []string{"--port", "0", "--tls-port", strconv.Itoa(port),
+		"--tls-cert-file", c.CertFile, "--tls-key-file", c.KeyFile, "--tls-ca-cert-file", c.CAFile,
+		"--tls-auth-clients", "optional", "--tls-replication", "yes"}
+}
+
+// redisTLSReady sends PING over TLS and wants PONG.
+func redisTLSReady(c *TLS, t TB) func(ctx context.Context, addr string) error {
+	return func(ctx context.Context, addr string) error {
+		conn, err := tlsDial(ctx, c, t, addr)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		return redisPing(conn)
+	}
+}
+
+func redisPing(conn net.Conn) error {
+	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+	}
+	return nil
+}
+
+// RedisTLS starts a private redis-server that listens on a TLS port only
+// (Port), with c's server certificate. extra are more arguments, as for
+// Redis.
+func RedisTLS(t TB, c *TLS, extra ...string) *Server {
+	t.Helper()
+	s := &Server{Name: "redis-server (TLS)", bin: LookBinary(t, "redis-server")}
+	s.args = func(port int, dir string) []string {
+		a := []string{"--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no",
+			"--daemonize", "no", "--protected-mode", "yes", "--logfile", ""}
+		return append(append(a, redisTLSArgs(c, port)...), extra...)
+	}
+	s.ready = redisTLSReady(c, t)
+	s.start(t)
+	return s
+}
+
+// RedisSentinelTLS starts a Redis Sentinel on a TLS port only, monitoring
+// the TLS master under masterName (quorum 1), which it reaches over TLS.
+func RedisSentinelTLS(t TB, c *TLS, master *Server, masterName string) *Server {
+	t.Helper()
+	s := &Server{Name: "redis-sentinel (TLS)", bin: LookBinary(t, "redis-server")}
+	s.args = func(port int, dir string) []string {
+		conf := filepath.Join(dir, "sentinel.conf")
+		body := fmt.Sprintf("port 0\ntls-port %d\nbind 127.0.0.1\ndir %s\n"+
+			"tls-cert-file %s\ntls-key-file %s\ntls-ca-cert-file %s\ntls-auth-clients optional\ntls-replication yes\n"+
+			"sentinel monitor %s %s %d 1\nsentinel down-after-milliseconds %s 1000\n",
+			port, dir, c.CertFile, c.KeyFile, c.CAFile, masterName, master.Host, master.Port, masterName)
+		_ = os.WriteFile(conf, []byte(body), 0o600)
+		return []string{conf, "--sentinel"}
+	}
+	s.ready = redisTLSReady(c, t)
+	s.start(t)
+	return s
+}
+
+// RedisClusterTLS starts n redis-servers in cluster mode (masters only) on
+// TLS ports only, the cluster bus over TLS too, and joins them.
+func RedisClusterTLS(t TB, c *TLS, n int) []*Server {
+	t.Helper()
+	bin := LookBinary(t, "redis-server")
+	cli := LookBinary(t, "redis-cli")
+	nodes := make([]*Server, n)
+	for i := range nodes {
+		s := &Server{Name: "redis-server (TLS cluster)", bin: bin, ready: redisTLSReady(c, t), Dir: t.TempDir(), Host: "127.0.0.1"}
+		s.args = func(port int, dir string) []string {
+			return append([]string{"--bind", "127.0.0.1", "--dir", dir,
+				"--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", "",
+				"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000",
+				"--tls-cluster", "yes"}, redisTLSArgs(c, port)...)
+		}
+		var err error
+		for range 5 {
+			s.Port = clusterPort()
+			if err = s.Start(); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			t.Fatalf("start cluster node: %v", err)
+		}
+		t.Cleanup(s.Stop)
+		nodes[i] = s
+	}
+	args := []string{"--tls", "--cacert", c.CAFile, "--cert", c.ClientCertFile, "--key", c.ClientKeyFile, "--cluster", "create"}
+	for _, s := range nodes {
+		args = append(args, s.Addr())
+	}
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli --cluster create: %v: %s", err, tail(string(out)))
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, s := range nodes {
+		for clusterStateTLS(c, t, s.Addr()) != "ok" {
+			if time.Now().After(deadline) {
+				t.Fatalf("cluster not ok after 30s at %s", s.Addr())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nodes
+}
+
+// clusterStateTLS returns the cluster_state field of CLUSTER INFO, over TLS.
+func clusterStateTLS(c *TLS, t TB, addr string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	conn, err := tlsDial(ctx, c, t, addr)
+	if err != nil {
+		return ""
+	}
+	defer conn.Close()
+	fmt.Fprint(conn, "CLUSTER INFO\r\n")
+	r := bufio.NewReader(conn)
+	if _, err := r.ReadString('\n'); err != nil { // $<len>
+		return ""
+	}
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return ""
+		}
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "cluster_state:"); ok {
+			return v
+		}
+	}
+}
+
+// EtcdTLS starts a private single-member etcd whose client URL is https
+// only, with c's server certificate. With clientCertAuth it also requires
+// a client certificate signed by c's CA (etcd's --client-cert-auth).
+func EtcdTLS(t TB, c *TLS, clientCertAuth bool) *Server {
+	t.Helper()
+	s := &Server{Name: "etcd (TLS)", bin: LookBinary(t, "etcd")}
+	s.args = func(port int, dir string) []string {
+		peer, _ := FreePort()
+		curl := "https://127.0.0.1:" + strconv.Itoa(port)
+		purl := "http://127.0.0.1:" + strconv.Itoa(peer)
+		a := []string{"--name", "dlocktest", "--data-dir", dir + "/data",
+			"--listen-client-urls", curl, "--advertise-client-urls", curl,
+			"--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
+			"--initial-cluster", "dlocktest=" + purl, "--log-level", "error",
+			"--cert-file", c.CertFile, "--key-file", c.KeyFile, "--trusted-ca-file", c.CAFile}
+		if clientCertAuth {
+			a = append(a, "--client-cert-auth")
+		}
+		return a
+	}
+	s.ready = func(ctx context.Context, addr string) error {
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: c.ClientConfig(t)}}
+		defer hc.CloseIdleConnections()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/health", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if !strings.Contains(string(body), `"health":"true"`) {
+			return fmt.Errorf("etcd health: %s", body)
+		}
+		return nil
+	}
+	s.start(t)
+	return s
+}
+
+// MemcachedTLS starts a private memcached (eviction disabled) that speaks
+// TLS only (-Z), with c's server certificate.
+func MemcachedTLS(t TB, c *TLS) *Server {
+	t.Helper()
+	s := &Server{Name: "memcached (TLS)", bin: LookBinary(t, "memcached")}
+	s.args = func(port int, _ string) []string {
+		args := []string{"-p", strconv.Itoa(port), "-l", "127.0.0.1", "-U", "0", "-M", "-m", "64",
+			"-Z", "-o", "ssl_chain_cert=" + c.CertFile + ",ssl_key=" + c.KeyFile + ",ssl_ca_cert=" + c.CAFile}
+		if os.Geteuid() == 0 {
+			args = append(args, "-u", "nobody")
+		}
+		return args
+	}
+	s.ready = func(ctx context.Context, addr string) error {
+		conn, err := tlsDial(ctx, c, t, addr)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		fmt.Fprint(conn, "version\r\n")
+		line, err := bufio.NewReader(conn).ReadString('\n')
+		if err != nil {
+			return err
+		}
+		if !strings.HasPrefix(line, "VERSION") {
+			return fmt.Errorf("version answered %q", strings.TrimSpace(line))
+		}
+		return nil
+	}
+	s.start(t)
+	return s
+}

@@ -1,0 +1,191 @@
+package dlock
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// NamedLocker is a Locker with a name, as LockAll needs to order locks: a
+// Mutex, or any lock with the same methods.
+type NamedLocker interface {
+	Locker
+	Name() string
+}
+
+// Group is the hold of several locks taken together by LockAll or
+// TryLockAll. Its methods are safe for concurrent use.
+type Group struct {
+	leases []*Lease // in the caller's order
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	stops  []func() bool
+
+	mu       sync.Mutex
+	unlocked bool
+}
+
+// LockAll locks every one of lockers, or none: it blocks until all are held
+// and returns them as one Group. The locks are taken one after another in
+// one global order (by name, then by backend), whatever the order they are
+// given in, so two LockAll calls over overlapping sets cannot deadlock each
+// other. If any Lock fails, or ctx ends while waiting, the locks taken so far
+// are released and the error (naming that lock) is returned; nothing is
+// left held. ctx bounds the wait only. Naming one name twice on one backend
+// (even through two clients: each Lock is a holder of its own, so the group
+// would wait for itself) is refused with ErrInvalidName.
+//
+// Every backend takes the locks in order, one store operation (or wait) per
+// lock; none takes them in one operation.
+func LockAll(ctx context.Context, lockers ...NamedLocker) (*Group, error) {
+	return lockAll(ctx, lockers, false)
+}
+
+// TryLockAll is LockAll without waiting: it returns an error wrapping
+// ErrNotAcquired, having released what it took, if any lock is held by
+// another owner.
+func TryLockAll(ctx context.Context, lockers ...NamedLocker) (*Group, error) {
+	return lockAll(ctx, lockers, true)
+}
+
+func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
+	type item struct {
+		i       int
+		name    string
+		backend string
+	}
+	items := make([]item, len(lockers))
+	for i, lk := range lockers {
+		it := item{i: i, name: lk.Name()}
+		if m, ok := lk.(*Mutex); ok {
+			it.backend = m.c.scheme
+		}
+		items[i] = it
+	}
+	slices.SortStableFunc(items, func(a, b item) int {
+		return cmp.Or(cmp.Compare(a.name, b.name), cmp.Compare(a.backend, b.backend))
+	})
+	for i := 1; i < len(items); i++ {
+		a, b := items[i-1], items[i]
+		if a.name == b.name && a.backend == b.backend { // one lock twice: the group would wait for itself
+			return nil, fmt.Errorf("dlock: lock all: %w: %q is given twice", ErrInvalidName, a.name)
+		}
+	}
+	g := &Group{leases: make([]*Lease, len(lockers))}
+	for _, it := range items {
+		var l *Lease
+		var err error
+		if try {
+			l, err = lockers[it.i].TryLock(ctx)
+		} else {
+			l, err = lockers[it.i].Lock(ctx)
+		}
+		if err != nil {
+			g.release(context.WithoutCancel(ctx))
+			return nil, err
+		}
+		g.leases[it.i] = l
+	}
+	g.ctx, g.cancel = context.WithCancelCause(context.Background())
+	for _, l := range g.leases {
+		g.stops = append(g.stops, context.AfterFunc(l.ctx, func() { g.memberEnded(l) }))
+	}
+	return g, nil
+}
+
+// memberEnded ends the group when one of its leases ends other than by the
+// group's Unlock.
+func (g *Group) memberEnded(l *Lease) {
+	g.mu.Lock()
+	unlocked := g.unlocked
+	g.mu.Unlock()
+	if unlocked {
+		return
+	}
+	cause := l.Err()
+	if cause == nil {
+		cause = fmt.Errorf("dlock: lock %q of the group was unlocked: %w", l.Name(), ErrLeaseLost)
+	}
+	g.cancel(cause)
+}
+
+// release unlocks the leases taken so far, in reverse order.
+func (g *Group) release(ctx context.Context) error {
+	var errs []error
+	for i := len(g.leases) - 1; i >= 0; i-- {
+		if l := g.leases[i]; l != nil {
+			if err := l.Unlock(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Leases returns the group's leases, in the order the lockers were given,
+// so each member's fencing token can be read.
+func (g *Group) Leases() []*Lease { return slices.Clone(g.leases) }
+
+// Done is closed when the group ends: when any member lease is lost (or
+// unlocked on its own), at Client.Close, or by the group's Unlock.
+func (g *Group) Done() <-chan struct{} {
+	for _, l := range g.leases {
+		l.h.checkDeadline() // as Lease.Done: a lease past its deadline is lost now
+	}
+	return g.ctx.Done()
+}
+
+// Err returns nil while every member is held and after Unlock; otherwise
+// the error of the first member that ended (wrapping ErrLeaseLost, or
+// ErrClosed).
+func (g *Group) Err() error {
+	for _, l := range g.leases {
+		l.h.checkDeadline()
+	}
+	if g.ctx.Err() != nil {
+		if cause := context.Cause(g.ctx); cause != errUnlocked {
+			return cause
+		}
+		return nil
+	}
+	g.mu.Lock()
+	unlocked := g.unlocked
+	g.mu.Unlock()
+	if unlocked {
+		return nil
+	}
+	for _, l := range g.leases { // lost, the group's Done about to close
+		if err := l.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Unlock releases every member. It returns the members' Unlock errors
+// joined (a lost member's wraps ErrLeaseLost); every member is released
+// whatever the others return.
+func (g *Group) Unlock(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
+	g.mu.Lock()
+	if g.unlocked {
+		g.mu.Unlock()
+		return fmt.Errorf("dlock: unlock group: %w", ErrNotHeld)
+	}
+	g.unlocked = true
+	g.mu.Unlock()
+	for _, stop := range g.stops {
+		stop()
+	}
+	err := g.release(ctx)
+	g.cancel(errUnlocked)
+	return err
+}

@@ -1,0 +1,349 @@
+package mysqllock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/sqlbase"
+	"github.com/go-sql-driver/mysql"
+)
+
+// Read-write locks and semaphores, table mode (see the package doc).
+
+var kindsSchema = []string{
+	`CREATE TABLE IF NOT EXISTS dlock_kinds (
+  name   VARBINARY(1024) NOT NULL,
+  family TINYINT NOT NULL,
+  token  BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  seq    BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  lim    INT NOT NULL DEFAULT 0,
+  PRIMARY KEY (name, family)
+) ENGINE=InnoDB`,
+	`CREATE TABLE IF NOT EXISTS dlock_holds (
+  name       VARBINARY(1024) NOT NULL,
+  family     TINYINT NOT NULL,
+  owner      VARBINARY(256) NOT NULL,
+  kind       TINYINT NOT NULL,
+  holds      INT NOT NULL,
+  token      BIGINT UNSIGNED NOT NULL,
+  expires_at DATETIME(6) NOT NULL,
+  label      VARBINARY(256) NOT NULL DEFAULT '',
+  PRIMARY KEY (name, family, owner)
+) ENGINE=InnoDB`,
+	`CREATE TABLE IF NOT EXISTS dlock_waits (
+  name       VARBINARY(1024) NOT NULL,
+  family     TINYINT NOT NULL,
+  owner      VARBINARY(256) NOT NULL,
+  kind       TINYINT NOT NULL,
+  seq        BIGINT UNSIGNED NOT NULL,
+  expires_at DATETIME(6) NOT NULL,
+  PRIMARY KEY (name, family, owner)
+) ENGINE=InnoDB`,
+}
+
+// connKindsNote is why row and session modes hold no read-write locks or
+// semaphores.
+const connKindsNote = "row and session modes hold an InnoDB row lock or GET_LOCK on a connection: GET_LOCK " +
+	"has no shared mode, FOR SHARE lets new readers past a waiting FOR UPDATE (writers could starve), and " +
+	"neither can wait for one of N locks: use mode=table"
+
+// acquireKind decides a read, write or permit request in one transaction
+// that locks the lock's state row first (FOR UPDATE), so that no hold is
+// added while it decides.
+//
+// The state row is made first in a statement of its own: INSERT IGNORE of
+// an existing row takes a shared lock on it, which two transactions would
+// then both try to raise to FOR UPDATE's (a deadlock). A deadlock with a
+// renewal batch (which locks hold rows of several locks) is retried.
+func (d *myDriver) acquireKind(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	fam := sqlbase.Family(r.Kind)
+	if _, err := d.db.ExecContext(ctx, `INSERT IGNORE INTO dlock_kinds (name, family) VALUES (?, ?)`, r.Name, fam); err != nil {
+		return driver.Grant{}, myErr("acquire", err)
+	}
+	var g driver.Grant
+	var verdict sqlbase.Verdict
+	var limit int
+	var err error
+	for try := 0; ; try++ {
+		g, verdict, limit, err = d.tryKind(ctx, r, fam)
+		var me *mysql.MySQLError
+		if err == nil || try == 3 || !errors.As(err, &me) || me.Number != 1213 || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return driver.Grant{}, myErr("acquire", err)
+	}
+	switch verdict {
+	case sqlbase.Mismatch:
+		return driver.Grant{}, fmt.Errorf("mysqllock: %w: %q is held with %d permits, asked with %d", dlock.ErrLimitMismatch, r.Name, limit, r.Limit)
+	case sqlbase.KindHeld:
+		return driver.Grant{}, fmt.Errorf("mysqllock: %w: %q is held by this owner as another kind", dlock.ErrUnsupported, r.Name)
+	}
+	return g, nil
+}
+
+// tryKind runs one acquire transaction.
+func (d *myDriver) tryKind(ctx context.Context, r driver.Request, fam int) (driver.Grant, sqlbase.Verdict, int, error) {
+	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return driver.Grant{}, 0, 0, err
+	}
+	defer tx.Rollback()
+	g, verdict, limit, err := d.decideKind(ctx, tx, r, fam)
+	if err == nil {
+		err = tx.Commit()
+	}
+	return g, verdict, limit, err
+}
+
+func (d *myDriver) decideKind(ctx context.Context, tx *sql.Tx, r driver.Request, fam int) (driver.Grant, sqlbase.Verdict, int, error) {
+	var g driver.Grant
+	var limit int
+	if err := tx.QueryRowContext(ctx, `SELECT lim FROM dlock_kinds WHERE name = ? AND family = ? FOR UPDATE`, r.Name, fam).Scan(&limit); err != nil {
+		return g, 0, 0, err
+	}
+	for _, t := range []string{"dlock_holds", "dlock_waits"} {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM `+t+` WHERE name = ? AND family = ? AND expires_at <= NOW(6)`, r.Name, fam); err != nil {
+			return g, 0, 0, err
+		}
+	}
+	holds, err := kindHolds(ctx, tx, r.Name, fam)
+	if err != nil {
+		return g, 0, 0, err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT owner, kind, seq FROM dlock_waits WHERE name = ? AND family = ?`, r.Name, fam)
+	if err != nil {
+		return g, 0, 0, err
+	}
+	var waits []sqlbase.KindWait
+	for rows.Next() {
+		var w sqlbase.KindWait
+		if err := rows.Scan(&w.Owner, &w.Kind, &w.Seq); err != nil {
+			rows.Close()
+			return g, 0, 0, err
+		}
+		waits = append(waits, w)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return g, 0, 0, err
+	}
+	verdict := sqlbase.Decide(r, holds, waits, limit)
+	ttl := r.TTL.Microseconds()
+	switch verdict {
+	case sqlbase.Grant:
+		res, err := tx.ExecContext(ctx, `UPDATE dlock_kinds SET token = LAST_INSERT_ID(token + 1), lim = IF(? > 0, ?, lim)
+WHERE name = ? AND family = ?`, r.Limit, r.Limit, r.Name, fam)
+		var tok int64
+		if err == nil {
+			tok, err = res.LastInsertId()
+		}
+		if err != nil {
+			return g, 0, 0, err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO dlock_holds (name, family, owner, kind, holds, token, expires_at, label)
+VALUES (?, ?, ?, ?, 1, ?, NOW(6) + INTERVAL ? MICROSECOND, ?)`, r.Name, fam, r.Owner, int(r.Kind), tok, ttl, r.Label); err != nil {
+			return g, 0, 0, err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM dlock_waits WHERE name = ? AND family = ? AND owner = ?`, r.Name, fam, r.Owner); err != nil {
+			return g, 0, 0, err
+		}
+		g = driver.Grant{Acquired: true, Token: uint64(tok), Holds: 1}
+	case sqlbase.Reenter:
+		if _, err := tx.ExecContext(ctx, `UPDATE dlock_holds SET holds = holds + 1,
+  expires_at = GREATEST(expires_at, NOW(6) + INTERVAL ? MICROSECOND)
+WHERE name = ? AND family = ? AND owner = ?`, ttl, r.Name, fam, r.Owner); err != nil {
+			return g, 0, 0, err
+		}
+		var tok uint64
+		if err := tx.QueryRowContext(ctx, `SELECT token, holds FROM dlock_holds WHERE name = ? AND family = ? AND owner = ?`,
+			r.Name, fam, r.Owner).Scan(&tok, &g.Holds); err != nil {
+			return g, 0, 0, err
+		}
+		g.Acquired, g.Token = true, tok
+	case sqlbase.Refuse:
+		g.Retry = sqlbase.Retry(r, holds)
+		if r.Kind == driver.Permit {
+			break
+		}
+		life := sqlbase.WaitLife(r.TTL).Microseconds()
+		mine := false
+		for _, w := range waits {
+			mine = mine || w.Owner == r.Owner
+		}
+		if mine { // keep our place, a while longer
+			_, err = tx.ExecContext(ctx, `UPDATE dlock_waits SET expires_at = NOW(6) + INTERVAL ? MICROSECOND
+WHERE name = ? AND family = ? AND owner = ?`, life, r.Name, fam, r.Owner)
+			return g, verdict, limit, err
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE dlock_kinds SET seq = LAST_INSERT_ID(seq + 1) WHERE name = ? AND family = ?`, r.Name, fam)
+		var seq int64
+		if err == nil {
+			seq, err = res.LastInsertId()
+		}
+		if err == nil {
+			_, err = tx.ExecContext(ctx, `INSERT INTO dlock_waits (name, family, owner, kind, seq, expires_at)
+VALUES (?, ?, ?, ?, ?, NOW(6) + INTERVAL ? MICROSECOND)`, r.Name, fam, r.Owner, int(r.Kind), seq, life)
+		}
+		if err != nil {
+			return g, 0, 0, err
+		}
+	}
+	return g, verdict, limit, nil
+}
+
+type querier interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}
+
+// kindHolds reads the live holds of a read-write lock or semaphore.
+func kindHolds(ctx context.Context, q querier, name string, fam int) ([]sqlbase.KindHold, error) {
+	rows, err := q.QueryContext(ctx, `SELECT owner, label, kind, holds, token, TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at)
+FROM dlock_holds WHERE name = ? AND family = ? AND expires_at > NOW(6)`, name, fam)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var holds []sqlbase.KindHold
+	for rows.Next() {
+		var h sqlbase.KindHold
+		var left int64
+		if err := rows.Scan(&h.Owner, &h.Label, &h.Kind, &h.Holds, &h.Token, &left); err != nil {
+			return nil, err
+		}
+		h.TTLLeft = time.Duration(left) * time.Microsecond
+		holds = append(holds, h)
+	}
+	return holds, rows.Err()
+}
+
+// renewKinds extends the holds of batch at idx: one UPDATE per distinct TTL,
+// then one SELECT of which are live, in a transaction.
+func (d *myDriver) renewKinds(ctx context.Context, batch []driver.Held, res []driver.RenewResult, idx []int) {
+	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	live := map[int]bool{}
+	if err == nil {
+		defer tx.Rollback()
+		byTTL := map[time.Duration][]int{}
+		for _, i := range idx {
+			byTTL[batch[i].TTL] = append(byTTL[batch[i].TTL], i)
+		}
+		for ttl, is := range byTTL {
+			in, args := kindHoldsIn(batch, is)
+			args = append([]any{ttl.Microseconds()}, args...)
+			if _, err = tx.ExecContext(ctx, `UPDATE dlock_holds SET expires_at = NOW(6) + INTERVAL ? MICROSECOND
+WHERE expires_at > NOW(6) AND (name, family, owner, token) IN (`+in+`)`, args...); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			in, args := kindHoldsIn(batch, idx)
+			var rows *sql.Rows
+			rows, err = tx.QueryContext(ctx, `SELECT name, family, owner, token FROM dlock_holds
+WHERE expires_at > NOW(6) AND (name, family, owner, token) IN (`+in+`)`, args...)
+			if err == nil {
+				found := map[string]bool{}
+				for rows.Next() {
+					var name, owner string
+					var fam int
+					var tok uint64
+					if err = rows.Scan(&name, &fam, &owner, &tok); err != nil {
+						break
+					}
+					found[fmt.Sprint(name, "\x00", fam, "\x00", owner, "\x00", tok)] = true
+				}
+				rows.Close()
+				for _, i := range idx {
+					h := batch[i]
+					live[i] = found[fmt.Sprint(h.Name, "\x00", sqlbase.Family(h.Kind), "\x00", h.Owner, "\x00", h.Token)]
+				}
+			}
+		}
+		if err == nil {
+			err = tx.Commit()
+		}
+	}
+	for _, i := range idx {
+		switch {
+		case err != nil:
+			res[i].Err = myErr("renew", err)
+		case !live[i]:
+			res[i].Err = fmt.Errorf("mysqllock: %w: the hold expired or was deleted", dlock.ErrLeaseLost)
+		}
+	}
+}
+
+// kindHoldsIn returns "(?, ?, ?, ?), …" and its arguments for batch at idx.
+func kindHoldsIn(batch []driver.Held, idx []int) (string, []any) {
+	parts := make([]string, len(idx))
+	args := make([]any, 0, 4*len(idx))
+	for j, i := range idx {
+		h := batch[i]
+		parts[j] = "(?, ?, ?, ?)"
+		args = append(args, h.Name, sqlbase.Family(h.Kind), h.Owner, h.Token)
+	}
+	return strings.Join(parts, ", "), args
+}
+
+// releaseKind drops count holds of a live hold, deleting its row when none
+// are left, in a transaction.
+func (d *myDriver) releaseKind(ctx context.Context, h driver.Held, count int) (int, error) {
+	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return 0, myErr("release", err)
+	}
+	defer tx.Rollback()
+	fam := sqlbase.Family(h.Kind)
+	var holds int
+	err = tx.QueryRowContext(ctx, `SELECT holds FROM dlock_holds WHERE name = ? AND family = ? AND owner = ? AND token = ?
+AND expires_at > NOW(6) FOR UPDATE`, h.Name, fam, h.Owner, h.Token).Scan(&holds)
+	switch {
+	case err == sql.ErrNoRows:
+		return 0, fmt.Errorf("mysqllock: release: %w: the hold expired or was deleted", dlock.ErrLeaseLost)
+	case err != nil:
+		return 0, myErr("release", err)
+	}
+	left := max(holds-count, 0)
+	if left == 0 {
+		_, err = tx.ExecContext(ctx, `DELETE FROM dlock_holds WHERE name = ? AND family = ? AND owner = ?`, h.Name, fam, h.Owner)
+	} else {
+		_, err = tx.ExecContext(ctx, `UPDATE dlock_holds SET holds = ? WHERE name = ? AND family = ? AND owner = ?`, left, h.Name, fam, h.Owner)
+	}
+	if err == nil {
+		err = tx.Commit()
+	}
+	if err != nil {
+		return 0, myErr("release", err)
+	}
+	return left, nil
+}
+
+// InspectKind implements driver.KindInspector (table mode).
+func (d *myDriver) InspectKind(ctx context.Context, name string, kind driver.Kind) (driver.Info, error) {
+	if !d.Caps().Supports(kind) {
+		return driver.Info{}, fmt.Errorf("mysqllock: %w: %s", dlock.ErrUnsupported, d.Caps().KindsNote)
+	}
+	fam := sqlbase.Family(kind)
+	holds, err := kindHolds(ctx, d.db, name, fam)
+	if err != nil {
+		return driver.Info{}, myErr("inspect", err)
+	}
+	var waiters, limit int
+	err = d.db.QueryRowContext(ctx, `SELECT
+  (SELECT COUNT(*) FROM dlock_waits WHERE name = ? AND family = ? AND expires_at > NOW(6)),
+  COALESCE((SELECT lim FROM dlock_kinds WHERE name = ? AND family = ?), 0)`, name, fam, name, fam).Scan(&waiters, &limit)
+	if err != nil {
+		return driver.Info{}, myErr("inspect", err)
+	}
+	if len(holds) == 0 {
+		limit = 0 // the next holder sets it
+	}
+	return sqlbase.Info(name, kind, holds, waiters, limit), nil
+}

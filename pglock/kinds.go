@@ -1,0 +1,344 @@
+package pglock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/sqlbase"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Read-write locks and semaphores, table mode (see the package doc).
+
+const kindsSchema = `
+CREATE TABLE IF NOT EXISTS dlock_kinds (
+  name   text NOT NULL,
+  family smallint NOT NULL,
+  token  bigint NOT NULL DEFAULT 0,
+  seq    bigint NOT NULL DEFAULT 0,
+  lim    integer NOT NULL DEFAULT 0,
+  PRIMARY KEY (name, family)
+);
+CREATE TABLE IF NOT EXISTS dlock_holds (
+  name       text NOT NULL,
+  family     smallint NOT NULL,
+  owner      text NOT NULL,
+  kind       smallint NOT NULL,
+  holds      integer NOT NULL,
+  token      bigint NOT NULL,
+  expires_at timestamptz NOT NULL,
+  label      text NOT NULL DEFAULT '',
+  pid        integer,
+  PRIMARY KEY (name, family, owner)
+);
+CREATE TABLE IF NOT EXISTS dlock_waits (
+  name       text NOT NULL,
+  family     smallint NOT NULL,
+  owner      text NOT NULL,
+  kind       smallint NOT NULL,
+  seq        bigint NOT NULL,
+  expires_at timestamptz NOT NULL,
+  PRIMARY KEY (name, family, owner)
+);
+`
+
+// kindsNote is why row and session modes hold no semaphores (and row mode
+// no read-write locks).
+const (
+	rowKindsNote = "row mode holds a row lock, and PostgreSQL grants FOR SHARE to new readers past a waiting " +
+		"FOR UPDATE, so writers could starve; there is no blocking wait for one of N rows either: use mode=table"
+	sessionKindsNote = "session mode holds advisory locks, which have no blocking wait for one of N locks " +
+		"and no room for a permit count: use mode=table for semaphores"
+)
+
+// acquireKind decides a read, write or permit request in one transaction
+// that locks the lock's state row first, so that the holds and waiting
+// records it reads are those it decides on.
+func (d *pgDriver) acquireKind(ctx context.Context, r driver.Request) (driver.Grant, error) {
+	var g driver.Grant
+	var verdict sqlbase.Verdict
+	var limit int
+	var err error
+	for try := 0; ; try++ { // a deadlock with a renewal batch (hold rows of several locks) is retried
+		g, verdict, limit, err = d.tryKind(ctx, r)
+		var pe *pgconn.PgError
+		if err == nil || try == 3 || !errors.As(err, &pe) || pe.Code != "40P01" || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return driver.Grant{}, pgErr("acquire", err)
+	}
+	switch verdict {
+	case sqlbase.Mismatch:
+		return driver.Grant{}, fmt.Errorf("pglock: %w: %q is held with %d permits, asked with %d", dlock.ErrLimitMismatch, r.Name, limit, r.Limit)
+	case sqlbase.KindHeld:
+		return driver.Grant{}, fmt.Errorf("pglock: %w: %q is held by this owner as another kind", dlock.ErrUnsupported, r.Name)
+	}
+	return g, nil
+}
+
+// tryKind runs one acquire transaction.
+func (d *pgDriver) tryKind(ctx context.Context, r driver.Request) (driver.Grant, sqlbase.Verdict, int, error) {
+	fam := sqlbase.Family(r.Kind)
+	var g driver.Grant
+	var verdict sqlbase.Verdict
+	var limit int
+	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO dlock_kinds (name, family) VALUES ($1, $2) ON CONFLICT DO NOTHING`, r.Name, fam); err != nil {
+			return err
+		}
+		var seqCounter int64
+		if err := tx.QueryRow(ctx, `SELECT seq, lim FROM dlock_kinds WHERE name = $1 AND family = $2 FOR UPDATE`,
+			r.Name, fam).Scan(&seqCounter, &limit); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM dlock_holds WHERE name = $1 AND family = $2 AND expires_at <= clock_timestamp()`, r.Name, fam); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM dlock_waits WHERE name = $1 AND family = $2 AND expires_at <= clock_timestamp()`, r.Name, fam); err != nil {
+			return err
+		}
+		holds, err := d.kindHolds(ctx, tx, r.Name, fam)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT owner, kind, seq FROM dlock_waits WHERE name = $1 AND family = $2`, r.Name, fam)
+		if err != nil {
+			return err
+		}
+		waits, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (sqlbase.KindWait, error) {
+			var w sqlbase.KindWait
+			var kind int16
+			var seq int64
+			err := row.Scan(&w.Owner, &kind, &seq)
+			w.Kind, w.Seq = driver.Kind(kind), uint64(seq)
+			return w, err
+		})
+		if err != nil {
+			return err
+		}
+		verdict = sqlbase.Decide(r, holds, waits, limit)
+		ttl := r.TTL.Milliseconds()
+		switch verdict {
+		case sqlbase.Grant:
+			var tok int64
+			if err := tx.QueryRow(ctx, `UPDATE dlock_kinds SET token = token + 1, lim = CASE WHEN $3 > 0 THEN $3 ELSE lim END
+WHERE name = $1 AND family = $2 RETURNING token`, r.Name, fam, r.Limit).Scan(&tok); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO dlock_holds (name, family, owner, kind, holds, token, expires_at, label)
+VALUES ($1, $2, $3, $4, 1, $5, clock_timestamp() + $6 * interval '1 millisecond', $7)`,
+				r.Name, fam, r.Owner, int16(r.Kind), tok, ttl, r.Label); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM dlock_waits WHERE name = $1 AND family = $2 AND owner = $3`, r.Name, fam, r.Owner); err != nil {
+				return err
+			}
+			g = driver.Grant{Acquired: true, Token: uint64(tok), Holds: 1}
+		case sqlbase.Reenter:
+			var tok int64
+			if err := tx.QueryRow(ctx, `UPDATE dlock_holds SET holds = holds + 1,
+  expires_at = greatest(expires_at, clock_timestamp() + $4 * interval '1 millisecond')
+WHERE name = $1 AND family = $2 AND owner = $3 RETURNING token, holds`, r.Name, fam, r.Owner, ttl).Scan(&tok, &g.Holds); err != nil {
+				return err
+			}
+			g.Acquired, g.Token = true, uint64(tok)
+		case sqlbase.Refuse:
+			g.Retry = sqlbase.Retry(r, holds)
+			if r.Kind == driver.Permit {
+				return nil
+			}
+			// Keep our place in line: our record's number, or the next one.
+			_, err := tx.Exec(ctx, `WITH s AS (
+  UPDATE dlock_kinds SET seq = seq + 1 WHERE name = $1 AND family = $2
+    AND NOT EXISTS (SELECT 1 FROM dlock_waits WHERE name = $1 AND family = $2 AND owner = $3)
+  RETURNING seq
+)
+INSERT INTO dlock_waits (name, family, owner, kind, seq, expires_at)
+SELECT $1, $2, $3, $4, s.seq, clock_timestamp() + $5 * interval '1 millisecond' FROM s
+ON CONFLICT (name, family, owner) DO NOTHING`, r.Name, fam, r.Owner, int16(r.Kind), sqlbase.WaitLife(r.TTL).Milliseconds())
+			if err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, `UPDATE dlock_waits SET expires_at = clock_timestamp() + $4 * interval '1 millisecond'
+WHERE name = $1 AND family = $2 AND owner = $3`, r.Name, fam, r.Owner, sqlbase.WaitLife(r.TTL).Milliseconds())
+			return err
+		}
+		return nil
+	})
+	return g, verdict, limit, err
+}
+
+// kindHolds reads the live holds of a read-write lock or semaphore.
+func (d *pgDriver) kindHolds(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, name string, fam int) ([]sqlbase.KindHold, error) {
+	rows, err := q.Query(ctx, `SELECT owner, label, kind, holds, token,
+  (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
+FROM dlock_holds WHERE name = $1 AND family = $2 AND expires_at > clock_timestamp()`, name, fam)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (sqlbase.KindHold, error) {
+		var h sqlbase.KindHold
+		var kind int16
+		var tok, left int64
+		err := row.Scan(&h.Owner, &h.Label, &kind, &h.Holds, &tok, &left)
+		h.Kind, h.Token, h.TTLLeft = driver.Kind(kind), uint64(tok), time.Duration(left)*time.Millisecond
+		return h, err
+	})
+}
+
+// renewKindsSQL extends every live hold of a batch in one statement and
+// returns the batch positions it extended.
+const renewKindsSQL = `
+UPDATE dlock_holds AS h SET expires_at = clock_timestamp() + t.ttl * interval '1 millisecond'
+FROM unnest($1::text[], $2::smallint[], $3::text[], $4::bigint[], $5::bigint[]) WITH ORDINALITY AS t(name, family, owner, token, ttl, i)
+WHERE h.name = t.name AND h.family = t.family AND h.owner = t.owner AND h.token = t.token AND h.expires_at > clock_timestamp()
+RETURNING t.i`
+
+func (d *pgDriver) renewKinds(ctx context.Context, batch []driver.Held, res []driver.RenewResult, idx []int) {
+	n := len(idx)
+	names, owners := make([]string, n), make([]string, n)
+	fams := make([]int16, n)
+	tokens, ttls := make([]int64, n), make([]int64, n)
+	for j, i := range idx {
+		h := batch[i]
+		names[j], fams[j], owners[j], tokens[j], ttls[j] = h.Name, int16(sqlbase.Family(h.Kind)), h.Owner, int64(h.Token), h.TTL.Milliseconds()
+	}
+	renewed := map[int64]bool{}
+	rows, err := d.pool.Query(ctx, renewKindsSQL, names, fams, owners, tokens, ttls)
+	if err == nil {
+		var got []int64
+		got, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		for _, i := range got {
+			renewed[i] = true
+		}
+	}
+	for j, i := range idx {
+		switch {
+		case err != nil:
+			res[i].Err = pgErr("renew", err)
+		case !renewed[int64(j+1)]:
+			res[i].Err = fmt.Errorf("pglock: %w: the hold expired or was deleted", dlock.ErrLeaseLost)
+		}
+	}
+}
+
+// releaseKindSQL drops $5 holds, deleting the row (and notifying waiters)
+// when none are left. Returns rows deleted and the holds left (-1: not held).
+const releaseKindSQL = `
+WITH d AS (
+  DELETE FROM dlock_holds WHERE name = $1 AND family = $2 AND owner = $3 AND token = $4 AND holds <= $5
+    AND expires_at > clock_timestamp() RETURNING name
+), u AS (
+  UPDATE dlock_holds SET holds = holds - $5
+  WHERE name = $1 AND family = $2 AND owner = $3 AND token = $4 AND holds > $5 AND expires_at > clock_timestamp() RETURNING holds
+), n AS (
+  SELECT pg_notify('dlock_release', name) FROM d
+)
+SELECT (SELECT count(*) FROM d) + (SELECT count(*) FROM n) * 0, coalesce((SELECT holds FROM u), -1)`
+
+func (d *pgDriver) releaseKind(ctx context.Context, h driver.Held, count int) (int, error) {
+	var deleted, left int64
+	err := d.pool.QueryRow(ctx, releaseKindSQL, h.Name, sqlbase.Family(h.Kind), h.Owner, int64(h.Token), count).Scan(&deleted, &left)
+	switch {
+	case err != nil:
+		return 0, pgErr("release", err)
+	case deleted > 0:
+		return 0, nil
+	case left >= 0:
+		return int(left), nil
+	}
+	return 0, fmt.Errorf("pglock: release: %w: the hold expired or was deleted", dlock.ErrLeaseLost)
+}
+
+// InspectKind implements driver.KindInspector (table mode).
+func (d *pgDriver) InspectKind(ctx context.Context, name string, kind driver.Kind) (driver.Info, error) {
+	if !d.Caps().Supports(kind) {
+		return driver.Info{}, fmt.Errorf("pglock: %w: %s", dlock.ErrUnsupported, d.Caps().KindsNote)
+	}
+	if d.mode == ModeSession {
+		return d.inspectSessionKind(ctx, name, kind)
+	}
+	fam := sqlbase.Family(kind)
+	holds, err := d.kindHolds(ctx, d.pool, name, fam)
+	if err != nil {
+		return driver.Info{}, pgErr("inspect", err)
+	}
+	var waiters, limit int
+	err = d.pool.QueryRow(ctx, `SELECT
+  (SELECT count(*) FROM dlock_waits WHERE name = $1 AND family = $2 AND expires_at > clock_timestamp()),
+  coalesce((SELECT lim FROM dlock_kinds WHERE name = $1 AND family = $2), 0)`, name, fam).Scan(&waiters, &limit)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return driver.Info{}, pgErr("inspect", err)
+	}
+	if len(holds) == 0 {
+		limit = 0 // the next holder sets it
+	}
+	return sqlbase.Info(name, kind, holds, waiters, limit), nil
+}
+
+// kindToken takes the next token of the read-write lock r.Name on the
+// holding connection (session mode, no transaction: it commits at once,
+// so a holder that dies never gives its token to the next) and records the
+// hold in dlock_holds with the backend's pid, for Inspect, which counts a
+// row only while that pid holds the advisory lock. Rows of holders that
+// died are dropped here.
+func (d *pgDriver) kindToken(ctx context.Context, conn interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, r driver.Request) (uint64, error) {
+	var tok int64
+	err := conn.QueryRow(ctx, `WITH t AS (
+  INSERT INTO dlock_kinds AS k (name, family, token) VALUES ($1, 1, 1)
+  ON CONFLICT (name, family) DO UPDATE SET token = k.token + 1
+  RETURNING token
+), stale AS (
+  DELETE FROM dlock_holds h WHERE h.name = $1 AND h.family = 1 AND h.owner <> $2
+    AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = h.pid)
+), h AS (
+  INSERT INTO dlock_holds (name, family, owner, kind, holds, token, expires_at, label, pid)
+  SELECT $1, 1, $2, $3, 1, t.token, 'infinity', '', pg_backend_pid() FROM t
+  ON CONFLICT (name, family, owner) DO UPDATE SET kind = EXCLUDED.kind, holds = 1, token = EXCLUDED.token,
+    expires_at = EXCLUDED.expires_at, pid = EXCLUDED.pid
+)
+SELECT token FROM t`, r.Name, r.Owner, int16(r.Kind)).Scan(&tok)
+	return uint64(tok), pgErr("token", err)
+}
+
+// inspectSessionKind describes a read-write lock in session mode: the
+// holders are the dlock_holds rows whose backend holds the advisory lock
+// (no TTL: the hold lasts as long as the session), the waiters the
+// sessions waiting for it.
+func (d *pgDriver) inspectSessionKind(ctx context.Context, name string, kind driver.Kind) (driver.Info, error) {
+	const match = `l.locktype = 'advisory' AND l.objsubid = 1
+  AND l.classid = ((k.k >> 32) & 4294967295)::bigint::text::oid AND l.objid = (k.k & 4294967295)::bigint::text::oid`
+	rows, err := d.pool.Query(ctx, `SELECT h.owner, h.kind, h.token FROM dlock_holds h, (SELECT `+rwKey+` AS k) k
+WHERE h.name = $1 AND h.family = 1 AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.granted AND l.pid = h.pid AND `+match+`)`, name)
+	if err != nil {
+		return driver.Info{}, pgErr("inspect", err)
+	}
+	holds, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (sqlbase.KindHold, error) {
+		var h sqlbase.KindHold
+		var kind int16
+		var tok int64
+		err := row.Scan(&h.Owner, &kind, &tok)
+		h.Kind, h.Token, h.Holds = driver.Kind(kind), uint64(tok), 1
+		return h, err
+	})
+	if err != nil {
+		return driver.Info{}, pgErr("inspect", err)
+	}
+	var waiters int
+	if err := d.pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks l, (SELECT `+rwKey+` AS k) k WHERE NOT l.granted AND `+match,
+		name).Scan(&waiters); err != nil {
+		return driver.Info{}, pgErr("inspect", err)
+	}
+	return sqlbase.Info(name, kind, holds, waiters, 0), nil
+}

@@ -1,0 +1,111 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/internal/testserver"
+	"github.com/dlock/dlock/redislock"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestRetriedKindScriptsApplyOnce is TestRetriedScriptsApplyOnce for
+// semaphores and read-write locks: a permit acquired by a script run twice
+// is one permit, and the release of one of two read holds run twice leaves
+// the other, so a writer stays out.
+func TestRetriedKindScriptsApplyOnce(t *testing.T) {
+	srv := testserver.Redis(t)
+	ctx := t.Context()
+	drop := &replyDropper{}
+	open := func(dial func(context.Context, string, string) (net.Conn, error)) *dlock.Client {
+		t.Helper()
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Dialer: dial}) // default retries
+		c, err := redislock.Open(ctx, rdb, redislock.Options{CloseClient: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	c, other := open(drop.dial), open(nil)
+	// Load the scripts first: a reply lost to NOSCRIPT would test nothing.
+	for _, name := range []string{"retry/warm-sem", "retry/warm-rw"} {
+		l, err := c.Semaphore(name, 1).Acquire(ctx)
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l, err = c.RWMutex(name).RLock(ctx); err == nil {
+			err = l.Unlock(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("acquire", func(t *testing.T) {
+		drop.drops.Store(0)
+		const name = "retry/sem"
+		drop.armed.Store(true)
+		l, err := c.Semaphore(name, 1).Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if drop.drops.Load() != 1 {
+			t.Fatalf("%d replies dropped, want 1", drop.drops.Load())
+		}
+		info, err := other.InspectSemaphore(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(info.Holders) != 1 || info.Holders[0].Holds != 1 || info.Holders[0].Token != l.Token() {
+			t.Errorf("store has holders %+v; want 1 hold with the lease's token %d", info.Holders, l.Token())
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		p, err := other.Semaphore(name, 1).TryAcquire(ctx)
+		if err != nil {
+			t.Fatalf("the permit is still taken after its only lease was unlocked: %v", err)
+		}
+		_ = p.Unlock(ctx)
+	})
+
+	t.Run("release", func(t *testing.T) {
+		drop.drops.Store(0)
+		const name = "retry/rw"
+		rw := c.RWMutex(name, dlock.WithOwner(dlock.NewOwnerID()))
+		l1, err := rw.RLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l2, err := rw.RLock(ctx) // re-entry: two holds in the store
+		if err != nil {
+			t.Fatal(err)
+		}
+		drop.armed.Store(true)
+		if err := l1.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if drop.drops.Load() != 1 {
+			t.Fatalf("%d replies dropped, want 1", drop.drops.Load())
+		}
+		if w, err := other.RWMutex(name).TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+			_ = w.Unlock(ctx)
+			t.Errorf("a writer got in while a read lease was held (%v): the retried release dropped both holds", err)
+		}
+		if err := l2.Unlock(ctx); err != nil {
+			t.Error(err)
+		}
+		w, err := other.RWMutex(name).TryLock(ctx)
+		if err != nil {
+			t.Fatalf("the read lock is still held after both leases were unlocked: %v", err)
+		}
+		_ = w.Unlock(ctx)
+	})
+}

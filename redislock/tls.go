@@ -1,0 +1,59 @@
+package redislock
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/internal/tlsurl"
+	"github.com/redis/go-redis/v9"
+)
+
+// tlsConfig is the TLS configuration a URL asks for: nil for a plaintext
+// scheme, which refuses TLS parameters rather than ignore them.
+func tlsConfig(scheme string, q url.Values) (*tls.Config, error) {
+	if !strings.HasPrefix(scheme, SchemeTLS) {
+		if tlsurl.Has(q) {
+			return nil, fmt.Errorf("redislock: %w: ca, cert, key and insecure_skip_verify need TLS: use %s",
+				dlock.ErrInvalidURL, strings.Replace(scheme, Scheme, SchemeTLS, 1)+"://")
+		}
+		return nil, nil
+	}
+	tc, err := tlsurl.Config(q)
+	if err != nil {
+		return nil, fmt.Errorf("redislock: %w: %v", dlock.ErrInvalidURL, err)
+	}
+	return tc, nil
+}
+
+// withTLS replaces go-redis's TLS configuration from the URL (which
+// verifies every node against the first host's name) with tc, which
+// verifies each connection against the host it dials; go-redis's own
+// skip_verify=true still turns verification off.
+func withTLS(parsed, tc *tls.Config) *tls.Config {
+	if parsed == nil || tc == nil {
+		return parsed
+	}
+	tc = tc.Clone()
+	tc.InsecureSkipVerify = tc.InsecureSkipVerify || parsed.InsecureSkipVerify
+	return tc
+}
+
+// plainDialer is go-redis's own dialer for a plaintext URL's clients, with
+// the connections made while Open runs watched for a TLS-only server (see
+// tlsurl.Watch).
+func plainDialer(w *tlsurl.Watch, timeout time.Duration) func(context.Context, string, string) (net.Conn, error) {
+	base := redis.NewDialer(&redis.Options{DialTimeout: timeout})
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := base(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return w.Conn(c, addr), nil
+	}
+}

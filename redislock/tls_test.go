@@ -1,0 +1,118 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
+	"github.com/dlock/dlock/internal/testserver"
+)
+
+// openTLS opens u, bounded by 20s, and closes the client at cleanup.
+func openTLS(t *testing.T, u string) (*dlock.Client, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	c, err := dlock.Open(ctx, u)
+	if err == nil {
+		t.Cleanup(func() { _ = c.Close() })
+	}
+	return c, err
+}
+
+// Redis over TLS: the core of the contract over rediss:// with the test CA,
+// a certificate for another name refused unless insecure_skip_verify=true,
+// a plaintext URL against the TLS port refused promptly, and key paths kept
+// out of errors.
+func TestTLS(t *testing.T) {
+	c := testserver.NewTLS(t)
+	srv := testserver.RedisTLS(t, c)
+	ca := "?ca=" + url.QueryEscape(c.CAFile)
+	good := "rediss://" + srv.Addr() + "/0" + ca
+	t.Run("Core", func(t *testing.T) {
+		drivertest.RunCore(t, func(ctx context.Context) (*dlock.Client, error) { return dlock.Open(ctx, good) },
+			drivertest.Caps{TTL: 500 * time.Millisecond, Slack: 100 * time.Millisecond, StoreReentrant: true, QueueInStore: true})
+	})
+	t.Run("ClientCertificate", func(t *testing.T) {
+		drivertest.CheckURL(t, good+"&cert="+url.QueryEscape(c.ClientCertFile)+"&key="+url.QueryEscape(c.ClientKeyFile))
+	})
+	other := "rediss://localhost:" + strings.Split(srv.Addr(), ":")[1] + "/0" + ca
+	t.Run("OtherName", func(t *testing.T) {
+		drivertest.WantOpenError(t, other, "certificate", "localhost")
+		drivertest.CheckURL(t, other+"&insecure_skip_verify=true")
+	})
+	t.Run("UnknownCA", func(t *testing.T) {
+		drivertest.WantOpenError(t, "rediss://"+srv.Addr()+"/0", "certificate")
+	})
+	t.Run("Plaintext", func(t *testing.T) {
+		drivertest.WantOpenError(t, "redis://"+srv.Addr()+"/0", "TLS")
+	})
+	t.Run("TLSParamsNeedTLS", func(t *testing.T) {
+		_, err := openTLS(t, "redis://"+srv.Addr()+"/0"+ca)
+		if !errors.Is(err, dlock.ErrInvalidURL) || !strings.Contains(err.Error(), "rediss://") {
+			t.Errorf("redis:// with ca= = %v; want ErrInvalidURL naming rediss://", err)
+		}
+	})
+	t.Run("KeyPathHidden", func(t *testing.T) {
+		bad := filepath.Join(t.TempDir(), "s3cret-key.pem")
+		if err := os.WriteFile(bad, []byte("not a key"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{"/nonexistent/s3cret/client-key.pem", bad} {
+			_, err := openTLS(t, good+"&cert="+url.QueryEscape(c.ClientCertFile)+"&key="+url.QueryEscape(key))
+			if !errors.Is(err, dlock.ErrInvalidURL) || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "key") {
+				t.Errorf("bad key: %v; want ErrInvalidURL naming the key parameter, not its path", err)
+			}
+		}
+	})
+}
+
+// Sentinel over TLS: the sentinel and the master both TLS-only; the
+// sentinel reaches the master over TLS and so does dlock.
+func TestTLSSentinel(t *testing.T) {
+	c := testserver.NewTLS(t)
+	master := testserver.RedisTLS(t, c)
+	sentinel := testserver.RedisSentinelTLS(t, c, master, "tlsmaster")
+	ca := "?ca=" + url.QueryEscape(c.CAFile)
+	drivertest.CheckURL(t, "rediss+sentinel://"+sentinel.Addr()+"/tlsmaster"+ca)
+	drivertest.WantOpenError(t, "rediss+sentinel://localhost:"+strings.Split(sentinel.Addr(), ":")[1]+"/tlsmaster"+ca, "certificate", "localhost")
+	drivertest.WantOpenError(t, "redis+sentinel://"+sentinel.Addr()+"/tlsmaster", "TLS")
+}
+
+// Cluster over TLS: every node, and the cluster bus, TLS-only; each node
+// is verified against the address dlock dials, not the first seed's name.
+func TestTLSCluster(t *testing.T) {
+	c := testserver.NewTLS(t)
+	nodes := testserver.RedisClusterTLS(t, c, 3)
+	var seeds, others []string
+	for _, n := range nodes {
+		seeds = append(seeds, n.Addr())
+		others = append(others, "localhost:"+strings.Split(n.Addr(), ":")[1])
+	}
+	ca := "?ca=" + url.QueryEscape(c.CAFile)
+	u := "rediss+cluster://" + strings.Join(seeds, ",") + ca
+	drivertest.CheckURL(t, u)
+	a, err := openTLS(t, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 { // names over many slots, so every node is used
+		l, err := a.Mutex(fmt.Sprintf("tls/slot-%d", i)).Lock(t.Context())
+		if err != nil {
+			t.Fatalf("Lock: %v", err)
+		}
+		if err := l.Unlock(t.Context()); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+	}
+	drivertest.WantOpenError(t, "rediss+cluster://"+strings.Join(others, ",")+ca, "certificate", "localhost")
+	drivertest.WantOpenError(t, "redis+cluster://"+strings.Join(seeds, ","), "TLS")
+}

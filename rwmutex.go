@@ -1,0 +1,187 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/dlock/dlock/driver"
+)
+
+// ErrUpgrade is returned by RWMutex.Lock and TryLock when their owner holds
+// the read lock: a read-to-write upgrade would deadlock (two readers each
+// waiting for the other to leave), so it is refused. Unlock the read lease
+// and take the write lock instead.
+var ErrUpgrade = errors.New("dlock: read-to-write upgrade refused: it would deadlock")
+
+// RWMutex is a distributed read-write lock, made by Client.RWMutex: any
+// number of readers (RLock) hold it together, a writer (Lock) holds it
+// alone. A waiting writer blocks the readers that arrive after it, so a
+// stream of readers cannot starve it. Each hold is a *Lease with the life of
+// a Mutex's lease: renewed, lost, ended by Unlock, with a fencing token; a
+// write hold's token is greater than that of every earlier hold of the lock,
+// reads included.
+//
+// An RWMutex, a Mutex and a Semaphore of the same name are three different
+// locks. Re-entry follows the Mutex's rules (a ctx carrying a live lease,
+// or WithOwner), and besides: a writer that takes the read lock under its
+// write hold gets a lease on the write hold; a reader that takes the write
+// lock gets ErrUpgrade. Its methods are safe for concurrent use.
+type RWMutex struct {
+	c    *Client
+	name string
+	opts mutexOptions
+	err  error // invalid arguments or an unsupported backend, reported by every method
+}
+
+// RWMutex returns a read-write lock named name, with the Mutex's options.
+// Making it does not touch the store; invalid arguments, or a backend that
+// cannot hold read-write locks (ErrUnsupported, with the reason), are
+// reported by its methods.
+func (c *Client) RWMutex(name string, opts ...Option) *RWMutex {
+	o := mutexOptions{ttl: DefaultTTL}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	rw := &RWMutex{c: c, name: name, opts: o}
+	rw.err = c.validate(name, o)
+	if rw.err == nil && !(c.caps.Supports(driver.Shared) && c.caps.Supports(driver.Write)) {
+		rw.err = c.unsupportedKind("read-write locks")
+	}
+	return rw
+}
+
+// unsupportedKind is the error of a lock kind the backend lacks.
+func (c *Client) unsupportedKind(what string) error {
+	if c.caps.KindsNote != "" {
+		return fmt.Errorf("%w: the %s backend has no %s: %s", ErrUnsupported, c.scheme, what, c.caps.KindsNote)
+	}
+	return fmt.Errorf("%w: the %s backend has no %s", ErrUnsupported, c.scheme, what)
+}
+
+// Name returns the lock's name.
+func (rw *RWMutex) Name() string { return rw.name }
+
+// Err reports what making the RWMutex found wrong, which its methods also
+// return: invalid arguments, or ErrUnsupported with the reason when the
+// backend cannot hold read-write locks; nil when it is usable. Check it at
+// start-up to fail early.
+func (rw *RWMutex) Err() error { return rw.c.wrap("rwmutex", rw.name, rw.err) }
+
+// RLock blocks until the read lock is held and returns its lease; ctx
+// bounds the wait as for Mutex.Lock.
+func (rw *RWMutex) RLock(ctx context.Context) (*Lease, error) {
+	return rw.c.acquire(ctx, "rlock", rw.spec(driver.Shared), false)
+}
+
+// TryRLock makes one attempt at the read lock: it returns an error wrapping
+// ErrNotAcquired when a writer holds the lock or waits for it.
+func (rw *RWMutex) TryRLock(ctx context.Context) (*Lease, error) {
+	return rw.c.acquire(ctx, "tryrlock", rw.spec(driver.Shared), true)
+}
+
+// Lock blocks until the write lock is held and returns its lease; ctx
+// bounds the wait as for Mutex.Lock.
+func (rw *RWMutex) Lock(ctx context.Context) (*Lease, error) {
+	return rw.c.acquire(ctx, "lock", rw.spec(driver.Write), false)
+}
+
+// TryLock makes one attempt at the write lock: it returns an error wrapping
+// ErrNotAcquired when anyone else holds the lock.
+func (rw *RWMutex) TryLock(ctx context.Context) (*Lease, error) {
+	return rw.c.acquire(ctx, "trylock", rw.spec(driver.Write), true)
+}
+
+// RLocker returns a Locker whose Lock and TryLock take the read lock, for Do.
+func (rw *RWMutex) RLocker() Locker { return rlocker{rw} }
+
+type rlocker struct{ rw *RWMutex }
+
+func (r rlocker) Lock(ctx context.Context) (*Lease, error)    { return r.rw.RLock(ctx) }
+func (r rlocker) TryLock(ctx context.Context) (*Lease, error) { return r.rw.TryRLock(ctx) }
+
+func (rw *RWMutex) spec(kind driver.Kind) lockSpec {
+	return lockSpec{name: rw.name, opts: rw.opts, err: rw.err, kind: kind}
+}
+
+// kindFor is the kind of hold an owner's request gets: a read request by an
+// owner holding the write lock re-enters the write hold; a write request by
+// an owner holding the read lock is refused.
+func (c *Client) kindFor(owner string, s lockSpec) (driver.Kind, error) {
+	if s.kind != driver.Shared && s.kind != driver.Write {
+		return s.kind, nil
+	}
+	other := driver.Write
+	if s.kind == driver.Write {
+		other = driver.Shared
+	}
+	c.mu.Lock()
+	h := c.holds[holdKey{s.name, owner, other}]
+	held := h != nil && !h.detached
+	c.mu.Unlock()
+	switch {
+	case !held:
+		return s.kind, nil
+	case s.kind == driver.Shared:
+		return driver.Write, nil
+	default:
+		return 0, ErrUpgrade
+	}
+}
+
+// family is the lock family of a kind: a Mutex (0), an RWMutex (1) or a
+// Semaphore (2).
+func family(k driver.Kind) int {
+	switch k {
+	case driver.Shared, driver.Write:
+		return 1
+	case driver.Permit:
+		return 2
+	}
+	return 0
+}
+
+// queueName is the key of the client's local wait queue for req: one per
+// family and name.
+func queueName(req driver.Request) string {
+	if f := family(req.Kind); f != 0 {
+		return fmt.Sprintf("%d\x00%s", f, req.Name)
+	}
+	return req.Name
+}
+
+// InspectRWMutex describes the read-write lock named name: Info.Holders
+// lists its readers and writer, and Owner, Token and TTL describe the
+// writer if there is one. Backends without read-write locks return
+// ErrUnsupported.
+func (c *Client) InspectRWMutex(ctx context.Context, name string) (Info, error) {
+	return c.inspectKind(ctx, name, driver.Shared, "read-write locks")
+}
+
+// InspectSemaphore describes the semaphore named name: Info.Limit is its
+// stored permit count and Info.Holders its permit holders. Backends
+// without semaphores return ErrUnsupported.
+func (c *Client) InspectSemaphore(ctx context.Context, name string) (Info, error) {
+	return c.inspectKind(ctx, name, driver.Permit, "semaphores")
+}
+
+func (c *Client) inspectKind(ctx context.Context, name string, kind driver.Kind, what string) (Info, error) {
+	if ctx == nil {
+		return Info{}, c.wrap("inspect", name, ErrNilContext)
+	}
+	if err := c.validateName(name); err != nil {
+		return Info{}, c.wrap("inspect", name, err)
+	}
+	ki, ok := c.drv.(driver.KindInspector)
+	if !ok || !c.caps.Supports(kind) {
+		return Info{}, c.wrap("inspect", name, c.unsupportedKind(what))
+	}
+	if c.isClosed() {
+		return Info{}, c.wrap("inspect", name, ErrClosed)
+	}
+	di, err := ki.InspectKind(ctx, name, kind)
+	if err != nil {
+		return Info{}, c.wrap("inspect", name, err)
+	}
+	return Info(di), nil
+}

@@ -1,0 +1,84 @@
+package dlock
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dlock/dlock/driver"
+)
+
+// Semaphore is a distributed counting semaphore, made by Client.Semaphore:
+// at most its permit count of holders at once, across every client of the
+// store. Each permit is a *Lease with the life of a Mutex's lease (renewed,
+// lost, freed at its TTL when its holder dies, ended by Unlock) and a
+// fencing token of its own. The permit count is stored with the semaphore
+// where the backend has room for it: Acquire with another count while
+// others hold permits fails with ErrLimitMismatch. A Semaphore, a Mutex and
+// an RWMutex of the same name are three different locks. Re-entry follows
+// the Mutex's rules: a ctx carrying a live permit of the semaphore, or
+// WithOwner, shares that permit. Its methods are safe for concurrent use.
+type Semaphore struct {
+	c     *Client
+	name  string
+	limit int
+	opts  mutexOptions
+	err   error
+}
+
+// Semaphore returns a semaphore named name with n permits, with the
+// Mutex's options. Making it does not touch the store; invalid arguments
+// (n < 1 is ErrInvalidConfig), or a backend without semaphores
+// (ErrUnsupported, with the reason), are reported by its methods.
+func (c *Client) Semaphore(name string, n int, opts ...Option) *Semaphore {
+	o := mutexOptions{ttl: DefaultTTL}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s := &Semaphore{c: c, name: name, limit: n, opts: o}
+	s.err = c.validate(name, o)
+	switch {
+	case s.err != nil:
+	case n < 1:
+		s.err = fmt.Errorf("%w: a semaphore needs at least one permit, not %d", ErrInvalidConfig, n)
+	case !c.caps.Supports(driver.Permit):
+		s.err = c.unsupportedKind("semaphores")
+	}
+	return s
+}
+
+// Name returns the semaphore's name.
+func (s *Semaphore) Name() string { return s.name }
+
+// Err reports what making the Semaphore found wrong, which its methods
+// also return: invalid arguments, or ErrUnsupported with the reason when
+// the backend cannot hold semaphores; nil when it is usable. Check it at
+// start-up to fail early.
+func (s *Semaphore) Err() error { return s.c.wrap("semaphore", s.name, s.err) }
+
+// Limit returns the permit count the semaphore was made with.
+func (s *Semaphore) Limit() int { return s.limit }
+
+// Acquire blocks until a permit is held and returns its lease; ctx bounds
+// the wait as for Mutex.Lock.
+func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {
+	return s.c.acquire(ctx, "acquire", s.spec(), false)
+}
+
+// TryAcquire makes one attempt: it returns an error wrapping ErrNotAcquired
+// when every permit is held.
+func (s *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) {
+	return s.c.acquire(ctx, "tryacquire", s.spec(), true)
+}
+
+// Locker returns a Locker whose Lock and TryLock are Acquire and
+// TryAcquire, for Do.
+func (s *Semaphore) Locker() Locker { return semLocker{s} }
+
+type semLocker struct{ s *Semaphore }
+
+func (l semLocker) Lock(ctx context.Context) (*Lease, error)    { return l.s.Acquire(ctx) }
+func (l semLocker) TryLock(ctx context.Context) (*Lease, error) { return l.s.TryAcquire(ctx) }
+
+func (s *Semaphore) spec() lockSpec {
+	return lockSpec{name: s.name, opts: s.opts, err: s.err, kind: driver.Permit, limit: s.limit}
+}

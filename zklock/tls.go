@@ -1,0 +1,139 @@
+package zklock
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/internal/tlsurl"
+	"github.com/go-zookeeper/zk"
+)
+
+// tlsDialer makes the connections of a zk:// URL with tls=true: TLS to
+// ZooKeeper's secure client port (secureClientPort, served by Netty).
+// go-zookeeper resolves each host and dials the addresses, so each
+// certificate is checked against the URL's host name, kept per address.
+type tlsDialer struct {
+	config *tls.Config
+	names  map[string]string // resolved "ip:port" → the URL's host
+}
+
+// urlTLS reads the URL's tls, ca, cert, key and insecure_skip_verify: nil
+// without tls=true (TLS parameters then are refused).
+func urlTLS(q url.Values, hosts []string) (*tlsDialer, error) {
+	on := false
+	if q.Has("tls") {
+		var err error
+		if on, err = strconv.ParseBool(q.Get("tls")); err != nil {
+			return nil, fmt.Errorf("zklock: %w: tls=%q: want true or false", dlock.ErrInvalidURL, q.Get("tls"))
+		}
+	}
+	if !on {
+		if tlsurl.Has(q) {
+			return nil, fmt.Errorf("zklock: %w: ca, cert, key and insecure_skip_verify need tls=true", dlock.ErrInvalidURL)
+		}
+		return nil, nil
+	}
+	tc, err := tlsurl.Config(q)
+	if err != nil {
+		return nil, fmt.Errorf("zklock: %w: %v", dlock.ErrInvalidURL, err)
+	}
+	t := &tlsDialer{config: tc, names: map[string]string{}}
+	for _, h := range hosts {
+		host, port, err := net.SplitHostPort(h)
+		if err != nil {
+			continue // go-zookeeper says what is wrong with it
+		}
+		addrs, _ := net.LookupHost(host) // as go-zookeeper does
+		for _, a := range addrs {
+			t.names[net.JoinHostPort(a, port)] = host
+		}
+	}
+	return t, nil
+}
+
+// handshake runs the TLS handshake on c, to addr, within timeout.
+func (t *tlsDialer) handshake(c net.Conn, addr string, timeout time.Duration) (net.Conn, error) {
+	cfg := t.config.Clone()
+	if cfg.ServerName = t.names[addr]; cfg.ServerName == "" {
+		cfg.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	tc := tls.Client(c, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return nil, err
+	}
+	return tc, nil
+}
+
+// definitive reports a TLS handshake error that retrying cannot cure: the
+// certificate is refused (by dlock or by the server), or the server does
+// not speak TLS.
+func definitive(err error) bool {
+	var ve *tls.CertificateVerificationError
+	var ae tls.AlertError
+	var re tls.RecordHeaderError
+	return errors.As(err, &ve) || errors.As(err, &ae) || errors.As(err, &re)
+}
+
+// refusal keeps the first definitive reason a server refused the
+// connection, and tells the Open waiting for a session (go-zookeeper itself
+// would retry it until the session timeout, then again). Its watch checks
+// plaintext connections closed before any answer (see tlsurl.Watch).
+type refusal struct {
+	once   sync.Once
+	err    error
+	notify func(error)
+	watch  *tlsurl.Watch
+}
+
+func newRefusal(notify func(error)) *refusal {
+	r := &refusal{notify: notify}
+	r.watch = tlsurl.NewWatch("tls=true", r.set)
+	return r
+}
+
+func (r *refusal) set(err error) {
+	if r == nil {
+		return
+	}
+	r.once.Do(func() {
+		r.err = err
+		if r.notify != nil {
+			r.notify(err)
+		}
+	})
+}
+
+// addAuth adds digest credentials to conn, bounded by ctx and by the 10s
+// Open waits for a session, and reports a refusal's reason (see refusal):
+// go-zookeeper's AddAuth waits for a connection, and when a round of
+// servers fails it says only "could not connect to a server". On failure
+// the caller closes conn, which ends an AddAuth still waiting.
+func addAuth(ctx context.Context, conn *zk.Conn, auth []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- conn.AddAuth("digest", auth) }()
+	var err error
+	select {
+	case err = <-done:
+		if err == nil {
+			return nil
+		}
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+		return fmt.Errorf("zklock: connect: %w", cause)
+	}
+	return fmt.Errorf("zklock: auth: %w", err)
+}
