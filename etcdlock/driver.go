@@ -71,8 +71,9 @@ func (l *Lease) As(target any) bool {
 func newDriver(ctx context.Context, cli *clientv3.Client, prefix string, owned bool) (*etcdDriver, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := cli.Get(ctx, "dlock-connect-check", clientv3.WithCountOnly()); err != nil {
-		return nil, fmt.Errorf("etcdlock: connect: %w", err)
+	// A key under the prefix: a user whose role covers only the prefix may read it.
+	if _, err := cli.Get(ctx, prefix+"dlock-connect-check", clientv3.WithCountOnly()); err != nil {
+		return nil, permErr(fmt.Errorf("etcdlock: connect: %w", err), prefix)
 	}
 	bgCtx, bgCancel := context.WithCancel(context.Background())
 	return &etcdDriver{cli: cli, owned: owned, prefix: prefix, sessions: map[time.Duration]*session{},
@@ -132,7 +133,7 @@ func (d *etcdDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gran
 	if err != nil || !g.Acquired {
 		free()
 	}
-	return g, err
+	return g, permErr(err, d.prefix)
 }
 
 // Renew checks that every held key is still there, up to 128 in one
@@ -155,7 +156,7 @@ func (d *etcdDriver) Renew(ctx context.Context, batch []driver.Held) []driver.Re
 			case l.sess.isLost():
 				r.Err = fmt.Errorf("etcdlock: %w: session lease expired or revoked", dlock.ErrLeaseLost)
 			case err != nil:
-				r.Err = fmt.Errorf("etcdlock: renew: %w", err)
+				r.Err = permErr(fmt.Errorf("etcdlock: renew: %w", err), d.prefix)
 			default:
 				kvs := resp.Responses[i].GetResponseRange().Kvs
 				if len(kvs) == 0 || kvs[0].CreateRevision != l.Revision {
@@ -190,7 +191,7 @@ func (d *etcdDriver) Release(ctx context.Context, h driver.Held, _ int) (int, er
 		// Uncertain: the key may remain while the session lives; free the
 		// slot only once it is known gone.
 		d.dropKeyLater(l.sess, l.Key, l.Revision, l.release)
-		return 0, fmt.Errorf("etcdlock: release: %w", err)
+		return 0, permErr(fmt.Errorf("etcdlock: release: %w", err), d.prefix)
 	}
 	l.release()
 	if !resp.Succeeded && !retried { // after an uncertain attempt, gone is likely our own delete
@@ -203,7 +204,7 @@ func (d *etcdDriver) Release(ctx context.Context, h driver.Held, _ int) (int, er
 func (d *etcdDriver) ForceRelease(ctx context.Context, name string) error {
 	resp, err := d.cli.Get(ctx, d.prefix+name+"/", clientv3.WithFirstCreate()...)
 	if err != nil {
-		return fmt.Errorf("etcdlock: force release: %w", err)
+		return permErr(fmt.Errorf("etcdlock: force release: %w", err), d.prefix)
 	}
 	if len(resp.Kvs) == 0 {
 		return nil
@@ -211,7 +212,7 @@ func (d *etcdDriver) ForceRelease(ctx context.Context, name string) error {
 	kv := resp.Kvs[0]
 	_, err = d.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision)).
 		Then(clientv3.OpDelete(string(kv.Key))).Commit()
-	return err
+	return permErr(err, d.prefix)
 }
 
 func (d *etcdDriver) Inspect(ctx context.Context, name string) (driver.Info, error) {
@@ -219,7 +220,7 @@ func (d *etcdDriver) Inspect(ctx context.Context, name string) (driver.Info, err
 	resp, err := d.cli.Txn(ctx).Then(clientv3.OpGet(pfx, clientv3.WithFirstCreate()...),
 		clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithCountOnly())).Commit()
 	if err != nil {
-		return driver.Info{}, fmt.Errorf("etcdlock: inspect: %w", err)
+		return driver.Info{}, permErr(fmt.Errorf("etcdlock: inspect: %w", err), d.prefix)
 	}
 	info := driver.Info{Name: name}
 	kvs := resp.Responses[0].GetResponseRange().Kvs

@@ -124,6 +124,40 @@
 //     sharing an owner id do not re-enter each other's holds.
 //   - TTLs are whole seconds, at least 2 s (etcd raises shorter leases to its
 //     minimum).
+//
+// # Least privilege
+//
+// With authentication on, dlock needs a user whose role may read and write
+// the keys under its prefix, and nothing else (leases need no grant; etcd
+// lets a user revoke a lease only if it may write every key attached to
+// it, which holds for dlock's own sessions). For the prefix "app/" (the URL
+// etcd://dlock-worker:PASSWORD@host:2379/app/; keys are app/NAME/…):
+//
+//	etcdctl role add dlock-worker
+//	etcdctl role grant-permission dlock-worker readwrite --prefix=true app/
+//	etcdctl user add dlock-worker:PASSWORD --interactive=false
+//	etcdctl user grant-role dlock-worker dlock-worker
+//
+// (as root, with --user root:…). The test TestLeastPrivilege runs these
+// lines with Debian's etcdctl, then the conformance suite as that user. The
+// default empty prefix needs a role over every key (etcdctl lock's
+// layout), so give each service a prefix.
+//
+// A refused request gives an error that names what is missing (the role's
+// permission on the prefix, a user when auth is on, or the credentials),
+// keeps etcd's text ("etcdserver: permission denied") and wraps
+// dlock.ErrInvalidConfig, so Lock fails at once instead of waiting out its
+// ctx.
+//
+// Tenants are kept apart by prefix: with roles over app-a/ and app-b/, b's
+// user can neither take, release, force-release nor inspect a's locks, and
+// a's holder keeps its lease (TestTenantsApart). Within one prefix etcd
+// cannot tell holders apart: roles grant key ranges, not ownership, and a
+// release deletes the holder's own key in the range, so any user with the
+// prefix's role can delete any lock key under it, with dlock unlock --force
+// or etcdctl del. Force unlock therefore needs no right beyond the worker
+// grant of the prefix; an operator who force-unlocks across tenants needs a
+// role over each prefix.
 package etcdlock
 
 import (
@@ -212,7 +246,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	}
 	cli, err := clientv3.New(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("etcdlock: connect: %w", err)
+		return nil, permErr(fmt.Errorf("etcdlock: connect: %w", err), strings.TrimPrefix(u.Path, "/"))
 	}
 	if err := connectionRefusal(ctx, cli, cfg.TLS, q.Has("cert")); err != nil {
 		_ = cli.Close()

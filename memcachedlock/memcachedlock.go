@@ -47,6 +47,20 @@
 //     fencing: after a restart or an eviction of the counter they start over.
 //   - No read-write locks or semaphores: Client.RWMutex and Client.Semaphore
 //     report ErrUnsupported (see kindsNote for why).
+//
+// # Least privilege
+//
+// Memcached has no rights to grant. Debian's build can authenticate
+// clients, with SASL (-S, binary protocol only, which gomemcache does not
+// speak) or an ASCII auth file (-Y, experimental, not supported by dlock),
+// but an authenticated client may then do anything: read, overwrite or
+// delete any item (a lock or its token counter) and flush_all. There are no
+// per-key or per-command rights, so neither a minimal grant nor tenants on
+// one server can be had: any client that reaches the server can release or
+// take over any lock on it, and force unlock needs no special right. Keep
+// memcached on a private network (bind it to loopback or an internal
+// address), and give each tenant a memcached of its own; prefix=NAME keeps
+// names apart, not tenants.
 package memcachedlock
 
 import (

@@ -74,7 +74,18 @@ func newDriver(ctx context.Context, db *sql.DB, opts Options) (*myDriver, error)
 // Migrate creates the tables if they are missing, and adds the columns
 // later versions added to tables an earlier one made.
 func (d *myDriver) Migrate(ctx context.Context) error {
-	for _, s := range append(append([]string{}, schema...), kindsSchema...) {
+	// CREATE TABLE IF NOT EXISTS needs the CREATE privilege even when the
+	// table is there: look first, so a worker without it can Open.
+	all := append(append([]string{}, schema...), kindsSchema...)
+	var have int
+	if err := d.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.tables
+WHERE table_schema = DATABASE() AND table_name IN ('dlock_locks', 'dlock_tokens', 'dlock_rows', 'dlock_kinds', 'dlock_holds', 'dlock_waits')`).Scan(&have); err != nil {
+		return myErr("migrate", err)
+	}
+	for _, s := range all {
+		if have == len(all) {
+			break
+		}
 		if _, err := d.db.ExecContext(ctx, s); err != nil {
 			return myErr("create tables", err)
 		}
@@ -104,9 +115,17 @@ func myErr(op string, err error) error {
 		return nil
 	}
 	var me *mysql.MySQLError
-	if errors.As(err, &me) && (me.Number == 1142 || me.Number == 1143 || me.Number == 1044) { // command/column/db access denied
-		return fmt.Errorf("mysqllock: %s: permission denied (%s): the user needs SELECT, INSERT, UPDATE and DELETE on dlock_locks, dlock_tokens, dlock_rows, dlock_kinds, dlock_holds and dlock_waits, and CREATE to make them (or run dlock migrate as a user who can): %w",
-			op, me.Message, err)
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 1142, 1143, 1044: // command/column/db access denied
+			return fmt.Errorf("mysqllock: %s: permission denied (%s): the user needs the grant in the mysqllock package doc: SELECT, INSERT and UPDATE on dlock_locks, dlock_tokens and dlock_rows, SELECT, INSERT, UPDATE and DELETE on dlock_kinds, dlock_holds and dlock_waits, and CREATE to make them (or run dlock migrate as a user who can) (%w): %w",
+				op, me.Message, dlock.ErrInvalidConfig, err)
+		case 1095, 1227: // not owner of the thread; KILL needs a privilege
+			return fmt.Errorf("mysqllock: %s: permission denied (%s): ending another user's connection needs the CONNECTION ADMIN (or SUPER) privilege (%w): %w",
+				op, me.Message, dlock.ErrInvalidConfig, err)
+		case 1045: // access denied for user
+			return fmt.Errorf("mysqllock: %s: the server refused the user or password (%w): %w", op, dlock.ErrInvalidConfig, err)
+		}
 	}
 	return fmt.Errorf("mysqllock: %s: %w", op, err)
 }

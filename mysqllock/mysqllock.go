@@ -127,10 +127,46 @@
 // A failed release of a read hold or permit is not settled as a Mutex's
 // is: the hold stays until its TTL.
 //
-// The user needs SELECT, INSERT, UPDATE and DELETE on the six tables
-// (dlock_locks, dlock_tokens, dlock_rows, dlock_kinds, dlock_holds,
-// dlock_waits), and CREATE to make them (or run `dlock migrate` once as a user who can); ALTER
-// on dlock_locks to add the label column to one made before holder labels.
+// # Least privilege
+//
+// Let an owner account make the tables, once (`dlock migrate --backend
+// mysql://dlock_owner:…@host/dlock`, or Client.Migrate); workers then need
+// only to read and write rows (and delete the read-write locks' and
+// semaphores' holds and waits; a mutex's rows are never deleted), and cannot alter
+// the schema: Open makes nothing when the tables are there. As root:
+//
+//	CREATE DATABASE dlock;
+//	CREATE USER 'dlock_owner'@'%' IDENTIFIED BY 'OWNER_PASSWORD';
+//	GRANT CREATE, ALTER, SELECT, INSERT, UPDATE ON dlock.* TO 'dlock_owner'@'%';
+//	-- here: dlock migrate --backend mysql://dlock_owner:OWNER_PASSWORD@host:3306/dlock
+//	CREATE USER 'dlock_worker'@'%' IDENTIFIED BY 'PASSWORD';
+//	GRANT SELECT, INSERT, UPDATE ON dlock.dlock_locks TO 'dlock_worker'@'%';
+//	GRANT SELECT, INSERT, UPDATE ON dlock.dlock_tokens TO 'dlock_worker'@'%';
+//	GRANT SELECT, INSERT, UPDATE ON dlock.dlock_rows TO 'dlock_worker'@'%';
+//	GRANT SELECT, INSERT, UPDATE, DELETE ON dlock.dlock_kinds TO 'dlock_worker'@'%';
+//	GRANT SELECT, INSERT, UPDATE, DELETE ON dlock.dlock_holds TO 'dlock_worker'@'%';
+//	GRANT SELECT, INSERT, UPDATE, DELETE ON dlock.dlock_waits TO 'dlock_worker'@'%';
+//
+// The test TestLeastPrivilege runs exactly these statements on MariaDB,
+// then the conformance suite in every mode as dlock_worker. GET_LOCK
+// (session mode) needs no grant. A missing privilege gives an error naming
+// it (the server's "… command denied to user … for table …", with what the
+// user needs) that wraps dlock.ErrInvalidConfig, so Lock fails at once.
+// Adding the label column to a dlock_locks made before holder labels needs
+// ALTER (dlock migrate as the owner).
+//
+// Tenants: give each a database of its own, with its own owner and worker,
+// as above. A worker of one can neither read, take, release nor overwrite
+// another's locks (the server refuses the other database), in table and
+// row modes. GET_LOCK names (session mode) are server-wide: workers of
+// tenants sharing a server can hold (and so block) each other's names,
+// though never release them; give such tenants servers of their own, or
+// table mode. Within one tenant the server cannot tell holders apart: any
+// worker may update any row, so in table mode dlock unlock --force needs
+// only the worker grant. In row and session modes force unlock ends the
+// holder's connection with KILL, which a user may do to its own
+// connections only: ending another user's needs CONNECTION ADMIN (or SUPER),
+// and the error names it.
 package mysqllock
 
 import (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dlock/dlock"
@@ -60,6 +61,9 @@ func newDriver(ctx context.Context, pool *pgxpool.Pool, opts Options) (*pgDriver
 	if err := d.Migrate(ctx); err != nil {
 		return nil, err
 	}
+	if err := d.checkPrivileges(ctx); err != nil {
+		return nil, err
+	}
 	if d.mode == ModeTable {
 		d.hub = newHub(pool)
 		return d, nil
@@ -87,8 +91,16 @@ func (d *pgDriver) Migrate(ctx context.Context) error {
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('dlock schema', 0))"); err != nil {
 		return pgErr("migrate", err)
 	}
-	if _, err := tx.Exec(ctx, schema+kindsSchema); err != nil {
-		return pgErr("create tables", err)
+	// CREATE TABLE IF NOT EXISTS needs CREATE on the schema even when the
+	// table is there: look first, so a worker without it can Open.
+	var have bool
+	if err := tx.QueryRow(ctx, haveTablesSQL).Scan(&have); err != nil {
+		return pgErr("migrate", err)
+	}
+	if !have {
+		if _, err := tx.Exec(ctx, schema+kindsSchema); err != nil {
+			return pgErr("create tables", err)
+		}
 	}
 	// dlock_locks made before holder labels lacks the label column. Look
 	// before altering: ALTER TABLE locks the table out and needs its
@@ -105,6 +117,45 @@ func (d *pgDriver) Migrate(ctx context.Context) error {
 	return pgErr("migrate", tx.Commit(ctx))
 }
 
+// privileges are the table privileges each mode needs (the package doc's
+// grant gives them all).
+var privileges = map[Mode][][2]string{
+	ModeTable: {{"dlock_locks", "SELECT"}, {"dlock_locks", "INSERT"}, {"dlock_locks", "UPDATE"}, {"dlock_locks", "DELETE"},
+		{"dlock_tokens", "SELECT"}, {"dlock_tokens", "INSERT"}, {"dlock_tokens", "UPDATE"}},
+	ModeRow: {{"dlock_rows", "SELECT"}, {"dlock_rows", "INSERT"}, {"dlock_rows", "UPDATE"},
+		{"dlock_tokens", "SELECT"}, {"dlock_tokens", "INSERT"}, {"dlock_tokens", "UPDATE"}},
+	ModeSession: {{"dlock_tokens", "SELECT"}, {"dlock_tokens", "INSERT"}, {"dlock_tokens", "UPDATE"}},
+}
+
+// checkPrivileges fails Open, naming every missing one, when the user lacks
+// a table privilege the mode needs: better than a first Lock that fails.
+func (d *pgDriver) checkPrivileges(ctx context.Context) error {
+	var tables, privs []string
+	for _, tp := range privileges[d.mode] {
+		tables, privs = append(tables, tp[0]), append(privs, tp[1])
+	}
+	rows, err := d.pool.Query(ctx, `SELECT p || ' on ' || t FROM unnest($1::text[], $2::text[]) AS x(t, p)
+WHERE NOT has_table_privilege(t, p)`, tables, privs)
+	if err != nil {
+		return pgErr("check privileges", err)
+	}
+	missing, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return pgErr("check privileges", err)
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("pglock: permission denied: %s mode needs %s (see the grant in the pglock package doc) (%w)",
+			d.mode, strings.Join(missing, ", "), dlock.ErrInvalidConfig)
+	}
+	return nil
+}
+
+// haveTablesSQL tells whether the tables that statements reach (through
+// search_path) are all there.
+const haveTablesSQL = `SELECT to_regclass('dlock_locks') IS NOT NULL AND to_regclass('dlock_tokens') IS NOT NULL
+  AND to_regclass('dlock_rows') IS NOT NULL AND to_regclass('dlock_kinds') IS NOT NULL
+  AND to_regclass('dlock_holds') IS NOT NULL AND to_regclass('dlock_waits') IS NOT NULL`
+
 // hasLabelSQL tells whether the dlock_locks that statements reach (through
 // search_path) has the label column.
 const hasLabelSQL = `SELECT EXISTS (SELECT 1 FROM pg_attribute
@@ -117,8 +168,11 @@ func pgErr(op string, err error) error {
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "42501" { // insufficient_privilege
-		return fmt.Errorf("pglock: %s: permission denied (%s): the user needs SELECT, INSERT, UPDATE and DELETE on dlock_locks, dlock_tokens, dlock_rows, dlock_kinds, dlock_holds and dlock_waits, and CREATE on the schema to make them (or run dlock migrate as a user who can): %w",
-			op, pe.Message, err)
+		return fmt.Errorf("pglock: %s: permission denied (%s): the user needs the grant in the pglock package doc: SELECT, INSERT, UPDATE and DELETE on dlock_locks, dlock_kinds, dlock_holds and dlock_waits, SELECT, INSERT and UPDATE on dlock_tokens and dlock_rows, and CREATE on the schema to make them (or run dlock migrate as a user who can) (%w): %w",
+			op, pe.Message, dlock.ErrInvalidConfig, err)
+	}
+	if errors.As(err, &pe) && pe.Code == "3F000" { // invalid_schema_name: none in search_path is usable
+		return fmt.Errorf("pglock: %s: no schema in the user's search_path that it may use (USAGE) (%w): %w", op, dlock.ErrInvalidConfig, err)
 	}
 	return fmt.Errorf("pglock: %s: %w", op, err)
 }

@@ -157,12 +157,50 @@
 // hold stays until its TTL (it is not re-entered, as owners are fresh per
 // call unless WithOwner).
 //
-// # Permissions
+// # Least privilege
 //
-// The user needs SELECT, INSERT, UPDATE and DELETE on dlock_locks,
-// dlock_tokens, dlock_rows, dlock_kinds, dlock_holds and dlock_waits, and CREATE on the schema for Open to make
-// them (else run `dlock migrate` once as a user that can); to own
-// dlock_locks to add the label column to one made before holder labels.
+// Let an owner account make the tables, once: `dlock migrate --backend
+// postgres://dlock_owner:…@host/db` (or Client.Migrate), with a schema of its
+// own first in its search_path. Workers then need only to read and write
+// rows, and cannot alter the schema; Open makes nothing when the tables are
+// there. As a superuser (or a role with CREATEROLE, plus the schema owner
+// for the grants), for the schema "dlock":
+//
+//	CREATE ROLE dlock_owner LOGIN PASSWORD 'OWNER_PASSWORD';
+//	CREATE SCHEMA dlock AUTHORIZATION dlock_owner;
+//	ALTER ROLE dlock_owner SET search_path = dlock;
+//	-- here: dlock migrate --backend postgres://dlock_owner:OWNER_PASSWORD@host/db
+//	CREATE ROLE dlock_worker LOGIN PASSWORD 'PASSWORD';
+//	GRANT USAGE ON SCHEMA dlock TO dlock_worker;
+//	GRANT SELECT, INSERT, UPDATE, DELETE ON dlock.dlock_locks TO dlock_worker;
+//	GRANT SELECT, INSERT, UPDATE ON dlock.dlock_tokens, dlock.dlock_rows TO dlock_worker;
+//	GRANT SELECT, INSERT, UPDATE, DELETE ON dlock.dlock_kinds, dlock.dlock_holds, dlock.dlock_waits TO dlock_worker;
+//	ALTER ROLE dlock_worker SET search_path = dlock;
+//
+// (or search_path=dlock in the worker's URL). The test TestLeastPrivilege
+// runs exactly these statements, then the conformance suite in every mode
+// as dlock_worker. Advisory locks (session mode) need no grant. A missing
+// privilege gives an error naming it ("permission denied for table
+// dlock_locks", with what the user needs) that wraps dlock.ErrInvalidConfig,
+// so Lock fails at once. Adding the label column to a dlock_locks made
+// before holder labels needs its owner (dlock migrate).
+//
+// Tenants: give each its own schema, owner and worker role, as above. A
+// worker of one can neither read, take, release nor overwrite another's
+// locks (PostgreSQL refuses the other schema), in table and row modes.
+// Advisory locks (session mode) are per database, not per schema: workers
+// of tenants sharing a database can hold (and so block) each other's names,
+// though never release them; give such tenants databases of their own.
+// Within one tenant PostgreSQL cannot tell holders apart: a release deletes
+// the holder's row, so a worker may delete any (table mode: dlock unlock
+// --force needs only the worker grant). In row and session modes force
+// unlock ends the holder's connection with pg_terminate_backend, which a
+// role may do to its own backends only: ending another role's needs
+// membership in pg_signal_backend, and the error names it. An operator role
+// is thus GRANT dlock_worker, pg_signal_backend TO ops.
+//
+// Open checks the table privileges its mode needs and names every missing
+// one ("table mode needs DELETE on dlock_locks").
 package pglock
 
 import (

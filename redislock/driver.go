@@ -32,12 +32,18 @@ func newDriver(ctx context.Context, rdb redis.UniversalClient, opts Options, own
 	}
 	redisnode.RouteLogs(rdb, d.log)
 	if err := rdb.Ping(ctx).Err(); err != nil {
-		return nil, fmt.Errorf("redislock: connect: %w", err)
+		return nil, redisnode.PermissionError(fmt.Errorf("redislock: connect: %w", err), node.Prefix())
 	}
 	if !node.FollowsContext() {
 		d.log.Warn("redislock: the go-redis client ignores context deadlines (ContextTimeoutEnabled is false): " +
 			"a renewal cut off by the network waits out ReadTimeout, and a lost lease can be reported after " +
 			"another client took the lock; set ContextTimeoutEnabled: true in its options")
+	}
+	// A user whose ACL lacks SUBSCRIBE or the prefix's channels would see
+	// its waiters' subscription refused only inside go-redis, which retries
+	// it forever: they would never hear of a release. Subscribe once here.
+	if err := checkSubscribe(ctx, rdb, node.Prefix()); err != nil {
+		return nil, err
 	}
 	d.checkEviction(ctx)
 	d.hub = newHub(rdb, node.Prefix())
@@ -101,9 +107,10 @@ func (d *redisDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gra
 			// script refused.)
 			d.cancel(ctx, k, r.Owner, req)
 		}
-		return g, err
+		return g, redisnode.PermissionError(err, d.prefix)
 	}
-	return d.wait(ctx, k, r)
+	g, err := d.wait(ctx, k, r)
+	return g, redisnode.PermissionError(err, d.prefix)
 }
 
 // Renew sends every renewal of the batch in one pipeline (see
@@ -115,23 +122,24 @@ func (d *redisDriver) Renew(ctx context.Context, batch []driver.Held) []driver.R
 	}
 	res := make([]driver.RenewResult, len(batch))
 	for i, err := range d.node.RenewMany(ctx, hs) {
-		res[i].Err = err
+		res[i].Err = redisnode.PermissionError(err, d.prefix)
 	}
 	return res
 }
 
 func (d *redisDriver) Release(ctx context.Context, h driver.Held, count int) (int, error) {
-	return d.node.ReleaseKeys(ctx, d.keysOf(h), h.Owner, h.Token, count, false)
+	n, err := d.node.ReleaseKeys(ctx, d.keysOf(h), h.Owner, h.Token, count, false)
+	return n, redisnode.PermissionError(err, d.prefix)
 }
 
 func (d *redisDriver) ForceRelease(ctx context.Context, name string) error {
-	return d.node.ForceRelease(ctx, name)
+	return redisnode.PermissionError(d.node.ForceRelease(ctx, name), d.prefix)
 }
 
 func (d *redisDriver) Inspect(ctx context.Context, name string) (driver.Info, error) {
 	info, err := d.node.Inspect(ctx, name)
 	info.Notes = d.notes
-	return info, err
+	return info, redisnode.PermissionError(err, d.prefix)
 }
 
 // InspectKind describes the read-write lock or semaphore named name, with
@@ -139,7 +147,7 @@ func (d *redisDriver) Inspect(ctx context.Context, name string) (driver.Info, er
 func (d *redisDriver) InspectKind(ctx context.Context, name string, kind driver.Kind) (driver.Info, error) {
 	info, err := d.node.InspectKind(ctx, name, kind)
 	info.Notes = d.notes
-	return info, err
+	return info, redisnode.PermissionError(err, d.prefix)
 }
 
 func (d *redisDriver) Close() error {
@@ -160,3 +168,15 @@ func (d *redisDriver) As(target any) bool {
 }
 
 var _ driver.KindInspector = (*redisDriver)(nil)
+
+// checkSubscribe subscribes to a channel of the prefix and waits for the
+// server's confirmation, so that a refused SUBSCRIBE fails Open naming
+// the missing right. It publishes nothing.
+func checkSubscribe(ctx context.Context, rdb redis.UniversalClient, prefix string) error {
+	ps := rdb.Subscribe(ctx, prefix+":handoffs:open-check")
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		return redisnode.PermissionError(fmt.Errorf("redislock: connect: subscribe: %w", err), prefix)
+	}
+	return nil
+}

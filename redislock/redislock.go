@@ -166,6 +166,42 @@
 //     the owner would re-enter the forgotten hold (with its old token), and
 //     the lock would outlive each later Unlock. Meanwhile, the forgotten
 //     hold ends with its TTL.
+//
+// # Least privilege
+//
+// dlock needs these commands (those it sends, and those its scripts call:
+// Redis checks both against the user's ACL) on keys and channels under its
+// prefix. For the default prefix "dlock" (with prefix=NAME in the URL, or
+// Options.KeyPrefix, write NAME:* instead of dlock:*):
+//
+//	ACL SETUSER dlock-worker on >PASSWORD resetkeys ~dlock:* resetchannels &dlock:* -@all +ping +hello +evalsha +eval +subscribe +unsubscribe +time +get +set +del +exists +incr +pttl +pexpire +hget +hmget +hset +hdel +hexists +hincrby +hgetall +lpop +rpush +lrem +lindex +llen +publish +zadd +zcard +zrange +zrangebyscore +zrem +zscore
+//
+// and the URL redis://dlock-worker:PASSWORD@host:6379. Optional: +config|get
+// lets Open read maxmemory-policy and warn of eviction (without it Open
+// skips the check). A Cluster client also needs +cluster|slots
+// +cluster|shards +readonly (untested). The test TestLeastPrivilege runs
+// the conformance suite as a user made with exactly the line above.
+//
+// A command, key or channel the ACL refuses gives an error that names it
+// ("missing ACL permission for command EVALSHA", or the keys or channels
+// of the prefix; for a command one of dlock's scripts calls, Redis 7.0 does
+// not say which, and ACL LOG does), keeps Redis's own text, and wraps
+// dlock.ErrInvalidConfig: Lock fails at once instead of waiting out its ctx.
+// Open checks SUBSCRIBE and the channels by subscribing once (on a
+// connection of its own, closed at once), since go-redis would retry a
+// refused SUBSCRIBE in the background and waiters would never hear of a
+// release.
+//
+// Tenants are kept apart by prefix: give each its own user, prefix and
+// patterns (~a:* &a:* for prefix=a), and no user of one can read, take,
+// renew, release or force-release the other's locks (Redis refuses the
+// keys with NOPERM). Within one prefix Redis cannot tell holders apart: ACLs
+// grant commands and key patterns, not ownership, and releasing needs DEL on
+// the lock's key, so any user with the grant for a prefix can delete any
+// lock under it, with dlock unlock --force or a plain DEL. Force unlock thus
+// needs no right beyond the worker grant of the lock's prefix; an operator
+// who force-unlocks across tenants needs the patterns of each (~* &* for
+// all).
 package redislock
 
 import (

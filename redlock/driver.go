@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ type redlockDriver struct {
 	owned       bool
 	quorum      int
 	nodeTimeout time.Duration
+	prefix      string // the key prefix, for permission errors
 }
 
 func newDriver(ctx context.Context, clients []redis.UniversalClient, opts Options) (*redlockDriver, error) {
@@ -34,7 +36,8 @@ func newDriver(ctx context.Context, clients []redis.UniversalClient, opts Option
 	if err := checkNodes(addrs); err != nil {
 		return nil, err
 	}
-	d := &redlockDriver{clients: clients, owned: opts.CloseClients, quorum: len(clients)/2 + 1, nodeTimeout: opts.NodeTimeout}
+	d := &redlockDriver{clients: clients, owned: opts.CloseClients, quorum: len(clients)/2 + 1, nodeTimeout: opts.NodeTimeout,
+		prefix: cmp.Or(opts.KeyPrefix, "dlock")}
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
@@ -52,6 +55,9 @@ func newDriver(ctx context.Context, clients []redis.UniversalClient, opts Option
 	_, errs := each(ctx, d, 2*time.Second, func(ctx context.Context, n *redisnode.Node) (struct{}, error) {
 		return struct{}{}, n.Client().Ping(ctx).Err()
 	})
+	if err := d.refused(errs); err != nil {
+		return nil, err
+	}
 	if up := countNil(errs); up < d.quorum {
 		return nil, fmt.Errorf("redlock: connect: only %d of %d nodes answered: %w", up, len(d.nodes), errors.Join(errs...))
 	}
@@ -134,6 +140,9 @@ func (d *redlockDriver) Acquire(ctx context.Context, r driver.Request) (driver.G
 	counters, errs := each(ctx, d, to, func(ctx context.Context, n *redisnode.Node) (uint64, error) {
 		return n.Counter(ctx, r.Name)
 	})
+	if err := d.refused(errs); err != nil {
+		return driver.Grant{}, err
+	}
 	if up := countNil(errs); up < d.quorum {
 		return driver.Grant{}, fmt.Errorf("redlock: acquire: only %d of %d nodes answered", up, len(d.nodes))
 	}
@@ -178,7 +187,7 @@ func (d *redlockDriver) Acquire(ctx context.Context, r driver.Request) (driver.G
 		}
 		return 0, nil
 	})
-	return driver.Grant{Retry: retry}, nil
+	return driver.Grant{Retry: retry}, d.refused(gerrs)
 }
 
 // Renew renews every hold of the batch on every node (one pipeline per
@@ -215,7 +224,7 @@ func (d *redlockDriver) Renew(ctx context.Context, batch []driver.Held) []driver
 		case gone > len(d.nodes)-d.quorum:
 			res[i].Err = fmt.Errorf("redlock: %w: held on %d of %d nodes", dlock.ErrLeaseLost, ok, len(d.nodes))
 		default:
-			res[i].Err = fmt.Errorf("redlock: renew: %d of %d nodes confirmed: %v", ok, len(d.nodes), last)
+			res[i].Err = fmt.Errorf("redlock: renew: %d of %d nodes confirmed: %w", ok, len(d.nodes), redisnode.PermissionError(last, d.prefix))
 		}
 	}
 	return res
@@ -240,7 +249,7 @@ func (d *redlockDriver) Release(ctx context.Context, h driver.Held, count int) (
 	case held >= d.quorum:
 		return remaining, nil
 	case other != nil:
-		return 0, fmt.Errorf("redlock: release on %d of %d nodes: %w", held, len(d.nodes), other)
+		return 0, fmt.Errorf("redlock: release on %d of %d nodes: %w", held, len(d.nodes), redisnode.PermissionError(other, d.prefix))
 	}
 	return 0, fmt.Errorf("redlock: release: %w: held on %d of %d nodes", dlock.ErrLeaseLost, held, len(d.nodes))
 }
@@ -250,6 +259,9 @@ func (d *redlockDriver) Inspect(ctx context.Context, name string) (driver.Info, 
 	infos, errs := each(ctx, d, time.Second, func(ctx context.Context, n *redisnode.Node) (driver.Info, error) {
 		return n.Inspect(ctx, name)
 	})
+	if err := d.refused(errs); err != nil {
+		return driver.Info{}, err
+	}
 	if up := countNil(errs); up < d.quorum {
 		return driver.Info{}, fmt.Errorf("redlock: inspect: only %d of %d nodes answered", up, len(d.nodes))
 	}
@@ -284,6 +296,9 @@ func (d *redlockDriver) ForceRelease(ctx context.Context, name string) error {
 	_, errs := each(ctx, d, time.Second, func(ctx context.Context, n *redisnode.Node) (struct{}, error) {
 		return struct{}{}, n.ForceRelease(ctx, name)
 	})
+	if err := d.refused(errs); err != nil {
+		return err
+	}
 	if up := countNil(errs); up < d.quorum {
 		return fmt.Errorf("redlock: force release on %d of %d nodes: %w", up, len(d.nodes), errors.Join(errs...))
 	}
@@ -314,7 +329,7 @@ func (d *redlockDriver) As(target any) bool {
 func (d *redlockDriver) Subscribe(ctx context.Context, name string) (driver.Subscription, error) {
 	s := &subscription{c: make(chan struct{}, 1)}
 	ch := d.nodes[0].Channel(name)
-	pss, _ := each(ctx, d, time.Second, func(ctx context.Context, n *redisnode.Node) (*redis.PubSub, error) {
+	pss, errs := each(ctx, d, time.Second, func(ctx context.Context, n *redisnode.Node) (*redis.PubSub, error) {
 		ps := n.Client().Subscribe(ctx, ch)
 		if _, err := ps.Receive(ctx); err != nil { // the confirmation
 			_ = ps.Close()
@@ -340,6 +355,9 @@ func (d *redlockDriver) Subscribe(ctx context.Context, name string) (driver.Subs
 		}()
 	}
 	if len(s.pss) == 0 {
+		if err := d.refused(errs); err != nil {
+			return nil, err
+		}
 		return nil, errors.New("redlock: subscribe: no node answered")
 	}
 	return s, nil

@@ -75,6 +75,21 @@
 // Redlock assumes bounded clock drift and process pauses shorter than the
 // validity; where that cannot be assumed, use a consensus store (etcd,
 // ZooKeeper) and fencing tokens.
+//
+// # Least privilege
+//
+// Each node needs the ACL user of package redislock's doc (the same
+// scripts run on every node), made on every node:
+//
+//	ACL SETUSER dlock-worker on >PASSWORD resetkeys ~dlock:* resetchannels &dlock:* -@all +ping +hello +evalsha +eval +subscribe +unsubscribe +time +get +set +del +exists +incr +pttl +pexpire +hget +hmget +hset +hdel +hexists +hincrby +hgetall +lpop +rpush +lrem +lindex +llen +publish +zadd +zcard +zrange +zrangebyscore +zrem +zscore
+//
+// with redlock://dlock-worker:PASSWORD@h1:6379,h2:6379,h3:6379 (one user and
+// password for all nodes). When so many nodes refuse a command, key or
+// channel that no majority can answer, the call fails at once with an
+// error naming the missing right and wrapping dlock.ErrInvalidConfig,
+// rather than reading as a lock held by another owner. Tenants are kept
+// apart by prefix, and force unlock needs no more than the worker grant of
+// the prefix, as in package redislock.
 package redlock
 
 import (

@@ -35,7 +35,8 @@ func seq(child string) int64 {
 	return n64
 }
 
-func (d *zkDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
+func (d *zkDriver) Acquire(ctx context.Context, r driver.Request) (_ driver.Grant, err error) {
+	defer func() { err = d.permErr(err, r.Name) }()
 	if r.Kind != driver.Exclusive {
 		return d.acquireKind(ctx, r) // kinds.go
 	}

@@ -116,7 +116,8 @@ func (d *zkDriver) ensure(ctx context.Context, s *session, path string) error {
 	return nil
 }
 
-func (d *zkDriver) Release(ctx context.Context, h driver.Held, _ int) (int, error) {
+func (d *zkDriver) Release(ctx context.Context, h driver.Held, _ int) (_ int, err error) {
+	defer func() { err = d.permErr(err, h.Name) }()
 	l, ok := h.Handle.(*Lease)
 	if !ok {
 		return 0, fmt.Errorf("zklock: release %q: %w", h.Name, dlock.ErrLeaseLost)
@@ -175,7 +176,8 @@ func parseHolderData(data []byte) (owner, label string) {
 	return owner, label
 }
 
-func (d *zkDriver) Inspect(ctx context.Context, name string) (driver.Info, error) {
+func (d *zkDriver) Inspect(ctx context.Context, name string) (_ driver.Info, err error) {
+	defer func() { err = d.permErr(err, name) }()
 	info := driver.Info{Name: name}
 	node, stat, data, waiters, err := d.holder(ctx, name)
 	if err != nil || node == "" {
@@ -187,7 +189,8 @@ func (d *zkDriver) Inspect(ctx context.Context, name string) (driver.Info, error
 	return info, nil
 }
 
-func (d *zkDriver) ForceRelease(ctx context.Context, name string) error {
+func (d *zkDriver) ForceRelease(ctx context.Context, name string) (err error) {
+	defer func() { err = d.permErr(err, name) }()
 	node, _, _, _, err := d.holder(ctx, name)
 	if err != nil || node == "" {
 		return err

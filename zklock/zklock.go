@@ -5,12 +5,15 @@
 //
 // # URLs
 //
-//	zk://[user:password@]host:2181[,host2:2181…][/chroot][?session_timeout=10s]
+//	zk://[user:password@]host:2181[,host2:2181…][/chroot][?session_timeout=10s][&acl=scheme:id:perms,…]
 //
 //	zk://host:2281[,host2:2281…][/chroot]?tls=true[&ca=/etc/dlock/ca.pem&cert=client.pem&key=client-key.pem]
 //
 // user:password adds digest authentication, and nodes dlock creates then
-// carry a creator-only digest ACL. Users with a connection already use Open.
+// carry a creator-only digest ACL; acl adds ZooKeeper ACL entries to every
+// node dlock creates (perms are letters of crwda), e.g.
+// acl=digest:ops:HASH:rd (see "Least privilege"). Users with a connection
+// already use Open (and Options.ACL).
 //
 // # TLS
 //
@@ -169,6 +172,41 @@
 //     increasing with each new holder; safe for fencing.
 //   - TryLock and ctx cancellation delete the contender's node.
 //   - Re-entry by owner is counted within a client, not in ZooKeeper.
+//
+// # Least privilege
+//
+// ZooKeeper has no accounts to grant: each node carries an ACL, set by the
+// client that creates it. Give each service (tenant) a digest identity and
+// a chroot of its own:
+//
+//	zk://dlock-a:PASSWORD@host:2181/app-a?acl=digest:ops:OPS_HASH:rd
+//
+// Every node dlock makes (the chroot and lock nodes if missing, and each
+// contender's node) then carries digest:dlock-a:HASH:cdrwa, and the acl
+// entries: here read and delete for an operator identity "ops", enough to
+// inspect and force-unlock but not to lock (HASH is base64(SHA-1("user:
+// password")), as zkCli's addauth and DigestAuthenticationProvider
+// compute). Create the chroot yourself first if it must carry other
+// entries; ZooKeeper's own "/" stays world-writable unless you change it.
+// The test TestLeastPrivilege runs the conformance suite as such an
+// identity.
+//
+// A refused request (zk.ErrNoAuth) gives an error naming the lock's node
+// and that its ACL does not grant this identity, and wraps
+// dlock.ErrInvalidConfig, so Lock fails at once.
+//
+// Tenants apart: another identity can neither create a contender under the
+// lock's node (take or queue for it), nor delete the holder's node (release
+// or force-unlock it), nor overwrite the lock's node: ZooKeeper checks
+// CREATE and DELETE on the parent, which the ACL grants only to the creator
+// (TestTenantsApart). Within one identity ZooKeeper cannot tell holders
+// apart: any client with the identity may delete any contender's node, and
+// workers that contend for one lock need CREATE and DELETE on its node
+// whatever their identities, so each can delete the others' nodes. dlock
+// unlock --force thus needs no more than a worker's rights on that lock.
+// Across tenants, operators force-unlock through an acl entry with d (and
+// r), or as ZooKeeper's superuser
+// (zookeeper.DigestAuthenticationProvider.superDigest).
 package zklock
 
 import (
@@ -223,6 +261,7 @@ func Open(ctx context.Context, conn *zk.Conn, opts Options) (*dlock.Client, erro
 
 func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	opts := Options{SessionTimeout: 10 * time.Second, CloseConn: true}
+	var extra []zk.ACL // the acl parameter's entries
 	for k, v := range u.Query() {
 		switch k {
 		case "tls", "ca", "cert", "key", "insecure_skip_verify": // urlTLS
@@ -232,6 +271,12 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 				return nil, fmt.Errorf("zklock: %w: session_timeout %q", dlock.ErrInvalidURL, v[0])
 			}
 			opts.SessionTimeout = d
+		case "acl":
+			acl, err := parseACL(v)
+			if err != nil {
+				return nil, err
+			}
+			extra = acl
 		default:
 			return nil, fmt.Errorf("zklock: %w: unknown parameter %q", dlock.ErrInvalidURL, k)
 		}
@@ -262,6 +307,13 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 			return nil, err
 		}
 		opts.ACL = zk.DigestACL(zk.PermAll, u.User.Username(), pw)
+	}
+	if extra != nil {
+		if opts.ACL == nil {
+			opts.ACL = extra
+		} else {
+			opts.ACL = append(opts.ACL, extra...)
+		}
 	}
 	d, err := newDriver(ctx, conn, chroot, opts)
 	if err != nil {

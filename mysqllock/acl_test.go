@@ -1,0 +1,231 @@
+package mysqllock_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
+	"github.com/dlock/dlock/internal/testserver"
+	"github.com/dlock/dlock/mysqllock"
+	"github.com/go-sql-driver/mysql"
+)
+
+// docGrant returns the SQL lines of the package doc's "Least privilege"
+// block, for tenant (database) s: users s_owner and s_worker.
+func docGrant(t *testing.T, s string) []string {
+	t.Helper()
+	src, err := os.ReadFile("mysqllock.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, _ := strings.Cut(string(src), "// # Least privilege\n")
+	r := strings.NewReplacer("dlock_owner", s+"_owner", "dlock_worker", s+"_worker", "DATABASE dlock;", "DATABASE "+s+";",
+		"dlock.", s+".", "OWNER_PASSWORD", "owner-pw", "PASSWORD", "pw")
+	var lines []string
+	for _, l := range strings.Split(sec, "\n") {
+		if l, ok := strings.CutPrefix(l, "//\t"); ok {
+			lines = append(lines, r.Replace(l))
+		}
+	}
+	if len(lines) == 0 {
+		t.Fatal("no grant block in the package doc")
+	}
+	return lines
+}
+
+func rootExec(t *testing.T, srv *testserver.Server, stmts ...string) {
+	t.Helper()
+	db, err := sql.Open("mysql", "root@tcp("+srv.Addr()+")/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, s := range stmts {
+		if _, err := db.ExecContext(t.Context(), s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+// grantTenant runs the doc's block for tenant s, the owner migrating where
+// the doc says to, and returns the worker's URL.
+func grantTenant(t *testing.T, srv *testserver.Server, s string) string {
+	t.Helper()
+	for _, l := range docGrant(t, s) {
+		if !strings.HasPrefix(l, "--") {
+			rootExec(t, srv, l)
+			continue
+		}
+		c, err := dlock.Open(t.Context(), fmt.Sprintf("mysql://%s_owner:owner-pw@%s/%s", s, srv.Addr(), s))
+		if err != nil {
+			t.Fatalf("Open as the owner: %v", err)
+		}
+		err = c.Migrate(t.Context())
+		_ = c.Close()
+		if err != nil {
+			t.Fatalf("Migrate as the owner: %v", err)
+		}
+	}
+	return fmt.Sprintf("mysql://%s_worker:pw@%s/%s", s, srv.Addr(), s)
+}
+
+type aclHarness struct {
+	harness
+	user, db string
+}
+
+func (h *aclHarness) NewClient(ctx context.Context) (*dlock.Client, error) {
+	cu := &drivertest.Cutter{}
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Passwd, cfg.Addr, cfg.DBName, cfg.ParseTime = h.user, "pw", h.addr, h.db, true
+	cfg.Timeout = time.Second
+	cfg.Net = fmt.Sprintf("dlocktest%d", nets.Add(1))
+	mysql.RegisterDialContext(cfg.Net, func(ctx context.Context, addr string) (net.Conn, error) { return cu.DialAddr(ctx, addr) })
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(conn)
+	c, err := mysqllock.Open(ctx, db, mysqllock.Options{Mode: h.mode, CloseDB: true})
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	h.Track(c, cu)
+	return c, nil
+}
+
+func (h *aclHarness) Remove(ctx context.Context, name string) error {
+	return drivertest.RemoveWith(ctx, h.NewClient, name)
+}
+
+// TestLeastPrivilege runs the conformance suite, in every mode, as a worker
+// with exactly the package doc's grant on tables an owner made.
+func TestLeastPrivilege(t *testing.T) {
+	srv := testserver.MariaDB(t)
+	grantTenant(t, srv, "dlock")
+	for _, mode := range []mysqllock.Mode{mysqllock.ModeTable, mysqllock.ModeRow, mysqllock.ModeSession} {
+		t.Run(string(mode), func(t *testing.T) {
+			drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
+				return &aclHarness{harness: harness{addr: srv.Addr(), mode: mode}, user: "dlock_worker", db: "dlock"}, nil
+			})
+		})
+	}
+}
+
+// TestMissingRight: a worker cannot make the tables (Open names the right
+// and makes nothing), and one without the table grants fails Lock at once,
+// naming them, instead of waiting out its ctx.
+func TestMissingRight(t *testing.T) {
+	srv := testserver.MariaDB(t)
+	ctx := t.Context()
+	rootExec(t, srv, "CREATE DATABASE bare", "CREATE USER 'bare'@'%' IDENTIFIED BY 'pw'", "GRANT SELECT ON bare.* TO 'bare'@'%'")
+	url := "mysql://bare:pw@" + srv.Addr() + "/bare"
+	_, err := dlock.Open(ctx, url)
+	if err == nil || !strings.Contains(err.Error(), "CREATE command denied") || !errors.Is(err, dlock.ErrInvalidConfig) {
+		t.Fatalf("Open by a worker with no tables: %v; want CREATE named", err)
+	}
+	if _, err := dlock.Open(ctx, "mysql://bare:wrong@"+srv.Addr()+"/bare"); err == nil || !strings.Contains(err.Error(), "refused the user or password") {
+		t.Fatalf("Open with a wrong password: %v; want the credentials named", err)
+	}
+	c, err := dlock.Open(ctx, "mysql://root@"+srv.Addr()+"/bare") // root makes the tables; bare may only read them
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	w, err := dlock.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, err = w.Mutex("acl/x").Lock(lctx)
+	if err == nil || !strings.Contains(err.Error(), "INSERT, UPDATE command denied") || !errors.Is(err, dlock.ErrInvalidConfig) || lctx.Err() != nil {
+		t.Fatalf("Lock without INSERT: %v; want at once INSERT named", err)
+	}
+}
+
+// TestTenantsApart: tenants a and b, each with the doc's database, owner
+// and worker. b's worker cannot take, release, overwrite or force-release
+// a's locks; force-releasing a's session lock needs CONNECTION ADMIN,
+// which an operator has and workers do not.
+func TestTenantsApart(t *testing.T) {
+	srv := testserver.MariaDB(t)
+	ctx := t.Context()
+	aURL := grantTenant(t, srv, "a")
+	bURL := grantTenant(t, srv, "b")
+	open := func(url string) *dlock.Client {
+		c, err := dlock.Open(ctx, url)
+		if err != nil {
+			t.Fatalf("Open %s: %v", url, err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	a := open(aURL)
+	la, err := a.Mutex("x", dlock.WithTTL(5*time.Second)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer la.Unlock(ctx)
+	if _, err := dlock.Open(ctx, "mysql://b_worker:pw@"+srv.Addr()+"/a"); err == nil || !strings.Contains(err.Error(), "Access denied") {
+		t.Errorf("Open of a's database by b's worker: %v; want access denied", err)
+	}
+	bdb, err := sql.Open("mysql", "b_worker:pw@tcp("+srv.Addr()+")/b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bdb.Close()
+	for _, q := range []string{"UPDATE a.dlock_locks SET owner = 'b'", "UPDATE a.dlock_locks SET expires_at = '1970-01-02'",
+		"INSERT INTO a.dlock_tokens (name, token) VALUES ('x', 1000)", "SELECT * FROM a.dlock_locks"} {
+		if _, err := bdb.ExecContext(ctx, q); err == nil || !strings.Contains(err.Error(), "denied") {
+			t.Errorf("%s by b's worker: %v; want denied", q, err)
+		}
+	}
+	if err := la.Extend(ctx, 5*time.Second); err != nil {
+		t.Fatalf("a's lease after b's attempts: %v", err)
+	}
+	b := open(bURL)
+	lb, err := b.Mutex("x").TryLock(ctx) // b's own x, in b's database
+	if err != nil {
+		t.Fatalf("b's own lock: %v", err)
+	}
+	_ = lb.Unlock(ctx)
+
+	// Session mode: a's worker holds y; GET_LOCK names are server-wide, so
+	// b's worker finds the holder, but may not KILL its connection.
+	as := open(aURL + "?mode=session")
+	ly, err := as.Mutex("y", dlock.WithTTL(5*time.Second)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := open(bURL + "?mode=session")
+	if err := bs.ForceUnlock(ctx, "y"); err == nil || !strings.Contains(err.Error(), "CONNECTION ADMIN") || !errors.Is(err, dlock.ErrInvalidConfig) {
+		t.Fatalf("ForceUnlock of a's session lock by b's worker: %v; want CONNECTION ADMIN named", err)
+	}
+	select {
+	case <-ly.Done():
+		t.Fatalf("a's session lease lost after b's refused force unlock: %v", ly.Err())
+	case <-time.After(100 * time.Millisecond):
+	}
+	rootExec(t, srv, "CREATE USER 'ops'@'%' IDENTIFIED BY 'pw'", "GRANT CONNECTION ADMIN ON *.* TO 'ops'@'%'",
+		"GRANT SELECT ON a.* TO 'ops'@'%'")
+	ops := open("mysql://ops:pw@" + srv.Addr() + "/a?mode=session")
+	if err := ops.ForceUnlock(ctx, "y"); err != nil {
+		t.Fatalf("ForceUnlock by a user with CONNECTION ADMIN: %v", err)
+	}
+	select {
+	case <-ly.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a's session lease still live 10s after the operator's force unlock")
+	}
+}

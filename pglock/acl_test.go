@@ -1,0 +1,219 @@
+package pglock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
+	"github.com/dlock/dlock/internal/testserver"
+	"github.com/dlock/dlock/pglock"
+	"github.com/jackc/pgx/v5"
+)
+
+// docGrant returns the SQL lines of the package doc's "Least privilege"
+// block, for tenant (schema) s: roles s_owner and s_worker.
+func docGrant(t *testing.T, s string) []string {
+	t.Helper()
+	src, err := os.ReadFile("pglock.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, _ := strings.Cut(string(src), "// # Least privilege\n")
+	r := strings.NewReplacer("dlock_owner", s+"_owner", "dlock_worker", s+"_worker", "SCHEMA dlock ", "SCHEMA "+s+" ",
+		"search_path = dlock;", "search_path = "+s+";", "dlock.dlock_", s+".dlock_")
+	var lines []string
+	for _, l := range strings.Split(sec, "\n") {
+		if l, ok := strings.CutPrefix(l, "//\t"); ok {
+			lines = append(lines, r.Replace(l))
+		}
+	}
+	if len(lines) == 0 {
+		t.Fatal("no grant block in the package doc")
+	}
+	return lines
+}
+
+// superExec runs statements as the superuser.
+func superExec(t *testing.T, srv *testserver.Server, stmts ...string) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), testserver.PostgresURL(srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	for _, s := range stmts {
+		if _, err := conn.Exec(t.Context(), s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+func roleURL(srv *testserver.Server, role, query string) string {
+	return fmt.Sprintf("postgres://%s:pw@%s/postgres?sslmode=disable%s", role, srv.Addr(), query)
+}
+
+// grantTenant runs the doc's block for tenant s: the owner migrates where
+// the doc says to, as `dlock migrate` does. It returns the worker's URL.
+func grantTenant(t *testing.T, srv *testserver.Server, s string) string {
+	t.Helper()
+	for _, l := range docGrant(t, s) {
+		if !strings.HasPrefix(l, "--") {
+			superExec(t, srv, l)
+			continue
+		}
+		c, err := dlock.Open(t.Context(), roleURL(srv, s+"_owner", ""))
+		if err != nil {
+			t.Fatalf("Open as the owner: %v", err)
+		}
+		err = c.Migrate(t.Context())
+		_ = c.Close()
+		if err != nil {
+			t.Fatalf("Migrate as the owner: %v", err)
+		}
+	}
+	return roleURL(srv, s+"_worker", "")
+}
+
+// TestLeastPrivilege runs the conformance suite, in every mode, as a worker
+// with exactly the package doc's grant on tables an owner made.
+func TestLeastPrivilege(t *testing.T) {
+	srv := testserver.Postgres(t)
+	url := grantTenant(t, srv, "dlock")
+	for _, mode := range []pglock.Mode{pglock.ModeTable, pglock.ModeRow, pglock.ModeSession} {
+		t.Run(string(mode), func(t *testing.T) {
+			drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
+				return &harness{url: url, mode: mode}, nil
+			})
+		})
+	}
+}
+
+// TestMissingRight: a worker cannot make the tables (Open says which right
+// it lacks and makes nothing), and one without the table grants fails Lock
+// at once, naming the table, instead of waiting out its ctx.
+func TestMissingRight(t *testing.T) {
+	srv := testserver.Postgres(t)
+	ctx := t.Context()
+	superExec(t, srv, "CREATE ROLE bare LOGIN", "CREATE SCHEMA bare", "GRANT USAGE ON SCHEMA bare TO bare",
+		"ALTER ROLE bare SET search_path = bare")
+	_, err := dlock.Open(ctx, roleURL(srv, "bare", ""))
+	if err == nil || !strings.Contains(err.Error(), "permission denied for schema bare") || !errors.Is(err, dlock.ErrInvalidConfig) {
+		t.Fatalf("Open by a worker with no tables: %v; want the schema's CREATE named", err)
+	}
+	// The superuser makes the tables; bare still has no grant on them.
+	c, err := dlock.Open(ctx, testserver.PostgresURL(srv)+"&search_path=bare") // the superuser migrates bare
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	for mode, want := range map[string]string{
+		"table":   "table mode needs SELECT on dlock_locks, INSERT on dlock_locks, UPDATE on dlock_locks, DELETE on dlock_locks, SELECT on dlock_tokens",
+		"session": "session mode needs SELECT on dlock_tokens, INSERT on dlock_tokens, UPDATE on dlock_tokens",
+	} {
+		_, err := dlock.Open(ctx, roleURL(srv, "bare", "&mode="+mode))
+		if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, dlock.ErrInvalidConfig) {
+			t.Errorf("%s mode: Open without table grants: %v; want the privileges named", mode, err)
+		}
+	}
+	// With the grant but DELETE, Open names DELETE; a Lock by an older
+	// client that opened meanwhile fails at once, naming the table.
+	superExec(t, srv, "GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA bare TO bare")
+	if _, err := dlock.Open(ctx, roleURL(srv, "bare", "")); err == nil || !strings.Contains(err.Error(), "needs DELETE on dlock_locks (") {
+		t.Errorf("Open without DELETE: %v; want DELETE named", err)
+	}
+	w, err := dlock.Open(ctx, roleURL(srv, "bare", "&mode=session"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	superExec(t, srv, "REVOKE INSERT ON bare.dlock_tokens FROM bare")
+	lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, err = w.Mutex("acl/x").Lock(lctx)
+	if err == nil || !strings.Contains(err.Error(), "permission denied for table dlock_tokens") ||
+		!errors.Is(err, dlock.ErrInvalidConfig) || lctx.Err() != nil {
+		t.Errorf("Lock after INSERT was revoked: %v; want at once the table named", err)
+	}
+}
+
+// TestTenantsApart: tenants a and b, each with the doc's schema, owner and
+// worker. b's worker cannot take, release, overwrite or force-release a's
+// locks; force-releasing a's session lock needs pg_signal_backend, which an
+// operator role has and workers do not.
+func TestTenantsApart(t *testing.T) {
+	srv := testserver.Postgres(t)
+	ctx := t.Context()
+	aURL := grantTenant(t, srv, "a")
+	grantTenant(t, srv, "b")
+	open := func(url string) *dlock.Client {
+		c, err := dlock.Open(ctx, url)
+		if err != nil {
+			t.Fatalf("Open %s: %v", url, err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	a := open(aURL)
+	la, err := a.Mutex("x", dlock.WithTTL(5*time.Second)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer la.Unlock(ctx)
+	// b's worker pointed at a's schema.
+	if _, err := dlock.Open(ctx, roleURL(srv, "b_worker", "&search_path=a")); err == nil || !strings.Contains(err.Error(), "no schema in the user's search_path that it may use") {
+		t.Errorf("Open of a's schema by b's worker: %v; want permission denied", err)
+	}
+	bconn, err := pgx.Connect(ctx, roleURL(srv, "b_worker", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bconn.Close(context.WithoutCancel(ctx))
+	for _, q := range []string{"DELETE FROM a.dlock_locks", "UPDATE a.dlock_locks SET owner = 'b'",
+		"INSERT INTO a.dlock_tokens (name, token) VALUES ('x', 1000)", "SELECT * FROM a.dlock_locks"} {
+		if _, err := bconn.Exec(ctx, q); err == nil || !strings.Contains(err.Error(), "permission denied for schema a") {
+			t.Errorf("%s by b's worker: %v; want permission denied", q, err)
+		}
+	}
+	if err := la.Extend(ctx, 5*time.Second); err != nil {
+		t.Fatalf("a's lease after b's attempts: %v", err)
+	}
+	b := open(roleURL(srv, "b_worker", ""))
+	lb, err := b.Mutex("x").TryLock(ctx) // b's own x, in b's schema
+	if err != nil {
+		t.Fatalf("b's own lock: %v", err)
+	}
+	_ = lb.Unlock(ctx)
+
+	// Session mode: a's worker holds y; b's worker finds the holder (advisory
+	// locks are per database) but may not end its connection.
+	as := open(aURL + "&mode=session")
+	ly, err := as.Mutex("y", dlock.WithTTL(5*time.Second)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := open(roleURL(srv, "b_worker", "&mode=session"))
+	if err := bs.ForceUnlock(ctx, "y"); err == nil || !strings.Contains(err.Error(), "pg_signal_backend") || !errors.Is(err, dlock.ErrInvalidConfig) {
+		t.Fatalf("ForceUnlock of a's session lock by b's worker: %v; want pg_signal_backend named", err)
+	}
+	select {
+	case <-ly.Done():
+		t.Fatalf("a's session lease lost after b's refused force unlock: %v", ly.Err())
+	case <-time.After(100 * time.Millisecond):
+	}
+	superExec(t, srv, "CREATE ROLE ops LOGIN", "GRANT a_worker, pg_signal_backend TO ops", "ALTER ROLE ops SET search_path = a")
+	ops := open(roleURL(srv, "ops", "&mode=session"))
+	if err := ops.ForceUnlock(ctx, "y"); err != nil {
+		t.Fatalf("ForceUnlock by a role with pg_signal_backend: %v", err)
+	}
+	select {
+	case <-ly.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a's session lease still live 10s after the operator's force unlock")
+	}
+}

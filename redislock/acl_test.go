@@ -1,0 +1,177 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
+	"github.com/dlock/dlock/internal/testserver"
+	"github.com/redis/go-redis/v9"
+)
+
+// docGrant returns the ACL SETUSER line of the package doc's "Least
+// privilege" section, so the tests grant exactly what the doc tells users
+// to, for user name with password pw and key prefix prefix.
+func docGrant(t *testing.T, name, pw, prefix string) []any {
+	t.Helper()
+	src, err := os.ReadFile("redislock.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(src), "\n") {
+		if l, ok := strings.CutPrefix(line, "//\tACL SETUSER "); ok {
+			l = strings.NewReplacer("dlock-worker", name, "PASSWORD", pw, "dlock:*", prefix+":*").Replace(l)
+			var args []any
+			for _, f := range strings.Fields(l) {
+				args = append(args, f)
+			}
+			return args
+		}
+	}
+	t.Fatal("no ACL SETUSER line in the package doc")
+	return nil
+}
+
+// setUser runs ACL SETUSER on srv as the default (unrestricted) user.
+func setUser(t *testing.T, srv *testserver.Server, args ...any) {
+	t.Helper()
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer admin.Close()
+	if err := admin.Do(t.Context(), append([]any{"ACL", "SETUSER"}, args...)...).Err(); err != nil {
+		t.Fatalf("ACL SETUSER %v: %v", args, err)
+	}
+}
+
+// TestLeastPrivilege runs the conformance suite as a user with exactly the
+// package doc's grant.
+func TestLeastPrivilege(t *testing.T) {
+	srv := testserver.Redis(t)
+	setUser(t, srv, docGrant(t, "worker", "worker-pw", "dlock")...)
+	drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
+		h := &harness{t: t}
+		h.newRDB = func(dial func(context.Context, string, string) (net.Conn, error)) redis.UniversalClient {
+			return redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "worker", Password: "worker-pw",
+				Dialer: dial, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+		}
+		h.admin = h.newRDB(nil)
+		t.Cleanup(func() { _ = h.admin.Close() })
+		return h, nil
+	})
+}
+
+// TestMissingRight: a command or key the ACL refuses fails Lock at once,
+// with an error that names it, not a wait until ctx ends.
+func TestMissingRight(t *testing.T) {
+	srv := testserver.Redis(t)
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name   string
+		revoke []any
+		want   string
+	}{
+		{"command", []any{"-evalsha"}, "missing ACL permission for command EVALSHA"},
+		{"script command", []any{"-incr"}, "missing ACL permission for a command dlock's Lua scripts call"},
+		{"keys", []any{"resetkeys", "~other:*"}, "missing ACL permission for keys dlock:*"},
+		{"channels", []any{"resetchannels", "&other:*"}, "missing ACL permission for channels dlock:*"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			setUser(t, srv, append(docGrant(t, "short", "pw", "dlock"), tc.revoke...)...)
+			c, err := dlock.Open(ctx, "redis://short:pw@"+srv.Addr())
+			if tc.name == "channels" { // Open tells: waiters would never hear of a release
+				if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, dlock.ErrInvalidConfig) {
+					t.Fatalf("Open: %v; want an error naming %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			_, err = c.Mutex("acl/" + tc.name).Lock(lctx)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Lock: %v; want an error naming %q", err, tc.want)
+			}
+			if !errors.Is(err, dlock.ErrInvalidConfig) || lctx.Err() != nil {
+				t.Fatalf("Lock: %v: want ErrInvalidConfig at once, not at ctx's end", err)
+			}
+		})
+	}
+}
+
+// TestTenantsApart: users with the grant for prefixes a and b. The b user
+// cannot take, renew, release, force-release or inspect a's locks, and a's
+// holder keeps its lease; each tenant locks the same name in its own prefix.
+func TestTenantsApart(t *testing.T) {
+	srv := testserver.Redis(t)
+	ctx := t.Context()
+	setUser(t, srv, docGrant(t, "ta", "pa", "a")...)
+	setUser(t, srv, docGrant(t, "tb", "pb", "b")...)
+	open := func(u string) *dlock.Client {
+		c, err := dlock.Open(ctx, u)
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	a := open("redis://ta:pa@" + srv.Addr() + "?prefix=a")
+	b := open("redis://tb:pb@" + srv.Addr() + "?prefix=b")
+	// b's account with a's prefix: Open finds a's channels refused.
+	if _, err := dlock.Open(ctx, "redis://tb:pb@"+srv.Addr()+"?prefix=a"); err == nil ||
+		!strings.Contains(err.Error(), "missing ACL permission for channels a:*") {
+		t.Errorf("Open of a's prefix by b's user: %v; want a's channels named", err)
+	}
+	// Even with a's channels added, a's keys stay refused.
+	setUser(t, srv, "tb", "&a:*")
+	intruder := open("redis://tb:pb@" + srv.Addr() + "?prefix=a")
+
+	const name = "tenant/x"
+	la, err := a.Mutex(name, dlock.WithTTL(5*time.Second)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer la.Unlock(ctx)
+	refused := func(op string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "missing ACL permission for keys a:*") {
+			t.Errorf("%s by b's user on a's lock: %v; want a missing permission for a's keys", op, err)
+		}
+	}
+	_, err = intruder.Mutex(name).TryLock(ctx)
+	refused("TryLock", err)
+	_, err = intruder.Mutex(name, dlock.WithOwner(la.Owner())).TryLock(ctx) // a's owner id: would re-enter
+	refused("TryLock as a's owner", err)
+	refused("ForceUnlock", intruder.ForceUnlock(ctx, name))
+	_, err = intruder.Inspect(ctx, name)
+	refused("Inspect", err)
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "tb", Password: "pb"})
+	defer raw.Close()
+	for _, cmd := range [][]any{{"DEL", "a:{" + name + "}"}, {"PEXPIRE", "a:{" + name + "}", 1}, {"HSET", "a:{" + name + "}", "me", 1}} {
+		if err := raw.Do(ctx, cmd...).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+			t.Errorf("%v by b's user: %v; want NOPERM", cmd, err)
+		}
+	}
+	if err := la.Extend(ctx, 5*time.Second); err != nil {
+		t.Fatalf("a's lease after b's attempts: %v", err)
+	}
+	info, err := a.Inspect(ctx, name)
+	if err != nil || !info.Held || info.Token != la.Token() {
+		t.Fatalf("a's lock after b's attempts: %+v, %v", info, err)
+	}
+	lb, err := b.Mutex(name).TryLock(ctx) // the same name in b's prefix is b's own
+	if err != nil {
+		t.Fatalf("b's own lock %s: %v", name, err)
+	}
+	if err := b.ForceUnlock(ctx, name); err != nil { // b may force-release its own prefix's locks
+		t.Fatal(err)
+	}
+	_ = lb.Unlock(ctx)
+}

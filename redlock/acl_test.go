@@ -1,0 +1,103 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
+	"github.com/dlock/dlock/internal/testserver"
+	"github.com/dlock/dlock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// docGrant returns the arguments of the ACL SETUSER line in the package
+// doc, for user name with password pw.
+func docGrant(t *testing.T, name, pw string) []any {
+	t.Helper()
+	src, err := os.ReadFile("redlock.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(src), "\n") {
+		if l, ok := strings.CutPrefix(line, "//\tACL SETUSER "); ok {
+			args := []any{"ACL", "SETUSER"}
+			for _, f := range strings.Fields(strings.NewReplacer("dlock-worker", name, "PASSWORD", pw).Replace(l)) {
+				args = append(args, f)
+			}
+			return args
+		}
+	}
+	t.Fatal("no ACL SETUSER line in the package doc")
+	return nil
+}
+
+// aclNodes starts n servers, each with user name made by the doc's grant
+// plus extra rules.
+func aclNodes(t *testing.T, n int, name, pw string, extra ...any) []string {
+	var addrs []string
+	for range n {
+		s := testserver.Redis(t)
+		admin := redis.NewClient(&redis.Options{Addr: s.Addr()})
+		err := admin.Do(t.Context(), append(docGrant(t, name, pw), extra...)...).Err()
+		_ = admin.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, s.Addr())
+	}
+	return addrs
+}
+
+// TestLeastPrivilege runs the conformance suite on 3 nodes as a user with
+// exactly the package doc's grant.
+func TestLeastPrivilege(t *testing.T) {
+	addrs := aclNodes(t, 3, "worker", "worker-pw")
+	drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
+		return &aclHarness{harness{addrs: addrs}}, nil
+	})
+}
+
+type aclHarness struct{ harness }
+
+func (h *aclHarness) NewClient(ctx context.Context) (*dlock.Client, error) {
+	cu := &drivertest.Cutter{}
+	cs := make([]redis.UniversalClient, len(h.addrs))
+	for i, a := range h.addrs {
+		cs[i] = redis.NewClient(&redis.Options{Addr: a, Username: "worker", Password: "worker-pw", Dialer: cu.Dial, MaxRetries: -1,
+			DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	}
+	// A generous per-node timeout: this test is about rights, and the machine may be loaded.
+	c, err := redlock.Open(ctx, cs, redlock.Options{CloseClients: true, NodeTimeout: 500 * time.Millisecond})
+	if err != nil {
+		return nil, err
+	}
+	h.Track(c, cu)
+	return c, nil
+}
+
+func (h *aclHarness) Remove(ctx context.Context, name string) error {
+	return drivertest.RemoveWith(ctx, h.NewClient, name)
+}
+
+// TestMissingRight: with a right missing on every node, Lock fails at once
+// naming it, where it used to read as a lock held by another owner.
+func TestMissingRight(t *testing.T) {
+	addrs := aclNodes(t, 3, "short", "pw", "-evalsha")
+	c, err := dlock.Open(t.Context(), "redlock://short:pw@"+strings.Join(addrs, ","))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	_, err = c.Mutex("acl/x").Lock(ctx)
+	if err == nil || !strings.Contains(err.Error(), "missing ACL permission for command EVALSHA") ||
+		!errors.Is(err, dlock.ErrInvalidConfig) || ctx.Err() != nil {
+		t.Fatalf("Lock: %v; want at once an error naming EVALSHA", err)
+	}
+}
