@@ -92,6 +92,15 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 		}
 		g.leases[it.i] = l
 	}
+	// A member taken early may have been lost while a later one was waited
+	// for: the group is not held then, so it is not returned.
+	for _, l := range g.leases {
+		if l.h.checkDeadline(); l.Err() != nil {
+			err := l.Err()
+			g.release(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("dlock: lock all: %q was lost while the others were taken: %w", l.Name(), err)
+		}
+	}
 	g.ctx, g.cancel = context.WithCancelCause(context.Background())
 	for _, l := range g.leases {
 		g.stops = append(g.stops, context.AfterFunc(l.ctx, func() { g.memberEnded(l) }))
