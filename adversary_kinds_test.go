@@ -56,3 +56,37 @@ func TestAdvLockAllMemberLostWhileWaiting(t *testing.T) {
 	default:
 	}
 }
+
+// Finding 4: on stores that keep waiting records for read-write locks
+// (memlock, and pglock/mysqllock table mode through sqlbase.Decide), a
+// refused TryLock leaves a waiting writer's record for up to 2s, and every
+// TryLock is a holder (owner) of its own. A caller polling TryLock more
+// often than every 2s is therefore always behind its own previous attempt:
+// it never gets a lock that nobody holds (a blocking Lock keeps one owner
+// and one record across its attempts, so it is not affected).
+func TestAdvTryLockPollingGetsFreeLock(t *testing.T) {
+	t.Skip("finding 4: a refused TryLock leaves a waiting record that blocks the next TryLock; see the adversary report")
+	a, b := twoClients(t)
+	ctx := t.Context()
+	h, err := a.RWMutex("poll").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		_ = h.Unlock(context.Background())
+	}()
+	rw := b.RWMutex("poll")
+	deadline := time.Now().Add(15 * time.Second)
+	for tries := 1; time.Now().Before(deadline); tries++ {
+		if l, err := rw.TryLock(ctx); err == nil {
+			_ = l.Unlock(ctx)
+			return
+		} else if !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	t.Fatal("TryLock polled every 300ms never got the write lock, free since 500ms")
+}
+
