@@ -89,4 +89,3 @@ func TestAdvTryLockPollingGetsFreeLock(t *testing.T) {
 	}
 	t.Fatal("TryLock polled every 300ms never got the write lock, free since 500ms")
 }
-
