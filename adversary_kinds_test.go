@@ -65,7 +65,6 @@ func TestAdvLockAllMemberLostWhileWaiting(t *testing.T) {
 // it never gets a lock that nobody holds (a blocking Lock keeps one owner
 // and one record across its attempts, so it is not affected).
 func TestAdvTryLockPollingGetsFreeLock(t *testing.T) {
-	t.Skip("finding 4: a refused TryLock leaves a waiting record that blocks the next TryLock; see the adversary report")
 	a, b := twoClients(t)
 	ctx := t.Context()
 	h, err := a.RWMutex("poll").Lock(ctx)

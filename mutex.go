@@ -85,7 +85,7 @@ func (c *Client) acquire(ctx context.Context, op string, s lockSpec, try bool) (
 	if label == "" {
 		label = c.label
 	}
-	req := driver.Request{Name: s.name, Owner: owner, Label: label, TTL: s.opts.ttl, Kind: kind, Limit: s.limit}
+	req := driver.Request{Name: s.name, Owner: owner, Label: label, TTL: s.opts.ttl, Kind: kind, Limit: s.limit, Try: try}
 
 	if l, err := c.reenter(ctx, k, req); l != nil || err != nil {
 		return l, c.wrap(op, s.name, err)
