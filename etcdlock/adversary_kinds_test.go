@@ -139,3 +139,35 @@ func TestAdvEtcdCancelledWriter(t *testing.T) {
 	}
 	advCancelledWriterFreesReaders(t, open(), open())
 }
+
+// Finding 5: a permit re-entered with another permit count. The stores
+// that count holds (mem, Redis, SQL) refuse it with ErrLimitMismatch; on
+// etcd (and ZooKeeper) re-entry is kept by dlock within the client, which
+// did not compare the counts and returned a lease on the one-permit
+// semaphore to a caller that asked for a three-permit one.
+func TestAdvEtcdPermitReentryWithOtherCount(t *testing.T) {
+	srv := testserver.Etcd(t)
+	ctx := t.Context()
+	c, err := dlock.Open(ctx, "etcd://"+srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p1, err := c.Semaphore("adv/lim", 1, dlock.WithOwner("o")).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p1.Unlock(ctx)
+	if p, err := c.Semaphore("adv/lim", 3, dlock.WithOwner("o")).Acquire(ctx); !errors.Is(err, dlock.ErrLimitMismatch) {
+		if p != nil {
+			_ = p.Unlock(ctx)
+		}
+		t.Errorf("owner re-entry with 3 permits into a 1-permit hold: %v, want ErrLimitMismatch", err)
+	}
+	if p, err := c.Semaphore("adv/lim", 3).Acquire(dlock.ContextWithLease(ctx, p1)); !errors.Is(err, dlock.ErrLimitMismatch) {
+		if p != nil {
+			_ = p.Unlock(ctx)
+		}
+		t.Errorf("ctx re-entry with 3 permits into a 1-permit hold: %v, want ErrLimitMismatch", err)
+	}
+}
