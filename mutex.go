@@ -138,6 +138,9 @@ func (c *Client) reenter(ctx context.Context, k holdKey, req driver.Request) (*L
 	if h == nil || h.checkDeadline() != nil { // none, or past its deadline: lost
 		return nil, nil
 	}
+	if req.Kind == driver.Permit && req.Limit != h.limit { // as the stores that count holds refuse it
+		return nil, fmt.Errorf("%w: the owner's permit is of a semaphore of %d, asked with %d", ErrLimitMismatch, h.limit, req.Limit)
+	}
 	if c.caps.Reentrant { // the store counts holds: count this one there too
 		// which sets the store's expiry to req.TTL from when it is applied:
 		// believe no more than that if it is shorter than the hold's.
@@ -201,7 +204,7 @@ func (c *Client) grant(ctx context.Context, k holdKey, req driver.Request, g dri
 		validity = g.Validity
 	}
 	h := &hold{
-		c: c, name: req.Name, owner: req.Owner, label: req.Label, ttl: req.TTL, kind: req.Kind, renew: renew,
+		c: c, name: req.Name, owner: req.Owner, label: req.Label, ttl: req.TTL, kind: req.Kind, limit: req.Limit, renew: renew,
 		token: g.Token, handle: g.Handle, lostCh: g.Lost, acquired: sent,
 	}
 	stale := ""
