@@ -31,6 +31,7 @@ type hold struct {
 	label    string
 	ttl      time.Duration
 	kind     driver.Kind
+	limit    int // a permit's semaphore count, compared on re-entry
 	renew    bool
 	token    uint64
 	handle   any

@@ -51,6 +51,12 @@ func TryLockAll(ctx context.Context, lockers ...NamedLocker) (*Group, error) {
 	return lockAll(ctx, lockers, true)
 }
 
+// canonicalNamer is implemented by drivers under which two spellings of a
+// name are one lock (zklock drops a leading "/"): CanonicalName returns the
+// spelling LockAll orders and compares names by, so that one global order
+// holds and a lock given twice is refused rather than waited for.
+type canonicalNamer interface{ CanonicalName(name string) string }
+
 func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, error) {
 	if ctx == nil {
 		return nil, ErrNilContext
@@ -59,21 +65,32 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 		i       int
 		name    string
 		backend string
+		family  int // a Mutex and an RWMutex of one name are two locks
 	}
 	items := make([]item, len(lockers))
 	for i, lk := range lockers {
 		it := item{i: i, name: lk.Name()}
-		if m, ok := lk.(*Mutex); ok {
-			it.backend = m.c.scheme
+		var c *Client
+		switch m := lk.(type) {
+		case *Mutex:
+			c = m.c
+		case *RWMutex:
+			c, it.family = m.c, 1
+		}
+		if c != nil {
+			it.backend = c.scheme
+			if cn, ok := c.drv.(canonicalNamer); ok { // "/a" and "a" are one lock on ZooKeeper
+				it.name = cn.CanonicalName(it.name)
+			}
 		}
 		items[i] = it
 	}
 	slices.SortStableFunc(items, func(a, b item) int {
-		return cmp.Or(cmp.Compare(a.name, b.name), cmp.Compare(a.backend, b.backend))
+		return cmp.Or(cmp.Compare(a.name, b.name), cmp.Compare(a.backend, b.backend), cmp.Compare(a.family, b.family))
 	})
 	for i := 1; i < len(items); i++ {
 		a, b := items[i-1], items[i]
-		if a.name == b.name && a.backend == b.backend { // one lock twice: the group would wait for itself
+		if a.name == b.name && a.backend == b.backend && a.family == b.family { // one lock twice: the group would wait for itself
 			return nil, fmt.Errorf("dlock: lock all: %w: %q is given twice", ErrInvalidName, a.name)
 		}
 	}
@@ -91,6 +108,15 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 			return nil, err
 		}
 		g.leases[it.i] = l
+	}
+	// A member taken early may have been lost while a later one was waited
+	// for: the group is not held then, so it is not returned.
+	for _, l := range g.leases {
+		if l.h.checkDeadline(); l.Err() != nil {
+			err := l.Err()
+			g.release(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("dlock: lock all: %q was lost while the others were taken: %w", l.Name(), err)
+		}
 	}
 	g.ctx, g.cancel = context.WithCancelCause(context.Background())
 	for _, l := range g.leases {

@@ -101,7 +101,7 @@ func (c *Client) acquireHold(ctx context.Context, op string, s lockSpec, try boo
 	if label == "" {
 		label = c.label
 	}
-	req := driver.Request{Name: s.name, Owner: owner, Label: label, TTL: s.opts.ttl, Kind: kind, Limit: s.limit}
+	req := driver.Request{Name: s.name, Owner: owner, Label: label, TTL: s.opts.ttl, Kind: kind, Limit: s.limit, Try: try}
 
 	if l, err := c.reenter(ctx, k, req); l != nil || err != nil {
 		return l, c.wrap(op, s.name, err)
@@ -153,6 +153,9 @@ func (c *Client) reenter(ctx context.Context, k holdKey, req driver.Request) (*L
 	c.mu.Unlock()
 	if h == nil || h.checkDeadline() != nil { // none, or past its deadline: lost
 		return nil, nil
+	}
+	if req.Kind == driver.Permit && req.Limit != h.limit { // as the stores that count holds refuse it
+		return nil, fmt.Errorf("%w: the owner's permit is of a semaphore of %d, asked with %d", ErrLimitMismatch, h.limit, req.Limit)
 	}
 	if c.caps.Reentrant { // the store counts holds: count this one there too
 		// which sets the store's expiry to req.TTL from when it is applied:
@@ -217,7 +220,7 @@ func (c *Client) grant(ctx context.Context, k holdKey, req driver.Request, g dri
 		validity = g.Validity
 	}
 	h := &hold{
-		c: c, name: req.Name, owner: req.Owner, label: req.Label, ttl: req.TTL, kind: req.Kind, renew: renew,
+		c: c, name: req.Name, owner: req.Owner, label: req.Label, ttl: req.TTL, kind: req.Kind, limit: req.Limit, renew: renew,
 		token: g.Token, handle: g.Handle, lostCh: g.Lost, acquired: sent,
 	}
 	stale := ""

@@ -160,6 +160,12 @@ type Request struct {
 	// dlock sets it only when Caps.Blocking is true. A driver that returns
 	// because ctx ended must leave nothing of the request behind in the store.
 	Wait bool
+	// Try marks a single attempt (TryLock, TryRLock, TryAcquire) that will
+	// not be repeated: a driver that keeps records of refused requests to
+	// queue them (waiting readers and writers) must not leave one for a
+	// refused try, or a caller polling with tries would queue behind its own
+	// earlier attempts (each try is an owner of its own).
+	Try bool
 }
 
 // Grant is the answer to a Request.

@@ -21,8 +21,9 @@ import (
 // read is granted when no writer holds and no writer waits ahead of it; a
 // write when nobody holds and nobody waits ahead of it. So a waiting writer
 // keeps later readers out, and readers that waited before a writer go
-// before it: neither kind starves. A waiter that gives up (or a refused
-// TryLock) holds the ones behind it back for at most that long.
+// before it: neither kind starves. A waiter that gives up holds the
+// ones behind it back for at most that long; a refused TryLock leaves no
+// record (driver.Request.Try).
 const waitRecord = 2 * time.Second
 
 // kindHold is one owner's hold of a read-write lock or a permit.
@@ -124,6 +125,13 @@ func (s *store) acquireKind(req driver.Request) (driver.Grant, error) {
 			}
 			for o, w := range l.waiters { // nobody (for a read: no writer) waiting ahead
 				ok = ok && (o == req.Owner || w.seq > seq || req.Kind == driver.Shared && w.kind == driver.Shared)
+			}
+			if !ok && req.Try { // a single attempt keeps no place
+				var retry time.Duration
+				if len(l.holds) > 0 {
+					retry = l.soonest(now)
+				}
+				return driver.Grant{Retry: retry}, nil
 			}
 			if !ok { // keep our place
 				life := min(req.TTL, waitRecord)

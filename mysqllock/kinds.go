@@ -170,7 +170,7 @@ WHERE name = ? AND family = ? AND owner = ?`, ttl, r.Name, fam, r.Owner); err !=
 		g.Acquired, g.Token = true, tok
 	case sqlbase.Refuse:
 		g.Retry = sqlbase.Retry(r, holds)
-		if r.Kind == driver.Permit {
+		if r.Kind == driver.Permit || r.Try { // a single attempt keeps no place
 			break
 		}
 		life := sqlbase.WaitLife(r.TTL).Microseconds()

@@ -151,7 +151,7 @@ WHERE name = $1 AND family = $2 AND owner = $3 RETURNING token, holds`, r.Name, 
 			g.Acquired, g.Token = true, uint64(tok)
 		case sqlbase.Refuse:
 			g.Retry = sqlbase.Retry(r, holds)
-			if r.Kind == driver.Permit {
+			if r.Kind == driver.Permit || r.Try { // a single attempt keeps no place
 				return nil
 			}
 			// Keep our place in line: our record's number, or the next one.

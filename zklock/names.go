@@ -17,6 +17,10 @@ func (d *zkDriver) lockPath(name string) (string, error) {
 	return d.root + "/" + strings.TrimPrefix(name, "/"), nil
 }
 
+// CanonicalName returns the spelling of name that names its node: without
+// a leading "/", so "/a" and "a" (one lock) compare equal in dlock.LockAll.
+func (d *zkDriver) CanonicalName(name string) string { return strings.TrimPrefix(name, "/") }
+
 // CheckName implements driver.NameChecker, so a bad name is refused when the
 // Mutex is made.
 func (d *zkDriver) CheckName(name string) error {

@@ -16,8 +16,8 @@ import (
 //
 // A waiting record lives for WaitRecord (or the TTL if shorter) unless the
 // waiter's next attempt renews it; the waiter is told to come back within
-// half that time. A waiter that gives up (or a refused TryLock) holds the
-// ones behind it back for at most that long.
+// half that time. A waiter that gives up holds the ones behind it back for
+// at most that long; a refused try (driver.Request.Try) leaves no record.
 
 // WaitRecord is the longest life of a waiting record.
 const WaitRecord = 2 * time.Second
