@@ -50,6 +50,13 @@
 // an empty value and never read it: Inspect reports their holders with no
 // owner id or label.
 //
+// Names are hierarchical, as in that layout: the keys of the lock "a/b" lie
+// under the prefix of the lock "a" ("a/"), so a Mutex or Election named "a"
+// also queues behind the holders and waiters of "a/b" (and Inspect and
+// Leader of "a" may report one of them). Exclusion is never weakened, but
+// "a" can wait for "a/b". Do not use one lock's name followed by "/" as the
+// start of another's on etcd; etcd's Mutex and etcdctl lock behave the same.
+//
 // # Read-write locks and semaphores
 //
 // Each hold or waiter of a read-write lock or semaphore has a key of its
