@@ -1,26 +1,20 @@
 package main_test
 
-import (
-	"encoding/json"
-	"testing"
-)
+import "testing"
 
 // The multi mode sells exactly the stock, two items per order from two
 // segments locked together with LockAll, on the embedded etcd and on Redis.
 func TestDemoMulti(t *testing.T) {
 	u := redisURL(t)
 	for _, args := range [][]string{
-		{"demo", "--json", "--modes", "multi", "--requests", "120", "--stock", "100"},
-		{"demo", "--json", "--backend", u, "--store", u, "--modes", "multi", "--requests", "120", "--stock", "100", "--segments", "5"},
+		{"demo", "-o", "json", "--modes", "multi", "--requests", "120", "--stock", "100"},
+		{"demo", "-o", "json", "--backend", u, "--store", u, "--modes", "multi", "--requests", "120", "--stock", "100", "--segments", "5"},
 	} {
 		r := dlockCmd(t, nil, args...)
 		if r.code != 0 {
 			t.Fatalf("%v: exit %d: %s", args, r.code, r.stderr)
 		}
-		var rows []demoRow
-		if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
-			t.Fatal(err)
-		}
+		rows := demoRows(t, r.stdout)
 		if len(rows) != 1 {
 			t.Fatalf("want 1 row, got %d", len(rows))
 		}

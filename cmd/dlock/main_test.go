@@ -336,7 +336,7 @@ func TestBadBackends(t *testing.T) {
 		// file that is not there.
 		{[]string{"DLOCK_URL=redis+sentinel://127.0.0.1:1/mymaster?sentinel_password=s3cret&dial_timeout=200ms"}, []string{"inspect", "x"}, "open"},
 		{[]string{"DLOCK_URL=redis://user@127.0.0.1:1/0?dial_timeout=200ms&password_file=" + pwFile}, []string{"inspect", "x"}, "connect"},
-		{[]string{"DLOCK_URL=redis://user@127.0.0.1:1/0?password_file=/nonexistent/pw"}, []string{"inspect", "x"}, "password_file /nonexistent/pw: no such file"},
+		{[]string{"DLOCK_URL=redis://user@127.0.0.1:1/0?password_file=/nonexistent/pw"}, []string{"inspect", "x"}, "password_file xxxxx: no such file"}, // the path says where a secret is kept: hidden, as key= paths are
 		{[]string{"DLOCK_URL=redis://user:s3cret@127.0.0.1:1/0?password_file=" + pwFile}, []string{"inspect", "x"}, "not both"},
 		// The same failures in JSON.
 		{[]string{"DLOCK_URL=redis://user:s3cret@127.0.0.1:1/0?dial_timeout=200ms"}, []string{"inspect", "-o", "json", "x"}, `"exit":2`},
