@@ -18,6 +18,15 @@
 // the controller can tell to drop traffic (without closing connections) and
 // later heal.
 //
+// Workers contend through a Mutex, or (Backend.Lock; KindBackends,
+// ElectionBackends) through an RWMutex (every third worker writes), a
+// Semaphore of 2 permits, or as candidates of an Election (a hold is a
+// term). The checker judges each kind by its own exclusion: readers may
+// overlap, a writer may not; a semaphore never has more holders than
+// permits; a loss comes before the next conflicting grant; tokens are
+// judged by what the store must have ordered (a grant returned before
+// another's Lock call began was made first).
+//
 // The command faults/cmd/dlockfaults runs the suite (make faults) and writes
 // docs/reliability.md; the package's test runs a bounded subset.
 package faults
