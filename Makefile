@@ -13,7 +13,7 @@ tidy:
 	$(GO) mod tidy -diff # fails when go.mod or go.sum would change
 
 test: deps tidy vet
-	cd bench && $(GO) vet ./... # the benchmark tool is compiled, not run
+	cd bench && $(GO) mod tidy -diff && $(GO) vet ./... # the benchmark tool is compiled, not run
 	$(GO) test -race -count=1 ./...
 
 # Runs every backend beside its peers and rewrites docs/benchmarks.md's table
