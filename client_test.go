@@ -69,9 +69,9 @@ func TestHooks(t *testing.T) {
 	}))
 	defer c.Close()
 	ctx := t.Context()
-	l, _ := c.Mutex("h", dlock.WithTTL(30*time.Millisecond)).Lock(ctx)
+	l, _ := c.Mutex("h", dlock.WithTTL(600*time.Millisecond)).Lock(ctx)
 	_, _ = c.Mutex("h").TryLock(ctx)
-	time.Sleep(40 * time.Millisecond) // renewed every 10ms
+	time.Sleep(700 * time.Millisecond) // past its TTL: renewed every 200ms
 	_ = l.Unlock(ctx)
 	l, _ = c.Mutex("h", dlock.WithTTL(20*time.Millisecond), dlock.WithoutRenewal()).Lock(ctx)
 	<-l.Done()

@@ -370,6 +370,8 @@ func (l *Lease) Unlock(ctx context.Context) (uerr error) {
 			l.cancel(err)
 			if !last {
 				c.lost(h, err)
+			} else if c.hooks.Lost != nil { // found lost by the release itself: say so as any loss
+				c.hooks.Lost(ctx, Event{Backend: c.scheme, Name: h.name, Kind: kindName(h.kind), Token: h.token, Held: time.Since(h.acquired), Err: err})
 			}
 			return err
 		}
