@@ -54,6 +54,24 @@ type result struct {
 	Reacquire  float64   `json:"reacquire_pct,omitempty"`
 	Errors     int64     `json:"errors"`
 	Failed     string    `json:"failed,omitempty"`
+	// Isolated method only, medians: bytes allocated and client CPU per
+	// operation (the whole client process's).
+	AllocPerOp float64 `json:"alloc_bytes_per_op,omitempty"`
+	CPUPerOp   float64 `json:"client_cpu_us_per_op,omitempty"`
+}
+
+// report is docs/benchmarks.json.
+type report struct {
+	Date       string       `json:"date"`
+	Method     string       `json:"method"`
+	Duration   string       `json:"duration"`
+	Runs       int          `json:"runs"`
+	Command    []string     `json:"args"`
+	LoadBefore string       `json:"load_before"` // /proc/loadavg when the run started
+	LoadAfter  string       `json:"load_after"`  // and when it ended
+	Results    []result     `json:"results"`
+	Kinds      []kindResult `json:"kinds"`
+	ManyLeases []manyResult `json:"many_leases"`
 }
 
 // run is one measurement.
@@ -66,13 +84,25 @@ type run struct {
 }
 
 func main() {
-	dur := flag.Duration("duration", 2*time.Second, "length of each run")
+	dur := flag.Duration("duration", 3*time.Second, "length of each run")
 	runs := flag.Int("runs", 3, "runs per scenario (the median is reported)")
 	only := flag.String("only", "redis,etcd,zookeeper", "stores to measure")
 	docs := flag.String("docs", "../docs", "where to write results")
 	leases := flag.Int("leases", 10000, "leases held in the many-leases scenario (0 skips it)")
 	kinds := flag.Bool("kinds", false, "measure only read-write locks and semaphores against the mutex (kinds.go), print a table, write nothing")
+	noKinds := flag.Bool("nokinds", false, "skip the read-write lock and semaphore scenarios")
+	method := flag.String("method", "isolated", "uncontended, 16 names and contended: isolated (each library's run a process of its own, runs interleaved) "+
+		"or sliced (one process, the libraries of a store taking turns of duration/20 in each run; contended: one after another)")
+	warm := flag.Duration("warm", 500*time.Millisecond, "isolated: untimed warm-up in each process before the timed part (throughput scenarios)")
 	redraw := flag.Bool("charts", false, "only redraw the charts from the docs' benchmarks.json")
+	// Set by the parent when it runs itself as a child (isolated.go).
+	child := flag.String("child", "", "internal: run one scenario of one library against the given servers and print the result as JSON")
+	childStore := flag.String("store", "", "internal: the child's store")
+	childLib := flag.String("lib", "", "internal: the child's library")
+	var childSrv servers
+	flag.StringVar(&childSrv.Redis, "redis", "", "internal: the child's Redis address")
+	flag.StringVar(&childSrv.Etcd, "etcd", "", "internal: the child's etcd client URL")
+	flag.StringVar(&childSrv.ZooKeeper, "zk", "", "internal: the child's ZooKeeper address")
 	flag.Parse()
 	if *redraw {
 		if err := redrawCharts(*docs); err != nil {
@@ -82,29 +112,35 @@ func main() {
 	}
 	ctx := context.Background()
 	env := newEnv()
-	defer env.close()
-	if *kinds {
-		printKinds(os.Stdout, kindScenarios(ctx, env, strings.Split(*only, ","), *dur, *runs), *dur, *runs)
+	if *child != "" {
+		r := runChild(ctx, env, childSrv, *child, *childStore, *childLib, *dur, *warm)
+		env.close()
+		if err := json.NewEncoder(os.Stdout).Encode(r); err != nil {
+			log.Fatal(err)
+		}
 		return
 	}
-
-	var libs []lib
-	for _, store := range strings.Split(*only, ",") {
-		switch store {
-		case "redis":
-			libs = append(libs, redisLibs(env)...)
-		case "etcd":
-			libs = append(libs, etcdLibs(env)...)
-		case "zookeeper":
-			libs = append(libs, zkLibs(env)...)
-		default:
-			log.Fatalf("unknown store %q", store)
-		}
+	defer env.close()
+	if *method != "isolated" && *method != "sliced" {
+		log.Fatalf("unknown method %q", *method)
 	}
+	stores := strings.Split(*only, ",")
+	loadBefore := loadAvg()
+	srv := startServers(env, stores)
+	if *kinds {
+		printKinds(os.Stdout, kindScenarios(ctx, srv, stores, *dur, *runs), *dur, *runs)
+		return
+	}
+	libs := libsOf(env, srv, stores)
+
 	// Warm every store and library up first (the JVM behind ZooKeeper
 	// runs twice as fast once warm), untimed.
 	for _, l := range libs {
 		fmt.Fprintf(os.Stderr, "%-10s warm-up      %s\n", l.store, l.name)
+		if *method == "isolated" {
+			_, _ = spawn(ctx, srv, "16 names", l.store, l.name, *dur/2, 0)
+			continue
+		}
 		for _, prep := range []func(context.Context, lib) (stepper, error){uncontendedPrep, distinct16Prep} {
 			if step, err := prep(ctx, l); err == nil {
 				_, _ = step(ctx, *dur/2)
@@ -119,7 +155,22 @@ func main() {
 	}{{"uncontended", uncontendedPrep, nil}, {"16 names", distinct16Prep, nil}, {"contended", nil, contended}} {
 		rs := make([][]run, len(libs))
 		failed := make([]error, len(libs))
+		cost := make([][2]float64, len(libs)) // isolated: bytes allocated and client CPU µs per operation
+		if *method == "isolated" {
+			var got [][]childResult
+			got, failed = isolatedRuns(ctx, srv, libs, sc.name, *dur, *warm, *runs)
+			for j := range libs {
+				for _, r := range got[j] {
+					rs[j] = append(rs[j], r.run())
+				}
+				cost[j] = [2]float64{medianOf(got[j], func(r childResult) float64 { return r.AllocPerOp }),
+					medianOf(got[j], func(r childResult) float64 { return r.CPUPerOp })}
+			}
+		}
 		for i := range *runs {
+			if *method == "isolated" {
+				break
+			}
 			if sc.prep != nil { // the libraries of a store share each run, in turns
 				for _, g := range byStore(libs) {
 					fmt.Fprintf(os.Stderr, "%-10s %-12s its %d libraries in turns of %v  run %d/%d…\n",
@@ -159,12 +210,18 @@ func main() {
 					OpsRange: []float64{0, 0}, Errors: -1, Failed: failed[j].Error()})
 				continue
 			}
-			results = append(results, summarise(l, sc.name, rs[j]))
+			res := summarise(l, sc.name, rs[j])
+			res.AllocPerOp, res.CPUPerOp = cost[j][0], cost[j][1]
+			results = append(results, res)
 		}
+	}
+	var ks []kindResult
+	if !*noKinds {
+		ks = kindScenarios(ctx, srv, stores, *dur, *runs)
 	}
 	var many []manyResult
 	if *leases > 0 {
-		for _, st := range manyStores(env, strings.Split(*only, ",")) {
+		for _, st := range manyStores(srv, stores) {
 			var rs []manyResult
 			for i := range *runs {
 				fmt.Fprintf(os.Stderr, "%-10s %d leases   dlock                  run %d/%d…\n", st.store, *leases, i+1, *runs)
@@ -173,9 +230,24 @@ func main() {
 			many = append(many, medianMany(rs))
 		}
 	}
-	if err := write(*docs, results, many, *dur, *runs); err != nil {
+	if err := write(*docs, report{Results: results, Kinds: ks, ManyLeases: many, Method: *method,
+		Duration: dur.String(), Runs: *runs, Command: os.Args[1:],
+		LoadBefore: loadBefore, LoadAfter: loadAvg()}); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// loadAvg returns the machine's load averages over 1, 5 and 15 minutes.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // summarise reports the run with the median throughput, and the range.
@@ -277,19 +349,17 @@ func contended(ctx context.Context, l lib, d time.Duration) (run, error) {
 	return r, nil
 }
 
-func write(docs string, results []result, many []manyResult, dur time.Duration, runs int) error {
-	b, err := json.MarshalIndent(struct {
-		Results    []result     `json:"results"`
-		ManyLeases []manyResult `json:"many_leases"`
-	}{results, many}, "", "  ")
+func write(docs string, rep report) error {
+	rep.Date = time.Now().UTC().Format("2006-01-02")
+	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(docs, "benchmarks.json"), b, 0o644); err != nil {
 		return err
 	}
-	if err := charts(docs, results); err != nil {
+	if err := charts(docs, rep.Results, rep.Kinds); err != nil {
 		return err
 	}
-	return writeMarkdown(filepath.Join(docs, "benchmarks.md"), results, many, dur, runs)
+	return writeMarkdown(filepath.Join(docs, "benchmarks.md"), rep)
 }
