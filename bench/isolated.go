@@ -88,8 +88,12 @@ type childResult struct {
 	AllocPerOp float64 `json:"alloc_per_op"`
 	GCs        uint32  `json:"gcs"`
 	CPUPerOp   float64 `json:"cpu_us_per_op"`
+	GCCPUPerOp float64 `json:"gc_cpu_us_per_op"`
 	CallsPerOp float64 `json:"calls_per_op,omitempty"`
-	Failed     string  `json:"failed,omitempty"`
+	// Set by the parent: the server's CPU during the whole child process
+	// (warm-up included) per operation timed, in µs; 0 if unknown.
+	ServerCPUPerOp float64 `json:"server_cpu_us_per_op,omitempty"`
+	Failed         string  `json:"failed,omitempty"`
 }
 
 func (c childResult) run() run {
@@ -162,14 +166,20 @@ func runChild(ctx context.Context, e *env, srv servers, scenario, store, library
 // perOp fills in the timed part's allocation, collections and CPU per
 // operation, from the state at its start.
 func (c *childResult) perOp(m0 runtime.MemStats, cpu0 time.Duration, ops int64) {
+	g0 := gcAtStart
 	m1 := memNow()
+	c.GCCPUPerOp = 1e6 * (gcAtStart - g0) / float64(max(ops, 1))
 	n := float64(max(ops, 1))
 	c.AllocPerOp = float64(m1.TotalAlloc-m0.TotalAlloc) / n
 	c.GCs = m1.NumGC - m0.NumGC
 	c.CPUPerOp = float64((cpuTime() - cpu0).Microseconds()) / n
 }
 
+// gcAtStart is the collector's CPU seconds when memNow last looked.
+var gcAtStart float64
+
 func memNow() runtime.MemStats {
+	_, gcAtStart = gcSample()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m
@@ -187,7 +197,9 @@ func spawn(ctx context.Context, srv servers, scenario, store, library string, d,
 		"-duration", d.String(), "-warm", warm.String(),
 		"-redis", srv.Redis, "-etcd", srv.Etcd, "-zk", srv.ZooKeeper)
 	cmd.Stderr = os.Stderr
+	s0, known := serverCPU(srv, store)
 	out, err := cmd.Output()
+	s1, _ := serverCPU(srv, store)
 	if err != nil {
 		return childResult{}, fmt.Errorf("%s %s %s: %w", store, scenario, library, err)
 	}
@@ -197,6 +209,9 @@ func spawn(ctx context.Context, srv servers, scenario, store, library string, d,
 	}
 	if r.Failed != "" {
 		return r, fmt.Errorf("%s", r.Failed)
+	}
+	if n := r.Ops * (d + warm).Seconds(); known && n > 0 {
+		r.ServerCPUPerOp = float64((s1 - s0).Microseconds()) / n
 	}
 	return r, nil
 }
@@ -219,6 +234,8 @@ func isolatedRuns(ctx context.Context, srv servers, libs []lib, scenario string,
 				fmt.Fprintf(os.Stderr, "  failed: %v\n", err)
 				continue
 			}
+			fmt.Fprintf(os.Stderr, "  %.0f/s, %.0f B/op, client CPU %.0f µs/op of which the collector %.1f µs/op, %d collections; server CPU %.0f µs/op\n",
+				r.Ops, r.AllocPerOp, r.CPUPerOp, r.GCCPUPerOp, r.GCs, r.ServerCPUPerOp)
 			rs[j] = append(rs[j], r)
 		}
 	}

@@ -54,6 +54,10 @@ type kindResult struct {
 	KindCalls  float64 `json:"kind_calls_per_op"`
 	MutexCPU   float64 `json:"mutex_cpu_us_per_op"`
 	KindCPU    float64 `json:"kind_cpu_us_per_op"`
+	// The server's CPU per hold, µs (for etcd, embedded in the parent: the
+	// parent's).
+	MutexServerCPU float64 `json:"mutex_server_cpu_us_per_op"`
+	KindServerCPU  float64 `json:"kind_server_cpu_us_per_op"`
 }
 
 // opFunc takes one hold for worker i with client c and returns the lease.
@@ -164,6 +168,8 @@ func kindScenarios(ctx context.Context, srv servers, only []string, d time.Durat
 					fmt.Fprintf(os.Stderr, "  failed: %v\n", err)
 					break
 				}
+				fmt.Fprintf(os.Stderr, "  %.0f holds/s, most inside %d, %.1f store calls/hold, client CPU %.0f µs/hold, server CPU %.0f µs/hold\n",
+					r.Ops, r.MaxInside, r.CallsPerOp, r.CPUPerOp, r.ServerCPUPerOp)
 				got[k] = append(got[k], r)
 			}
 		}
@@ -191,6 +197,8 @@ func kindScenarios(ctx context.Context, srv servers, only []string, d time.Durat
 			res.KindCalls = medianOf(got[sc.kind], func(r childResult) float64 { return r.CallsPerOp })
 			res.MutexCPU = medianOf(got["mutex"], func(r childResult) float64 { return r.CPUPerOp })
 			res.KindCPU = medianOf(got[sc.kind], func(r childResult) float64 { return r.CPUPerOp })
+			res.MutexServerCPU = medianOf(got["mutex"], func(r childResult) float64 { return r.ServerCPUPerOp })
+			res.KindServerCPU = medianOf(got[sc.kind], func(r childResult) float64 { return r.ServerCPUPerOp })
 			out = append(out, res)
 		}
 	}
@@ -218,15 +226,15 @@ func medianRange(xs []float64) (float64, []float64) {
 // printKinds writes the results as a Markdown table.
 func printKinds(w io.Writer, rs []kindResult, d time.Duration, runs int) {
 	fmt.Fprintf(w, "%d workers, %v hold, %d runs of %v each (median, range)\n\n", kindWorkers, kindHold, runs, d)
-	fmt.Fprintln(w, "| store | scenario | mutex ops/s | kind ops/s | ratio | target | most inside | calls/op (mutex / kind) | CPU µs/op (mutex / kind) | errors |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| store | scenario | mutex ops/s | kind ops/s | ratio | target | most inside | calls/op (mutex / kind) | CPU µs/op (mutex / kind) | server CPU µs/op (mutex / kind) | errors |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rs {
 		if r.Failed != "" {
 			fmt.Fprintf(w, "| %s | %s | failed: %s | | | | | |\n", r.Store, r.Scenario, r.Failed)
 			continue
 		}
-		fmt.Fprintf(w, "| %s | %s | %.0f (%.0f–%.0f) | %.0f (%.0f–%.0f) | %.2f× | %.1f× | %d | %.1f / %.1f | %.0f / %.0f | %d |\n",
+		fmt.Fprintf(w, "| %s | %s | %.0f (%.0f–%.0f) | %.0f (%.0f–%.0f) | %.2f× | %.1f× | %d | %.1f / %.1f | %.0f / %.0f | %.0f / %.0f | %d |\n",
 			r.Store, r.Scenario, r.MutexOps, r.MutexRng[0], r.MutexRng[1], r.KindOps, r.KindRng[0], r.KindRng[1],
-			r.Ratio, r.Target, r.MaxInside, r.MutexCalls, r.KindCalls, r.MutexCPU, r.KindCPU, r.Errors)
+			r.Ratio, r.Target, r.MaxInside, r.MutexCalls, r.KindCalls, r.MutexCPU, r.KindCPU, r.MutexServerCPU, r.KindServerCPU, r.Errors)
 	}
 }

@@ -94,6 +94,7 @@ func main() {
 	method := flag.String("method", "isolated", "uncontended, 16 names and contended: isolated (each library's run a process of its own, runs interleaved) "+
 		"or sliced (one process, the libraries of a store taking turns of duration/20 in each run; contended: one after another)")
 	warm := flag.Duration("warm", 500*time.Millisecond, "isolated: untimed warm-up in each process before the timed part (throughput scenarios)")
+	scenarios := flag.String("scenarios", "uncontended,16 names,contended", "the peer scenarios to run")
 	redraw := flag.Bool("charts", false, "only redraw the charts from the docs' benchmarks.json")
 	// Set by the parent when it runs itself as a child (isolated.go).
 	child := flag.String("child", "", "internal: run one scenario of one library against the given servers and print the result as JSON")
@@ -153,6 +154,9 @@ func main() {
 		prep func(context.Context, lib) (stepper, error) // throughput scenarios, run in slices
 		fn   func(context.Context, lib, time.Duration) (run, error)
 	}{{"uncontended", uncontendedPrep, nil}, {"16 names", distinct16Prep, nil}, {"contended", nil, contended}} {
+		if !slices.Contains(strings.Split(*scenarios, ","), sc.name) {
+			continue
+		}
 		rs := make([][]run, len(libs))
 		failed := make([]error, len(libs))
 		cost := make([][2]float64, len(libs)) // isolated: bytes allocated and client CPU µs per operation
