@@ -94,6 +94,11 @@ type bar struct {
 // A mark > 0 draws a dashed line at that value across the bars, labelled
 // markLabel below them (a target).
 func (d *svgDoc) panel(x, y float64, title string, bars []bar, spare map[string]string, mark float64, markLabel string) float64 {
+	return d.panelW(x, y, title, bars, spare, mark, markLabel, labelW, valueW)
+}
+
+// panelW is panel with the widths of the names and the values given.
+func (d *svgDoc) panelW(x, y float64, title string, bars []bar, spare map[string]string, mark float64, markLabel string, labelW, valueW float64) float64 {
 	d.text(x, y+14, "start", "bold", "#333333", title)
 	top := y + titleH
 	maxV := mark
@@ -101,7 +106,7 @@ func (d *svgDoc) panel(x, y float64, title string, bars []bar, spare map[string]
 		maxV = math.Max(maxV, math.Max(b.value, b.light))
 	}
 	scale := 0.0
-	barsW := float64(panelW - labelW - valueW)
+	barsW := panelW - labelW - valueW
 	if maxV > 0 {
 		scale = barsW / maxV
 	}
@@ -118,7 +123,11 @@ func (d *svgDoc) panel(x, y float64, title string, bars []bar, spare map[string]
 			d.rect(x+labelW, by, b.light*scale, barH, c, 0.35)
 		}
 		d.rect(x+labelW, by+2, b.value*scale, barH-4, c, 1)
-		d.text(x+labelW+math.Max(b.value, b.light)*scale+4, by+barH-3, "start", weight, fill, b.label)
+		lx := x + labelW + math.Max(b.value, b.light)*scale + 4
+		if mx := x + labelW + mark*scale; mark > 0 && lx < mx+4 && lx+textW(b.label) > mx-2 {
+			lx = mx + 4 // past the target's line, not across it
+		}
+		d.text(lx, by+barH-3, "start", weight, fill, b.label)
 	}
 	h := titleH + float64(len(bars))*(barH+barGap)
 	if mark > 0 {
@@ -252,8 +261,8 @@ func kindsChart(path string, ks []kindResult, spare map[string]string) error {
 						{lib: kind, value: k.KindOps, label: fmt.Sprintf("%s · %.2f×", humanRate(k.KindOps), k.Ratio)},
 					}
 				}
-				h := d.panel(10+float64(ci)*(panelW+panelPad), y, st+" · "+sc, bars, spare,
-					k.Target*k.MutexOps, fmt.Sprintf("target %.1f×", k.Target))
+				h := d.panelW(10+float64(ci)*(panelW+panelPad), y, st+" · "+sc, bars, spare,
+					k.Target*k.MutexOps, fmt.Sprintf("target %.1f×", k.Target), 72, 96)
 				rowH = math.Max(rowH, h)
 			}
 		}
@@ -275,6 +284,9 @@ func redrawCharts(docs string) error {
 	}
 	return charts(docs, saved.Results, saved.Kinds)
 }
+
+// textW estimates the width of s at the charts' font size.
+func textW(s string) float64 { return float64(len([]rune(s))) * fontPx * 0.62 }
 
 // humanRate writes n per second briefly: 669, 1,088, 10.3k, 61.5k.
 func humanRate(n float64) string {
