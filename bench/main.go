@@ -92,11 +92,13 @@ func main() {
 	kinds := flag.Bool("kinds", false, "measure only read-write locks and semaphores against the mutex (kinds.go), print a table, write nothing")
 	noKinds := flag.Bool("nokinds", false, "skip the read-write lock and semaphore scenarios")
 	method := flag.String("method", "isolated", "uncontended, 16 names and contended: isolated (each library's run a process of its own, runs interleaved) "+
-		"or sliced (one process, the libraries of a store taking turns of duration/20 in each run; contended: one after another)")
+		"or sliced (one process, the libraries of a store taking turns of duration/20 in each run; contended: one after another), "+
+		"or turns (uncontended and 16 names: each library a process of its own, all alive, taking turns of duration/20; contended as isolated)")
 	warm := flag.Duration("warm", 500*time.Millisecond, "isolated: untimed warm-up in each process before the timed part (throughput scenarios)")
 	scenarios := flag.String("scenarios", "uncontended,16 names,contended", "the peer scenarios to run")
 	redraw := flag.Bool("charts", false, "only redraw the charts from the docs' benchmarks.json")
 	// Set by the parent when it runs itself as a child (isolated.go).
+	serve := flag.Bool("serve", false, "internal: with -child, take turns at the parent's word (the turns method)")
 	child := flag.String("child", "", "internal: run one scenario of one library against the given servers and print the result as JSON")
 	childStore := flag.String("store", "", "internal: the child's store")
 	childLib := flag.String("lib", "", "internal: the child's library")
@@ -113,6 +115,14 @@ func main() {
 	}
 	ctx := context.Background()
 	env := newEnv()
+	if *child != "" && *serve {
+		err := serveTurns(ctx, env, childSrv, *child, *childStore, *childLib)
+		env.close()
+		if err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if *child != "" {
 		r := runChild(ctx, env, childSrv, *child, *childStore, *childLib, *dur, *warm)
 		env.close()
@@ -122,7 +132,7 @@ func main() {
 		return
 	}
 	defer env.close()
-	if *method != "isolated" && *method != "sliced" {
+	if *method != "isolated" && *method != "sliced" && *method != "turns" {
 		log.Fatalf("unknown method %q", *method)
 	}
 	stores := strings.Split(*only, ",")
@@ -138,7 +148,7 @@ func main() {
 	// runs twice as fast once warm), untimed.
 	for _, l := range libs {
 		fmt.Fprintf(os.Stderr, "%-10s warm-up      %s\n", l.store, l.name)
-		if *method == "isolated" {
+		if *method != "sliced" {
 			_, _ = spawn(ctx, srv, "16 names", l.store, l.name, *dur/2, 0)
 			continue
 		}
@@ -160,7 +170,7 @@ func main() {
 		rs := make([][]run, len(libs))
 		failed := make([]error, len(libs))
 		cost := make([][2]float64, len(libs)) // isolated: bytes allocated and client CPU µs per operation
-		if *method == "isolated" {
+		if *method == "isolated" || (*method == "turns" && sc.prep == nil) {
 			var got [][]childResult
 			got, failed = isolatedRuns(ctx, srv, libs, sc.name, *dur, *warm, *runs)
 			for j := range libs {
@@ -172,8 +182,25 @@ func main() {
 			}
 		}
 		for i := range *runs {
-			if *method == "isolated" {
+			if *method == "isolated" || (*method == "turns" && sc.prep == nil) {
 				break
+			}
+			if *method == "turns" {
+				for _, g := range byStore(libs) {
+					fmt.Fprintf(os.Stderr, "%-10s %-12s its %d libraries, each its own process, in turns of %v  run %d/%d…\n",
+						libs[g[0]].store, sc.name, len(g), *dur/nSlices, i+1, *runs)
+					sub, subFailed := make([]lib, len(g)), make([]error, len(g))
+					for k, j := range g {
+						sub[k], subFailed[k] = libs[j], failed[j]
+					}
+					got := turnsRun(ctx, srv, sub, sc.name, *dur, *warm, subFailed)
+					for k, j := range g {
+						if failed[j] = subFailed[k]; failed[j] == nil {
+							rs[j] = append(rs[j], got[k])
+						}
+					}
+				}
+				continue
 			}
 			if sc.prep != nil { // the libraries of a store share each run, in turns
 				for _, g := range byStore(libs) {

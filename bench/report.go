@@ -33,9 +33,12 @@ func writeMarkdown(path string, rep report) error {
 			"addresses), with an untimed warm-up in the process first; the runs of a store's libraries interleave, A B C A B C, " +
 			"so a drift of the machine's speed falls on all of them alike. Client memory and CPU per operation are that process's " +
 			"(bytes allocated, user + system CPU), medians over the runs. ")
+	} else if rep.Method == "turns" {
+		fmt.Fprintf(&b, "Uncontended and 16 names: each library a process of its own, all of a store's alive at once and taking "+
+			"turns of %s/20 in each run (`-method turns`); contended: each run a process of its own. ", rep.Duration)
 	} else {
-		fmt.Fprintf(&b, "Uncontended and 16 names: in each run the libraries of a store take turns of %s in one process "+
-			"(`-method sliced`, which flatters the library that allocates most; see above). ", rep.Duration+"/20")
+		fmt.Fprintf(&b, "Uncontended and 16 names: in each run the libraries of a store take turns of %s/20 in one process "+
+			"(`-method sliced`; see above for what it gets wrong). ", rep.Duration)
 	}
 	b.WriteString("Contended: 16 contenders on one name, each holding it 1 ms. " +
 		"Handoff: from one holder's unlock to the next holder's Lock returning. Re-acquired: share of acquisitions by " +

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// The turns method: each library in a process of its own, as in the
+// isolated method, but all of a store's processes alive at once and taking
+// turns of d/nSlices as in the sliced method, at the parent's word. It
+// keeps the sliced method's defence against drift without its shared
+// heap and runtime, so comparing the three methods separates the two
+// effects.
+
+// serveTurns is the child's side: prepare the scenario, say "ready", then
+// for every duration read from stdin run a turn and answer "ops errs
+// nanoseconds" on stdout, until stdin closes.
+func serveTurns(ctx context.Context, e *env, srv servers, scenario, store, library string) error {
+	var l *lib
+	for _, c := range libsOf(e, srv, []string{store}) {
+		if c.name == library {
+			l = &c
+			break
+		}
+	}
+	if l == nil {
+		return fmt.Errorf("no library %q on %q", library, store)
+	}
+	prep := map[string]func(context.Context, lib) (stepper, error){"uncontended": uncontendedPrep, "16 names": distinct16Prep}[scenario]
+	if prep == nil {
+		return fmt.Errorf("scenario %q cannot take turns", scenario)
+	}
+	step, err := prep(ctx, *l)
+	if err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		d, err := time.ParseDuration(strings.TrimSpace(in.Text()))
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		ops, errs := step(ctx, d)
+		fmt.Printf("%d %d %d\n", ops, errs, time.Since(start).Nanoseconds())
+	}
+	return in.Err()
+}
+
+// turnChild is the parent's handle on one serving child.
+type turnChild struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Scanner
+}
+
+// turnsRun makes one run of a throughput scenario for the libraries libs
+// of one store, each in its own process, taking turns.
+func turnsRun(ctx context.Context, srv servers, libs []lib, scenario string, d, warm time.Duration, failed []error) []run {
+	exe, err := os.Executable()
+	if err != nil {
+		for j := range failed {
+			failed[j] = err
+		}
+		return make([]run, len(libs))
+	}
+	children := make([]*turnChild, len(libs))
+	defer func() {
+		for _, c := range children {
+			if c != nil {
+				_ = c.in.Close()
+				_ = c.cmd.Wait()
+			}
+		}
+	}()
+	ask := func(c *turnChild, d time.Duration) (ops, errs int64, took time.Duration, err error) {
+		if _, err = fmt.Fprintln(c.in, d); err != nil {
+			return
+		}
+		if !c.out.Scan() {
+			return 0, 0, 0, fmt.Errorf("child ended: %v", c.out.Err())
+		}
+		var ns int64
+		_, err = fmt.Sscan(c.out.Text(), &ops, &errs, &ns)
+		return ops, errs, time.Duration(ns), err
+	}
+	for j, l := range libs {
+		if failed[j] != nil {
+			continue
+		}
+		cmd := exec.CommandContext(ctx, exe, "-child", scenario, "-serve", "-store", l.store, "-lib", l.name,
+			"-redis", srv.Redis, "-etcd", srv.Etcd, "-zk", srv.ZooKeeper)
+		cmd.Stderr = os.Stderr
+		in, err1 := cmd.StdinPipe()
+		out, err2 := cmd.StdoutPipe()
+		if err := errorsJoin(err1, err2, cmd.Start()); err != nil {
+			failed[j] = err
+			continue
+		}
+		c := &turnChild{cmd: cmd, in: in, out: bufio.NewScanner(out)}
+		children[j] = c
+		if !c.out.Scan() || c.out.Text() != "ready" {
+			failed[j] = fmt.Errorf("%s: child did not get ready", l.name)
+			continue
+		}
+		if warm > 0 {
+			if _, _, _, err := ask(c, warm); err != nil {
+				failed[j] = err
+			}
+		}
+	}
+	ops, errs := make([]int64, len(libs)), make([]int64, len(libs))
+	spent := make([]time.Duration, len(libs))
+	for range nSlices {
+		for j, c := range children {
+			if c == nil || failed[j] != nil {
+				continue
+			}
+			o, e, took, err := ask(c, d/nSlices)
+			if err != nil {
+				failed[j] = err
+				continue
+			}
+			ops[j] += o
+			errs[j] += e
+			spent[j] += took
+		}
+	}
+	rs := make([]run, len(libs))
+	for j := range libs {
+		if spent[j] > 0 {
+			rs[j] = run{ops: float64(ops[j]) / spent[j].Seconds(), errors: errs[j]}
+		}
+	}
+	return rs
+}
+
+func errorsJoin(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
