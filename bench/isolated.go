@@ -186,16 +186,17 @@ func memNow() runtime.MemStats {
 }
 
 // spawn runs one child and returns its result.
-func spawn(ctx context.Context, srv servers, scenario, store, library string, d, warm time.Duration) (childResult, error) {
+func spawn(ctx context.Context, srv servers, scenario, store, library string, d, warm time.Duration, extra ...string) (childResult, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return childResult{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, d+warm+2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, exe, "-child", scenario, "-store", store, "-lib", library,
+	args := append([]string{"-child", scenario, "-store", store, "-lib", library,
 		"-duration", d.String(), "-warm", warm.String(),
-		"-redis", srv.Redis, "-etcd", srv.Etcd, "-zk", srv.ZooKeeper)
+		"-redis", srv.Redis, "-etcd", srv.Etcd, "-zk", srv.ZooKeeper}, extra...)
+	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Stderr = os.Stderr
 	s0, known := serverCPU(srv, store)
 	out, err := cmd.Output()

@@ -95,6 +95,7 @@ func main() {
 		"or sliced (one process, the libraries of a store taking turns of duration/20 in each run; contended: one after another), "+
 		"or turns (uncontended and 16 names: each library a process of its own, all alive, taking turns of duration/20; contended as isolated)")
 	warm := flag.Duration("warm", 500*time.Millisecond, "isolated: untimed warm-up in each process before the timed part (throughput scenarios)")
+	flag.DurationVar(&kindHold, "hold", kindHold, "how long each hold of the kinds scenarios lasts")
 	scenarios := flag.String("scenarios", "uncontended,16 names,contended", "the peer scenarios to run")
 	redraw := flag.Bool("charts", false, "only redraw the charts from the docs' benchmarks.json")
 	// Set by the parent when it runs itself as a child (isolated.go).
@@ -210,7 +211,7 @@ func main() {
 					for k, j := range g {
 						sub[k], subFailed[k] = libs[j], failed[j]
 					}
-					got := sliced(ctx, sub, sc.prep, *dur, subFailed)
+					got := sliced(ctx, srv, sub, sc.prep, *dur, subFailed)
 					for k, j := range g {
 						if failed[j] = subFailed[k]; failed[j] == nil {
 							rs[j] = append(rs[j], got[k])

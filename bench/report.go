@@ -81,14 +81,15 @@ func writeMarkdown(path string, rep report) error {
 		b.WriteString("\n")
 	}
 	if len(rep.Kinds) > 0 {
-		b.WriteString("### read-write lock and semaphore against the mutex (issue #17)\n\n" +
-			"dlock only: 16 workers, each with its own client, on one name, each holding what it got for 1 ms, then releasing. " +
+		fmt.Fprintf(&b, "### read-write lock and semaphore against the mutex (issue #17)\n\n"+
+			"dlock only: 16 workers, each with its own client, on one name, each holding what it got for %s, then releasing. ", rep.Kinds[0].Hold)
+		b.WriteString(
 			"rw: each hold is a read hold of one RWMutex with probability 0.9, else a write hold; semaphore: one of 4 permits of " +
-			"one Semaphore; the mutex: every hold a Lock of one Mutex (the same runs are the baseline of both). Each run a process " +
-			"of its own, interleaved mutex, rw, semaphore. Most inside: the most holders seen at once. Store calls, client CPU " +
-			"(the worker process's) and server CPU (the Redis or ZooKeeper process's; etcd's, embedded in the parent, the parent's) are per hold " +
-			"(acquire and release), medians.\n\n")
-		b.WriteString("| store | scenario | mutex holds/s (range) | kind holds/s (range) | ratio | target | most inside | store calls per hold (mutex / kind) | client CPU µs per hold (mutex / kind) | server CPU µs per hold (mutex / kind) | errors |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+				"one Semaphore; the mutex: every hold a Lock of one Mutex (the same runs are the baseline of both). Each run a process " +
+				"of its own, interleaved mutex, rw, semaphore. Most inside: the most holders seen at once. Store calls, client CPU " +
+				"(the worker process's) and server CPU (the Redis or ZooKeeper process's; etcd's, embedded in the parent, the parent's) are per hold " +
+				"(acquire and release), medians.\n\n")
+		b.WriteString("| store | scenario | mutex holds/s (range) | kind holds/s (range) | ratio | target | most inside | store calls per hold (mutex / kind) | client + server CPU, % of one core (mutex / kind) | errors |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, k := range rep.Kinds {
 			if k.Failed != "" {
 				fmt.Fprintf(&b, "| %s | %s | failed: %s | | | %.1f× | | | | |\n", k.Store, k.Scenario, k.Failed, k.Target)
@@ -98,9 +99,13 @@ func writeMarkdown(path string, rep report) error {
 			if k.Ratio >= k.Target {
 				mark = "✔"
 			}
-			fmt.Fprintf(&b, "| %s | %s | %.0f (%.0f–%.0f) | %.0f (%.0f–%.0f) | **%.2f×** | ≥ %.1f× %s | %d | %.1f / %.1f | %.0f / %.0f | %.0f / %.0f | %d |\n",
+			cores := func(client, server, ops float64) string {
+				return fmt.Sprintf("%.0f + %.0f", client*ops/1e4, server*ops/1e4)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.0f (%.0f–%.0f) | %.0f (%.0f–%.0f) | **%.2f×** | ≥ %.1f× %s | %d | %.1f / %.1f | %s / %s | %d |\n",
 				k.Store, k.Scenario, k.MutexOps, k.MutexRng[0], k.MutexRng[1], k.KindOps, k.KindRng[0], k.KindRng[1],
-				k.Ratio, k.Target, mark, k.MaxInside, k.MutexCalls, k.KindCalls, k.MutexCPU, k.KindCPU, k.MutexServerCPU, k.KindServerCPU, k.Errors)
+				k.Ratio, k.Target, mark, k.MaxInside, k.MutexCalls, k.KindCalls,
+				cores(k.MutexCPU, k.MutexServerCPU, k.MutexOps), cores(k.KindCPU, k.KindServerCPU, k.KindOps), k.Errors)
 		}
 		b.WriteString("\n")
 	}

@@ -118,12 +118,16 @@ func turnsRun(ctx context.Context, srv servers, libs []lib, scenario string, d, 
 	}
 	ops, errs := make([]int64, len(libs)), make([]int64, len(libs))
 	spent := make([]time.Duration, len(libs))
+	srvCPU := make([]time.Duration, len(libs)) // the server's CPU during each library's turns
 	for range nSlices {
 		for j, c := range children {
 			if c == nil || failed[j] != nil {
 				continue
 			}
+			s0, _ := serverCPU(srv, libs[j].store)
 			o, e, took, err := ask(c, d/nSlices)
+			s1, _ := serverCPU(srv, libs[j].store)
+			srvCPU[j] += s1 - s0
 			if err != nil {
 				failed[j] = err
 				continue
@@ -134,9 +138,10 @@ func turnsRun(ctx context.Context, srv servers, libs []lib, scenario string, d, 
 		}
 	}
 	rs := make([]run, len(libs))
-	for j := range libs {
+	for j, l := range libs {
 		if spent[j] > 0 {
 			rs[j] = run{ops: float64(ops[j]) / spent[j].Seconds(), errors: errs[j]}
+			fmt.Fprintf(os.Stderr, "  %-22s server CPU in its turns %.0f µs/op\n", l.name, float64(srvCPU[j].Microseconds())/float64(max(ops[j], 1)))
 		}
 	}
 	return rs
