@@ -178,6 +178,8 @@ func charts(docs string, rs []result, ks []kindResult) error {
 				label := humanRate(r.OpsPerSec)
 				if r.Failed != "" {
 					label = "failed"
+				} else if r.Ratio > 0 && !strings.HasPrefix(r.Library, "plain") {
+					label += fmt.Sprintf(" · %.2f×", r.Ratio) // the median of the runs' ratios
 				} else if plain > 0 && !strings.HasPrefix(r.Library, "plain") {
 					label += fmt.Sprintf(" · %.2f×", r.OpsPerSec/plain)
 				}

@@ -58,6 +58,9 @@ type result struct {
 	// operation (the whole client process's).
 	AllocPerOp float64 `json:"alloc_bytes_per_op,omitempty"`
 	CPUPerOp   float64 `json:"client_cpu_us_per_op,omitempty"`
+	// The ratio to the store's plain limit in each run: median and range.
+	Ratio      float64   `json:"ratio_to_plain,omitempty"`
+	RatioRange []float64 `json:"ratio_to_plain_range,omitempty"`
 }
 
 // report is docs/benchmarks.json.
@@ -244,6 +247,17 @@ func main() {
 			}
 			res := summarise(l, sc.name, rs[j])
 			res.AllocPerOp, res.CPUPerOp = cost[j][0], cost[j][1]
+			// The ratio to the store's plain limit run by run (the runs
+			// of one round are the closest in time), its median and range.
+			for k, p := range libs {
+				if p.store == l.store && strings.HasPrefix(p.name, "plain") && failed[k] == nil && len(rs[k]) == len(rs[j]) {
+					var ratios []float64
+					for i := range rs[j] {
+						ratios = append(ratios, rs[j][i].ops/rs[k][i].ops)
+					}
+					res.Ratio, res.RatioRange = medianRange(ratios)
+				}
+			}
 			results = append(results, res)
 		}
 	}
@@ -284,6 +298,7 @@ func loadAvg() string {
 
 // summarise reports the run with the median throughput, and the range.
 func summarise(l lib, scenario string, rs []run) result {
+	rs = slices.Clone(rs) // the caller pairs the runs of libraries by their order
 	sort.Slice(rs, func(i, j int) bool { return rs[i].ops < rs[j].ops })
 	m := rs[len(rs)/2]
 	res := result{Store: l.store, Scenario: scenario, Library: l.name, OpsPerSec: m.ops,

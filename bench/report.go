@@ -48,7 +48,7 @@ func writeMarkdown(path string, rep report) error {
 		if scenario == "contended" {
 			b.WriteString("| store | library | acquisitions/s (range) | held % | handoff p50 / p99 ms | wait p50 / p99 ms | max/min | re-acquired % | errors |\n|---|---|---|---|---|---|---|---|---|\n")
 		} else {
-			b.WriteString("| store | library | lock+unlock/s (range) | × plain | client B/op | client CPU µs/op | errors |\n|---|---|---|---|---|---|---|\n")
+			b.WriteString("| store | library | lock+unlock/s (range) | × plain, run by run: median (range) | client B/op | client CPU µs/op | errors |\n|---|---|---|---|---|---|---|\n")
 		}
 		plain := map[string]float64{}
 		for _, r := range rs {
@@ -70,7 +70,9 @@ func writeMarkdown(path string, rep report) error {
 				continue
 			}
 			ratio, mem, cpu := "", "", ""
-			if p := plain[r.Store]; p > 0 && r.Failed == "" {
+			if len(r.RatioRange) == 2 && r.Failed == "" {
+				ratio = fmt.Sprintf("%.2f× (%.2f–%.2f)", r.Ratio, r.RatioRange[0], r.RatioRange[1])
+			} else if p := plain[r.Store]; p > 0 && r.Failed == "" {
 				ratio = fmt.Sprintf("%.2f×", r.OpsPerSec/p)
 			}
 			if r.AllocPerOp > 0 {
