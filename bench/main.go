@@ -58,6 +58,9 @@ type result struct {
 	// operation (the whole client process's).
 	AllocPerOp float64 `json:"alloc_bytes_per_op,omitempty"`
 	CPUPerOp   float64 `json:"client_cpu_us_per_op,omitempty"`
+	// The server's CPU per operation, µs (not for etcd, embedded in the
+	// parent).
+	ServerCPUPerOp float64 `json:"server_cpu_us_per_op,omitempty"`
 	// The ratio to the store's plain limit in each run: median and range.
 	Ratio      float64   `json:"ratio_to_plain,omitempty"`
 	RatioRange []float64 `json:"ratio_to_plain_range,omitempty"`
@@ -84,6 +87,8 @@ type run struct {
 	handoffs, waits   []time.Duration
 	maxMin, reacquire float64
 	errors            int64
+	// turns: bytes allocated and client CPU µs per operation
+	allocPerOp, cpuPerOp, serverCPUPerOp float64
 }
 
 func main() {
@@ -94,7 +99,7 @@ func main() {
 	leases := flag.Int("leases", 10000, "leases held in the many-leases scenario (0 skips it)")
 	kinds := flag.Bool("kinds", false, "measure only read-write locks and semaphores against the mutex (kinds.go), print a table, write nothing")
 	noKinds := flag.Bool("nokinds", false, "skip the read-write lock and semaphore scenarios")
-	method := flag.String("method", "isolated", "uncontended, 16 names and contended: isolated (each library's run a process of its own, runs interleaved) "+
+	method := flag.String("method", "turns", "uncontended, 16 names and contended: isolated (each library's run a process of its own, runs interleaved) "+
 		"or sliced (one process, the libraries of a store taking turns of duration/20 in each run; contended: one after another), "+
 		"or turns (uncontended and 16 names: each library a process of its own, all alive, taking turns of duration/20; contended as isolated)")
 	warm := flag.Duration("warm", 500*time.Millisecond, "isolated: untimed warm-up in each process before the timed part (throughput scenarios)")
@@ -173,7 +178,7 @@ func main() {
 		}
 		rs := make([][]run, len(libs))
 		failed := make([]error, len(libs))
-		cost := make([][2]float64, len(libs)) // isolated: bytes allocated and client CPU µs per operation
+		cost := make([][3]float64, len(libs)) // bytes allocated, client and server CPU µs per operation
 		if *method == "isolated" || (*method == "turns" && sc.prep == nil) {
 			var got [][]childResult
 			got, failed = isolatedRuns(ctx, srv, libs, sc.name, *dur, *warm, *runs)
@@ -181,8 +186,9 @@ func main() {
 				for _, r := range got[j] {
 					rs[j] = append(rs[j], r.run())
 				}
-				cost[j] = [2]float64{medianOf(got[j], func(r childResult) float64 { return r.AllocPerOp }),
-					medianOf(got[j], func(r childResult) float64 { return r.CPUPerOp })}
+				cost[j] = [3]float64{medianOf(got[j], func(r childResult) float64 { return r.AllocPerOp }),
+					medianOf(got[j], func(r childResult) float64 { return r.CPUPerOp }),
+					medianOf(got[j], func(r childResult) float64 { return r.ServerCPUPerOp })}
 			}
 		}
 		for i := range *runs {
@@ -201,6 +207,17 @@ func main() {
 					for k, j := range g {
 						if failed[j] = subFailed[k]; failed[j] == nil {
 							rs[j] = append(rs[j], got[k])
+						}
+					}
+					for _, j := range g { // medians of the runs so far
+						a, c, s := make([]float64, len(rs[j])), make([]float64, len(rs[j])), make([]float64, len(rs[j]))
+						for i, r := range rs[j] {
+							a[i], c[i], s[i] = r.allocPerOp, r.cpuPerOp, r.serverCPUPerOp
+						}
+						if len(a) > 0 {
+							cost[j][0], _ = medianRange(a)
+							cost[j][1], _ = medianRange(c)
+							cost[j][2], _ = medianRange(s)
 						}
 					}
 				}
@@ -246,7 +263,7 @@ func main() {
 				continue
 			}
 			res := summarise(l, sc.name, rs[j])
-			res.AllocPerOp, res.CPUPerOp = cost[j][0], cost[j][1]
+			res.AllocPerOp, res.CPUPerOp, res.ServerCPUPerOp = cost[j][0], cost[j][1], cost[j][2]
 			// The ratio to the store's plain limit run by run (the runs
 			// of one round are the closest in time), its median and range.
 			for k, p := range libs {

@@ -34,8 +34,12 @@ func writeMarkdown(path string, rep report) error {
 			"so a drift of the machine's speed falls on all of them alike. Client memory and CPU per operation are that process's " +
 			"(bytes allocated, user + system CPU), medians over the runs. ")
 	} else if rep.Method == "turns" {
-		fmt.Fprintf(&b, "Uncontended and 16 names: each library a process of its own, all of a store's alive at once and taking "+
-			"turns of %s/20 in each run (`-method turns`); contended: each run a process of its own. ", rep.Duration)
+		fmt.Fprintf(&b, "Uncontended and 16 names: each library is a process of its own (the tool runs itself again with the "+
+			"servers' addresses), all of a store's alive at once and taking turns of %s/20 at the parent's word in each run, after "+
+			"an untimed warm-up (`-method turns`, the default); × plain is the ratio to the plain limit in each run, its median and range. "+
+			"Client B/op and CPU are the library's process's during its turns (bytes allocated; user + system CPU), server CPU the "+
+			"Redis or ZooKeeper process's during its turns (etcd runs embedded in the parent: not shown); medians. "+
+			"Contended: each run of each library a process of its own, interleaved. ", rep.Duration)
 	} else {
 		fmt.Fprintf(&b, "Uncontended and 16 names: in each run the libraries of a store take turns of %s/20 in one process "+
 			"(`-method sliced`; see above for what it gets wrong). ", rep.Duration)
@@ -48,7 +52,7 @@ func writeMarkdown(path string, rep report) error {
 		if scenario == "contended" {
 			b.WriteString("| store | library | acquisitions/s (range) | held % | handoff p50 / p99 ms | wait p50 / p99 ms | max/min | re-acquired % | errors |\n|---|---|---|---|---|---|---|---|---|\n")
 		} else {
-			b.WriteString("| store | library | lock+unlock/s (range) | × plain, run by run: median (range) | client B/op | client CPU µs/op | errors |\n|---|---|---|---|---|---|---|\n")
+			b.WriteString("| store | library | lock+unlock/s (range) | × plain, run by run: median (range) | client B/op | client CPU µs/op | server CPU µs/op | errors |\n|---|---|---|---|---|---|---|---|\n")
 		}
 		plain := map[string]float64{}
 		for _, r := range rs {
@@ -69,7 +73,10 @@ func writeMarkdown(path string, rep report) error {
 					r.HeldPct, r.HandoffP50, r.HandoffP99, r.WaitP50, r.WaitP99, r.MaxMin, r.Reacquire, r.Errors)
 				continue
 			}
-			ratio, mem, cpu := "", "", ""
+			ratio, mem, cpu, scpu := "", "", "", ""
+			if r.ServerCPUPerOp > 0 {
+				scpu = fmt.Sprintf("%.0f", r.ServerCPUPerOp)
+			}
 			if len(r.RatioRange) == 2 && r.Failed == "" {
 				ratio = fmt.Sprintf("%.2f× (%.2f–%.2f)", r.Ratio, r.RatioRange[0], r.RatioRange[1])
 			} else if p := plain[r.Store]; p > 0 && r.Failed == "" {
@@ -78,7 +85,7 @@ func writeMarkdown(path string, rep report) error {
 			if r.AllocPerOp > 0 {
 				mem, cpu = fmt.Sprintf("%.0f", r.AllocPerOp), fmt.Sprintf("%.0f", r.CPUPerOp)
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d |\n", r.Store, r.Library, rng, ratio, mem, cpu, r.Errors)
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %d |\n", r.Store, r.Library, rng, ratio, mem, cpu, scpu, r.Errors)
 		}
 		b.WriteString("\n")
 	}

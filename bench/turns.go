@@ -47,9 +47,13 @@ func serveTurns(ctx context.Context, e *env, srv servers, scenario, store, libra
 		if err != nil {
 			return err
 		}
+		a0, _ := gcSample()
+		cpu0 := cpuTime()
 		start := time.Now()
 		ops, errs := step(ctx, d)
-		fmt.Printf("%d %d %d\n", ops, errs, time.Since(start).Nanoseconds())
+		took := time.Since(start)
+		a1, _ := gcSample()
+		fmt.Printf("%d %d %d %d %d\n", ops, errs, took.Nanoseconds(), int64(a1-a0), (cpuTime() - cpu0).Nanoseconds())
 	}
 	return in.Err()
 }
@@ -80,15 +84,18 @@ func turnsRun(ctx context.Context, srv servers, libs []lib, scenario string, d, 
 			}
 		}
 	}()
-	ask := func(c *turnChild, d time.Duration) (ops, errs int64, took time.Duration, err error) {
+	alloc, cpu := make([]int64, len(libs)), make([]time.Duration, len(libs))
+	ask := func(j int, c *turnChild, d time.Duration) (ops, errs int64, took time.Duration, err error) {
 		if _, err = fmt.Fprintln(c.in, d); err != nil {
 			return
 		}
 		if !c.out.Scan() {
 			return 0, 0, 0, fmt.Errorf("child ended: %v", c.out.Err())
 		}
-		var ns int64
-		_, err = fmt.Sscan(c.out.Text(), &ops, &errs, &ns)
+		var ns, a, cns int64
+		_, err = fmt.Sscan(c.out.Text(), &ops, &errs, &ns, &a, &cns)
+		alloc[j] += a
+		cpu[j] += time.Duration(cns)
 		return ops, errs, time.Duration(ns), err
 	}
 	for j, l := range libs {
@@ -111,9 +118,10 @@ func turnsRun(ctx context.Context, srv servers, libs []lib, scenario string, d, 
 			continue
 		}
 		if warm > 0 {
-			if _, _, _, err := ask(c, warm); err != nil {
+			if _, _, _, err := ask(j, c, warm); err != nil {
 				failed[j] = err
 			}
+			alloc[j], cpu[j] = 0, 0
 		}
 	}
 	ops, errs := make([]int64, len(libs)), make([]int64, len(libs))
@@ -125,7 +133,7 @@ func turnsRun(ctx context.Context, srv servers, libs []lib, scenario string, d, 
 				continue
 			}
 			s0, _ := serverCPU(srv, libs[j].store)
-			o, e, took, err := ask(c, d/nSlices)
+			o, e, took, err := ask(j, c, d/nSlices)
 			s1, _ := serverCPU(srv, libs[j].store)
 			srvCPU[j] += s1 - s0
 			if err != nil {
@@ -140,8 +148,14 @@ func turnsRun(ctx context.Context, srv servers, libs []lib, scenario string, d, 
 	rs := make([]run, len(libs))
 	for j, l := range libs {
 		if spent[j] > 0 {
-			rs[j] = run{ops: float64(ops[j]) / spent[j].Seconds(), errors: errs[j]}
-			fmt.Fprintf(os.Stderr, "  %-22s server CPU in its turns %.0f µs/op\n", l.name, float64(srvCPU[j].Microseconds())/float64(max(ops[j], 1)))
+			n := float64(max(ops[j], 1))
+			rs[j] = run{ops: float64(ops[j]) / spent[j].Seconds(), errors: errs[j],
+				allocPerOp: float64(alloc[j]) / n, cpuPerOp: float64(cpu[j].Microseconds()) / n}
+			if srv.Etcd == "" || l.store != "etcd" { // embedded etcd's CPU is the parent's: not the server's alone
+				rs[j].serverCPUPerOp = float64(srvCPU[j].Microseconds()) / n
+			}
+			fmt.Fprintf(os.Stderr, "  %-22s %.0f B/op, client CPU %.0f µs/op, server CPU in its turns %.0f µs/op\n",
+				l.name, rs[j].allocPerOp, rs[j].cpuPerOp, float64(srvCPU[j].Microseconds())/n)
 		}
 	}
 	return rs
