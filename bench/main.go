@@ -7,6 +7,7 @@
 //	cd bench && go run .             # or: make bench
 //	go run . -only redis -runs 1     # a quick look
 //	go run . -kinds -only redis      # read-write lock and semaphore against the mutex; prints only
+//	go run . -bounds                 # the best those scenarios can give under their rules
 package main
 
 import (
@@ -105,6 +106,7 @@ func main() {
 	warm := flag.Duration("warm", 500*time.Millisecond, "isolated: untimed warm-up in each process before the timed part (throughput scenarios)")
 	flag.DurationVar(&kindHold, "hold", kindHold, "how long each hold of the kinds scenarios lasts")
 	scenarios := flag.String("scenarios", "uncontended,16 names,contended", "the peer scenarios to run")
+	bounds := flag.Bool("bounds", false, "only print the best the kinds scenarios can give under their rules (bound.go), measuring nothing")
 	redraw := flag.Bool("charts", false, "only redraw the charts from the docs' benchmarks.json")
 	// Set by the parent when it runs itself as a child (isolated.go).
 	serve := flag.Bool("serve", false, "internal: with -child, take turns at the parent's word (the turns method)")
@@ -116,6 +118,10 @@ func main() {
 	flag.StringVar(&childSrv.Etcd, "etcd", "", "internal: the child's etcd client URL")
 	flag.StringVar(&childSrv.ZooKeeper, "zk", "", "internal: the child's ZooKeeper address")
 	flag.Parse()
+	if *bounds {
+		printBounds(os.Stdout)
+		return
+	}
 	if *redraw {
 		if err := redrawCharts(*docs); err != nil {
 			log.Fatal(err)
