@@ -39,7 +39,7 @@ func writeMarkdown(path string, rep report) error {
 			"an untimed warm-up (`-method turns`, the default); × plain is the ratio to the plain limit in each run, its median and range. "+
 			"Client B/op and CPU are the library's process's during its turns (bytes allocated; user + system CPU), server CPU the "+
 			"Redis or ZooKeeper process's during its turns (etcd runs embedded in the parent: not shown); medians. "+
-			"Contended: each run of each library a process of its own, interleaved. ", rep.Duration)
+			"Contended: each run of each library is a process of its own, the runs interleaved. ", rep.Duration)
 	} else {
 		fmt.Fprintf(&b, "Uncontended and 16 names: in each run the libraries of a store take turns of %s/20 in one process "+
 			"(`-method sliced`; see above for what it gets wrong). ", rep.Duration)
@@ -95,9 +95,10 @@ func writeMarkdown(path string, rep report) error {
 		b.WriteString(
 			"rw: each hold is a read hold of one RWMutex with probability 0.9, else a write hold; semaphore: one of 4 permits of " +
 				"one Semaphore; the mutex: every hold a Lock of one Mutex (the same runs are the baseline of both). Each run a process " +
-				"of its own, interleaved mutex, rw, semaphore. Most inside: the most holders seen at once. Store calls, client CPU " +
-				"(the worker process's) and server CPU (the Redis or ZooKeeper process's; etcd's, embedded in the parent, the parent's) are per hold " +
-				"(acquire and release), medians.\n\n")
+				"of its own, interleaved mutex, rw, semaphore. Most inside: the most holders seen at once. Store calls are per hold " +
+				"(acquire and release); CPU is the worker process's and the server's (the Redis or ZooKeeper process; etcd, embedded in " +
+				"the parent, the parent's) during the run, in % of one core of the two; medians. " +
+				"`go run . -bounds` prints the best these scenarios can give under their rules.\n\n")
 		b.WriteString("| store | scenario | mutex holds/s (range) | kind holds/s (range) | ratio | target | most inside | store calls per hold (mutex / kind) | client + server CPU, % of one core (mutex / kind) | errors |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, k := range rep.Kinds {
 			if k.Failed != "" {
