@@ -194,7 +194,7 @@ func charts(docs string, rs []result, ks []kindResult) error {
 		y += rowH + 14
 	}
 	w := 10 + float64(len(scenarios))*(panelW+panelPad)
-	title := "lock+unlock per second (contended: acquisitions), median of runs; × = ratio to the plain limit"
+	title := "lock+unlock/s (contended: acquisitions/s), median run; × = median of the runs' ratios to the plain limit"
 	if err := d.save(filepath.Join(docs, "bench-throughput.svg"), w, y, title); err != nil {
 		return err
 	}
