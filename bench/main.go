@@ -106,6 +106,7 @@ func main() {
 	warm := flag.Duration("warm", 500*time.Millisecond, "isolated: untimed warm-up in each process before the timed part (throughput scenarios)")
 	flag.DurationVar(&kindHold, "hold", kindHold, "how long each hold of the kinds scenarios lasts")
 	scenarios := flag.String("scenarios", "uncontended,16 names,contended", "the peer scenarios to run")
+	flag.IntVar(&turnSlices, "slices", turnSlices, "turns: how many turns each library takes in one run")
 	bounds := flag.Bool("bounds", false, "only print the best the kinds scenarios can give under their rules (bound.go), measuring nothing")
 	redraw := flag.Bool("charts", false, "only redraw the charts from the docs' benchmarks.json")
 	// Set by the parent when it runs itself as a child (isolated.go).
@@ -204,7 +205,7 @@ func main() {
 			if *method == "turns" {
 				for _, g := range byStore(libs) {
 					fmt.Fprintf(os.Stderr, "%-10s %-12s its %d libraries, each its own process, in turns of %v  run %d/%d…\n",
-						libs[g[0]].store, sc.name, len(g), *dur/nSlices, i+1, *runs)
+						libs[g[0]].store, sc.name, len(g), *dur/time.Duration(turnSlices), i+1, *runs)
 					sub, subFailed := make([]lib, len(g)), make([]error, len(g))
 					for k, j := range g {
 						sub[k], subFailed[k] = libs[j], failed[j]

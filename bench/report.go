@@ -35,11 +35,11 @@ func writeMarkdown(path string, rep report) error {
 			"(bytes allocated, user + system CPU), medians over the runs. ")
 	} else if rep.Method == "turns" {
 		fmt.Fprintf(&b, "Uncontended and 16 names: each library is a process of its own (the tool runs itself again with the "+
-			"servers' addresses), all of a store's alive at once and taking turns of %s/20 at the parent's word in each run, after "+
+			"servers' addresses), all of a store's alive at once and taking turns of %s/%d at the parent's word in each run, after "+
 			"an untimed warm-up (`-method turns`, the default); × plain is the ratio to the plain limit in each run, its median and range. "+
 			"Client B/op and CPU are the library's process's during its turns (bytes allocated; user + system CPU), server CPU the "+
 			"Redis or ZooKeeper process's during its turns (etcd runs embedded in the parent: not shown); medians. "+
-			"Contended: each run of each library is a process of its own, the runs interleaved. ", rep.Duration)
+			"Contended: each run of each library is a process of its own, the runs interleaved. ", rep.Duration, turnSlices)
 	} else {
 		fmt.Fprintf(&b, "Uncontended and 16 names: in each run the libraries of a store take turns of %s/20 in one process "+
 			"(`-method sliced`; see above for what it gets wrong). ", rep.Duration)
