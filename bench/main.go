@@ -102,7 +102,7 @@ func main() {
 	noKinds := flag.Bool("nokinds", false, "skip the read-write lock and semaphore scenarios")
 	method := flag.String("method", "turns", "uncontended, 16 names and contended: isolated (each library's run a process of its own, runs interleaved) "+
 		"or sliced (one process, the libraries of a store taking turns of duration/20 in each run; contended: one after another), "+
-		"or turns (uncontended and 16 names: each library a process of its own, all alive, taking turns of duration/20; contended as isolated)")
+		"or turns (uncontended and 16 names: each library a process of its own, all alive, taking turns of duration/-slices; contended as isolated)")
 	warm := flag.Duration("warm", 500*time.Millisecond, "isolated: untimed warm-up in each process before the timed part (throughput scenarios)")
 	flag.DurationVar(&kindHold, "hold", kindHold, "how long each hold of the kinds scenarios lasts")
 	scenarios := flag.String("scenarios", "uncontended,16 names,contended", "the peer scenarios to run")

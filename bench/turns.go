@@ -13,7 +13,7 @@ import (
 
 // The turns method: each library in a process of its own, as in the
 // isolated method, but all of a store's processes alive at once and taking
-// turns of d/nSlices as in the sliced method, at the parent's word. It
+// turns (of d/turnSlices) as in the sliced method, at the parent's word. It
 // keeps the sliced method's defence against drift without its shared
 // heap and runtime, so comparing the three methods separates the two
 // effects.
