@@ -35,6 +35,10 @@ var libColors = map[string]string{
 	"bsm/redislock":     "#2ca02c",
 	"concurrency.Mutex": "#9467bd",
 	"zk.Lock":           "#8c564b",
+	// The kinds charts: dlock's own, the mutex as the lighter baseline.
+	"Mutex":     "#f0a0a0",
+	"RWMutex":   "#d62728",
+	"Semaphore": "#d62728",
 }
 
 var spareColors = []string{"#17becf", "#bcbd22", "#e377c2", "#ff7f0e"}
@@ -87,15 +91,22 @@ type bar struct {
 }
 
 // panel draws one small multiple at (x, y) and returns its height.
-func (d *svgDoc) panel(x, y float64, title string, bars []bar, spare map[string]string) float64 {
+// A mark > 0 draws a dashed line at that value across the bars, labelled
+// markLabel below them (a target).
+func (d *svgDoc) panel(x, y float64, title string, bars []bar, spare map[string]string, mark float64, markLabel string) float64 {
+	return d.panelW(x, y, title, bars, spare, mark, markLabel, labelW, valueW)
+}
+
+// panelW is panel with the widths of the names and the values given.
+func (d *svgDoc) panelW(x, y float64, title string, bars []bar, spare map[string]string, mark float64, markLabel string, labelW, valueW float64) float64 {
 	d.text(x, y+14, "start", "bold", "#333333", title)
 	top := y + titleH
-	maxV := 0.0
+	maxV := mark
 	for _, b := range bars {
 		maxV = math.Max(maxV, math.Max(b.value, b.light))
 	}
 	scale := 0.0
-	barsW := float64(panelW - labelW - valueW)
+	barsW := panelW - labelW - valueW
 	if maxV > 0 {
 		scale = barsW / maxV
 	}
@@ -112,16 +123,32 @@ func (d *svgDoc) panel(x, y float64, title string, bars []bar, spare map[string]
 			d.rect(x+labelW, by, b.light*scale, barH, c, 0.35)
 		}
 		d.rect(x+labelW, by+2, b.value*scale, barH-4, c, 1)
-		d.text(x+labelW+math.Max(b.value, b.light)*scale+4, by+barH-3, "start", weight, fill, b.label)
+		lx := x + labelW + math.Max(b.value, b.light)*scale + 4
+		if mx := x + labelW + mark*scale; mark > 0 && lx < mx+4 && lx+textW(b.label) > mx-2 {
+			lx = mx + 4 // past the target's line, not across it
+		}
+		d.text(lx, by+barH-3, "start", weight, fill, b.label)
 	}
-	return titleH + float64(len(bars))*(barH+barGap)
+	h := titleH + float64(len(bars))*(barH+barGap)
+	if mark > 0 {
+		mx := x + labelW + mark*scale
+		fmt.Fprintf(&d.b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#222222" stroke-width="1.2" stroke-dasharray="4 3"/>`+"\n",
+			mx, top-4, mx, y+h)
+		anchor := "end"
+		if mx-x-labelW < 80 {
+			anchor = "start"
+		}
+		d.text(mx, y+h+fontPx+1, anchor, "normal", "#222222", markLabel)
+		h += fontPx + 4
+	}
+	return h
 }
 
 // charts draws docs/bench-throughput.svg (one panel per store and
 // scenario: operations per second, and the ratio to the store's plain
 // limit) and docs/bench-handoff.svg (one panel per store: contended handoff
 // p50 and p99).
-func charts(docs string, rs []result) error {
+func charts(docs string, rs []result, ks []kindResult) error {
 	var stores, scenarios []string
 	for _, r := range rs {
 		if !contains(stores, r.Store) {
@@ -151,6 +178,8 @@ func charts(docs string, rs []result) error {
 				label := humanRate(r.OpsPerSec)
 				if r.Failed != "" {
 					label = "failed"
+				} else if r.Ratio > 0 && !strings.HasPrefix(r.Library, "plain") {
+					label += fmt.Sprintf(" · %.2f×", r.Ratio) // the median of the runs' ratios
 				} else if plain > 0 && !strings.HasPrefix(r.Library, "plain") {
 					label += fmt.Sprintf(" · %.2f×", r.OpsPerSec/plain)
 				}
@@ -159,13 +188,13 @@ func charts(docs string, rs []result) error {
 			if len(bars) == 0 {
 				continue
 			}
-			h := d.panel(10+float64(ci)*(panelW+panelPad), y, st+" · "+sc+" (/s)", bars, spare)
+			h := d.panel(10+float64(ci)*(panelW+panelPad), y, st+" · "+sc+" (/s)", bars, spare, 0, "")
 			rowH = math.Max(rowH, h)
 		}
 		y += rowH + 14
 	}
 	w := 10 + float64(len(scenarios))*(panelW+panelPad)
-	title := "lock+unlock per second (contended: acquisitions), median of runs; × = ratio to the plain limit"
+	title := "lock+unlock/s (contended: acquisitions/s), median run; × = median of the runs' ratios to the plain limit"
 	if err := d.save(filepath.Join(docs, "bench-throughput.svg"), w, y, title); err != nil {
 		return err
 	}
@@ -183,7 +212,7 @@ func charts(docs string, rs []result) error {
 		if len(bars) == 0 {
 			continue
 		}
-		ph := h.panel(10+float64(col)*(panelW+panelPad), y, st+" · handoff p50 / p99", bars, spare)
+		ph := h.panel(10+float64(col)*(panelW+panelPad), y, st+" · handoff p50 / p99", bars, spare, 0, "")
 		rowH = math.Max(rowH, ph)
 		if col++; col == 3 {
 			y, col, rowH = y+rowH+14, 0, 0
@@ -192,8 +221,57 @@ func charts(docs string, rs []result) error {
 	if rowH > 0 {
 		y += rowH + 14
 	}
-	return h.save(filepath.Join(docs, "bench-handoff.svg"), 10+3*(panelW+panelPad), y,
-		"contended handoff, unlock to the next Lock returning: p50 (dark) and p99 (light), ms")
+	if err := h.save(filepath.Join(docs, "bench-handoff.svg"), 10+3*(panelW+panelPad), y,
+		"contended handoff, unlock to the next Lock returning: p50 (dark) and p99 (light), ms"); err != nil {
+		return err
+	}
+	if len(ks) == 0 {
+		return nil
+	}
+	return kindsChart(filepath.Join(docs, "bench-kinds.svg"), ks, spare)
+}
+
+// kindsChart draws one panel per store and kinds scenario: the mutex's
+// holds per second against the read-write lock's or the semaphore's, with
+// the target as a dashed line.
+func kindsChart(path string, ks []kindResult, spare map[string]string) error {
+	var d svgDoc
+	var stores []string
+	for _, k := range ks {
+		if !contains(stores, k.Store) {
+			stores = append(stores, k.Store)
+		}
+	}
+	y := 36.0
+	for _, sc := range []string{scRW, scSem} { // a row per scenario, a column per store
+		rowH := 0.0
+		for ci, st := range stores {
+			for _, k := range ks {
+				if k.Store != st || k.Scenario != sc {
+					continue
+				}
+				kind := "RWMutex"
+				if sc == scSem {
+					kind = "Semaphore"
+				}
+				var bars []bar
+				if k.Failed != "" {
+					bars = []bar{{lib: kind, label: "failed"}}
+				} else {
+					bars = []bar{
+						{lib: "Mutex", value: k.MutexOps, label: humanRate(k.MutexOps)},
+						{lib: kind, value: k.KindOps, label: fmt.Sprintf("%s · %.2f×", humanRate(k.KindOps), k.Ratio)},
+					}
+				}
+				h := d.panelW(10+float64(ci)*(panelW+panelPad), y, st+" · "+sc, bars, spare,
+					k.Target*k.MutexOps, fmt.Sprintf("target %.1f×", k.Target), 72, 96)
+				rowH = math.Max(rowH, h)
+			}
+		}
+		y += rowH + 14
+	}
+	return d.save(path, 10+float64(max(len(stores), 2))*(panelW+panelPad), y,
+		"one name, 16 workers, each hold 1 ms: holds/s; × = ratio to the mutex; dashed: the target")
 }
 
 // redrawCharts draws the charts from docs/benchmarks.json, measuring nothing.
@@ -202,14 +280,15 @@ func redrawCharts(docs string) error {
 	if err != nil {
 		return err
 	}
-	var saved struct {
-		Results []result `json:"results"`
-	}
+	var saved report
 	if err := json.Unmarshal(b, &saved); err != nil {
 		return fmt.Errorf("%s: %w", filepath.Join(docs, "benchmarks.json"), err)
 	}
-	return charts(docs, saved.Results)
+	return charts(docs, saved.Results, saved.Kinds)
 }
+
+// textW estimates the width of s at the charts' font size.
+func textW(s string) float64 { return float64(len([]rune(s))) * fontPx * 0.62 }
 
 // humanRate writes n per second briefly: 669, 1,088, 10.3k, 61.5k.
 func humanRate(n float64) string {

@@ -13,8 +13,6 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/etcdlock"
-	"github.com/dlock/dlock/internal/embedetcd"
-	"github.com/dlock/dlock/internal/testserver"
 	dlockredis "github.com/dlock/dlock/redislock"
 	"github.com/dlock/dlock/zklock"
 	"github.com/go-zookeeper/zk"
@@ -48,7 +46,7 @@ type counted func(ctx context.Context, calls *atomic.Int64) (*dlock.Client, erro
 
 // manyStores returns, per store, how to open a counted client and the TTL
 // to hold leases with.
-func manyStores(e *env, only []string) []struct {
+func manyStores(srv servers, only []string) []struct {
 	store string
 	ttl   time.Duration
 	open  counted
@@ -62,20 +60,16 @@ func manyStores(e *env, only []string) []struct {
 	for _, store := range only {
 		switch store {
 		case "redis":
-			addr := testserver.Redis(e).Addr()
+			addr := srv.Redis
 			out = append(out, entry{"redis", 3 * time.Second, func(ctx context.Context, calls *atomic.Int64) (*dlock.Client, error) {
-				rdb := redis.NewClient(&redis.Options{Addr: addr})
+				rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 				rdb.AddHook(callCounter{calls})
 				return dlockredis.Open(ctx, rdb, dlockredis.Options{CloseClient: true})
 			}})
 		case "etcd":
-			m, err := embedetcd.Start(embedetcd.Options{Dir: e.TempDir()})
-			if err != nil {
-				e.Fatalf("embedded etcd: %v", err)
-			}
-			e.Cleanup(m.Close)
+			url := srv.Etcd
 			out = append(out, entry{"etcd", 3 * time.Second, func(ctx context.Context, calls *atomic.Int64) (*dlock.Client, error) {
-				cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.ClientURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+				cli, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
 					DialOptions: []grpc.DialOption{
 						grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 							calls.Add(1)
@@ -92,7 +86,7 @@ func manyStores(e *env, only []string) []struct {
 				return etcdlock.Open(ctx, cli, etcdlock.Options{CloseClient: true})
 			}})
 		case "zookeeper":
-			addr := testserver.ZooKeeper(e).Addr()
+			addr := srv.ZooKeeper
 			out = append(out, entry{"zookeeper", 4 * time.Second, func(ctx context.Context, calls *atomic.Int64) (*dlock.Client, error) {
 				dial := func(network, address string, timeout time.Duration) (net.Conn, error) {
 					c, err := net.DialTimeout(network, address, timeout)

@@ -10,8 +10,6 @@ import (
 	"github.com/bsm/redislock"
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/etcdlock"
-	"github.com/dlock/dlock/internal/embedetcd"
-	"github.com/dlock/dlock/internal/testserver"
 	dlockredis "github.com/dlock/dlock/redislock"
 	"github.com/dlock/dlock/zklock"
 	"github.com/go-redsync/redsync/v4"
@@ -41,10 +39,9 @@ func dlockLocker(c *dlock.Client, name string) locker {
 
 var plainDelete = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
 
-func redisLibs(e *env) []lib {
-	addr := testserver.Redis(e).Addr()
+func redisLibs(e *env, addr string) []lib {
 	client := func() *redis.Client {
-		rdb := redis.NewClient(&redis.Options{Addr: addr})
+		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 		e.Cleanup(func() { _ = rdb.Close() })
 		return rdb
 	}
@@ -94,14 +91,9 @@ func redisLibs(e *env) []lib {
 	}
 }
 
-func etcdLibs(e *env) []lib {
-	m, err := embedetcd.Start(embedetcd.Options{Dir: e.TempDir()})
-	if err != nil {
-		e.Fatalf("embedded etcd: %v", err)
-	}
-	e.Cleanup(m.Close)
+func etcdLibs(e *env, url string) []lib {
 	client := func() (*clientv3.Client, error) {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.ClientURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 		if err == nil {
 			e.Cleanup(func() { _ = cli.Close() })
 		}
@@ -185,8 +177,7 @@ type quiet struct{}
 
 func (quiet) Printf(string, ...any) {}
 
-func zkLibs(e *env) []lib {
-	addr := testserver.ZooKeeper(e).Addr()
+func zkLibs(e *env, addr string) []lib {
 	conn := func() (*zk.Conn, <-chan zk.Event, error) {
 		c, ev, err := zk.Connect([]string{addr}, 4*time.Second, zk.WithLogger(quiet{}))
 		if err == nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 )
 
 const (
@@ -15,21 +14,51 @@ const (
 
 // writeMarkdown puts the results table between the markers of path
 // (appending them if missing).
-func writeMarkdown(path string, rs []result, many []manyResult, dur time.Duration, runs int) error {
+func writeMarkdown(path string, rep report) error {
+	rs, many := rep.Results, rep.ManyLeases
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%s\n## Side by side with the peers (`make bench`)\n\n", startMark)
-	fmt.Fprintf(&b, "Written by `bench/` on %s: %d runs of %v per cell, the median shown with the range; "+
-		"each contender has its own client or session. Uncontended and 16 names: in each run the libraries of a store "+
-		"take turns of %v, so a drift of the machine's speed falls on all of them alike. "+
-		"Contended: 16 contenders on one name, each holding it 1 ms. "+
-		"Handoff: from one holder's unlock to the next holder's Lock returning. Re-acquired: share of acquisitions by "+
-		"the contender that had just released.\n\n", time.Now().UTC().Format("2006-01-02"), runs, dur, dur/nSlices)
+	cmd := "cd bench && go run ."
+	for _, a := range rep.Command {
+		if strings.ContainsAny(a, " %*?") {
+			a = "'" + a + "'"
+		}
+		cmd += " " + a
+	}
+	fmt.Fprintf(&b, "Written by `bench/` on %s with\n\n```sh\n%s\n```\n\n", rep.Date, cmd)
+	fmt.Fprintf(&b, "(load average %s before, %s after, on 2 cores). %d runs of %s per cell, the median shown with the range; "+
+		"each contender has its own client or session. ", rep.LoadBefore, rep.LoadAfter, rep.Runs, rep.Duration)
+	if rep.Method == "isolated" {
+		b.WriteString("Each run of each library is a process of its own (the tool runs itself again with the servers' " +
+			"addresses), with an untimed warm-up in the process first; the runs of a store's libraries interleave, A B C A B C, " +
+			"so a drift of the machine's speed falls on all of them alike. Client memory and CPU per operation are that process's " +
+			"(bytes allocated, user + system CPU), medians over the runs. ")
+	} else if rep.Method == "turns" {
+		fmt.Fprintf(&b, "Uncontended and 16 names: each library is a process of its own (the tool runs itself again with the "+
+			"servers' addresses), all of a store's alive at once and taking turns of %s/%d at the parent's word in each run, after "+
+			"an untimed warm-up (`-method turns`, the default); × plain is the ratio to the plain limit in each run, its median and range. "+
+			"Client B/op and CPU are the library's process's during its turns (bytes allocated; user + system CPU), server CPU the "+
+			"Redis or ZooKeeper process's during its turns (etcd runs embedded in the parent: not shown); medians. "+
+			"Contended: each run of each library is a process of its own, the runs interleaved. ", rep.Duration, turnSlices)
+	} else {
+		fmt.Fprintf(&b, "Uncontended and 16 names: in each run the libraries of a store take turns of %s/20 in one process "+
+			"(`-method sliced`; see above for what it gets wrong). ", rep.Duration)
+	}
+	b.WriteString("Contended: 16 contenders on one name, each holding it 1 ms. " +
+		"Handoff: from one holder's unlock to the next holder's Lock returning. Re-acquired: share of acquisitions by " +
+		"the contender that had just released.\n\n")
 	for _, scenario := range []string{"uncontended", "16 names", "contended"} {
 		fmt.Fprintf(&b, "### %s\n\n", scenario)
 		if scenario == "contended" {
 			b.WriteString("| store | library | acquisitions/s (range) | held % | handoff p50 / p99 ms | wait p50 / p99 ms | max/min | re-acquired % | errors |\n|---|---|---|---|---|---|---|---|---|\n")
 		} else {
-			b.WriteString("| store | library | lock+unlock/s (range) | errors |\n|---|---|---|---|\n")
+			b.WriteString("| store | library | lock+unlock/s (range) | × plain, run by run: median (range) | client B/op | client CPU µs/op | server CPU µs/op | errors |\n|---|---|---|---|---|---|---|---|\n")
+		}
+		plain := map[string]float64{}
+		for _, r := range rs {
+			if r.Scenario == scenario && strings.HasPrefix(r.Library, "plain") {
+				plain[r.Store] = r.OpsPerSec
+			}
 		}
 		for _, r := range rs {
 			if r.Scenario != scenario {
@@ -42,9 +71,51 @@ func writeMarkdown(path string, rs []result, many []manyResult, dur time.Duratio
 			if scenario == "contended" {
 				fmt.Fprintf(&b, "| %s | %s | %s | %.0f | %.1f / %.1f | %.1f / %.1f | %.2f | %.0f | %d |\n", r.Store, r.Library, rng,
 					r.HeldPct, r.HandoffP50, r.HandoffP99, r.WaitP50, r.WaitP99, r.MaxMin, r.Reacquire, r.Errors)
-			} else {
-				fmt.Fprintf(&b, "| %s | %s | %s | %d |\n", r.Store, r.Library, rng, r.Errors)
+				continue
 			}
+			ratio, mem, cpu, scpu := "", "", "", ""
+			if r.ServerCPUPerOp > 0 {
+				scpu = fmt.Sprintf("%.0f", r.ServerCPUPerOp)
+			}
+			if len(r.RatioRange) == 2 && r.Failed == "" {
+				ratio = fmt.Sprintf("%.2f× (%.2f–%.2f)", r.Ratio, r.RatioRange[0], r.RatioRange[1])
+			} else if p := plain[r.Store]; p > 0 && r.Failed == "" {
+				ratio = fmt.Sprintf("%.2f×", r.OpsPerSec/p)
+			}
+			if r.AllocPerOp > 0 {
+				mem, cpu = fmt.Sprintf("%.0f", r.AllocPerOp), fmt.Sprintf("%.0f", r.CPUPerOp)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %d |\n", r.Store, r.Library, rng, ratio, mem, cpu, scpu, r.Errors)
+		}
+		b.WriteString("\n")
+	}
+	if len(rep.Kinds) > 0 {
+		fmt.Fprintf(&b, "### read-write lock and semaphore against the mutex (issue #17)\n\n"+
+			"dlock only: 16 workers, each with its own client, on one name, each holding what it got for %s, then releasing. ", rep.Kinds[0].Hold)
+		b.WriteString(
+			"rw: each hold is a read hold of one RWMutex with probability 0.9, else a write hold; semaphore: one of 4 permits of " +
+				"one Semaphore; the mutex: every hold a Lock of one Mutex (the same runs are the baseline of both). Each run a process " +
+				"of its own, interleaved mutex, rw, semaphore. Most inside: the most holders seen at once. Store calls are per hold " +
+				"(acquire and release); CPU is the worker process's and the server's (the Redis or ZooKeeper process; etcd, embedded in " +
+				"the parent, the parent's) during the run, in % of one core of the two; medians. " +
+				"`go run . -bounds` prints the best these scenarios can give under their rules.\n\n")
+		b.WriteString("| store | scenario | mutex holds/s (range) | kind holds/s (range) | ratio | target | most inside | store calls per hold (mutex / kind) | client + server CPU, % of one core (mutex / kind) | errors |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, k := range rep.Kinds {
+			if k.Failed != "" {
+				fmt.Fprintf(&b, "| %s | %s | failed: %s | | | %.1f× | | | | |\n", k.Store, k.Scenario, k.Failed, k.Target)
+				continue
+			}
+			mark := "✘"
+			if k.Ratio >= k.Target {
+				mark = "✔"
+			}
+			cores := func(client, server, ops float64) string {
+				return fmt.Sprintf("%.0f + %.0f", client*ops/1e4, server*ops/1e4)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.0f (%.0f–%.0f) | %.0f (%.0f–%.0f) | **%.2f×** | ≥ %.1f× %s | %d | %.1f / %.1f | %s / %s | %d |\n",
+				k.Store, k.Scenario, k.MutexOps, k.MutexRng[0], k.MutexRng[1], k.KindOps, k.KindRng[0], k.KindRng[1],
+				k.Ratio, k.Target, mark, k.MaxInside, k.MutexCalls, k.KindCalls,
+				cores(k.MutexCPU, k.MutexServerCPU, k.MutexOps), cores(k.KindCPU, k.KindServerCPU, k.KindOps), k.Errors)
 		}
 		b.WriteString("\n")
 	}
@@ -67,6 +138,9 @@ func writeMarkdown(path string, rs []result, many []manyResult, dur time.Duratio
 		b.WriteString("\n")
 	}
 	b.WriteString("![throughput](bench-throughput.svg)\n\n![contended handoff](bench-handoff.svg)\n")
+	if len(rep.Kinds) > 0 {
+		b.WriteString("\n![read-write lock and semaphore against the mutex](bench-kinds.svg)\n")
+	}
 	b.WriteString(endMark + "\n")
 
 	old, err := os.ReadFile(path)

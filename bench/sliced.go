@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,7 +24,7 @@ type stepper func(ctx context.Context, d time.Duration) (ops, errs int64)
 // where separate runs of a few seconds can differ by a quarter) then falls
 // on all of them alike, and their ratios hold. A library whose contenders
 // cannot be made is marked in failed and skipped.
-func sliced(ctx context.Context, libs []lib, prep func(context.Context, lib) (stepper, error), d time.Duration, failed []error) []run {
+func sliced(ctx context.Context, srv servers, libs []lib, prep func(context.Context, lib) (stepper, error), d time.Duration, failed []error) []run {
 	steps := make([]stepper, len(libs))
 	for j, l := range libs {
 		if failed[j] != nil {
@@ -37,25 +38,51 @@ func sliced(ctx context.Context, libs []lib, prep func(context.Context, lib) (st
 	}
 	ops, errs := make([]int64, len(libs)), make([]int64, len(libs))
 	spent := make([]time.Duration, len(libs))
+	// What each library allocated during its turns, and the collector's
+	// CPU spent during them (runtime/metrics' estimate): in one process
+	// these need not match, which is what this method gets wrong.
+	alloc, gcCPU := make([]float64, len(libs)), make([]float64, len(libs))
+	srvCPU := make([]time.Duration, len(libs)) // the server's CPU during each library's turns
+	var totalAlloc, totalGC float64
 	for range nSlices {
 		for j, step := range steps {
 			if step == nil {
 				continue
 			}
+			a0, g0 := gcSample()
+			s0, _ := serverCPU(srv, libs[j].store)
 			start := time.Now()
 			o, e := step(ctx, d/nSlices)
 			spent[j] += time.Since(start)
+			s1, _ := serverCPU(srv, libs[j].store)
+			srvCPU[j] += s1 - s0
+			a1, g1 := gcSample()
+			alloc[j] += a1 - a0
+			gcCPU[j] += g1 - g0
+			totalAlloc += a1 - a0
+			totalGC += g1 - g0
 			ops[j] += o
 			errs[j] += e
 		}
 	}
 	rs := make([]run, len(libs))
-	for j := range libs {
+	for j, l := range libs {
 		if spent[j] > 0 {
 			rs[j] = run{ops: float64(ops[j]) / spent[j].Seconds(), errors: errs[j]}
+			fmt.Fprintf(os.Stderr, "  %-22s %6.0f B/op: %4.1f%% of the bytes allocated, %4.1f%% of the collector's CPU (%.0f µs/op); server CPU in its turns %.0f µs/op\n",
+				l.name, alloc[j]/float64(max(ops[j], 1)), 100*alloc[j]/max(totalAlloc, 1), 100*gcCPU[j]/max(totalGC, 1e-9),
+				1e6*gcCPU[j]/float64(max(ops[j], 1)), float64(srvCPU[j].Microseconds())/float64(max(ops[j], 1)))
 		}
 	}
 	return rs
+}
+
+// gcSample returns the bytes allocated so far and the CPU seconds the
+// collector has used so far.
+func gcSample() (allocBytes, gcSeconds float64) {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(s)
+	return float64(s[0].Value.Uint64()), s[1].Value.Float64()
 }
 
 // byStore groups the indexes of libs by store, in order.
