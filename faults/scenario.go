@@ -57,7 +57,13 @@ func Run(ctx context.Context, cfg Config, b *Backend, f *Fault, st *Store) (res 
 		r.stop()
 		_ = chk.Close()
 	}()
-	for range cfg.Workers {
+	workers := cfg.Workers
+	if b.Lock == "semaphore" {
+		// As many more workers as permits past the first, so that as many
+		// wait as under a mutex: a waiter to pause is there to be found.
+		workers += b.Permits - 1
+	}
+	for range workers {
 		if err := r.spawn(); err != nil {
 			res.Error = err.Error()
 			return res
