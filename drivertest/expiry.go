@@ -186,3 +186,32 @@ func (s *suite) testCancelWait(t *testing.T) {
 	// TryLock would fail behind it.
 	wantAcquired(t, c, name)
 }
+
+// 7b. A wait cut short holds nothing once Lock has returned, also when the
+// lock is freed just as the wait is cancelled: the store must not hand the
+// lock to the waiter that gave up (a server-side wait that outlives its
+// client, a grant handed over after the waiter left). Several rounds,
+// since the two moves race by design.
+func (s *suite) testCancelledWaitTakesNothing(t *testing.T) {
+	a, b, c := s.client(t), s.client(t), s.client(t)
+	for round := range 5 {
+		name := fmt.Sprintf("%s-%d", lockName(t), round)
+		l := mustLock(t, a.Mutex(name))
+		ctx, cancel := context.WithCancel(t.Context())
+		errc := make(chan error, 1)
+		go func() {
+			w, err := b.Mutex(name).Lock(ctx)
+			if err == nil {
+				_ = w.Unlock(context.Background())
+			}
+			errc <- err
+		}()
+		time.Sleep(200 * time.Millisecond) // b is waiting in the store
+		cancel()
+		unlock(t, l)
+		if err := <-errc; !errors.Is(err, context.Canceled) {
+			t.Fatalf("round %d: cancelled Lock = %v; want context.Canceled", round, err)
+		}
+		wantAcquired(t, c, name)
+	}
+}

@@ -37,6 +37,7 @@ func Run(t *testing.T, newHarness NewHarness) {
 		{"LossSignalled", s.testLossSignalled},
 		{"DoCancelsOnLoss", s.testDoCancelsOnLoss},
 		{"CancelWait", s.testCancelWait},
+		{"CancelledWaitTakesNothing", s.testCancelledWaitTakesNothing},
 		{"Reentrancy", s.testReentrancy},
 		{"NestedDoReenters", s.testNestedDoReenters},
 		{"DoWaitBound", s.testDoWaitBound},

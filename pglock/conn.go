@@ -161,6 +161,9 @@ func (d *pgDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 	}
 	l := &Lease{d: d, mode: d.mode, name: r.Name, kind: r.Kind, conn: conn, PID: conn.Conn().PgConn().PID()}
 	fail := func(err error) (*Lease, bool, error) {
+		if ctx.Err() != nil {
+			d.endBackend(l.PID)
+		}
 		l.discard()
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
 			return nil, false, ctx.Err()
@@ -215,6 +218,24 @@ func (d *pgDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 		}
 		l.tx = tx
 		return l, true, nil
+	}
+}
+
+// endBackend ends the server backend of a lock statement that ctx cut
+// short, and waits (up to two seconds) until it is gone. Closing the
+// connection is not enough: a backend blocked in a lock wait notices a
+// closed client only every client_connection_check_interval, and pgx does
+// not cancel the statement, so the backend could take the lock after Lock
+// had returned and hold it until then; a backend that did take it holds it
+// until it reads the close. A role may end its own backends.
+func (d *pgDriver) endBackend(pid uint32) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	const q = "SELECT pg_terminate_backend(pid%s) FROM pg_stat_activity WHERE pid = $1"
+	_, err := d.pool.Exec(ctx, fmt.Sprintf(q, ", 2000"), int32(pid))
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42883" { // before PostgreSQL 14: no wait
+		_, _ = d.pool.Exec(ctx, fmt.Sprintf(q, ""), int32(pid))
 	}
 }
 
