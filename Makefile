@@ -15,6 +15,7 @@ tidy:
 test: deps tidy vet
 	cd bench && $(GO) mod tidy -diff && $(GO) vet ./... # the benchmark tool is compiled, not run
 	$(GO) test -race -count=1 ./...
+	$(GO) test -count=1 -run '^TestEnsemble$$' ./zklock/ # not under -race: see zklock/ensemble_test.go
 
 # Runs every backend beside its peers and rewrites docs/benchmarks.md's table
 # and charts (a few minutes).

@@ -1,3 +1,15 @@
+// The race detector is off for this file: on reconnecting with watches set,
+// go-zookeeper v1.0.4 (the latest release) reads Conn.lastZxid in
+// sendSetWatches while recvLoop writes it, unsynchronised
+// (samuel/go-zookeeper#260; the fix, go-zookeeper/zk#35, is not merged), and
+// killing the leader makes every client reconnect with waiters' watches set.
+// The race detector cannot ignore one report, so `make test` runs
+// TestEnsemble in a second `go test` without -race; zklock's own code on the
+// reconnect path stays under -race in the fault suite's zk scenarios and
+// TestBlackholedHolderIsToldFirst.
+
+//go:build !race
+
 package zklock_test
 
 import (
