@@ -109,14 +109,16 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Grant,
 	if err := d.check(); err != nil {
 		return driver.Grant{}, err
 	}
-	if req.Kind != driver.Exclusive {
-		g, err := d.s.acquireKind(req)
-		if err != nil {
-			return g, err
-		}
-		return g, ctx.Err()
+	// An ended ctx fails the attempt before it takes anything: dlock drops
+	// the grant of a failed Acquire, so one taken anyway would be held by
+	// nobody until its TTL.
+	if err := ctx.Err(); err != nil {
+		return driver.Grant{}, err
 	}
-	return d.s.acquire(req), ctx.Err()
+	if req.Kind != driver.Exclusive {
+		return d.s.acquireKind(req)
+	}
+	return d.s.acquire(req), nil
 }
 
 // Renew implements driver.Driver.
