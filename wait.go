@@ -63,7 +63,21 @@ func (c *Client) obtain(ctx context.Context, t *turn.Turn[holdKey], req driver.R
 	}
 	t.Block(true)
 	defer t.Block(false)
-	return c.wait(ctx, req, g.Retry)
+	g, sent, err = c.wait(ctx, req, g.Retry)
+	if err != nil && (req.Kind == driver.Shared || req.Kind == driver.Write) {
+		c.forgetWait(req)
+	}
+	return g, sent, err
+}
+
+// forgetWait tells the store that a read or write request gave up its wait,
+// so that the record keeping its place in line (see driver.Driver.Release)
+// does not hold back the waiters behind it, nor a later TryLock, for the
+// record's life: a Release of the owner with token 0, which no hold has.
+func (c *Client) forgetWait(req driver.Request) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, _ = c.drv.Release(ctx, driver.Held{Name: req.Name, Owner: req.Owner, TTL: req.TTL, Kind: req.Kind}, 1)
 }
 
 // wait queues behind the client's other waiters for req.Name, so that a

@@ -294,7 +294,11 @@ type Driver interface {
 	// another owner's hold, nor a later hold of the same name: that returns
 	// ErrLeaseLost (check the token). dlock also calls Release, best-effort,
 	// for a hold it has declared lost, so the driver can free what it keeps
-	// for the hold and the store can drop what is left of it.
+	// for the hold and the store can drop what is left of it. It calls
+	// Release with Token 0 (no hold has it) for a Shared or Write request
+	// whose wait it gave up on a driver without Caps.Blocking: a driver
+	// that keeps a record of the waiting request, to keep its place in
+	// line, drops it then and wakes the waiters behind it.
 	Release(ctx context.Context, h Held, count int) (remaining int, err error)
 	// Inspect describes the lock named name.
 	Inspect(ctx context.Context, name string) (Info, error)

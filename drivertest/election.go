@@ -35,6 +35,7 @@ func RunElection(t *testing.T, newHarness NewHarness) {
 		{"DeadLeaderReplaced", s.testDeadLeader},
 		{"Proclaim", s.testProclaim},
 		{"LeadCancelsOnLoss", s.testLeadLoss},
+		{"CampaignCancelled", s.testCampaignCancelled},
 	} {
 		t.Run(tc.name, tc.fn)
 	}

@@ -30,12 +30,14 @@ func (s *suite) testKinds(t *testing.T) {
 		{"RWReentry", rwOK, s.testRWReentry},
 		{"RWDeadReaderFreed", rwOK, s.testDeadReaderFreed},
 		{"RWInspect", rwOK, s.testRWInspect},
+		{"RWCancelledWaitTakesNothing", rwOK, s.testRWCancelledWaitTakesNothing},
 		{"SemaphoreCount", semOK, func(t *testing.T) { s.testSemaphoreCount(t, false) }},
 		{"SemaphoreCountHolderCut", semOK, func(t *testing.T) { s.testSemaphoreCount(t, true) }},
 		{"SemaphoreTokens", semOK, s.testSemaphoreTokens},
 		{"SemaphoreDeadHolderFreed", semOK, s.testDeadPermitFreed},
 		{"SemaphoreLimitMismatch", semOK, s.testLimitMismatch},
 		{"SemaphoreInspect", semOK, s.testSemaphoreInspect},
+		{"SemaphoreCancelledWaitTakesNothing", semOK, s.testSemaphoreCancelledWaitTakesNothing},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

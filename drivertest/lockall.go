@@ -29,6 +29,7 @@ func RunLockAll(t *testing.T, newHarness NewHarness) {
 		{"Contention", s.testLockAllContention},
 		{"NoneOnFailure", s.testLockAllNone},
 		{"GroupLoss", s.testGroupLoss},
+		{"CancelledMidway", s.testLockAllCancelled},
 	} {
 		t.Run(tc.name, tc.fn)
 	}

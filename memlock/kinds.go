@@ -21,9 +21,10 @@ import (
 // read is granted when no writer holds and no writer waits ahead of it; a
 // write when nobody holds and nobody waits ahead of it. So a waiting writer
 // keeps later readers out, and readers that waited before a writer go
-// before it: neither kind starves. A waiter that gives up holds the
-// ones behind it back for at most that long; a refused TryLock leaves no
-// record (driver.Request.Try).
+// before it: neither kind starves. A waiter that gives up drops its record
+// (dlock releases the owner with token 0); one that dies holds the ones
+// behind it back for at most that long; a refused TryLock leaves no record
+// (driver.Request.Try).
 const waitRecord = 2 * time.Second
 
 // kindHold is one owner's hold of a read-write lock or a permit.
@@ -192,6 +193,11 @@ func (s *store) releaseKind(h driver.Held, count int) (int, error) {
 	defer s.mu.Unlock()
 	key, l, x := s.liveKind(h, time.Now())
 	if x == nil {
+		if _, ok := l.waiters[h.Owner]; ok && h.Token == 0 { // a wait given up
+			delete(l.waiters, h.Owner)
+			s.tidy(key, l)
+			s.notify(h.Name)
+		}
 		return 0, dlock.ErrLeaseLost
 	}
 	x.holds -= count

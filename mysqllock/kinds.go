@@ -295,6 +295,14 @@ func kindHoldsIn(batch []driver.Held, idx []int) (string, []any) {
 // releaseKind drops count holds of a live hold, deleting its row when none
 // are left, in a transaction.
 func (d *myDriver) releaseKind(ctx context.Context, h driver.Held, count int) (int, error) {
+	if h.Token == 0 { // a wait given up: drop its place in line
+		_, err := d.db.ExecContext(ctx, `DELETE FROM dlock_waits WHERE name = ? AND family = ? AND owner = ?`,
+			h.Name, sqlbase.Family(h.Kind), h.Owner)
+		if err != nil {
+			return 0, myErr("release", err)
+		}
+		return 0, fmt.Errorf("mysqllock: release: %w: a wait given up holds nothing", dlock.ErrLeaseLost)
+	}
 	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return 0, myErr("release", err)

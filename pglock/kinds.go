@@ -246,6 +246,15 @@ WITH d AS (
 SELECT (SELECT count(*) FROM d) + (SELECT count(*) FROM n) * 0, coalesce((SELECT holds FROM u), -1)`
 
 func (d *pgDriver) releaseKind(ctx context.Context, h driver.Held, count int) (int, error) {
+	if h.Token == 0 { // a wait given up: drop its place in line, and wake those behind it
+		_, err := d.pool.Exec(ctx, `WITH d AS (
+  DELETE FROM dlock_waits WHERE name = $1 AND family = $2 AND owner = $3 RETURNING name
+) SELECT pg_notify('dlock_release', name) FROM d`, h.Name, sqlbase.Family(h.Kind), h.Owner)
+		if err != nil {
+			return 0, pgErr("release", err)
+		}
+		return 0, fmt.Errorf("pglock: release: %w: a wait given up holds nothing", dlock.ErrLeaseLost)
+	}
 	var deleted, left int64
 	err := d.pool.QueryRow(ctx, releaseKindSQL, h.Name, sqlbase.Family(h.Kind), h.Owner, int64(h.Token), count).Scan(&deleted, &left)
 	switch {

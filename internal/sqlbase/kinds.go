@@ -16,7 +16,8 @@ import (
 //
 // A waiting record lives for WaitRecord (or the TTL if shorter) unless the
 // waiter's next attempt renews it; the waiter is told to come back within
-// half that time. A waiter that gives up holds the ones behind it back for
+// half that time. A waiter that gives up drops its record (dlock releases
+// the owner with token 0); one that dies holds the ones behind it back for
 // at most that long; a refused try (driver.Request.Try) leaves no record.
 
 // WaitRecord is the longest life of a waiting record.
