@@ -145,7 +145,12 @@ func (d *pgDriver) acquireConn(ctx context.Context, r driver.Request) (driver.Gr
 		}
 	}
 	if err != nil {
-		_ = l.release(context.WithoutCancel(ctx))
+		if rerr := l.release(context.WithoutCancel(ctx)); rerr != nil {
+			// ctx cut a statement short, and pgx closed the holding
+			// connection: its backend holds the lock until it reads the
+			// close, after Acquire has returned. End it first.
+			d.endBackend(l.PID)
+		}
 		return driver.Grant{}, err
 	}
 	return driver.Grant{Acquired: true, Token: tok, Holds: 1, Since: since, Handle: l}, nil
