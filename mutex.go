@@ -79,12 +79,12 @@ func (c *Client) acquireHold(ctx context.Context, op string, s lockSpec, try boo
 	if s.err != nil {
 		return nil, c.wrap(op, s.name, s.err)
 	}
-	owner := s.opts.owner
+	owner, fresh := s.opts.owner, s.opts.fresh
 	if owner == "" {
 		if l := leaseIn(ctx, c, s.name, s.kind); l != nil {
 			owner = l.h.owner // a nested Lock re-enters the caller's hold
 		} else {
-			owner = NewOwnerID()
+			owner, fresh = NewOwnerID(), true
 		}
 	}
 	kind, err := c.kindFor(owner, s)
@@ -112,7 +112,13 @@ func (c *Client) acquireHold(ctx context.Context, op string, s lockSpec, try boo
 	began := time.Now()
 	var l *Lease
 	for {
-		g, sent, err := c.obtain(ctx, t, req, try)
+		g, sent, err := c.obtain(ctx, t, req, try, fresh)
+		if err == nil && fresh && g.Holds > 1 && c.caps.Reentrant {
+			// Counts added by earlier attempts of this call whose replies
+			// were lost: nobody else has this owner, and no lease would
+			// release them, so the lock would outlive its Unlock.
+			c.dropCounts(ctx, req, g, g.Holds-1)
+		}
 		if err != nil {
 			err = gaveUp(ctx, err)
 			if c.hooks.Refused != nil && errors.Is(err, ErrNotAcquired) {

@@ -19,6 +19,7 @@ type mutexOptions struct {
 	owner     string // "" unless WithOwner: each Lock is then its own holder
 	ownerSet  bool
 	noRenewal bool
+	fresh     bool // owner was made for this one call (a Campaign's candidate)
 }
 
 // WithTTL sets the lease TTL: how long the lock outlives a holder that stops

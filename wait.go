@@ -20,7 +20,31 @@ const (
 // obtain gets a hold for req: one attempt with try, otherwise waiting until
 // granted, ctx ends or the client closes. It returns the grant and when the
 // granting request was sent.
-func (c *Client) obtain(ctx context.Context, t *turn.Turn[holdKey], req driver.Request, try bool) (driver.Grant, time.Time, error) {
+//
+// With fresh (req.Owner was made for this one call), a store without
+// blocking waits, and an attempt whose reply was lost (an error: it may
+// have been applied), obtain that fails gives back whatever hold the owner
+// has in the store before it returns (see undo).
+func (c *Client) obtain(ctx context.Context, t *turn.Turn[holdKey], req driver.Request, try, fresh bool) (g driver.Grant, sent time.Time, err error) {
+	var uncertain bool
+	g, sent, err = c.obtain1(ctx, t, req, try, &uncertain)
+	if err != nil && uncertain && fresh && !c.caps.Blocking {
+		c.undo(req)
+	}
+	return g, sent, err
+}
+
+// attempt is one Acquire of a wait by polling; it sets *uncertain on an
+// error, after which the request may hold the lock.
+func (c *Client) attempt(ctx context.Context, req driver.Request, uncertain *bool) (driver.Grant, error) {
+	g, err := c.drv.Acquire(ctx, req)
+	if err != nil && !permanent(err) {
+		*uncertain = true
+	}
+	return g, err
+}
+
+func (c *Client) obtain1(ctx context.Context, t *turn.Turn[holdKey], req driver.Request, try bool, uncertain *bool) (driver.Grant, time.Time, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(c.closing, cancel)
@@ -52,7 +76,7 @@ func (c *Client) obtain(ctx context.Context, t *turn.Turn[holdKey], req driver.R
 		}
 	}
 	sent := time.Now()
-	g, err := c.drv.Acquire(ctx, req)
+	g, err := c.attempt(ctx, req, uncertain)
 	switch {
 	case err == nil && g.Acquired:
 		return g, sent, nil
@@ -63,11 +87,52 @@ func (c *Client) obtain(ctx context.Context, t *turn.Turn[holdKey], req driver.R
 	}
 	t.Block(true)
 	defer t.Block(false)
-	g, sent, err = c.wait(ctx, req, g.Retry)
+	g, sent, err = c.wait(ctx, req, g.Retry, uncertain)
 	if err != nil && (req.Kind == driver.Shared || req.Kind == driver.Write) {
 		c.forgetWait(req)
 	}
 	return g, sent, err
+}
+
+// undo gives back, best effort, the hold a fresh owner's request may have
+// taken with an attempt whose reply was lost: the store shows the hold
+// under the owner, which nobody else has, so every count of it is the
+// request's.
+func (c *Client) undo(req driver.Request) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var info driver.Info
+	var err error
+	if req.Kind == driver.Exclusive {
+		info, err = c.drv.Inspect(ctx, req.Name)
+		if err == nil && info.Held && info.Owner == req.Owner {
+			info.Holders = []driver.Holder{{Owner: info.Owner, Kind: req.Kind, Token: info.Token, Holds: info.Holds}}
+		}
+	} else if ki, ok := c.drv.(driver.KindInspector); ok {
+		info, err = ki.InspectKind(ctx, req.Name, req.Kind)
+	}
+	if err != nil {
+		c.log.Debug("dlock: cannot check for a hold taken by a failed attempt", "backend", c.scheme, "name", req.Name, "err", err)
+		return
+	}
+	for _, h := range info.Holders {
+		if h.Owner == req.Owner && h.Kind == req.Kind && h.Token != 0 {
+			c.log.Debug("dlock: a failed attempt took the lock; released", "backend", c.scheme, "name", req.Name, "token", h.Token)
+			_, _ = c.drv.Release(ctx, driver.Held{Name: req.Name, Owner: req.Owner, TTL: req.TTL, Kind: req.Kind, Token: h.Token},
+				max(h.Holds, 1))
+		}
+	}
+}
+
+// dropCounts releases n counts of a fresh owner's grant g that earlier
+// attempts of the same call added (their replies lost).
+func (c *Client) dropCounts(ctx context.Context, req driver.Request, g driver.Grant, n int) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	held := driver.Held{Name: req.Name, Owner: req.Owner, TTL: req.TTL, Kind: req.Kind, Token: g.Token, Handle: g.Handle}
+	if _, err := c.drv.Release(ctx, held, n); err != nil {
+		c.log.Debug("dlock: cannot drop counts of lost attempts", "backend", c.scheme, "name", req.Name, "err", err)
+	}
 }
 
 // forgetWait tells the store that a read or write request gave up its wait,
@@ -84,7 +149,7 @@ func (c *Client) forgetWait(req driver.Request) {
 // release wakes one waiter per process, then tries again on every release
 // notification, at the holder's expiry, or with capped exponential backoff and
 // jitter where the store cannot notify.
-func (c *Client) wait(ctx context.Context, req driver.Request, retry time.Duration) (driver.Grant, time.Time, error) {
+func (c *Client) wait(ctx context.Context, req driver.Request, retry time.Duration, uncertain *bool) (driver.Grant, time.Time, error) {
 	first, err := c.waiters.Take(ctx, queueName(req), turn.Wait)
 	if err != nil {
 		return driver.Grant{}, time.Time{}, c.waitErr(ctx, nil)
@@ -114,7 +179,7 @@ func (c *Client) wait(ctx context.Context, req driver.Request, retry time.Durati
 		var err error
 		sent := time.Now()
 		if !skip {
-			g, err = c.drv.Acquire(ctx, req)
+			g, err = c.attempt(ctx, req, uncertain)
 		}
 		switch {
 		case skip:

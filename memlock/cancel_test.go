@@ -2,6 +2,8 @@ package memlock_test
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,4 +45,92 @@ func TestAcquireWithEndedContextTakesNothing(t *testing.T) {
 		}
 		_ = l.Unlock(t.Context())
 	}
+}
+
+// lossy is a memlock driver whose chosen Acquire calls are applied in the
+// store but answer with an error, as when the reply is lost or ctx cuts
+// the round trip after the store applied it.
+type lossy struct {
+	*memlock.Driver
+	lose func(n int) bool // whether the n-th Acquire (from 1) loses its reply
+	n    int
+	mu   sync.Mutex
+}
+
+func (d *lossy) Acquire(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	d.mu.Lock()
+	d.n++
+	lose := d.lose(d.n)
+	d.mu.Unlock()
+	g, err := d.Driver.Acquire(ctx, req)
+	if err == nil && lose {
+		return driver.Grant{}, errors.New("lossy: reply lost")
+	}
+	return g, err
+}
+
+// A TryLock or Lock whose attempt took the lock but lost its reply returns
+// an error and leaves the lock free, and a Lock that got the lock on a
+// later attempt frees it with its Unlock: nobody else has the call's owner,
+// so whatever the store holds for it is the call's.
+func TestLostReplyTakesNothing(t *testing.T) {
+	store := "mem://" + t.Name()
+	open := func(lose func(int) bool) *dlock.Client {
+		raw, err := dlock.Open(t.Context(), store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d *memlock.Driver
+		raw.As(&d)
+		c := dlock.New(&lossy{Driver: d, lose: lose}, memlock.Scheme)
+		t.Cleanup(func() { _ = c.Close(); _ = raw.Close() })
+		return c
+	}
+	other := open(func(int) bool { return false })
+	free := func(what, name string, kind driver.Kind) {
+		t.Helper()
+		var l *dlock.Lease
+		var err error
+		if kind == driver.Permit {
+			l, err = other.Semaphore(name, 1).TryAcquire(t.Context())
+		} else {
+			l, err = other.Mutex(name).TryLock(t.Context())
+		}
+		if err != nil {
+			t.Fatalf("%s: the lock is not free afterwards: %v", what, err)
+		}
+		_ = l.Unlock(t.Context())
+	}
+
+	c := open(func(n int) bool { return n == 1 })
+	if l, err := c.Mutex("lost/try").TryLock(t.Context()); err == nil {
+		_ = l.Unlock(t.Context())
+		t.Fatal("TryLock whose reply was lost succeeded")
+	}
+	free("TryLock with a lost reply", "lost/try", driver.Exclusive)
+
+	c = open(func(n int) bool { return n == 1 })
+	if l, err := c.Semaphore("lost/permit", 1).TryAcquire(t.Context()); err == nil {
+		_ = l.Unlock(t.Context())
+		t.Fatal("TryAcquire whose reply was lost succeeded")
+	}
+	free("TryAcquire with a lost reply", "lost/permit", driver.Permit)
+
+	c = open(func(n int) bool { return n == 1 }) // the retry re-enters the hold the lost attempt took
+	l, err := c.Mutex("lost/retried").Lock(t.Context())
+	if err != nil {
+		t.Fatalf("Lock retried after a lost reply: %v", err)
+	}
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	free("Lock that got the lock after a lost reply, unlocked", "lost/retried", driver.Exclusive)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	c = open(func(n int) bool { cancel(); return true }) // ctx ends with the lost reply
+	if l, err := c.Mutex("lost/cancelled").Lock(ctx); err == nil {
+		_ = l.Unlock(t.Context())
+		t.Fatal("Lock whose ctx ended with a lost reply succeeded")
+	}
+	free("Lock whose ctx ended with a lost reply", "lost/cancelled", driver.Exclusive)
 }
