@@ -2,14 +2,17 @@ package zklock_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/dlock/dlock/zklock"
 	"github.com/go-zookeeper/zk"
@@ -21,6 +24,7 @@ import (
 type replyDropper struct {
 	ln      net.Listener
 	target  string
+	marker  []byte // in the created node's name: "-lock-" unless newReplyDropperFor
 	armed   atomic.Bool
 	dropped atomic.Int32
 	lastOp  atomic.Uint32 // the opcode of the last request whose reply was dropped
@@ -28,11 +32,17 @@ type replyDropper struct {
 }
 
 func newReplyDropper(t *testing.T, target string) *replyDropper {
+	return newReplyDropperFor(t, target, "-lock-")
+}
+
+// newReplyDropperFor drops the reply to the create of a node whose name
+// contains marker.
+func newReplyDropperFor(t *testing.T, target, marker string) *replyDropper {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &replyDropper{ln: ln, target: target}
+	p := &replyDropper{ln: ln, target: target, marker: []byte(marker)}
 	p.wg.Add(1)
 	go p.serve()
 	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
@@ -66,7 +76,7 @@ func (p *replyDropper) serve() {
 				// Frames after the handshake start with xid and opcode;
 				// opcode 1 is create, 14 multi (a create with the parent write).
 				if n > 0 && len(frame) >= 12 && opcodes[binary.BigEndian.Uint32(frame[8:12])] &&
-					bytes.Contains(frame, []byte("-lock-")) && p.armed.CompareAndSwap(true, false) {
+					bytes.Contains(frame, p.marker) && p.armed.CompareAndSwap(true, false) {
 					dropXid.Store(int64(int32(binary.BigEndian.Uint32(frame[4:8]))))
 					p.lastOp.Store(binary.BigEndian.Uint32(frame[8:12]))
 				}
@@ -181,5 +191,76 @@ func TestLostCreateReply(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+	}
+}
+
+// The same for a read-write lock's write node and a semaphore's lease node:
+// the search by GUID must see those nodes too (it saw lock- nodes only, so
+// the client created a second node behind its own orphan and waited for it
+// for good, and a TryLock cut short left its node holding the lock for the
+// rest of the session).
+func TestLostCreateReplyKinds(t *testing.T) {
+	srv := testserver.ZooKeeper(t)
+	direct, _, err := connect(srv.Addr(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	for _, kind := range []string{"__WRIT__", "lease-"} {
+		t.Run(kind, func(t *testing.T) {
+			proxy := newReplyDropperFor(t, srv.Addr(), kind)
+			conn, events, err := zk.Connect([]string{proxy.ln.Addr().String()}, sessionTimeout, zk.WithLogger(quiet{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := zklock.Open(t.Context(), conn, zklock.Options{SessionTimeout: sessionTimeout, Events: events, CloseConn: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			path := "/lostreply/" + strings.Trim(kind, "_-")
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			lock := func() (*dlock.Lease, error) {
+				if kind == "lease-" {
+					return c.Semaphore(path, 1).Acquire(ctx)
+				}
+				return c.RWMutex(path).Lock(ctx)
+			}
+			l, err := lock() // the lock's node exists from now on: the armed create is the one that makes ours
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Unlock(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			proxy.armed.Store(true)
+			if l, err = lock(); err != nil {
+				t.Fatalf("lock through a lost reply: %v", err)
+			}
+			if proxy.dropped.Load() != 1 {
+				t.Fatalf("the proxy dropped %d create replies; want 1", proxy.dropped.Load())
+			}
+			nodes := path
+			if kind == "lease-" {
+				nodes += "/leases"
+			}
+			children, _, err := direct.Children(nodes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ours []string
+			for _, n := range children {
+				if strings.Contains(n, kind) {
+					ours = append(ours, n)
+				}
+			}
+			if len(ours) != 1 {
+				t.Fatalf("%s nodes %v; want only the holder's", kind, ours)
+			}
+			if err := l.Unlock(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

@@ -146,19 +146,29 @@ func (a *attempt) create(ctx context.Context, empty bool) (*zk.Stat, error) {
 // found by a read answered in another session is reported as
 // errSessionChanged, with the node, so that abandon deletes it.
 func (a *attempt) findGUID(ctx context.Context) (string, error) {
-	c := a.d.readChildren(ctx, a.s, a.path)
-	if errors.Is(c.err, zk.ErrNoNode) {
+	node, inSession, err := a.d.guidChild(ctx, a.s, a.path, a.guid)
+	if errors.Is(err, zk.ErrNoNode) {
 		return "", nil
 	}
-	if c.err != nil {
-		return "", c.err
+	if err != nil {
+		return "", err
 	}
-	node := c.find(a.path, a.guid)
-	if node != "" && !c.inSession {
+	if node != "" && !inSession {
 		a.node = node
 		return node, errSessionChanged
 	}
 	return node, nil
+}
+
+// guidChild returns the child of path whose name carries guid, or "", from
+// a read of every child: a mutex's lock- nodes, a read-write lock's and a
+// semaphore's nodes alike (readChildren keeps the lock- nodes only).
+func (d *zkDriver) guidChild(ctx context.Context, s *session, path, guid string) (node string, inSession bool, err error) {
+	names, _, inSession, err := d.rawChildren(ctx, s, path)
+	if err != nil {
+		return "", false, err
+	}
+	return children{names: names}.find(path, guid), inSession, nil
 }
 
 // find returns the child of path whose name carries guid, or "".
@@ -220,14 +230,14 @@ func (d *zkDriver) deleteOurs(path, guid, node string) bool {
 	ctx, cancel := context.WithTimeout(d.life, d.sessionTimeout())
 	defer cancel()
 	if node == "" {
-		c := d.readChildren(ctx, nil, path)
+		found, _, err := d.guidChild(ctx, nil, path, guid)
 		switch {
-		case errors.Is(c.err, zk.ErrNoNode):
+		case errors.Is(err, zk.ErrNoNode):
 			return true
-		case c.err != nil:
-			return !retryable(c.err)
+		case err != nil:
+			return !retryable(err)
 		}
-		if node = c.find(path, guid); node == "" {
+		if node = found; node == "" {
 			return true
 		}
 	}
