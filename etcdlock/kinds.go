@@ -152,9 +152,9 @@ func (d *etcdDriver) enqueueKind(ctx context.Context, r driver.Request, q kindQu
 		}
 		for tries := 0; ; tries++ {
 			if r.Wait { // the put is idempotent: a retry finds the key
-				_, err = retry(ctx, put)
+				_, err = retry(ctx, func(ctx context.Context) error { return settled(ctx, put) })
 			} else {
-				err = put(ctx)
+				err = settled(ctx, put)
 			}
 			if err != nil || resp.Succeeded || len(resp.Responses[0].GetResponseRange().Kvs) > 0 {
 				break // done, failed, or our key went in on an earlier try

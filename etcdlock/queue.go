@@ -96,9 +96,9 @@ func (d *etcdDriver) enqueue(ctx context.Context, r driver.Request, pfx string) 
 			return err
 		}
 		if r.Wait { // the put is idempotent: a retry finds the key
-			_, err = retry(ctx, put)
+			_, err = retry(ctx, func(ctx context.Context) error { return settled(ctx, put) })
 		} else {
-			err = put(ctx)
+			err = settled(ctx, put)
 		}
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt < 2 {
 			sess.markLost() // expired or revoked before the keepalive noticed: start a new session

@@ -76,3 +76,15 @@ func ended(ctx context.Context, err error) error {
 	}
 	return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
 }
+
+// settled runs op, a put of a contender's key, to its reply even when ctx
+// ends meanwhile (within attemptTimeout). A put cut short by ctx may still
+// reach etcd and be applied after the delete that undoes it (etcd serves a
+// connection's requests concurrently): its key, under a session lease the
+// client keeps alive, would hold the lock for good after Lock had
+// returned. Once the reply is in, the delete comes after the put.
+func settled(ctx context.Context, op func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
+	defer cancel()
+	return op(ctx)
+}
