@@ -63,6 +63,13 @@ func (d *myDriver) acquireConn(ctx context.Context, r driver.Request) (driver.Gr
 	}
 	// The lease counts from a statement sent on the holding connection after
 	// the wait: the server's wait_timeout counts from when it finished it.
+	//
+	// These statements are not cut by ctx: the lock is held now. The
+	// driver closes a connection whose statement's ctx ends as it
+	// completes, even one that reports success, which would hand out a
+	// lease on a lock the server has just freed.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
 	var since time.Time
 	var tok uint64
 	if l.tx == nil { // session mode: no transaction, the token's statement is that one
