@@ -31,6 +31,7 @@ func (s *suite) testKinds(t *testing.T) {
 		{"RWDeadReaderFreed", rwOK, s.testDeadReaderFreed},
 		{"RWInspect", rwOK, s.testRWInspect},
 		{"RWCancelledWaitTakesNothing", rwOK, s.testRWCancelledWaitTakesNothing},
+		{"RWDeadlineInRoundTrip", rwOK, func(t *testing.T) { s.testKindsDeadlineInRoundTrip(t, true) }},
 		{"SemaphoreCount", semOK, func(t *testing.T) { s.testSemaphoreCount(t, false) }},
 		{"SemaphoreCountHolderCut", semOK, func(t *testing.T) { s.testSemaphoreCount(t, true) }},
 		{"SemaphoreTokens", semOK, s.testSemaphoreTokens},
@@ -38,6 +39,7 @@ func (s *suite) testKinds(t *testing.T) {
 		{"SemaphoreLimitMismatch", semOK, s.testLimitMismatch},
 		{"SemaphoreInspect", semOK, s.testSemaphoreInspect},
 		{"SemaphoreCancelledWaitTakesNothing", semOK, s.testSemaphoreCancelledWaitTakesNothing},
+		{"SemaphoreDeadlineInRoundTrip", semOK, func(t *testing.T) { s.testKindsDeadlineInRoundTrip(t, false) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
