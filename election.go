@@ -155,7 +155,7 @@ func (e *Election) campaign(ctx context.Context, value string) (*Lease, error) {
 		sent := time.Now()
 		g, err := e.el.Campaign(wctx, req, value)
 		if err == nil && g.Acquired {
-			l, err := c.grant(ctx, k, req, g, sent, !e.opts.noRenewal)
+			l, err := c.grant(ctx, k, req, g, sent, !e.opts.noRenewal, true)
 			if errors.Is(err, errStaleGrant) {
 				continue
 			}

@@ -33,6 +33,7 @@ type hold struct {
 	kind     driver.Kind
 	limit    int // a permit's semaphore count, compared on re-entry
 	renew    bool
+	fresh    bool // the owner id was made for this hold: nobody else holds under it
 	token    uint64
 	handle   any
 	lostCh   <-chan struct{}
@@ -70,10 +71,14 @@ func (h *hold) newLease() *Lease {
 	return l
 }
 
-// storeHolds is how many holds the client has in the store for h.
+// storeHolds is how many holds of h Close releases: those the client has
+// in the store, or every count where the owner is h's alone.
 func (h *hold) storeHolds() int {
 	h.c.mu.Lock()
 	defer h.c.mu.Unlock()
+	if h.c.caps.Reentrant && h.fresh {
+		return allHolds // with any count a re-entry added but failed to report
+	}
 	if h.c.caps.Reentrant {
 		return max(len(h.leases), 1)
 	}
@@ -359,7 +364,11 @@ func (l *Lease) Unlock(ctx context.Context) (uerr error) {
 	}
 	var err error
 	if last || c.caps.Reentrant {
-		_, err = c.drv.Release(ctx, h.held(), 1)
+		n := 1
+		if last && h.fresh {
+			n = allHolds // with any count a re-entry added but failed to report
+		}
+		_, err = c.drv.Release(ctx, h.held(), n)
 	}
 	if last {
 		c.freed(h)

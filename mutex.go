@@ -126,7 +126,7 @@ func (c *Client) acquireHold(ctx context.Context, op string, s lockSpec, try boo
 			}
 			return nil, c.wrap(op, s.name, err)
 		}
-		l, err = c.grant(ctx, k, req, g, sent, !s.opts.noRenewal)
+		l, err = c.grant(ctx, k, req, g, sent, !s.opts.noRenewal, fresh)
 		switch {
 		case errors.Is(err, errStaleGrant) && try:
 			return nil, c.wrap(op, s.name, fmt.Errorf("%w: %w", ErrNotAcquired, err))
@@ -208,6 +208,9 @@ func sessionEnded(lost <-chan struct{}) bool {
 	}
 }
 
+// allHolds is a count of holds no owner reaches: Release drops them all.
+const allHolds = 1 << 30
+
 // errStaleGrant is the cause of a grant that came too late to be returned.
 var errStaleGrant = errors.New("grant confirmed too late to be safe")
 
@@ -217,7 +220,10 @@ var errStaleGrant = errors.New("grant confirmed too late to be safe")
 // less than grantMargin: a process paused while the lock was handed to it,
 // or a slow round trip, must not get a lease that is about to end or has
 // ended, whatever the driver said.
-func (c *Client) grant(ctx context.Context, k holdKey, req driver.Request, g driver.Grant, sent time.Time, renew bool) (*Lease, error) {
+//
+// fresh says that req.Owner was made for this hold alone: its last Unlock
+// then releases every count the store has under it.
+func (c *Client) grant(ctx context.Context, k holdKey, req driver.Request, g driver.Grant, sent time.Time, renew, fresh bool) (*Lease, error) {
 	if !g.Since.IsZero() { // the driver knows when the grant was proven
 		sent = minTime(g.Since, time.Now()) // never a time still to come
 	}
@@ -226,7 +232,7 @@ func (c *Client) grant(ctx context.Context, k holdKey, req driver.Request, g dri
 		validity = g.Validity
 	}
 	h := &hold{
-		c: c, name: req.Name, owner: req.Owner, label: req.Label, ttl: req.TTL, kind: req.Kind, limit: req.Limit, renew: renew,
+		c: c, name: req.Name, owner: req.Owner, label: req.Label, ttl: req.TTL, kind: req.Kind, limit: req.Limit, renew: renew, fresh: fresh,
 		token: g.Token, handle: g.Handle, lostCh: g.Lost, acquired: sent,
 	}
 	stale := ""

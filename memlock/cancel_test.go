@@ -134,3 +134,36 @@ func TestLostReplyTakesNothing(t *testing.T) {
 	}
 	free("Lock whose ctx ended with a lost reply", "lost/cancelled", driver.Exclusive)
 }
+
+// A re-entry (through a ctx carrying the lease) whose count was added in
+// the store but whose reply was lost returns an error; the count it added
+// must not outlive the hold: once the holder unlocks, the lock is free.
+func TestLostReentryReplyTakesNothing(t *testing.T) {
+	store := "mem://" + t.Name()
+	raw, err := dlock.Open(t.Context(), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var d *memlock.Driver
+	raw.As(&d)
+	c := dlock.New(&lossy{Driver: d, lose: func(n int) bool { return n == 2 }}, memlock.Scheme)
+	defer c.Close()
+	m := c.Mutex("lost/reentry")
+	l, err := m.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inner, err := m.Lock(dlock.ContextWithLease(t.Context(), l)); err == nil {
+		_ = inner.Unlock(t.Context())
+		t.Fatal("re-entry whose reply was lost succeeded")
+	}
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := raw.Mutex("lost/reentry").TryLock(t.Context()); err != nil {
+		t.Fatalf("after the holder unlocked, the lock is still held: %v", err)
+	} else {
+		_ = l.Unlock(t.Context())
+	}
+}
