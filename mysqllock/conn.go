@@ -108,6 +108,9 @@ func (d *myDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 	l := &Lease{d: d, name: r.Name, conn: conn}
 	var tx *sql.Tx
 	fail := func(err error) (*Lease, bool, error) {
+		if ctx.Err() != nil && l.ConnID != 0 {
+			d.endConn(l.ConnID)
+		}
 		if tx != nil { // an open transaction holds the connection: end it first
 			_ = tx.Rollback()
 		}
@@ -194,6 +197,31 @@ func (d *myDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 	}
 	l.tx = tx
 	return granted()
+}
+
+// endConn ends the server connection id of a lock statement that ctx cut
+// short, and waits (up to two seconds) until the server has dropped it.
+// Neither closing the connection nor the KILL sent when ctx ended is
+// enough: the statement may have taken the lock just before, and the server
+// frees it only once the connection's thread has ended, after KILL
+// returns. A thread leaves the process list after its locks are freed; a
+// user sees its own threads there, and may KILL them.
+func (d *myDriver) endConn(id uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, _ = d.db.ExecContext(ctx, fmt.Sprintf("KILL %d", id))
+	for {
+		var n int
+		err := d.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&n)
+		if err != nil || n == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // check confirms the holding connection is alive.
