@@ -77,6 +77,12 @@ func (d *myDriver) acquireConn(ctx context.Context, r driver.Request) (driver.Gr
 			}
 		}
 	}
+	if err == nil && connClosed(l.conn) {
+		// ctx ended as a statement finished, and go-sql-driver closed the
+		// connection after the statement had succeeded: the server frees
+		// the lock with it.
+		err = fmt.Errorf("the holding connection was closed as ctx ended: %w", ctx.Err())
+	}
 	if err != nil {
 		_ = l.release(context.WithoutCancel(ctx))
 		return driver.Grant{}, myErr("token", err)
@@ -237,13 +243,34 @@ func (l *Lease) check(ctx context.Context) error {
 	} else {
 		err = l.conn.PingContext(ctx)
 	}
-	if err == nil {
+	closed := connClosed(l.conn) // also after a success: see connClosed
+	if err == nil && !closed {
 		return nil
 	}
-	if ctx.Err() != nil {
+	if err == nil {
+		err = errors.New("closed as the renewal's ctx ended")
+	}
+	if ctx.Err() != nil && !closed {
 		return fmt.Errorf("mysqllock: renew: %w", err) // uncertain
 	}
 	return fmt.Errorf("mysqllock: %w: the connection holding the lock failed: %v", dlock.ErrLeaseLost, err)
+}
+
+// connClosed reports whether c's connection is closed. go-sql-driver closes
+// a connection whose statement's ctx ends, even as the statement finishes
+// successfully: by the time the statement returns it has decided, and the
+// server frees the session's locks and transaction with the connection. So
+// a statement's success on a dedicated connection proves the lock only
+// with the connection still open after it.
+func connClosed(c *sql.Conn) bool {
+	closed := false
+	err := c.Raw(func(dc any) error {
+		if v, ok := dc.(sqldriver.Validator); ok {
+			closed = !v.IsValid()
+		}
+		return nil
+	})
+	return closed || err != nil
 }
 
 func (l *Lease) release(ctx context.Context) error {
