@@ -84,7 +84,9 @@ func (d *etcdDriver) acquireKind(ctx context.Context, r driver.Request) (driver.
 			d.dropKey(e.sess, e.key, e.rev)
 			return driver.Grant{}, nil
 		}
-		validity, err := d.awaitKind(ctx, q, e, r.Wait)
+		validity, err := d.await(ctx, e, r.Wait, func(ctx context.Context) error {
+			return d.waitKindTurn(ctx, q, e)
+		})
 		if errors.Is(err, errKeyGone) {
 			continue
 		}
@@ -201,30 +203,6 @@ func (d *etcdDriver) enqueueKind(ctx context.Context, r driver.Request, q kindQu
 			e.since = sent
 		}
 		return e, nil
-	}
-}
-
-// awaitKind waits, with wait, until e holds (e.since set), then confirms the
-// session lease as the mutex's await does.
-func (d *etcdDriver) awaitKind(ctx context.Context, q kindQuery, e *entry, wait bool) (time.Duration, error) {
-	pause := retryPause
-	for {
-		if e.since.IsZero() {
-			if err := d.waitKindTurn(ctx, q, e); err != nil {
-				return 0, err
-			}
-		}
-		validity, err := d.confirm(ctx, e, wait)
-		if err == nil || !wait || errors.Is(err, errKeyGone) || ctx.Err() != nil {
-			return validity, err
-		}
-		e.since = time.Time{}
-		select {
-		case <-time.After(pause):
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-		pause = min(2*pause, maxRetryPause)
 	}
 }
 

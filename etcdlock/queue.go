@@ -39,7 +39,9 @@ func (d *etcdDriver) acquire(ctx context.Context, r driver.Request, free func())
 			d.dropKey(e.sess, e.key, e.rev)
 			return driver.Grant{}, nil
 		}
-		validity, err := d.await(ctx, pfx, e, r.Wait)
+		validity, err := d.await(ctx, e, r.Wait, func(ctx context.Context) error {
+			return d.waitTurn(ctx, pfx, e)
+		})
 		if errors.Is(err, errKeyGone) {
 			continue
 		}
@@ -121,16 +123,17 @@ func (d *etcdDriver) enqueue(ctx context.Context, r driver.Request, pfx string) 
 	}
 }
 
-// await waits, with wait, until e's key is first in line (e.since set), then
-// makes sure the session lease is known to live long enough, and returns the
-// grant's validity counted from e.since. It returns errKeyGone if the key is
-// gone; another error if ctx ended or etcd could not be reached (without
-// wait, after one try).
-func (d *etcdDriver) await(ctx context.Context, pfx string, e *entry, wait bool) (time.Duration, error) {
+// await waits, with wait, until e holds (e.since set) — turn waits for that:
+// waitTurn for a mutex key, waitKindTurn for a reader, writer or permit —
+// then makes sure the session lease is known to live long enough, and
+// returns the grant's validity counted from e.since. It returns errKeyGone
+// if the key is gone; another error if ctx ended or etcd could not be
+// reached (without wait, after one try).
+func (d *etcdDriver) await(ctx context.Context, e *entry, wait bool, turn func(context.Context) error) (time.Duration, error) {
 	pause := retryPause
 	for {
 		if e.since.IsZero() {
-			if err := d.waitTurn(ctx, pfx, e); err != nil {
+			if err := turn(ctx); err != nil {
 				return 0, err
 			}
 		}
