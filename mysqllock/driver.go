@@ -44,17 +44,11 @@ var schema = []string{
 }
 
 func newDriver(ctx context.Context, db *sql.DB, opts Options) (*myDriver, error) {
-	switch opts.Mode {
-	case "":
-		opts.Mode = ModeTable
-	case ModeTable, ModeRow, ModeSession:
-	default:
-		return nil, fmt.Errorf("mysqllock: %w: mode %q (want table, row or session)", dlock.ErrInvalidURL, opts.Mode)
+	mode, maxHeld, err := sqlbase.CheckOptions("mysqllock", opts.Mode, opts.MaxHeld)
+	if err != nil {
+		return nil, err
 	}
-	if opts.MaxHeld <= 0 {
-		opts.MaxHeld = 16
-	}
-	d := &myDriver{db: db, owned: opts.CloseDB, mode: opts.Mode, slots: slots.New(opts.MaxHeld)}
+	d := &myDriver{db: db, owned: opts.CloseDB, mode: mode, slots: slots.New(maxHeld)}
 	if err := db.PingContext(ctx); err != nil {
 		return nil, myErr("connect", err)
 	}

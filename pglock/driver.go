@@ -47,17 +47,11 @@ CREATE TABLE IF NOT EXISTS dlock_rows (name text PRIMARY KEY);
 `
 
 func newDriver(ctx context.Context, pool *pgxpool.Pool, opts Options) (*pgDriver, error) {
-	switch opts.Mode {
-	case "":
-		opts.Mode = ModeTable
-	case ModeTable, ModeRow, ModeSession:
-	default:
-		return nil, fmt.Errorf("pglock: %w: mode %q (want table, row or session)", dlock.ErrInvalidURL, opts.Mode)
+	mode, maxHeld, err := sqlbase.CheckOptions("pglock", opts.Mode, opts.MaxHeld)
+	if err != nil {
+		return nil, err
 	}
-	if opts.MaxHeld <= 0 {
-		opts.MaxHeld = 16
-	}
-	d := &pgDriver{pool: pool, owned: opts.ClosePool, mode: opts.Mode, slots: slots.New(opts.MaxHeld)}
+	d := &pgDriver{pool: pool, owned: opts.ClosePool, mode: mode, slots: slots.New(maxHeld)}
 	if err := d.Migrate(ctx); err != nil {
 		return nil, err
 	}
