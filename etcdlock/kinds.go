@@ -217,39 +217,7 @@ func (d *etcdDriver) waitKindTurn(ctx context.Context, q kindQuery, e *entry) er
 	if q.limit > 1 {
 		return d.waitPermit(ctx, q, e)
 	}
-	for {
-		var resp *clientv3.TxnResponse
-		var sent time.Time
-		_, err := retry(ctx, func(ctx context.Context) (err error) {
-			sent = time.Now()
-			resp, err = d.cli.Txn(ctx).Then(q.before(e.rev), clientv3.OpGet(e.key)).Commit()
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		own := resp.Responses[1].GetResponseRange().Kvs
-		if len(own) == 0 || own[0].CreateRevision != e.rev || own[0].Lease != int64(e.sess.id) {
-			return errKeyGone
-		}
-		kvs := resp.Responses[0].GetResponseRange().Kvs
-		if len(kvs) == 0 {
-			e.since = sent
-			return nil
-		}
-		// kvs[0] has no value (keys only) but its key and create revision.
-		err = d.waitDelete(ctx, kvs[0], e.sess.lost)
-		if err != nil && (errors.Is(err, errKeyGone) || ctx.Err() != nil || !transient(err)) {
-			return err
-		}
-		if err != nil {
-			select {
-			case <-time.After(retryPause):
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-	}
+	return d.waitBehind(ctx, q.before(e.rev), e)
 }
 
 // waitPermit is waitKindTurn for a permit.
@@ -274,21 +242,9 @@ func (d *etcdDriver) waitPermit(ctx context.Context, q kindQuery, e *entry) erro
 			}
 		}
 		// Every key before ours.
-		var resp *clientv3.TxnResponse
-		var sent time.Time
-		_, err := retry(ctx, func(ctx context.Context) (err error) {
-			sent = time.Now()
-			resp, err = d.cli.Txn(ctx).Then(
-				clientv3.OpGet(q.scan, clientv3.WithPrefix(), clientv3.WithMaxCreateRev(e.rev-1), clientv3.WithKeysOnly()),
-				clientv3.OpGet(e.key)).Commit()
-			return err
-		})
+		resp, sent, err := d.readTurn(ctx, clientv3.OpGet(q.scan, clientv3.WithPrefix(), clientv3.WithMaxCreateRev(e.rev-1), clientv3.WithKeysOnly()), e)
 		if err != nil {
 			return err
-		}
-		own := resp.Responses[1].GetResponseRange().Kvs
-		if len(own) == 0 || own[0].CreateRevision != e.rev || own[0].Lease != int64(e.sess.id) {
-			return errKeyGone
 		}
 		// Keys are never put again once deleted (each attempt has a new
 		// random suffix), so a name stands for one key.
