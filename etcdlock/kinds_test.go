@@ -3,29 +3,16 @@ package etcdlock_test
 import (
 	"testing"
 
-	"github.com/dlock/dlock"
-	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/etcdlock"
 	"github.com/dlock/dlock/internal/kindtest"
 	"github.com/dlock/dlock/internal/testserver"
 )
 
-// kindsClient opens a client of the harness and returns its driver.
-func kindsClient(t *testing.T, h *harness) (*dlock.Client, driver.Driver) {
-	t.Helper()
-	c, err := h.NewClient(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c, etcdlock.DriverOf(c)
-}
-
-// kindsOpen is kindsClient on a new server's harness, for kindtest.
+// kindsOpen opens clients of a new server, with their drivers, for
+// kindtest.
 func kindsOpen(t *testing.T) kindtest.Open {
 	srv := testserver.Etcd(t)
-	h := &harness{endpoints: []string{"http://" + srv.Addr()}}
-	return func(t *testing.T) (*dlock.Client, driver.Driver) { return kindsClient(t, h) }
+	return kindtest.Opener(&harness{endpoints: []string{"http://" + srv.Addr()}}, etcdlock.DriverOf)
 }
 
 func TestRWLockDriver(t *testing.T)    { kindtest.RWLock(t, kindsOpen(t)) }

@@ -8,6 +8,7 @@ import (
 	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/internal/kindtest"
 	"github.com/dlock/dlock/internal/testserver"
+	"github.com/dlock/dlock/zklock"
 )
 
 // startCuratorKinds runs testdata/CuratorKinds.java: an Apache Curator
@@ -31,8 +32,7 @@ func (c *curator) must(cmd, want string) {
 func TestCuratorRWInterop(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
 	cur := startCuratorKinds(t, srv.Addr(), "/interop/rw", "/interop/sem", 2)
-	h := &harness{addr: srv.Addr()}
-	_, d := kindsClient(t, h)
+	_, d := kindtest.Opener(&harness{addr: srv.Addr()}, zklock.Driver)(t)
 	const name = "interop/rw"
 
 	// Both read at once.
@@ -80,8 +80,7 @@ func TestCuratorRWInterop(t *testing.T) {
 func TestCuratorSemaphoreInterop(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
 	cur := startCuratorKinds(t, srv.Addr(), "/interop/rw", "/interop/sem", 2)
-	h := &harness{addr: srv.Addr()}
-	_, d := kindsClient(t, h)
+	_, d := kindtest.Opener(&harness{addr: srv.Addr()}, zklock.Driver)(t)
 	const name = "interop/sem"
 
 	cur.must("acquire", "leased")

@@ -19,6 +19,22 @@ import (
 // returns it with its driver.
 type Open func(t *testing.T) (*dlock.Client, driver.Driver)
 
+// Opener is the Open of a harness's clients, whose driver driverOf gets
+// (the backend's DriverOf).
+func Opener(h interface {
+	NewClient(ctx context.Context) (*dlock.Client, error)
+}, driverOf func(*dlock.Client) driver.Driver) Open {
+	return func(t *testing.T) (*dlock.Client, driver.Driver) {
+		t.Helper()
+		c, err := h.NewClient(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, driverOf(c)
+	}
+}
+
 // Hold is a driver-level grant: the request and what the driver answered.
 type Hold struct {
 	D driver.Driver
