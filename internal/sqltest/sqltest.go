@@ -41,17 +41,23 @@ func (be Backend) open(t *testing.T, mode string) *dlock.Client {
 }
 
 // openVia opens a client of the server in mode whose connections go
-// through px.
-func (be Backend) openVia(t *testing.T, px *testserver.Proxy, mode string) *dlock.Client {
+// through a proxy of their own, which it returns. The proxy is closed
+// before the client when t ends, so that no cleanup waits on a blackhole
+// (pgx's cancel requests would).
+func (be Backend) openVia(t *testing.T, mode string) (*testserver.Proxy, *dlock.Client) {
 	t.Helper()
-	return Open(t, strings.Replace(be.URL(mode), be.Server.Addr(), px.Addr(), 1))
+	px := testserver.NewProxy(t, be.Server.Addr())
+	c := Open(t, strings.Replace(be.URL(mode), be.Server.Addr(), px.Addr(), 1))
+	t.Cleanup(px.Close)
+	return px, c
 }
 
 // connModes are the modes that hold a lock by a connection.
 var connModes = []string{sqlbase.ModeRow, sqlbase.ModeSession}
 
-// LongWaitLeaseIsLive: a Lock that waited longer than its TTL gets a live lease, renewed like any
-// other: its time counts from after the wait (issue 15, finding 6).
+// LongWaitLeaseIsLive: a Lock that waited longer than its TTL gets a live
+// lease, renewed like any other: its time counts from after the wait (issue
+// 15, finding 6).
 func LongWaitLeaseIsLive(t *testing.T, be Backend) {
 	for _, mode := range connModes {
 		t.Run(mode, func(t *testing.T) {
@@ -96,18 +102,15 @@ func LongWaitLeaseIsLive(t *testing.T, be Backend) {
 	}
 }
 
-// BlackholedHolderFreed: a holder whose traffic is blackholed (dropped, not closed) loses its lock
-// on the server within about its TTL, so another client gets it (issue 15,
-// finding 7); the holder is told first.
+// BlackholedHolderFreed: a holder whose traffic is blackholed (dropped, not
+// closed) loses its lock on the server within about its TTL, so another
+// client gets it (issue 15, finding 7); the holder is told first.
 func BlackholedHolderFreed(t *testing.T, be Backend) {
-	srv := be.Server
 	for _, mode := range connModes {
 		t.Run(mode, func(t *testing.T) {
 			ctx := t.Context()
 			const ttl = 3 * time.Second
-			px := testserver.NewProxy(t, srv.Addr())
-			a := be.openVia(t, px, mode)
-			t.Cleanup(px.Close) // before a's Close, so that no cleanup waits on the blackhole (pgx's cancel requests would)
+			px, a := be.openVia(t, mode)
 			b := be.open(t, mode)
 			la, err := a.Mutex("blackhole", dlock.WithTTL(ttl)).Lock(ctx)
 			if err != nil {
@@ -141,15 +144,14 @@ func BlackholedHolderFreed(t *testing.T, be Backend) {
 	}
 }
 
-// BlackholedUnlockReturns: Unlock by a holder whose traffic is blackholed returns when its ctx ends,
-// and so does the client's Close: neither waits on the dead connection.
+// BlackholedUnlockReturns: Unlock by a holder whose traffic is blackholed
+// returns when its ctx ends, and so does the client's Close: neither waits
+// on the dead connection.
 func BlackholedUnlockReturns(t *testing.T, be Backend) {
-	srv := be.Server
 	for _, mode := range connModes {
 		t.Run(mode, func(t *testing.T) {
 			ctx := t.Context()
-			px := testserver.NewProxy(t, srv.Addr())
-			a := be.openVia(t, px, mode)
+			px, a := be.openVia(t, mode)
 			la, err := a.Mutex("blackhole-unlock", dlock.WithTTL(30*time.Second)).Lock(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -175,19 +177,16 @@ func BlackholedUnlockReturns(t *testing.T, be Backend) {
 	}
 }
 
-// BlackholedWaiterFreed: a waiter whose traffic is blackholed while it waits is granted the lock on
-// the server and never hears of it: the server frees the lock about a TTL
-// later, since the session was bounded before the wait (issue 15, finding
-// 7, the waiter's side).
+// BlackholedWaiterFreed: a waiter whose traffic is blackholed while it waits
+// is granted the lock on the server and never hears of it: the server frees
+// the lock about a TTL later, since the session was bounded before the wait
+// (issue 15, finding 7, the waiter's side).
 func BlackholedWaiterFreed(t *testing.T, be Backend) {
-	srv := be.Server
 	for _, mode := range connModes {
 		t.Run(mode, func(t *testing.T) {
 			ctx := t.Context()
 			const ttl = 3 * time.Second
-			px := testserver.NewProxy(t, srv.Addr())
-			w := be.openVia(t, px, mode)
-			t.Cleanup(px.Close) // before w's Close, so that no cleanup waits on the blackhole
+			px, w := be.openVia(t, mode)
 			a, b := be.open(t, mode), be.open(t, mode)
 			la, err := a.Mutex("blackhole-waiter", dlock.WithTTL(ttl)).Lock(ctx)
 			if err != nil {
@@ -214,9 +213,10 @@ func BlackholedWaiterFreed(t *testing.T, be Backend) {
 	}
 }
 
-// TableFailedReleaseNotReentered: a release that fails while the server is down leaves no hold that the
-// owner then re-enters: its next Lock gets a new token, and once it unlocks
-// another client gets the lock (issue 15, finding 8).
+// TableFailedReleaseNotReentered: a release that fails while the server is
+// down leaves no hold that the owner then re-enters: its next Lock gets a
+// new token, and once it unlocks another client gets the lock (issue 15,
+// finding 8).
 func TableFailedReleaseNotReentered(t *testing.T, be Backend) {
 	srv := be.Server
 	ctx := t.Context()
