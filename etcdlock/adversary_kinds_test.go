@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/kindtest"
 	"github.com/dlock/dlock/internal/testserver"
 )
@@ -57,28 +58,12 @@ func TestAdvEtcdNestedNamesAreIndependent(t *testing.T) {
 
 func TestAdvEtcdCancelledPermitWaiters(t *testing.T) {
 	srv := testserver.Etcd(t)
-	open := func() *dlock.Client {
-		c, err := dlock.Open(t.Context(), "etcd://"+srv.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		return c
-	}
-	kindtest.CancelledPermitWaiters(t, open(), open())
+	kindtest.CancelledPermitWaiters(t, drivertest.MustOpen(t, "etcd://"+srv.Addr()), drivertest.MustOpen(t, "etcd://"+srv.Addr()))
 }
 
 func TestAdvEtcdCancelledWriter(t *testing.T) {
 	srv := testserver.Etcd(t)
-	open := func() *dlock.Client {
-		c, err := dlock.Open(t.Context(), "etcd://"+srv.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		return c
-	}
-	kindtest.CancelledWriterFreesReaders(t, open(), open())
+	kindtest.CancelledWriterFreesReaders(t, drivertest.MustOpen(t, "etcd://"+srv.Addr()), drivertest.MustOpen(t, "etcd://"+srv.Addr()))
 }
 
 // Finding 5: a permit re-entered with another permit count. The stores

@@ -130,7 +130,7 @@ func TestTenantsApart(t *testing.T) {
 	ctx := t.Context()
 	aURL := grantTenant(t, srv, "a")
 	bURL := grantTenant(t, srv, "b")
-	a := sqltest.Open(t, aURL)
+	a := drivertest.MustOpen(t, aURL)
 	la, err := a.Mutex("x", dlock.WithTTL(5*time.Second)).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +153,7 @@ func TestTenantsApart(t *testing.T) {
 	if err := la.Extend(ctx, 5*time.Second); err != nil {
 		t.Fatalf("a's lease after b's attempts: %v", err)
 	}
-	b := sqltest.Open(t, bURL)
+	b := drivertest.MustOpen(t, bURL)
 	lb, err := b.Mutex("x").TryLock(ctx) // b's own x, in b's database
 	if err != nil {
 		t.Fatalf("b's own lock: %v", err)
@@ -162,12 +162,12 @@ func TestTenantsApart(t *testing.T) {
 
 	// Session mode: a's worker holds y; GET_LOCK names are server-wide, so
 	// b's worker finds the holder, but may not KILL its connection.
-	as := sqltest.Open(t, aURL+"?mode=session")
+	as := drivertest.MustOpen(t, aURL+"?mode=session")
 	ly, err := as.Mutex("y", dlock.WithTTL(5*time.Second)).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bs := sqltest.Open(t, bURL+"?mode=session")
+	bs := drivertest.MustOpen(t, bURL+"?mode=session")
 	if err := bs.ForceUnlock(ctx, "y"); err == nil || !strings.Contains(err.Error(), "CONNECTION ADMIN") || !errors.Is(err, dlock.ErrInvalidConfig) {
 		t.Fatalf("ForceUnlock of a's session lock by b's worker: %v; want CONNECTION ADMIN named", err)
 	}
@@ -178,7 +178,7 @@ func TestTenantsApart(t *testing.T) {
 	}
 	rootExec(t, srv, "CREATE USER 'ops'@'%' IDENTIFIED BY 'pw'", "GRANT CONNECTION ADMIN ON *.* TO 'ops'@'%'",
 		"GRANT SELECT ON a.* TO 'ops'@'%'")
-	ops := sqltest.Open(t, "mysql://ops:pw@"+srv.Addr()+"/a?mode=session")
+	ops := drivertest.MustOpen(t, "mysql://ops:pw@"+srv.Addr()+"/a?mode=session")
 	if err := ops.ForceUnlock(ctx, "y"); err != nil {
 		t.Fatalf("ForceUnlock by a user with CONNECTION ADMIN: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/sqltest"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/dlock/dlock/mysqllock"
@@ -18,7 +19,7 @@ import (
 
 func open(t *testing.T, url string, mode mysqllock.Mode) *dlock.Client {
 	t.Helper()
-	return sqltest.Open(t, url+"?mode="+string(mode))
+	return drivertest.MustOpen(t, url+"?mode="+string(mode))
 }
 
 // sqlBackend starts a server for the tests shared through sqltest.

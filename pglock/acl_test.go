@@ -117,7 +117,7 @@ func TestTenantsApart(t *testing.T) {
 	ctx := t.Context()
 	aURL := grantTenant(t, srv, "a")
 	grantTenant(t, srv, "b")
-	a := sqltest.Open(t, aURL)
+	a := drivertest.MustOpen(t, aURL)
 	la, err := a.Mutex("x", dlock.WithTTL(5*time.Second)).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +141,7 @@ func TestTenantsApart(t *testing.T) {
 	if err := la.Extend(ctx, 5*time.Second); err != nil {
 		t.Fatalf("a's lease after b's attempts: %v", err)
 	}
-	b := sqltest.Open(t, roleURL(srv, "b_worker", ""))
+	b := drivertest.MustOpen(t, roleURL(srv, "b_worker", ""))
 	lb, err := b.Mutex("x").TryLock(ctx) // b's own x, in b's schema
 	if err != nil {
 		t.Fatalf("b's own lock: %v", err)
@@ -150,12 +150,12 @@ func TestTenantsApart(t *testing.T) {
 
 	// Session mode: a's worker holds y; b's worker finds the holder (advisory
 	// locks are per database) but may not end its connection.
-	as := sqltest.Open(t, aURL+"&mode=session")
+	as := drivertest.MustOpen(t, aURL+"&mode=session")
 	ly, err := as.Mutex("y", dlock.WithTTL(5*time.Second)).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bs := sqltest.Open(t, roleURL(srv, "b_worker", "&mode=session"))
+	bs := drivertest.MustOpen(t, roleURL(srv, "b_worker", "&mode=session"))
 	if err := bs.ForceUnlock(ctx, "y"); err == nil || !strings.Contains(err.Error(), "pg_signal_backend") || !errors.Is(err, dlock.ErrInvalidConfig) {
 		t.Fatalf("ForceUnlock of a's session lock by b's worker: %v; want pg_signal_backend named", err)
 	}
@@ -165,7 +165,7 @@ func TestTenantsApart(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 	superExec(t, srv, "CREATE ROLE ops LOGIN", "GRANT a_worker, pg_signal_backend TO ops", "ALTER ROLE ops SET search_path = a")
-	ops := sqltest.Open(t, roleURL(srv, "ops", "&mode=session"))
+	ops := drivertest.MustOpen(t, roleURL(srv, "ops", "&mode=session"))
 	if err := ops.ForceUnlock(ctx, "y"); err != nil {
 		t.Fatalf("ForceUnlock by a role with pg_signal_backend: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/sqltest"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/dlock/dlock/pglock"
@@ -17,7 +18,7 @@ import (
 
 func open(t *testing.T, url string, mode pglock.Mode) *dlock.Client {
 	t.Helper()
-	return sqltest.Open(t, url+"&mode="+string(mode))
+	return drivertest.MustOpen(t, url+"&mode="+string(mode))
 }
 
 // sqlBackend starts a server for the tests shared through sqltest.

@@ -15,6 +15,8 @@ func kindsOpen(t *testing.T) kindtest.Open {
 	return kindtest.Opener(&harness{addr: srv.Addr()}, zklock.Driver)
 }
 
+// The read-write lock and semaphore tests of internal/kindtest, on ZooKeeper.
+
 func TestRWLockDriver(t *testing.T)    { kindtest.RWLock(t, kindsOpen(t)) }
 func TestSemaphoreDriver(t *testing.T) { kindtest.Semaphore(t, kindsOpen(t)) }
 func TestSemaphoreLaterHolderReleases(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/sqlbase"
 	"github.com/dlock/dlock/internal/testserver"
 )
@@ -23,21 +24,10 @@ type Backend struct {
 	URL func(mode string) string
 }
 
-// Open opens a client of u, closed when t ends.
-func Open(t *testing.T, u string) *dlock.Client {
-	t.Helper()
-	c, err := dlock.Open(t.Context(), u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 // open opens a client of the server in mode.
 func (be Backend) open(t *testing.T, mode string) *dlock.Client {
 	t.Helper()
-	return Open(t, be.URL(mode))
+	return drivertest.MustOpen(t, be.URL(mode))
 }
 
 // openVia opens a client of the server in mode whose connections go
@@ -47,7 +37,7 @@ func (be Backend) open(t *testing.T, mode string) *dlock.Client {
 func (be Backend) openVia(t *testing.T, mode string) (*testserver.Proxy, *dlock.Client) {
 	t.Helper()
 	px := testserver.NewProxy(t, be.Server.Addr())
-	c := Open(t, strings.Replace(be.URL(mode), be.Server.Addr(), px.Addr(), 1))
+	c := drivertest.MustOpen(t, strings.Replace(be.URL(mode), be.Server.Addr(), px.Addr(), 1))
 	t.Cleanup(px.Close)
 	return px, c
 }

@@ -8,6 +8,18 @@ import (
 	"github.com/dlock/dlock"
 )
 
+// MustOpen opens u (its backend's package must be imported), closed when t
+// ends, or fails the test.
+func MustOpen(t *testing.T, u string) *dlock.Client {
+	t.Helper()
+	c, err := dlock.Open(t.Context(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 // WantInvalidURL wants dlock.Open(u) to fail with dlock.ErrInvalidURL and
 // an error that says each of want and does not contain hidden (a secret
 // the URL holds, such as a key file's path; none if empty).
