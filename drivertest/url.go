@@ -1,12 +1,18 @@
 package drivertest
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/dlock/dlock"
 )
+
+// URLOpener returns an opener of clients of u, for RunCore.
+func URLOpener(u string) func(ctx context.Context) (*dlock.Client, error) {
+	return func(ctx context.Context) (*dlock.Client, error) { return dlock.Open(ctx, u) }
+}
 
 // MustOpen opens u (its backend's package must be imported), closed when t
 // ends, or fails the test.

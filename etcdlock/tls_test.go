@@ -1,13 +1,11 @@
 package etcdlock_test
 
 import (
-	"context"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 )
@@ -26,7 +24,7 @@ func TestTLS(t *testing.T) {
 	cert := "&cert=" + url.QueryEscape(c.ClientCertFile) + "&key=" + url.QueryEscape(c.ClientKeyFile)
 	good := "etcds://" + srv.Addr() + "/tls/?" + ca + cert
 	t.Run("Core", func(t *testing.T) {
-		drivertest.RunCore(t, func(ctx context.Context) (*dlock.Client, error) { return dlock.Open(ctx, good) },
+		drivertest.RunCore(t, drivertest.URLOpener(good),
 			drivertest.Caps{TTL: 2 * time.Second, Slack: time.Second})
 	})
 	t.Run("NoClientCertificate", func(t *testing.T) {

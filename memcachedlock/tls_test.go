@@ -1,13 +1,11 @@
 package memcachedlock_test
 
 import (
-	"context"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 )
@@ -23,7 +21,7 @@ func TestTLS(t *testing.T) {
 	ca := "&ca=" + url.QueryEscape(c.CAFile)
 	good := "memcached://" + srv.Addr() + "?tls=true&timeout=2s" + ca
 	t.Run("Core", func(t *testing.T) {
-		drivertest.RunCore(t, func(ctx context.Context) (*dlock.Client, error) { return dlock.Open(ctx, good) },
+		drivertest.RunCore(t, drivertest.URLOpener(good),
 			// TTL 3s, not the plain suite's 2s: a lease is valid for TTL-1s
 			// (memcached's clock), and a renewal that dials a new TLS
 			// connection on a loaded machine needs more than 2s leaves.

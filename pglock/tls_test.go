@@ -1,13 +1,11 @@
 package pglock_test
 
 import (
-	"context"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 )
@@ -25,7 +23,7 @@ func TestTLS(t *testing.T) {
 	port := strings.Split(srv.Addr(), ":")[1]
 	ca := "&sslrootcert=" + url.QueryEscape(c.CAFile)
 	t.Run("Core", func(t *testing.T) {
-		drivertest.RunCore(t, func(ctx context.Context) (*dlock.Client, error) { return dlock.Open(ctx, good) },
+		drivertest.RunCore(t, drivertest.URLOpener(good),
 			drivertest.Caps{TTL: 500 * time.Millisecond, Slack: 150 * time.Millisecond, StoreReentrant: true})
 	})
 	t.Run("SessionMode", func(t *testing.T) { drivertest.CheckURL(t, good+"&mode=session") })

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 )
@@ -24,7 +23,7 @@ func TestTLS(t *testing.T) {
 	ca := "&ca=" + url.QueryEscape(c.CAFile)
 	good := "zk://" + srv.Addr() + "/tls?tls=true&session_timeout=" + sessionTimeout.String() + ca
 	t.Run("Core", func(t *testing.T) {
-		drivertest.RunCore(t, func(ctx context.Context) (*dlock.Client, error) { return dlock.Open(ctx, good) },
+		drivertest.RunCore(t, drivertest.URLOpener(good),
 			drivertest.Caps{TTL: sessionTimeout, Slack: time.Second, QueueInStore: true, SessionBound: true})
 	})
 	t.Run("ClientCertificate", func(t *testing.T) {
