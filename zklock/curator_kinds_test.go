@@ -43,10 +43,7 @@ func TestCuratorRWInterop(t *testing.T) {
 	cur.must("runlock", "unlocked")
 	// dlock reads: a Curator writer waits for it and gets the lock on release.
 	cur.must("tryw 100", "busy") // leaves nothing behind
-	if _, err := cur.in.Write([]byte("wlock\n")); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(300 * time.Millisecond)
+	cur.queue("wlock")
 	// The queued Curator writer keeps a new dlock reader out.
 	kindtest.Refused(t, d, name, driver.Shared, 0)
 	r.Release(t)
@@ -63,10 +60,7 @@ func TestCuratorRWInterop(t *testing.T) {
 	// Curator reader gets it on release.
 	cur.must("tryr 300", "busy")
 	cur.must("tryw 300", "busy")
-	if _, err := cur.in.Write([]byte("rlock\n")); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(300 * time.Millisecond)
+	cur.queue("rlock")
 	wh.Release(t)
 	cur.expect("locked", 10*time.Second)
 	r2 := kindtest.Must(t, d, name, driver.Shared, 0) // and reads beside it
@@ -94,10 +88,7 @@ func TestCuratorSemaphoreInterop(t *testing.T) {
 	cur.must("return", "returned")
 	p2 := kindtest.Granted(t, w, "the dlock permit after Curator's return")
 	// A Curator waiter gets the permit dlock returns.
-	if _, err := cur.in.Write([]byte("acquire\n")); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(300 * time.Millisecond)
+	cur.queue("acquire")
 	kindtest.Refused(t, d, name, driver.Permit, 2)
 	p.Release(t)
 	cur.expect("leased", 10*time.Second)
