@@ -162,29 +162,10 @@ func TestTenantsApart(t *testing.T) {
 
 	// Session mode: a's worker holds y; GET_LOCK names are server-wide, so
 	// b's worker finds the holder, but may not KILL its connection.
-	as := drivertest.MustOpen(t, aURL+"?mode=session")
-	ly, err := as.Mutex("y", dlock.WithTTL(5*time.Second)).Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bs := drivertest.MustOpen(t, bURL+"?mode=session")
-	if err := bs.ForceUnlock(ctx, "y"); err == nil || !strings.Contains(err.Error(), "CONNECTION ADMIN") || !errors.Is(err, dlock.ErrInvalidConfig) {
-		t.Fatalf("ForceUnlock of a's session lock by b's worker: %v; want CONNECTION ADMIN named", err)
-	}
-	select {
-	case <-ly.Done():
-		t.Fatalf("a's session lease lost after b's refused force unlock: %v", ly.Err())
-	case <-time.After(100 * time.Millisecond):
-	}
-	rootExec(t, srv, "CREATE USER 'ops'@'%' IDENTIFIED BY 'pw'", "GRANT CONNECTION ADMIN ON *.* TO 'ops'@'%'",
-		"GRANT SELECT ON a.* TO 'ops'@'%'")
-	ops := drivertest.MustOpen(t, "mysql://ops:pw@"+srv.Addr()+"/a?mode=session")
-	if err := ops.ForceUnlock(ctx, "y"); err != nil {
-		t.Fatalf("ForceUnlock by a user with CONNECTION ADMIN: %v", err)
-	}
-	select {
-	case <-ly.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("a's session lease still live 10s after the operator's force unlock")
-	}
+	sqltest.SessionForceUnlock(t, drivertest.MustOpen(t, aURL+"?mode=session"), drivertest.MustOpen(t, bURL+"?mode=session"),
+		"CONNECTION ADMIN", func() *dlock.Client {
+			rootExec(t, srv, "CREATE USER 'ops'@'%' IDENTIFIED BY 'pw'", "GRANT CONNECTION ADMIN ON *.* TO 'ops'@'%'",
+				"GRANT SELECT ON a.* TO 'ops'@'%'")
+			return drivertest.MustOpen(t, "mysql://ops:pw@"+srv.Addr()+"/a?mode=session")
+		})
 }

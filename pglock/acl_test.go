@@ -150,28 +150,9 @@ func TestTenantsApart(t *testing.T) {
 
 	// Session mode: a's worker holds y; b's worker finds the holder (advisory
 	// locks are per database) but may not end its connection.
-	as := drivertest.MustOpen(t, aURL+"&mode=session")
-	ly, err := as.Mutex("y", dlock.WithTTL(5*time.Second)).Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bs := drivertest.MustOpen(t, roleURL(srv, "b_worker", "&mode=session"))
-	if err := bs.ForceUnlock(ctx, "y"); err == nil || !strings.Contains(err.Error(), "pg_signal_backend") || !errors.Is(err, dlock.ErrInvalidConfig) {
-		t.Fatalf("ForceUnlock of a's session lock by b's worker: %v; want pg_signal_backend named", err)
-	}
-	select {
-	case <-ly.Done():
-		t.Fatalf("a's session lease lost after b's refused force unlock: %v", ly.Err())
-	case <-time.After(100 * time.Millisecond):
-	}
-	superExec(t, srv, "CREATE ROLE ops LOGIN", "GRANT a_worker, pg_signal_backend TO ops", "ALTER ROLE ops SET search_path = a")
-	ops := drivertest.MustOpen(t, roleURL(srv, "ops", "&mode=session"))
-	if err := ops.ForceUnlock(ctx, "y"); err != nil {
-		t.Fatalf("ForceUnlock by a role with pg_signal_backend: %v", err)
-	}
-	select {
-	case <-ly.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("a's session lease still live 10s after the operator's force unlock")
-	}
+	sqltest.SessionForceUnlock(t, drivertest.MustOpen(t, aURL+"&mode=session"), drivertest.MustOpen(t, roleURL(srv, "b_worker", "&mode=session")),
+		"pg_signal_backend", func() *dlock.Client {
+			superExec(t, srv, "CREATE ROLE ops LOGIN", "GRANT a_worker, pg_signal_backend TO ops", "ALTER ROLE ops SET search_path = a")
+			return drivertest.MustOpen(t, roleURL(srv, "ops", "&mode=session"))
+		})
 }
