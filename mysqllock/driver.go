@@ -134,16 +134,7 @@ func (d *myDriver) Caps() driver.Caps {
 }
 
 func (d *myDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	if r.Kind != driver.Exclusive && !d.Caps().Supports(r.Kind) {
-		return driver.Grant{}, fmt.Errorf("mysqllock: %w: %s", dlock.ErrUnsupported, d.Caps().KindsNote)
-	}
-	if d.mode == ModeTable {
-		if r.Kind != driver.Exclusive {
-			return d.acquireKind(ctx, r)
-		}
-		return d.acquireRow(ctx, r)
-	}
-	return d.acquireConn(ctx, r)
+	return sqlbase.Acquire(ctx, "mysqllock", d.Caps(), d.mode == ModeTable, r, d.acquireRow, d.acquireKind, d.acquireConn)
 }
 
 // acquireSQL grants a free or expired lock, re-enters the owner's live one,

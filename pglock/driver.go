@@ -185,16 +185,7 @@ func (d *pgDriver) Caps() driver.Caps {
 }
 
 func (d *pgDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	if r.Kind != driver.Exclusive && !d.Caps().Supports(r.Kind) {
-		return driver.Grant{}, fmt.Errorf("pglock: %w: %s", dlock.ErrUnsupported, d.Caps().KindsNote)
-	}
-	if d.mode == ModeTable {
-		if r.Kind != driver.Exclusive {
-			return d.acquireKind(ctx, r)
-		}
-		return d.acquireRow(ctx, r)
-	}
-	return d.acquireConn(ctx, r)
+	return sqlbase.Acquire(ctx, "pglock", d.Caps(), d.mode == ModeTable, r, d.acquireRow, d.acquireKind, d.acquireConn)
 }
 
 func (d *pgDriver) Renew(ctx context.Context, batch []driver.Held) []driver.RenewResult {

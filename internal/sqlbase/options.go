@@ -1,6 +1,7 @@
 package sqlbase
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -49,4 +50,25 @@ func URLOptions(pkg string, q url.Values) (mode string, maxHeld int, err error) 
 		maxHeld = n
 	}
 	return q.Get("mode"), maxHeld, nil
+}
+
+// AcquireFunc is one of a backend's ways to acquire.
+type AcquireFunc func(context.Context, driver.Request) (driver.Grant, error)
+
+// Acquire routes r as both SQL backends do: a kind the mode does not
+// support (caps) is refused with driver.ErrUnsupported and caps.KindsNote;
+// in table mode (table) a Mutex takes its row and another kind its hold,
+// and in row and session modes every kind holds a connection (conn). pkg
+// prefixes the error.
+func Acquire(ctx context.Context, pkg string, caps driver.Caps, table bool, r driver.Request, row, kind, conn AcquireFunc) (driver.Grant, error) {
+	if r.Kind != driver.Exclusive && !caps.Supports(r.Kind) {
+		return driver.Grant{}, fmt.Errorf("%s: %w: %s", pkg, driver.ErrUnsupported, caps.KindsNote)
+	}
+	if !table {
+		return conn(ctx, r)
+	}
+	if r.Kind != driver.Exclusive {
+		return kind(ctx, r)
+	}
+	return row(ctx, r)
 }
