@@ -8,10 +8,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
-	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/internal/sqlbase"
 	"github.com/go-sql-driver/mysql"
@@ -23,10 +21,9 @@ type Lease struct {
 
 	d    *myDriver
 	name string
-	mu   sync.Mutex
+	hold sqlbase.ConnHold
 	conn *sql.Conn
 	tx   *sql.Tx // row mode
-	done bool
 	// the session's timeouts before the lock bounded them: wait_timeout,
 	// net_read_timeout, net_write_timeout
 	saved [3]int64
@@ -232,28 +229,13 @@ func (d *myDriver) endConn(id uint64) {
 
 // check confirms the holding connection is alive.
 func (l *Lease) check(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.done {
-		return fmt.Errorf("mysqllock: %w: released", dlock.ErrLeaseLost)
-	}
-	var err error
-	if l.tx != nil {
-		_, err = l.tx.ExecContext(ctx, "SELECT 1")
-	} else {
-		err = l.conn.PingContext(ctx)
-	}
-	closed := connClosed(l.conn) // also after a success: see connClosed
-	if err == nil && !closed {
-		return nil
-	}
-	if err == nil {
-		err = errors.New("closed as the renewal's ctx ended")
-	}
-	if ctx.Err() != nil && !closed {
-		return fmt.Errorf("mysqllock: renew: %w", err) // uncertain
-	}
-	return fmt.Errorf("mysqllock: %w: the connection holding the lock failed: %v", dlock.ErrLeaseLost, err)
+	return l.hold.Check(ctx, "mysqllock", func(ctx context.Context) error {
+		if l.tx != nil {
+			_, err := l.tx.ExecContext(ctx, "SELECT 1")
+			return err
+		}
+		return l.conn.PingContext(ctx)
+	}, func() bool { return connClosed(l.conn) })
 }
 
 // connClosed reports whether c's connection is closed. go-sql-driver closes
@@ -273,41 +255,39 @@ func connClosed(c *sql.Conn) bool {
 	return closed || err != nil
 }
 
+// release gives the lock up and the connection back. Once is enough.
 func (l *Lease) release(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.done {
-		return fmt.Errorf("mysqllock: release: %w", dlock.ErrLeaseLost)
-	}
-	l.done = true
-	defer l.d.slots.Give()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	var err error
-	if l.tx != nil {
-		// COMMIT as a statement, bounded by ctx (Tx.Commit is not: it would
-		// wait on a dead connection until TCP gives up); then Rollback ends
-		// database/sql's transaction, with nothing left to roll back.
-		if _, err = l.tx.ExecContext(ctx, "COMMIT"); err == nil && l.tx.Rollback() != nil {
-			l.discard() // released, but the connection is not fit for the pool
-			return nil
-		}
-	} else {
-		var ok sql.NullInt64
-		err = l.conn.QueryRowContext(ctx, "SELECT RELEASE_LOCK(?)", lockName(l.name)).Scan(&ok)
-		if err == nil && ok.Int64 != 1 {
-			err = errors.New("not held by this session")
-		}
-	}
-	if err != nil {
+	unfit := false // released, but the connection is not fit for the pool
+	unlock := func(ctx context.Context) error {
+		var err error
 		if l.tx != nil {
+			// COMMIT as a statement, bounded by ctx (Tx.Commit is not: it would
+			// wait on a dead connection until TCP gives up); then Rollback ends
+			// database/sql's transaction, with nothing left to roll back.
+			if _, err = l.tx.ExecContext(ctx, "COMMIT"); err == nil && l.tx.Rollback() != nil {
+				unfit = true
+				return nil
+			}
+		} else {
+			var ok sql.NullInt64
+			err = l.conn.QueryRowContext(ctx, "SELECT RELEASE_LOCK(?)", lockName(l.name)).Scan(&ok)
+			if err == nil && ok.Int64 != 1 {
+				err = errors.New("not held by this session")
+			}
+		}
+		if err != nil && l.tx != nil {
 			_ = l.tx.Rollback()
 		}
-		l.discard()
-		return fmt.Errorf("mysqllock: release: %w: %v", dlock.ErrLeaseLost, err)
+		return err
 	}
-	l.restore()
-	return nil
+	keep := func() {
+		if unfit {
+			l.discard()
+		} else {
+			l.restore()
+		}
+	}
+	return l.hold.Release(ctx, "mysqllock", unlock, keep, l.discard, l.d.slots.Give)
 }
 
 // restore puts back the session's timeouts and returns the connection to

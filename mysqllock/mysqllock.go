@@ -174,10 +174,10 @@ import (
 	"database/sql"
 	"fmt"
 	"net/url"
-	"strconv"
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/sqlbase"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -191,9 +191,9 @@ type Mode string
 
 // The modes.
 const (
-	ModeTable   Mode = "table"
-	ModeRow     Mode = "row"
-	ModeSession Mode = "session"
+	ModeTable   Mode = sqlbase.ModeTable
+	ModeRow     Mode = sqlbase.ModeRow
+	ModeSession Mode = sqlbase.ModeSession
 )
 
 // Options configure Open.
@@ -219,14 +219,11 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*dlock.Client, error) 
 
 func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	q := u.Query()
-	opts := Options{Mode: Mode(q.Get("mode")), CloseDB: true}
-	if v := q.Get("max_held"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("mysqllock: %w: max_held %q", dlock.ErrInvalidURL, v)
-		}
-		opts.MaxHeld = n
+	mode, maxHeld, err := sqlbase.URLOptions("mysqllock", q)
+	if err != nil {
+		return nil, err
 	}
+	opts := Options{Mode: Mode(mode), MaxHeld: maxHeld, CloseDB: true}
 	cfg := mysql.NewConfig()
 	cfg.Net, cfg.Addr = "tcp", u.Host
 	if u.User != nil {
