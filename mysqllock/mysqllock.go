@@ -62,7 +62,11 @@
 // none. They hold one connection per held lock, at most
 // max_held (default 16). When a connection dies the server releases its lock
 // at once; the holder learns of it at its next renewal (within TTL/3).
-// Cancelling a wait closes its connection, which ends the wait on the server.
+// A wait that ctx ends KILLs its connection and returns once the server has
+// dropped it, so an abandoned wait never takes the lock after Lock returned.
+// go-sql-driver closes a connection whose statement's ctx ends even as the
+// statement succeeds; a grant or renewal counts only with its connection
+// still open after its last statement.
 // A lease counts from the send time of a statement on the holding connection
 // after the wait (session mode: the token's; row mode: a SELECT 1 after the
 // token), never from before a wait.

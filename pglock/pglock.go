@@ -59,7 +59,10 @@
 // new holder exists while the old one has not yet been told: fencing
 // tokens cover it. A lease counts from the send time of a statement on the
 // holding connection after the wait (session mode: the token's; row mode: a
-// SELECT 1 after the token), never from before a wait.
+// SELECT 1 after the token), never from before a wait. A wait that ctx
+// ends terminates its backend (pg_terminate_backend with a wait) before Lock
+// returns: a backend blocked in a lock wait would otherwise go on waiting
+// until it noticed the closed connection, and could take the lock first.
 //
 // # A holder cut off (row and session modes)
 //
