@@ -38,6 +38,7 @@ func Run(t *testing.T, newHarness NewHarness) {
 		{"DoCancelsOnLoss", s.testDoCancelsOnLoss},
 		{"CancelWait", s.testCancelWait},
 		{"CancelledWaitTakesNothing", s.testCancelledWaitTakesNothing},
+		{"CancelAtGrant", s.testCancelAtGrant},
 		{"DeadlineInRoundTrip", s.testDeadlineInRoundTrip},
 		{"Reentrancy", s.testReentrancy},
 		{"NestedDoReenters", s.testNestedDoReenters},

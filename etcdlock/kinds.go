@@ -84,7 +84,9 @@ func (d *etcdDriver) acquireKind(ctx context.Context, r driver.Request) (driver.
 			d.dropKey(e.sess, e.key, e.rev)
 			return driver.Grant{}, nil
 		}
-		validity, err := d.awaitKind(ctx, q, e, r.Wait)
+		validity, err := d.await(ctx, e, r.Wait, func(ctx context.Context) error {
+			return d.waitKindTurn(ctx, q, e)
+		})
 		if errors.Is(err, errKeyGone) {
 			continue
 		}
@@ -204,30 +206,6 @@ func (d *etcdDriver) enqueueKind(ctx context.Context, r driver.Request, q kindQu
 	}
 }
 
-// awaitKind waits, with wait, until e holds (e.since set), then confirms the
-// session lease as the mutex's await does.
-func (d *etcdDriver) awaitKind(ctx context.Context, q kindQuery, e *entry, wait bool) (time.Duration, error) {
-	pause := retryPause
-	for {
-		if e.since.IsZero() {
-			if err := d.waitKindTurn(ctx, q, e); err != nil {
-				return 0, err
-			}
-		}
-		validity, err := d.confirm(ctx, e, wait)
-		if err == nil || !wait || errors.Is(err, errKeyGone) || ctx.Err() != nil {
-			return validity, err
-		}
-		e.since = time.Time{}
-		select {
-		case <-time.After(pause):
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-		pause = min(2*pause, maxRetryPause)
-	}
-}
-
 // waitKindTurn waits until fewer than q.limit keys of q.scan come before
 // e's. A reader or writer (limit 1) watches only the key just before it
 // that keeps it out: the last writer before a reader, the last key before a
@@ -239,39 +217,7 @@ func (d *etcdDriver) waitKindTurn(ctx context.Context, q kindQuery, e *entry) er
 	if q.limit > 1 {
 		return d.waitPermit(ctx, q, e)
 	}
-	for {
-		var resp *clientv3.TxnResponse
-		var sent time.Time
-		_, err := retry(ctx, func(ctx context.Context) (err error) {
-			sent = time.Now()
-			resp, err = d.cli.Txn(ctx).Then(q.before(e.rev), clientv3.OpGet(e.key)).Commit()
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		own := resp.Responses[1].GetResponseRange().Kvs
-		if len(own) == 0 || own[0].CreateRevision != e.rev || own[0].Lease != int64(e.sess.id) {
-			return errKeyGone
-		}
-		kvs := resp.Responses[0].GetResponseRange().Kvs
-		if len(kvs) == 0 {
-			e.since = sent
-			return nil
-		}
-		// kvs[0] has no value (keys only) but its key and create revision.
-		err = d.waitDelete(ctx, kvs[0], e.sess.lost)
-		if err != nil && (errors.Is(err, errKeyGone) || ctx.Err() != nil || !transient(err)) {
-			return err
-		}
-		if err != nil {
-			select {
-			case <-time.After(retryPause):
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-	}
+	return d.waitBehind(ctx, q.before(e.rev), e)
 }
 
 // waitPermit is waitKindTurn for a permit.
@@ -296,21 +242,9 @@ func (d *etcdDriver) waitPermit(ctx context.Context, q kindQuery, e *entry) erro
 			}
 		}
 		// Every key before ours.
-		var resp *clientv3.TxnResponse
-		var sent time.Time
-		_, err := retry(ctx, func(ctx context.Context) (err error) {
-			sent = time.Now()
-			resp, err = d.cli.Txn(ctx).Then(
-				clientv3.OpGet(q.scan, clientv3.WithPrefix(), clientv3.WithMaxCreateRev(e.rev-1), clientv3.WithKeysOnly()),
-				clientv3.OpGet(e.key)).Commit()
-			return err
-		})
+		resp, sent, err := d.readTurn(ctx, clientv3.OpGet(q.scan, clientv3.WithPrefix(), clientv3.WithMaxCreateRev(e.rev-1), clientv3.WithKeysOnly()), e)
 		if err != nil {
 			return err
-		}
-		own := resp.Responses[1].GetResponseRange().Kvs
-		if len(own) == 0 || own[0].CreateRevision != e.rev || own[0].Lease != int64(e.sess.id) {
-			return errKeyGone
 		}
 		// Keys are never put again once deleted (each attempt has a new
 		// random suffix), so a name stands for one key.

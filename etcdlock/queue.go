@@ -39,7 +39,9 @@ func (d *etcdDriver) acquire(ctx context.Context, r driver.Request, free func())
 			d.dropKey(e.sess, e.key, e.rev)
 			return driver.Grant{}, nil
 		}
-		validity, err := d.await(ctx, pfx, e, r.Wait)
+		validity, err := d.await(ctx, e, r.Wait, func(ctx context.Context) error {
+			return d.waitTurn(ctx, pfx, e)
+		})
 		if errors.Is(err, errKeyGone) {
 			continue
 		}
@@ -121,16 +123,17 @@ func (d *etcdDriver) enqueue(ctx context.Context, r driver.Request, pfx string) 
 	}
 }
 
-// await waits, with wait, until e's key is first in line (e.since set), then
-// makes sure the session lease is known to live long enough, and returns the
-// grant's validity counted from e.since. It returns errKeyGone if the key is
-// gone; another error if ctx ended or etcd could not be reached (without
-// wait, after one try).
-func (d *etcdDriver) await(ctx context.Context, pfx string, e *entry, wait bool) (time.Duration, error) {
+// await waits, with wait, until e holds (e.since set) — turn waits for that:
+// waitTurn for a mutex key, waitKindTurn for a reader, writer or permit —
+// then makes sure the session lease is known to live long enough, and
+// returns the grant's validity counted from e.since. It returns errKeyGone
+// if the key is gone; another error if ctx ended or etcd could not be
+// reached (without wait, after one try).
+func (d *etcdDriver) await(ctx context.Context, e *entry, wait bool, turn func(context.Context) error) (time.Duration, error) {
 	pause := retryPause
 	for {
 		if e.since.IsZero() {
-			if err := d.waitTurn(ctx, pfx, e); err != nil {
+			if err := turn(ctx); err != nil {
 				return 0, err
 			}
 		}
@@ -183,32 +186,29 @@ func (d *etcdDriver) confirm(ctx context.Context, e *entry, wait bool) (time.Dur
 }
 
 // waitTurn waits until no key of the lock older than e's is left, watching
-// only the one just before it. The read that finds none is the proof of the
-// turn: it also finds e's key still there under e's session, and e.since is
-// set to its send time. It returns errKeyGone if the key is gone or the
-// session is lost meanwhile.
+// only the one just before it.
 func (d *etcdDriver) waitTurn(ctx context.Context, pfx string, e *entry) error {
-	older := clientv3.OpGet(pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(e.rev-1))...)
+	return d.waitBehind(ctx, clientv3.OpGet(pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(e.rev-1))...), e)
+}
+
+// waitBehind waits until before, a read of the one key that keeps e out,
+// finds none, watching the key it finds until it is deleted. The read that
+// finds none is the proof of the turn: it also finds e's key still there
+// under e's session, and e.since is set to its send time. It returns
+// errKeyGone if the key is gone or the session is lost meanwhile.
+func (d *etcdDriver) waitBehind(ctx context.Context, before clientv3.Op, e *entry) error {
 	for {
-		var resp *clientv3.TxnResponse
-		var sent time.Time
-		_, err := retry(ctx, func(ctx context.Context) (err error) {
-			sent = time.Now()
-			resp, err = d.cli.Txn(ctx).Then(older, clientv3.OpGet(e.key)).Commit()
-			return err
-		})
+		resp, sent, err := d.readTurn(ctx, before, e)
 		if err != nil {
 			return err
-		}
-		own := resp.Responses[1].GetResponseRange().Kvs
-		if len(own) == 0 || own[0].CreateRevision != e.rev || own[0].Lease != int64(e.sess.id) {
-			return errKeyGone
 		}
 		kvs := resp.Responses[0].GetResponseRange().Kvs
 		if len(kvs) == 0 {
 			e.since = sent
 			return nil
 		}
+		// kvs[0] may have no value (keys only) but has its key and create
+		// revision.
 		err = d.waitDelete(ctx, kvs[0], e.sess.lost)
 		if err != nil && (errors.Is(err, errKeyGone) || ctx.Err() != nil || !transient(err)) {
 			return err
@@ -221,6 +221,27 @@ func (d *etcdDriver) waitTurn(ctx context.Context, pfx string, e *entry) error {
 			}
 		}
 	}
+}
+
+// readTurn reads before and e's key in one transaction, and returns the
+// response (before's result first) and the read's send time. It returns
+// errKeyGone if e's key is gone or no longer held under e's session.
+func (d *etcdDriver) readTurn(ctx context.Context, before clientv3.Op, e *entry) (*clientv3.TxnResponse, time.Time, error) {
+	var resp *clientv3.TxnResponse
+	var sent time.Time
+	_, err := retry(ctx, func(ctx context.Context) (err error) {
+		sent = time.Now()
+		resp, err = d.cli.Txn(ctx).Then(before, clientv3.OpGet(e.key)).Commit()
+		return err
+	})
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	own := resp.Responses[1].GetResponseRange().Kvs
+	if len(own) == 0 || own[0].CreateRevision != e.rev || own[0].Lease != int64(e.sess.id) {
+		return nil, time.Time{}, errKeyGone
+	}
+	return resp, sent, nil
 }
 
 // waitDelete waits until the key kv is deleted, or returns errKeyGone when

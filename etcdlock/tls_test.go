@@ -1,14 +1,11 @@
 package etcdlock_test
 
 import (
-	"context"
-	"errors"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 )
@@ -27,7 +24,7 @@ func TestTLS(t *testing.T) {
 	cert := "&cert=" + url.QueryEscape(c.ClientCertFile) + "&key=" + url.QueryEscape(c.ClientKeyFile)
 	good := "etcds://" + srv.Addr() + "/tls/?" + ca + cert
 	t.Run("Core", func(t *testing.T) {
-		drivertest.RunCore(t, func(ctx context.Context) (*dlock.Client, error) { return dlock.Open(ctx, good) },
+		drivertest.RunCore(t, drivertest.URLOpener(good),
 			drivertest.Caps{TTL: 2 * time.Second, Slack: time.Second})
 	})
 	t.Run("NoClientCertificate", func(t *testing.T) {
@@ -41,16 +38,8 @@ func TestTLS(t *testing.T) {
 	t.Run("Plaintext", func(t *testing.T) {
 		drivertest.WantOpenError(t, "etcd://"+srv.Addr()+"?dial_timeout=2s", "etcds://")
 	})
-	t.Run("TLSParamsNeedTLS", func(t *testing.T) {
-		_, err := dlock.Open(t.Context(), "etcd://"+srv.Addr()+"?"+ca)
-		if !errors.Is(err, dlock.ErrInvalidURL) || !strings.Contains(err.Error(), "etcds://") {
-			t.Errorf("etcd:// with ca= = %v; want ErrInvalidURL naming etcds://", err)
-		}
-	})
+	t.Run("TLSParamsNeedTLS", func(t *testing.T) { drivertest.WantInvalidURL(t, "etcd://"+srv.Addr()+"?"+ca, "", "etcds://") })
 	t.Run("KeyPathHidden", func(t *testing.T) {
-		_, err := dlock.Open(t.Context(), "etcds://"+srv.Addr()+"?"+ca+"&cert="+url.QueryEscape(c.ClientCertFile)+"&key=/nonexistent/s3cret/k.pem")
-		if !errors.Is(err, dlock.ErrInvalidURL) || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "key") {
-			t.Errorf("missing key file: %v; want ErrInvalidURL naming the key parameter, not its path", err)
-		}
+		drivertest.WantInvalidURL(t, "etcds://"+srv.Addr()+"?"+ca+"&cert="+url.QueryEscape(c.ClientCertFile)+"&key=/nonexistent/s3cret/k.pem", "s3cret", "key")
 	})
 }

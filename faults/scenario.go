@@ -59,9 +59,11 @@ func Run(ctx context.Context, cfg Config, b *Backend, f *Fault, st *Store) (res 
 	}()
 	workers := cfg.Workers
 	if b.Lock == "semaphore" {
-		// As many more workers as permits past the first, so that as many
-		// wait as under a mutex: a waiter to pause is there to be found.
-		workers += b.Permits - 1
+		// Workers times permits, so that a waiter waits as long as under a
+		// mutex (about two holds; waiter looks for one waiting 30 ms): with
+		// only one more worker a permit, a waiter waited about one 20 ms
+		// hold and none was found ("no worker was waiting", CI).
+		workers *= b.Permits
 	}
 	for range workers {
 		if err := r.spawn(); err != nil {

@@ -21,7 +21,7 @@ type Result struct {
 	Errors     int // Lock calls that failed
 	Overlaps   int // conflicting belief intervals not excused by the fault (a semaphore: grants past its permits)
 	Excused    int // overlaps excused by the fault (a holder paused past its TTL, a killed connection)
-	Unfenced   int // excused overlaps whose newer holder's token was not higher
+	Unfenced   int // excused overlaps whose holder not excused (the newer) had no higher token
 	Stale      int // writes the fenced view rejected
 	// MinMarginMs is the smallest loss-signal margin: a holder's Done
 	// before the next holder's grant, in ms (NaN: no loss observed).
@@ -51,6 +51,7 @@ type holdRec struct {
 	start, end int64
 	loss       int64
 	excused    bool
+	pausedIn   bool // its belief began inside a long pause of its worker
 }
 
 type window struct {
@@ -127,6 +128,10 @@ func (r *Result) judge(evs []Event, ttl time.Duration, connDeath bool) {
 		for _, w := range pauses {
 			if w.worker == h.id.worker && w.to-w.from > int64(ttl) && w.from < h.end && w.to > h.start {
 				h.excused = true
+				// Paused between its grant and the stamp of its belief
+				// (a pause is recorded before SIGSTOP and after SIGCONT):
+				// its belief begins later than its grant did.
+				h.pausedIn = h.pausedIn || w.from <= h.start
 			}
 		}
 		if connDeath {
@@ -165,7 +170,15 @@ func (r *Result) judge(evs []Event, ttl time.Duration, connDeath bool) {
 			}
 			if a.excused || b.excused {
 				r.Excused++
-				if b.token <= a.token {
+				// The stale holder is the excused one: the other, granted
+				// after its lease ran out, must have the higher token. It
+				// is b when its worker was paused before it could stamp
+				// its belief's start.
+				stale, fresh := a, b
+				if b.excused && !a.excused {
+					stale, fresh = b, a
+				}
+				if fresh.token <= stale.token {
 					r.Unfenced++
 				}
 			} else {
@@ -181,7 +194,7 @@ func (r *Result) judge(evs []Event, ttl time.Duration, connDeath bool) {
 	var maxTok uint64
 	for i, h := range hs {
 		if r.Lock == "" {
-			if i > 0 && h.token <= maxTok {
+			if i > 0 && h.token <= maxTok && !h.pausedIn { // a paused-in grant is older than its stamp: fencing judges it
 				r.Regressions++
 			}
 			maxTok = max(maxTok, h.token)

@@ -58,6 +58,15 @@ func TestJudge(t *testing.T) {
 			Event{Worker: 1, Kind: kindPause, T: 20}, Event{Worker: 1, Kind: kindResume, T: 3500}), ""},
 		{"paused holder, unfenced", PauseHolder, history([]histHold{{1, 3, 10, 4000, 0}, {2, 2, 2500, 2600, 0}},
 			Event{Worker: 1, Kind: kindPause, T: 20}, Event{Worker: 1, Kind: kindResume, T: 3500}), "not ordered by token"},
+		// Worker 1 was paused after its grant but before it stamped its
+		// belief (the pause is recorded before SIGSTOP): its stale grant
+		// begins after worker 2's, with the lower token, so it is fenced.
+		{"paused before its belief, fenced", PauseWaiter, history([]histHold{{2, 2, 2500, 4000, 0}, {1, 1, 3450, 3600, 0}},
+			Event{Worker: 1, Kind: kindPause, T: 20}, Event{Worker: 1, Kind: kindResume, T: 3500}), ""},
+		{"paused before its belief, unfenced", PauseWaiter, history([]histHold{{2, 2, 2500, 4000, 0}, {1, 3, 3450, 3600, 0}},
+			Event{Worker: 1, Kind: kindPause, T: 20}, Event{Worker: 1, Kind: kindResume, T: 3500}), "not ordered by token"},
+		{"stale token after the pause", PauseWaiter, history([]histHold{{2, 2, 2500, 4000, 0}, {1, 1, 3550, 3600, 0}},
+			Event{Worker: 1, Kind: kindPause, T: 20}, Event{Worker: 1, Kind: kindResume, T: 3500}), "token regressions"},
 		{"short pause excuses nothing", PauseHolder, history([]histHold{{1, 1, 10, 4000, 0}, {2, 2, 2500, 2600, 0}},
 			Event{Worker: 1, Kind: kindPause, T: 20}, Event{Worker: 1, Kind: kindResume, T: 500}), "overlapping holds"},
 		{"slow recovery", KillHolder, history([]histHold{{1, 1, 10, 100, 0}, {2, 2, 3500, 3600, 0}},

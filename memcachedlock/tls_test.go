@@ -1,14 +1,11 @@
 package memcachedlock_test
 
 import (
-	"context"
-	"errors"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 )
@@ -24,7 +21,7 @@ func TestTLS(t *testing.T) {
 	ca := "&ca=" + url.QueryEscape(c.CAFile)
 	good := "memcached://" + srv.Addr() + "?tls=true&timeout=2s" + ca
 	t.Run("Core", func(t *testing.T) {
-		drivertest.RunCore(t, func(ctx context.Context) (*dlock.Client, error) { return dlock.Open(ctx, good) },
+		drivertest.RunCore(t, drivertest.URLOpener(good),
 			// TTL 3s, not the plain suite's 2s: a lease is valid for TTL-1s
 			// (memcached's clock), and a renewal that dials a new TLS
 			// connection on a loaded machine needs more than 2s leaves.
@@ -41,16 +38,8 @@ func TestTLS(t *testing.T) {
 	t.Run("Plaintext", func(t *testing.T) {
 		drivertest.WantOpenError(t, "memcached://"+srv.Addr(), "tls=true")
 	})
-	t.Run("TLSParamsNeedTLS", func(t *testing.T) {
-		_, err := dlock.Open(t.Context(), "memcached://"+srv.Addr()+"?"+ca[1:])
-		if !errors.Is(err, dlock.ErrInvalidURL) || !strings.Contains(err.Error(), "tls=true") {
-			t.Errorf("ca= without tls=true: %v; want ErrInvalidURL naming tls=true", err)
-		}
-	})
+	t.Run("TLSParamsNeedTLS", func(t *testing.T) { drivertest.WantInvalidURL(t, "memcached://"+srv.Addr()+"?"+ca[1:], "", "tls=true") })
 	t.Run("KeyPathHidden", func(t *testing.T) {
-		_, err := dlock.Open(t.Context(), good+"&cert="+url.QueryEscape(c.ClientCertFile)+"&key=/nonexistent/s3cret/k.pem")
-		if !errors.Is(err, dlock.ErrInvalidURL) || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "key") {
-			t.Errorf("missing key file: %v; want ErrInvalidURL naming the key parameter, not its path", err)
-		}
+		drivertest.WantInvalidURL(t, good+"&cert="+url.QueryEscape(c.ClientCertFile)+"&key=/nonexistent/s3cret/k.pem", "s3cret", "key")
 	})
 }

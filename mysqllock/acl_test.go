@@ -6,40 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
+	"github.com/dlock/dlock/internal/sqltest"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/dlock/dlock/mysqllock"
 	"github.com/go-sql-driver/mysql"
 )
-
-// docGrant returns the SQL lines of the package doc's "Least privilege"
-// block, for tenant (database) s: users s_owner and s_worker.
-func docGrant(t *testing.T, s string) []string {
-	t.Helper()
-	src, err := os.ReadFile("mysqllock.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, sec, _ := strings.Cut(string(src), "// # Least privilege\n")
-	r := strings.NewReplacer("dlock_owner", s+"_owner", "dlock_worker", s+"_worker", "DATABASE dlock;", "DATABASE "+s+";",
-		"dlock.", s+".", "OWNER_PASSWORD", "owner-pw", "PASSWORD", "pw")
-	var lines []string
-	for _, l := range strings.Split(sec, "\n") {
-		if l, ok := strings.CutPrefix(l, "//\t"); ok {
-			lines = append(lines, r.Replace(l))
-		}
-	}
-	if len(lines) == 0 {
-		t.Fatal("no grant block in the package doc")
-	}
-	return lines
-}
 
 func rootExec(t *testing.T, srv *testserver.Server, stmts ...string) {
 	t.Helper()
@@ -55,25 +32,15 @@ func rootExec(t *testing.T, srv *testserver.Server, stmts ...string) {
 	}
 }
 
-// grantTenant runs the doc's block for tenant s, the owner migrating where
-// the doc says to, and returns the worker's URL.
+// grantTenant runs the doc's block for tenant s (database s, users
+// s_owner and s_worker), the owner migrating where the doc says to, and
+// returns the worker's URL.
 func grantTenant(t *testing.T, srv *testserver.Server, s string) string {
 	t.Helper()
-	for _, l := range docGrant(t, s) {
-		if !strings.HasPrefix(l, "--") {
-			rootExec(t, srv, l)
-			continue
-		}
-		c, err := dlock.Open(t.Context(), fmt.Sprintf("mysql://%s_owner:owner-pw@%s/%s", s, srv.Addr(), s))
-		if err != nil {
-			t.Fatalf("Open as the owner: %v", err)
-		}
-		err = c.Migrate(t.Context())
-		_ = c.Close()
-		if err != nil {
-			t.Fatalf("Migrate as the owner: %v", err)
-		}
-	}
+	r := strings.NewReplacer("dlock_owner", s+"_owner", "dlock_worker", s+"_worker", "DATABASE dlock;", "DATABASE "+s+";",
+		"dlock.", s+".", "OWNER_PASSWORD", "owner-pw", "PASSWORD", "pw")
+	sqltest.GrantTenant(t, "mysqllock.go", r, func(stmt string) { rootExec(t, srv, stmt) },
+		fmt.Sprintf("mysql://%s_owner:owner-pw@%s/%s", s, srv.Addr(), s))
 	return fmt.Sprintf("mysql://%s_worker:pw@%s/%s", s, srv.Addr(), s)
 }
 
@@ -163,15 +130,7 @@ func TestTenantsApart(t *testing.T) {
 	ctx := t.Context()
 	aURL := grantTenant(t, srv, "a")
 	bURL := grantTenant(t, srv, "b")
-	open := func(url string) *dlock.Client {
-		c, err := dlock.Open(ctx, url)
-		if err != nil {
-			t.Fatalf("Open %s: %v", url, err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		return c
-	}
-	a := open(aURL)
+	a := drivertest.MustOpen(t, aURL)
 	la, err := a.Mutex("x", dlock.WithTTL(5*time.Second)).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +153,7 @@ func TestTenantsApart(t *testing.T) {
 	if err := la.Extend(ctx, 5*time.Second); err != nil {
 		t.Fatalf("a's lease after b's attempts: %v", err)
 	}
-	b := open(bURL)
+	b := drivertest.MustOpen(t, bURL)
 	lb, err := b.Mutex("x").TryLock(ctx) // b's own x, in b's database
 	if err != nil {
 		t.Fatalf("b's own lock: %v", err)
@@ -203,29 +162,10 @@ func TestTenantsApart(t *testing.T) {
 
 	// Session mode: a's worker holds y; GET_LOCK names are server-wide, so
 	// b's worker finds the holder, but may not KILL its connection.
-	as := open(aURL + "?mode=session")
-	ly, err := as.Mutex("y", dlock.WithTTL(5*time.Second)).Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bs := open(bURL + "?mode=session")
-	if err := bs.ForceUnlock(ctx, "y"); err == nil || !strings.Contains(err.Error(), "CONNECTION ADMIN") || !errors.Is(err, dlock.ErrInvalidConfig) {
-		t.Fatalf("ForceUnlock of a's session lock by b's worker: %v; want CONNECTION ADMIN named", err)
-	}
-	select {
-	case <-ly.Done():
-		t.Fatalf("a's session lease lost after b's refused force unlock: %v", ly.Err())
-	case <-time.After(100 * time.Millisecond):
-	}
-	rootExec(t, srv, "CREATE USER 'ops'@'%' IDENTIFIED BY 'pw'", "GRANT CONNECTION ADMIN ON *.* TO 'ops'@'%'",
-		"GRANT SELECT ON a.* TO 'ops'@'%'")
-	ops := open("mysql://ops:pw@" + srv.Addr() + "/a?mode=session")
-	if err := ops.ForceUnlock(ctx, "y"); err != nil {
-		t.Fatalf("ForceUnlock by a user with CONNECTION ADMIN: %v", err)
-	}
-	select {
-	case <-ly.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("a's session lease still live 10s after the operator's force unlock")
-	}
+	sqltest.SessionForceUnlock(t, drivertest.MustOpen(t, aURL+"?mode=session"), drivertest.MustOpen(t, bURL+"?mode=session"),
+		"CONNECTION ADMIN", func() *dlock.Client {
+			rootExec(t, srv, "CREATE USER 'ops'@'%' IDENTIFIED BY 'pw'", "GRANT CONNECTION ADMIN ON *.* TO 'ops'@'%'",
+				"GRANT SELECT ON a.* TO 'ops'@'%'")
+			return drivertest.MustOpen(t, "mysql://ops:pw@"+srv.Addr()+"/a?mode=session")
+		})
 }

@@ -8,10 +8,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
-	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/internal/sqlbase"
 	"github.com/go-sql-driver/mysql"
@@ -23,10 +21,9 @@ type Lease struct {
 
 	d    *myDriver
 	name string
-	mu   sync.Mutex
+	hold sqlbase.ConnHold
 	conn *sql.Conn
 	tx   *sql.Tx // row mode
-	done bool
 	// the session's timeouts before the lock bounded them: wait_timeout,
 	// net_read_timeout, net_write_timeout
 	saved [3]int64
@@ -68,24 +65,32 @@ func (d *myDriver) acquireConn(ctx context.Context, r driver.Request) (driver.Gr
 	// driver closes a connection whose statement's ctx ends as it
 	// completes, even one that reports success, which would hand out a
 	// lease on a lock the server has just freed.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	var since time.Time
 	var tok uint64
 	if l.tx == nil { // session mode: no transaction, the token's statement is that one
 		since = time.Now()
-		tok, err = nextToken(ctx, l.conn, r, l.ConnID)
+		tok, err = nextToken(sctx, l.conn, r, l.ConnID)
 	} else { // the token must commit apart from the lock's transaction
-		tok, err = nextToken(ctx, d.db, r, l.ConnID)
+		tok, err = nextToken(sctx, d.db, r, l.ConnID)
 		if err == nil {
 			since = time.Now()
-			if _, err = l.tx.ExecContext(ctx, "SELECT 1"); err != nil {
+			if _, err = l.tx.ExecContext(sctx, "SELECT 1"); err != nil {
 				err = fmt.Errorf("confirm: %w", err)
 			}
 		}
 	}
+	if err == nil && connClosed(l.conn) {
+		// ctx ended as a statement finished, and go-sql-driver closed the
+		// connection after the statement had succeeded: the server frees
+		// the lock with it.
+		err = fmt.Errorf("the holding connection was closed as ctx ended: %w", ctx.Err())
+	}
 	if err != nil {
-		_ = l.release(context.WithoutCancel(ctx))
+		if rerr := l.release(context.WithoutCancel(ctx)); rerr != nil {
+			d.awaitGone(l.ConnID) // the closed connection's thread frees the lock as it ends
+		}
 		return driver.Grant{}, myErr("token", err)
 	}
 	return driver.Grant{Acquired: true, Token: tok, Holds: 1, Since: since, Handle: l}, nil
@@ -117,6 +122,9 @@ func (d *myDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 	var stop func() bool          // stops the KILL below, once set
 	killed := make(chan struct{}) // closed when the KILL is done
 	fail := func(err error) (*Lease, bool, error) {
+		if ctx.Err() != nil && l.ConnID != 0 {
+			d.endConn(l.ConnID)
+		}
 		if tx != nil { // an open transaction holds the connection: end it first
 			_ = tx.Rollback()
 		}
@@ -210,63 +218,92 @@ func (d *myDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 	return granted()
 }
 
-// check confirms the holding connection is alive.
-func (l *Lease) check(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.done {
-		return fmt.Errorf("mysqllock: %w: released", dlock.ErrLeaseLost)
+// endConn ends the server connection id of a lock statement that ctx cut
+// short, and waits (up to two seconds) until the server has dropped it.
+// Neither closing the connection nor the KILL sent when ctx ended is
+// enough: the statement may have taken the lock just before, and the server
+// frees it only once the connection's thread has ended, after KILL
+// returns. A thread leaves the process list after its locks are freed; a
+// user sees its own threads there, and may KILL them.
+func (d *myDriver) endConn(id uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, _ = d.db.ExecContext(ctx, fmt.Sprintf("KILL %d", id))
+	for {
+		var n int
+		err := d.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&n)
+		if err != nil || n == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
-	var err error
-	if l.tx != nil {
-		_, err = l.tx.ExecContext(ctx, "SELECT 1")
-	} else {
-		err = l.conn.PingContext(ctx)
-	}
-	if err == nil {
-		return nil
-	}
-	if ctx.Err() != nil {
-		return fmt.Errorf("mysqllock: renew: %w", err) // uncertain
-	}
-	return fmt.Errorf("mysqllock: %w: the connection holding the lock failed: %v", dlock.ErrLeaseLost, err)
 }
 
-func (l *Lease) release(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.done {
-		return fmt.Errorf("mysqllock: release: %w", dlock.ErrLeaseLost)
-	}
-	l.done = true
-	defer l.d.slots.Give()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	var err error
-	if l.tx != nil {
-		// COMMIT as a statement, bounded by ctx (Tx.Commit is not: it would
-		// wait on a dead connection until TCP gives up); then Rollback ends
-		// database/sql's transaction, with nothing left to roll back.
-		if _, err = l.tx.ExecContext(ctx, "COMMIT"); err == nil && l.tx.Rollback() != nil {
-			l.discard() // released, but the connection is not fit for the pool
-			return nil
-		}
-	} else {
-		var ok sql.NullInt64
-		err = l.conn.QueryRowContext(ctx, "SELECT RELEASE_LOCK(?)", lockName(l.name)).Scan(&ok)
-		if err == nil && ok.Int64 != 1 {
-			err = errors.New("not held by this session")
-		}
-	}
-	if err != nil {
+// check confirms the holding connection is alive.
+func (l *Lease) check(ctx context.Context) error {
+	return l.hold.Check(ctx, "mysqllock", func(ctx context.Context) error {
 		if l.tx != nil {
+			_, err := l.tx.ExecContext(ctx, "SELECT 1")
+			return err
+		}
+		return l.conn.PingContext(ctx)
+	}, func() bool { return connClosed(l.conn) })
+}
+
+// connClosed reports whether c's connection is closed. go-sql-driver closes
+// a connection whose statement's ctx ends, even as the statement finishes
+// successfully: by the time the statement returns it has decided, and the
+// server frees the session's locks and transaction with the connection. So
+// a statement's success on a dedicated connection proves the lock only
+// with the connection still open after it.
+func connClosed(c *sql.Conn) bool {
+	closed := false
+	err := c.Raw(func(dc any) error {
+		if v, ok := dc.(sqldriver.Validator); ok {
+			closed = !v.IsValid()
+		}
+		return nil
+	})
+	return closed || err != nil
+}
+
+// release gives the lock up and the connection back. Once is enough.
+func (l *Lease) release(ctx context.Context) error {
+	unfit := false // released, but the connection is not fit for the pool
+	unlock := func(ctx context.Context) error {
+		var err error
+		if l.tx != nil {
+			// COMMIT as a statement, bounded by ctx (Tx.Commit is not: it would
+			// wait on a dead connection until TCP gives up); then Rollback ends
+			// database/sql's transaction, with nothing left to roll back.
+			if _, err = l.tx.ExecContext(ctx, "COMMIT"); err == nil && l.tx.Rollback() != nil {
+				unfit = true
+				return nil
+			}
+		} else {
+			var ok sql.NullInt64
+			err = l.conn.QueryRowContext(ctx, "SELECT RELEASE_LOCK(?)", lockName(l.name)).Scan(&ok)
+			if err == nil && ok.Int64 != 1 {
+				err = errors.New("not held by this session")
+			}
+		}
+		if err != nil && l.tx != nil {
 			_ = l.tx.Rollback()
 		}
-		l.discard()
-		return fmt.Errorf("mysqllock: release: %w: %v", dlock.ErrLeaseLost, err)
+		return err
 	}
-	l.restore()
-	return nil
+	keep := func() {
+		if unfit {
+			l.discard()
+		} else {
+			l.restore()
+		}
+	}
+	return l.hold.Release(ctx, "mysqllock", unlock, keep, l.discard, l.d.slots.Give)
 }
 
 // restore puts back the session's timeouts and returns the connection to

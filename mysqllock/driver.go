@@ -44,17 +44,11 @@ var schema = []string{
 }
 
 func newDriver(ctx context.Context, db *sql.DB, opts Options) (*myDriver, error) {
-	switch opts.Mode {
-	case "":
-		opts.Mode = ModeTable
-	case ModeTable, ModeRow, ModeSession:
-	default:
-		return nil, fmt.Errorf("mysqllock: %w: mode %q (want table, row or session)", dlock.ErrInvalidURL, opts.Mode)
+	mode, maxHeld, err := sqlbase.CheckOptions("mysqllock", opts.Mode, opts.MaxHeld)
+	if err != nil {
+		return nil, err
 	}
-	if opts.MaxHeld <= 0 {
-		opts.MaxHeld = 16
-	}
-	d := &myDriver{db: db, owned: opts.CloseDB, mode: opts.Mode, slots: slots.New(opts.MaxHeld)}
+	d := &myDriver{db: db, owned: opts.CloseDB, mode: mode, slots: slots.New(maxHeld)}
 	if err := db.PingContext(ctx); err != nil {
 		return nil, myErr("connect", err)
 	}
@@ -140,16 +134,7 @@ func (d *myDriver) Caps() driver.Caps {
 }
 
 func (d *myDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	if r.Kind != driver.Exclusive && !d.Caps().Supports(r.Kind) {
-		return driver.Grant{}, fmt.Errorf("mysqllock: %w: %s", dlock.ErrUnsupported, d.Caps().KindsNote)
-	}
-	if d.mode == ModeTable {
-		if r.Kind != driver.Exclusive {
-			return d.acquireKind(ctx, r)
-		}
-		return d.acquireRow(ctx, r)
-	}
-	return d.acquireConn(ctx, r)
+	return sqlbase.Acquire(ctx, "mysqllock", d.Caps(), d.mode == ModeTable, r, d.acquireRow, d.acquireKind, d.acquireConn)
 }
 
 // acquireSQL grants a free or expired lock, re-enters the owner's live one,

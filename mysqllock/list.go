@@ -2,7 +2,6 @@ package mysqllock
 
 import (
 	"context"
-	"sort"
 
 	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/internal/sqlbase"
@@ -20,29 +19,9 @@ func (d *myDriver) List(ctx context.Context, prefix string) ([]driver.Info, erro
 	if err != nil {
 		return nil, myErr("list", err)
 	}
-	var names []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			rows.Close()
-			return nil, myErr("list", err)
-		}
-		names = append(names, n)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	names, err := sqlbase.Names(rows, func() { rows.Close() })
+	if err != nil {
 		return nil, myErr("list", err)
 	}
-	sort.Strings(names)
-	out := make([]driver.Info, 0, len(names))
-	for _, name := range names {
-		info, err := d.Inspect(ctx, name)
-		if err != nil {
-			return nil, err
-		}
-		if info.Held {
-			out = append(out, info)
-		}
-	}
-	return out, nil
+	return sqlbase.InspectAll(ctx, names, d.Inspect)
 }

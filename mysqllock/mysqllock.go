@@ -62,7 +62,11 @@
 // none. They hold one connection per held lock, at most
 // max_held (default 16). When a connection dies the server releases its lock
 // at once; the holder learns of it at its next renewal (within TTL/3).
-// Cancelling a wait closes its connection, which ends the wait on the server.
+// A wait that ctx ends KILLs its connection and returns once the server has
+// dropped it, so an abandoned wait never takes the lock after Lock returned.
+// go-sql-driver closes a connection whose statement's ctx ends even as the
+// statement succeeds; a grant or renewal counts only with its connection
+// still open after its last statement.
 // A lease counts from the send time of a statement on the holding connection
 // after the wait (session mode: the token's; row mode: a SELECT 1 after the
 // token), never from before a wait.
@@ -174,10 +178,10 @@ import (
 	"database/sql"
 	"fmt"
 	"net/url"
-	"strconv"
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/sqlbase"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -191,9 +195,9 @@ type Mode string
 
 // The modes.
 const (
-	ModeTable   Mode = "table"
-	ModeRow     Mode = "row"
-	ModeSession Mode = "session"
+	ModeTable   Mode = sqlbase.ModeTable
+	ModeRow     Mode = sqlbase.ModeRow
+	ModeSession Mode = sqlbase.ModeSession
 )
 
 // Options configure Open.
@@ -219,14 +223,11 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*dlock.Client, error) 
 
 func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	q := u.Query()
-	opts := Options{Mode: Mode(q.Get("mode")), CloseDB: true}
-	if v := q.Get("max_held"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("mysqllock: %w: max_held %q", dlock.ErrInvalidURL, v)
-		}
-		opts.MaxHeld = n
+	mode, maxHeld, err := sqlbase.URLOptions("mysqllock", q)
+	if err != nil {
+		return nil, err
 	}
+	opts := Options{Mode: Mode(mode), MaxHeld: maxHeld, CloseDB: true}
 	cfg := mysql.NewConfig()
 	cfg.Net, cfg.Addr = "tcp", u.Host
 	if u.User != nil {

@@ -1,6 +1,7 @@
 package mysqllock_test
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -10,67 +11,41 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
+	"github.com/dlock/dlock/internal/sqltest"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/dlock/dlock/mysqllock"
 )
 
 func open(t *testing.T, url string, mode mysqllock.Mode) *dlock.Client {
 	t.Helper()
-	c, err := dlock.Open(t.Context(), url+"?mode="+string(mode))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return drivertest.MustOpen(t, url+"?mode="+string(mode))
+}
+
+// sqlBackend starts a server for the tests shared through sqltest.
+func sqlBackend(t *testing.T) sqltest.Backend {
+	srv := testserver.MariaDB(t)
+	url := testserver.MariaDBURL(t, srv, "dlock")
+	return sqltest.Backend{Server: srv, URL: func(mode string) string { return url + "?mode=" + mode }}
 }
 
 // KILL of the holder's connection ends its row or session lock.
 func TestKilledHolder(t *testing.T) {
-	srv := testserver.MariaDB(t)
-	url := testserver.MariaDBURL(t, srv, "dlock")
-	admin, err := newDB(srv.Addr(), "dlock", nil)
+	be := sqlBackend(t)
+	admin, err := newDB(be.Server.Addr(), "dlock", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	for _, mode := range []mysqllock.Mode{mysqllock.ModeRow, mysqllock.ModeSession} {
-		t.Run(string(mode), func(t *testing.T) {
-			a, b := open(t, url, mode), open(t, url, mode)
-			ctx := t.Context()
-			l, err := a.Mutex("killed", dlock.WithTTL(600*time.Millisecond)).Lock(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ml *mysqllock.Lease
-			if !l.As(&ml) || ml.ConnID == 0 {
-				t.Fatal("Lease.As(*mysqllock.Lease) gave no connection id")
-			}
-			got := make(chan error, 1)
-			go func() {
-				wl, err := b.Mutex("killed").Lock(ctx)
-				if err == nil {
-					err = wl.Unlock(ctx)
-				}
-				got <- err
-			}()
-			if _, err := admin.ExecContext(ctx, fmt.Sprintf("KILL %d", ml.ConnID)); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case err := <-got:
-				if err != nil {
-					t.Fatal(err)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("waiter did not get the lock after the holder's connection was killed")
-			}
-			select {
-			case <-l.Done():
-			case <-time.After(time.Second):
-				t.Fatal("holder not told within a renewal interval")
-			}
-		})
-	}
+	sqltest.KilledHolder(t, be, func(ctx context.Context, t *testing.T, l *dlock.Lease) {
+		var ml *mysqllock.Lease
+		if !l.As(&ml) || ml.ConnID == 0 {
+			t.Fatal("Lease.As(*mysqllock.Lease) gave no connection id")
+		}
+		if _, err := admin.ExecContext(ctx, fmt.Sprintf("KILL %d", ml.ConnID)); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // The mariadb client's GET_LOCK and dlock's session mode exclude each other,

@@ -1,14 +1,11 @@
 package mysqllock_test
 
 import (
-	"context"
-	"errors"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 )
@@ -24,7 +21,7 @@ func TestTLS(t *testing.T) {
 	port := strings.Split(srv.Addr(), ":")[1]
 	ca := "&ca=" + url.QueryEscape(c.CAFile)
 	t.Run("Core", func(t *testing.T) {
-		drivertest.RunCore(t, func(ctx context.Context) (*dlock.Client, error) { return dlock.Open(ctx, good) },
+		drivertest.RunCore(t, drivertest.URLOpener(good),
 			drivertest.Caps{TTL: 500 * time.Millisecond, Slack: 200 * time.Millisecond, StoreReentrant: true})
 	})
 	t.Run("SessionMode", func(t *testing.T) { drivertest.CheckURL(t, good+"&mode=session") })
@@ -41,15 +38,9 @@ func TestTLS(t *testing.T) {
 		drivertest.WantOpenError(t, "mysql://root@"+srv.Addr()+"/dlock", "require_secure_transport", "tls=true")
 	})
 	t.Run("TLSParamsNeedTLS", func(t *testing.T) {
-		_, err := dlock.Open(t.Context(), "mysql://root@"+srv.Addr()+"/dlock?"+ca[1:])
-		if !errors.Is(err, dlock.ErrInvalidURL) || !strings.Contains(err.Error(), "tls=true") {
-			t.Errorf("ca= without tls=true: %v; want ErrInvalidURL naming tls=true", err)
-		}
+		drivertest.WantInvalidURL(t, "mysql://root@"+srv.Addr()+"/dlock?"+ca[1:], "", "tls=true")
 	})
 	t.Run("KeyPathHidden", func(t *testing.T) {
-		_, err := dlock.Open(t.Context(), good+"&cert="+url.QueryEscape(c.ClientCertFile)+"&key=/nonexistent/s3cret/k.pem")
-		if !errors.Is(err, dlock.ErrInvalidURL) || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "key") {
-			t.Errorf("missing key file: %v; want ErrInvalidURL naming the key parameter, not its path", err)
-		}
+		drivertest.WantInvalidURL(t, good+"&cert="+url.QueryEscape(c.ClientCertFile)+"&key=/nonexistent/s3cret/k.pem", "s3cret", "key")
 	})
 }

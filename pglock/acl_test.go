@@ -4,40 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
+	"github.com/dlock/dlock/internal/sqltest"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/dlock/dlock/pglock"
 	"github.com/jackc/pgx/v5"
 )
-
-// docGrant returns the SQL lines of the package doc's "Least privilege"
-// block, for tenant (schema) s: roles s_owner and s_worker.
-func docGrant(t *testing.T, s string) []string {
-	t.Helper()
-	src, err := os.ReadFile("pglock.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, sec, _ := strings.Cut(string(src), "// # Least privilege\n")
-	r := strings.NewReplacer("dlock_owner", s+"_owner", "dlock_worker", s+"_worker", "SCHEMA dlock ", "SCHEMA "+s+" ",
-		"search_path = dlock;", "search_path = "+s+";", "dlock.dlock_", s+".dlock_")
-	var lines []string
-	for _, l := range strings.Split(sec, "\n") {
-		if l, ok := strings.CutPrefix(l, "//\t"); ok {
-			lines = append(lines, r.Replace(l))
-		}
-	}
-	if len(lines) == 0 {
-		t.Fatal("no grant block in the package doc")
-	}
-	return lines
-}
 
 // superExec runs statements as the superuser.
 func superExec(t *testing.T, srv *testserver.Server, stmts ...string) {
@@ -58,25 +35,14 @@ func roleURL(srv *testserver.Server, role, query string) string {
 	return fmt.Sprintf("postgres://%s:pw@%s/postgres?sslmode=disable%s", role, srv.Addr(), query)
 }
 
-// grantTenant runs the doc's block for tenant s: the owner migrates where
-// the doc says to, as `dlock migrate` does. It returns the worker's URL.
+// grantTenant runs the doc's block for tenant s (schema s, roles s_owner
+// and s_worker): the owner migrates where the doc says to, as `dlock
+// migrate` does. It returns the worker's URL.
 func grantTenant(t *testing.T, srv *testserver.Server, s string) string {
 	t.Helper()
-	for _, l := range docGrant(t, s) {
-		if !strings.HasPrefix(l, "--") {
-			superExec(t, srv, l)
-			continue
-		}
-		c, err := dlock.Open(t.Context(), roleURL(srv, s+"_owner", ""))
-		if err != nil {
-			t.Fatalf("Open as the owner: %v", err)
-		}
-		err = c.Migrate(t.Context())
-		_ = c.Close()
-		if err != nil {
-			t.Fatalf("Migrate as the owner: %v", err)
-		}
-	}
+	r := strings.NewReplacer("dlock_owner", s+"_owner", "dlock_worker", s+"_worker", "SCHEMA dlock ", "SCHEMA "+s+" ",
+		"search_path = dlock;", "search_path = "+s+";", "dlock.dlock_", s+".dlock_")
+	sqltest.GrantTenant(t, "pglock.go", r, func(stmt string) { superExec(t, srv, stmt) }, roleURL(srv, s+"_owner", ""))
 	return roleURL(srv, s+"_worker", "")
 }
 
@@ -151,15 +117,7 @@ func TestTenantsApart(t *testing.T) {
 	ctx := t.Context()
 	aURL := grantTenant(t, srv, "a")
 	grantTenant(t, srv, "b")
-	open := func(url string) *dlock.Client {
-		c, err := dlock.Open(ctx, url)
-		if err != nil {
-			t.Fatalf("Open %s: %v", url, err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		return c
-	}
-	a := open(aURL)
+	a := drivertest.MustOpen(t, aURL)
 	la, err := a.Mutex("x", dlock.WithTTL(5*time.Second)).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -183,7 +141,7 @@ func TestTenantsApart(t *testing.T) {
 	if err := la.Extend(ctx, 5*time.Second); err != nil {
 		t.Fatalf("a's lease after b's attempts: %v", err)
 	}
-	b := open(roleURL(srv, "b_worker", ""))
+	b := drivertest.MustOpen(t, roleURL(srv, "b_worker", ""))
 	lb, err := b.Mutex("x").TryLock(ctx) // b's own x, in b's schema
 	if err != nil {
 		t.Fatalf("b's own lock: %v", err)
@@ -192,28 +150,9 @@ func TestTenantsApart(t *testing.T) {
 
 	// Session mode: a's worker holds y; b's worker finds the holder (advisory
 	// locks are per database) but may not end its connection.
-	as := open(aURL + "&mode=session")
-	ly, err := as.Mutex("y", dlock.WithTTL(5*time.Second)).Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bs := open(roleURL(srv, "b_worker", "&mode=session"))
-	if err := bs.ForceUnlock(ctx, "y"); err == nil || !strings.Contains(err.Error(), "pg_signal_backend") || !errors.Is(err, dlock.ErrInvalidConfig) {
-		t.Fatalf("ForceUnlock of a's session lock by b's worker: %v; want pg_signal_backend named", err)
-	}
-	select {
-	case <-ly.Done():
-		t.Fatalf("a's session lease lost after b's refused force unlock: %v", ly.Err())
-	case <-time.After(100 * time.Millisecond):
-	}
-	superExec(t, srv, "CREATE ROLE ops LOGIN", "GRANT a_worker, pg_signal_backend TO ops", "ALTER ROLE ops SET search_path = a")
-	ops := open(roleURL(srv, "ops", "&mode=session"))
-	if err := ops.ForceUnlock(ctx, "y"); err != nil {
-		t.Fatalf("ForceUnlock by a role with pg_signal_backend: %v", err)
-	}
-	select {
-	case <-ly.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("a's session lease still live 10s after the operator's force unlock")
-	}
+	sqltest.SessionForceUnlock(t, drivertest.MustOpen(t, aURL+"&mode=session"), drivertest.MustOpen(t, roleURL(srv, "b_worker", "&mode=session")),
+		"pg_signal_backend", func() *dlock.Client {
+			superExec(t, srv, "CREATE ROLE ops LOGIN", "GRANT a_worker, pg_signal_backend TO ops", "ALTER ROLE ops SET search_path = a")
+			return drivertest.MustOpen(t, roleURL(srv, "ops", "&mode=session"))
+		})
 }

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
-	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/internal/sqlbase"
 	"github.com/jackc/pgx/v5"
@@ -27,10 +25,9 @@ type Lease struct {
 	kind  driver.Kind // Exclusive, or Shared/Write of a read-write lock (session mode)
 	owner string
 	token uint64
-	mu    sync.Mutex
+	hold  sqlbase.ConnHold
 	conn  *pgxpool.Conn
 	tx    pgx.Tx // row mode
-	done  bool
 }
 
 // As sets **Lease targets.
@@ -247,60 +244,42 @@ func (d *pgDriver) endBackend(pid uint32) {
 // check confirms the holding connection is alive; any failure on it means
 // the server has dropped, or will drop, the lock.
 func (l *Lease) check(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.done {
-		return fmt.Errorf("pglock: %w: released", dlock.ErrLeaseLost)
-	}
-	var err error
-	if l.tx != nil {
-		_, err = l.tx.Exec(ctx, "SELECT 1")
-	} else {
-		_, err = l.conn.Exec(ctx, "SELECT 1")
-	}
-	if err == nil {
-		return nil
-	}
-	if ctx.Err() != nil && !l.conn.Conn().IsClosed() {
-		return fmt.Errorf("pglock: renew: %w", err) // uncertain: the connection may be fine
-	}
-	return fmt.Errorf("pglock: %w: the connection holding the lock failed: %v", dlock.ErrLeaseLost, err)
+	return l.hold.Check(ctx, "pglock", func(ctx context.Context) error {
+		if l.tx != nil {
+			_, err := l.tx.Exec(ctx, "SELECT 1")
+			return err
+		}
+		_, err := l.conn.Exec(ctx, "SELECT 1")
+		return err
+	}, func() bool { return l.conn.Conn().IsClosed() })
 }
 
 // release gives the lock up and the connection back. Once is enough.
 func (l *Lease) release(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.done {
-		return fmt.Errorf("pglock: release: %w", dlock.ErrLeaseLost)
-	}
-	l.done = true
-	defer l.d.slots.Give()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	var err error
+	return l.hold.Release(ctx, "pglock", l.unlock, l.conn.Release, l.discard, l.d.slots.Give)
+}
+
+// unlock gives up the lock that l's connection holds: commits the row
+// mode's transaction, or ends the session mode's advisory lock and puts the
+// settings that bounded the session back.
+func (l *Lease) unlock(ctx context.Context) error {
 	if l.tx != nil {
-		err = l.tx.Commit(ctx)
-	} else {
-		var ok bool
-		var n int64
-		fn, key := advisory(l.kind, "un")
-		if l.kind != driver.Exclusive { // its row for Inspect goes first, in the same statement
-			err = l.conn.QueryRow(ctx, `WITH h AS (DELETE FROM dlock_holds WHERE name = $1 AND family = 1 AND owner = $3 AND token = $4)
+		return l.tx.Commit(ctx)
+	}
+	var ok bool
+	var n int64
+	fn, key := advisory(l.kind, "un")
+	var err error
+	if l.kind != driver.Exclusive { // its row for Inspect goes first, in the same statement
+		err = l.conn.QueryRow(ctx, `WITH h AS (DELETE FROM dlock_holds WHERE name = $1 AND family = 1 AND owner = $3 AND token = $4)
 SELECT `+fn+"("+key+"), "+resetBounds("$2"), l.name, l.d.settings, l.owner, int64(l.token)).Scan(&ok, &n)
-		} else {
-			err = l.conn.QueryRow(ctx, "SELECT "+fn+"("+key+"), "+resetBounds("$2"), l.name, l.d.settings).Scan(&ok, &n)
-		}
-		if err == nil && !ok {
-			err = errors.New("not held")
-		}
+	} else {
+		err = l.conn.QueryRow(ctx, "SELECT "+fn+"("+key+"), "+resetBounds("$2"), l.name, l.d.settings).Scan(&ok, &n)
 	}
-	if err != nil {
-		l.discard()
-		return fmt.Errorf("pglock: release: %w: %v", dlock.ErrLeaseLost, err)
+	if err == nil && !ok {
+		err = errors.New("not held")
 	}
-	l.conn.Release()
-	return nil
+	return err
 }
 
 // discard closes the connection instead of pooling it, so nothing it held

@@ -47,17 +47,11 @@ CREATE TABLE IF NOT EXISTS dlock_rows (name text PRIMARY KEY);
 `
 
 func newDriver(ctx context.Context, pool *pgxpool.Pool, opts Options) (*pgDriver, error) {
-	switch opts.Mode {
-	case "":
-		opts.Mode = ModeTable
-	case ModeTable, ModeRow, ModeSession:
-	default:
-		return nil, fmt.Errorf("pglock: %w: mode %q (want table, row or session)", dlock.ErrInvalidURL, opts.Mode)
+	mode, maxHeld, err := sqlbase.CheckOptions("pglock", opts.Mode, opts.MaxHeld)
+	if err != nil {
+		return nil, err
 	}
-	if opts.MaxHeld <= 0 {
-		opts.MaxHeld = 16
-	}
-	d := &pgDriver{pool: pool, owned: opts.ClosePool, mode: opts.Mode, slots: slots.New(opts.MaxHeld)}
+	d := &pgDriver{pool: pool, owned: opts.ClosePool, mode: mode, slots: slots.New(maxHeld)}
 	if err := d.Migrate(ctx); err != nil {
 		return nil, err
 	}
@@ -191,16 +185,7 @@ func (d *pgDriver) Caps() driver.Caps {
 }
 
 func (d *pgDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	if r.Kind != driver.Exclusive && !d.Caps().Supports(r.Kind) {
-		return driver.Grant{}, fmt.Errorf("pglock: %w: %s", dlock.ErrUnsupported, d.Caps().KindsNote)
-	}
-	if d.mode == ModeTable {
-		if r.Kind != driver.Exclusive {
-			return d.acquireKind(ctx, r)
-		}
-		return d.acquireRow(ctx, r)
-	}
-	return d.acquireConn(ctx, r)
+	return sqlbase.Acquire(ctx, "pglock", d.Caps(), d.mode == ModeTable, r, d.acquireRow, d.acquireKind, d.acquireConn)
 }
 
 func (d *pgDriver) Renew(ctx context.Context, batch []driver.Held) []driver.RenewResult {

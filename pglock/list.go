@@ -2,7 +2,6 @@ package pglock
 
 import (
 	"context"
-	"sort"
 
 	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/internal/sqlbase"
@@ -21,46 +20,32 @@ func (d *pgDriver) List(ctx context.Context, prefix string) ([]driver.Info, erro
 	if err != nil {
 		return nil, pgErr("list", err)
 	}
-	var names []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			rows.Close()
-			return nil, pgErr("list", err)
-		}
-		names = append(names, n)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	names, err := sqlbase.Names(rows, rows.Close)
+	if err != nil {
 		return nil, pgErr("list", err)
 	}
-	sort.Strings(names)
-	out := make([]driver.Info, 0, len(names))
-	for _, name := range names {
-		info, err := d.Inspect(ctx, name)
-		if err != nil {
-			return nil, err
-		}
-		if !info.Held {
-			continue
-		}
-		if d.mode != ModeTable {
-			// Not in Inspect: a waiter that gave up shows as blocked for
-			// a moment after its Lock returned, until the server has
-			// processed the cancel, and Inspect must not count it then.
-			pid, err := d.holderPID(ctx, name)
-			if err != nil {
-				return nil, err
-			}
-			if pid != 0 {
-				if info.Waiters, err = d.blockedBy(ctx, pid); err != nil {
-					return nil, err
-				}
-			}
-		}
-		out = append(out, info)
+	return sqlbase.InspectAll(ctx, names, d.inspectWaiters)
+}
+
+// inspectWaiters is Inspect that, in row and session modes, also counts a
+// held lock's waiters. Not in Inspect: a waiter that gave up shows as
+// blocked for a moment after its Lock returned, until the server has
+// processed the cancel, and Inspect must not count it then.
+func (d *pgDriver) inspectWaiters(ctx context.Context, name string) (driver.Info, error) {
+	info, err := d.Inspect(ctx, name)
+	if err != nil || !info.Held || d.mode == ModeTable {
+		return info, err
 	}
-	return out, nil
+	pid, err := d.holderPID(ctx, name)
+	if err != nil {
+		return driver.Info{}, err
+	}
+	if pid != 0 {
+		if info.Waiters, err = d.blockedBy(ctx, pid); err != nil {
+			return driver.Info{}, err
+		}
+	}
+	return info, nil
 }
 
 // blockedBy counts the sessions waiting for a lock that the session pid

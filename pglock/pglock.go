@@ -59,7 +59,10 @@
 // new holder exists while the old one has not yet been told: fencing
 // tokens cover it. A lease counts from the send time of a statement on the
 // holding connection after the wait (session mode: the token's; row mode: a
-// SELECT 1 after the token), never from before a wait.
+// SELECT 1 after the token), never from before a wait. A wait that ctx
+// ends terminates its backend (pg_terminate_backend with a wait) before Lock
+// returns: a backend blocked in a lock wait would otherwise go on waiting
+// until it noticed the closed connection, and could take the lock first.
 //
 // # A holder cut off (row and session modes)
 //
@@ -207,10 +210,10 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"strconv"
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/sqlbase"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -230,9 +233,9 @@ type Mode string
 
 // The modes.
 const (
-	ModeTable   Mode = "table"
-	ModeRow     Mode = "row"
-	ModeSession Mode = "session"
+	ModeTable   Mode = sqlbase.ModeTable
+	ModeRow     Mode = sqlbase.ModeRow
+	ModeSession Mode = sqlbase.ModeSession
 )
 
 // Options configure Open.
@@ -258,14 +261,11 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts Options) (*dlock.Client,
 
 func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	q := u.Query()
-	opts := Options{Mode: Mode(q.Get("mode")), ClosePool: true}
-	if v := q.Get("max_held"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("pglock: %w: max_held %q", dlock.ErrInvalidURL, v)
-		}
-		opts.MaxHeld = n
+	mode, maxHeld, err := sqlbase.URLOptions("pglock", q)
+	if err != nil {
+		return nil, err
 	}
+	opts := Options{Mode: Mode(mode), MaxHeld: maxHeld, ClosePool: true}
 	q.Del("mode")
 	q.Del("max_held")
 	v := *u

@@ -1,6 +1,7 @@
 package pglock_test
 
 import (
+	"context"
 	"errors"
 	"os/exec"
 	"strings"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
+	"github.com/dlock/dlock/internal/sqltest"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/dlock/dlock/pglock"
 	"github.com/jackc/pgx/v5"
@@ -15,65 +18,34 @@ import (
 
 func open(t *testing.T, url string, mode pglock.Mode) *dlock.Client {
 	t.Helper()
-	c, err := dlock.Open(t.Context(), url+"&mode="+string(mode))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return drivertest.MustOpen(t, url+"&mode="+string(mode))
+}
+
+// sqlBackend starts a server for the tests shared through sqltest.
+func sqlBackend(t *testing.T) sqltest.Backend {
+	srv := testserver.Postgres(t)
+	url := testserver.PostgresURL(srv)
+	return sqltest.Backend{Server: srv, URL: func(mode string) string { return url + "&mode=" + mode }}
 }
 
 // Killing the holder's backend ends its row or session lock: the holder is
 // told at its next renewal and a waiter takes the lock.
 func TestKilledHolder(t *testing.T) {
-	srv := testserver.Postgres(t)
-	url := testserver.PostgresURL(srv)
-	for _, mode := range []pglock.Mode{pglock.ModeRow, pglock.ModeSession} {
-		t.Run(string(mode), func(t *testing.T) {
-			a, b := open(t, url, mode), open(t, url, mode)
-			ctx := t.Context()
-			l, err := a.Mutex("killed", dlock.WithTTL(600*time.Millisecond)).Lock(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var pl *pglock.Lease
-			if !l.As(&pl) || pl.PID == 0 {
-				t.Fatal("Lease.As(*pglock.Lease) gave no backend pid")
-			}
-			got := make(chan error, 1)
-			go func() {
-				wl, err := b.Mutex("killed").Lock(ctx)
-				if err == nil {
-					err = wl.Unlock(ctx)
-				}
-				got <- err
-			}()
-			admin, err := pgx.Connect(ctx, url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer admin.Close(ctx)
-			if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend($1)", int32(pl.PID)); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case err := <-got:
-				if err != nil {
-					t.Fatal(err)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("waiter did not get the lock after the holder's backend was killed")
-			}
-			select {
-			case <-l.Done():
-				if !errors.Is(l.Err(), dlock.ErrLeaseLost) {
-					t.Fatalf("Err = %v", l.Err())
-				}
-			case <-time.After(time.Second):
-				t.Fatal("holder not told within a renewal interval")
-			}
-		})
-	}
+	be := sqlBackend(t)
+	sqltest.KilledHolder(t, be, func(ctx context.Context, t *testing.T, l *dlock.Lease) {
+		var pl *pglock.Lease
+		if !l.As(&pl) || pl.PID == 0 {
+			t.Fatal("Lease.As(*pglock.Lease) gave no backend pid")
+		}
+		admin, err := pgx.Connect(ctx, testserver.PostgresURL(be.Server))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer admin.Close(ctx)
+		if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend($1)", int32(pl.PID)); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // In table mode a dead holder's row is taken over once it expires.

@@ -1,14 +1,11 @@
 package pglock_test
 
 import (
-	"context"
-	"errors"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 )
@@ -26,7 +23,7 @@ func TestTLS(t *testing.T) {
 	port := strings.Split(srv.Addr(), ":")[1]
 	ca := "&sslrootcert=" + url.QueryEscape(c.CAFile)
 	t.Run("Core", func(t *testing.T) {
-		drivertest.RunCore(t, func(ctx context.Context) (*dlock.Client, error) { return dlock.Open(ctx, good) },
+		drivertest.RunCore(t, drivertest.URLOpener(good),
 			drivertest.Caps{TTL: 500 * time.Millisecond, Slack: 150 * time.Millisecond, StoreReentrant: true})
 	})
 	t.Run("SessionMode", func(t *testing.T) { drivertest.CheckURL(t, good+"&mode=session") })
@@ -40,14 +37,7 @@ func TestTLS(t *testing.T) {
 	t.Run("Plaintext", func(t *testing.T) {
 		drivertest.WantOpenError(t, testserver.PostgresURL(srv), "no encryption")
 	})
-	t.Run("KeyPathHidden", func(t *testing.T) {
-		_, err := dlock.Open(t.Context(), good+"&sslcert="+url.QueryEscape(c.ClientCertFile)+"&sslkey=/nonexistent/s3cret/k.pem&sslpassword=s3cretpw")
-		if err == nil || strings.Contains(err.Error(), "s3cret") {
-			t.Errorf("missing key file: %v; want an error without its path or password", err)
-		}
-		t.Log(err)
-		if !errors.Is(err, dlock.ErrInvalidURL) {
-			t.Errorf("missing key file: %v; want ErrInvalidURL", err)
-		}
+	t.Run("KeyPathHidden", func(t *testing.T) { // neither the key's path nor its password
+		drivertest.WantInvalidURL(t, good+"&sslcert="+url.QueryEscape(c.ClientCertFile)+"&sslkey=/nonexistent/s3cret/k.pem&sslpassword=s3cretpw", "s3cret")
 	})
 }

@@ -1,15 +1,11 @@
 package redislock_test
 
 import (
-	"context"
 	"errors"
-	"net"
 	"testing"
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/internal/testserver"
-	"github.com/dlock/dlock/redislock"
-	"github.com/redis/go-redis/v9"
 )
 
 // TestRetriedKindScriptsApplyOnce is TestRetriedScriptsApplyOnce for
@@ -19,18 +15,8 @@ import (
 func TestRetriedKindScriptsApplyOnce(t *testing.T) {
 	srv := testserver.Redis(t)
 	ctx := t.Context()
-	drop := &replyDropper{}
-	open := func(dial func(context.Context, string, string) (net.Conn, error)) *dlock.Client {
-		t.Helper()
-		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Dialer: dial}) // default retries
-		c, err := redislock.Open(ctx, rdb, redislock.Options{CloseClient: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		return c
-	}
-	c, other := open(drop.dial), open(nil)
+	drop := &scriptDropper{}
+	c, other := openDialer(t, srv, drop.dial, true), openDialer(t, srv, nil, true)
 	// Load the scripts first: a reply lost to NOSCRIPT would test nothing.
 	for _, name := range []string{"retry/warm-sem", "retry/warm-rw"} {
 		l, err := c.Semaphore(name, 1).Acquire(ctx)
@@ -51,7 +37,7 @@ func TestRetriedKindScriptsApplyOnce(t *testing.T) {
 	t.Run("acquire", func(t *testing.T) {
 		drop.drops.Store(0)
 		const name = "retry/sem"
-		drop.armed.Store(true)
+		drop.arm("reply")
 		l, err := c.Semaphore(name, 1).Acquire(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -88,7 +74,7 @@ func TestRetriedKindScriptsApplyOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		drop.armed.Store(true)
+		drop.arm("reply")
 		if err := l1.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -1,47 +1,12 @@
 package redislock_test
 
 import (
-	"bytes"
-	"context"
 	"errors"
-	"io"
-	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/internal/testserver"
-	"github.com/dlock/dlock/redislock"
-	"github.com/redis/go-redis/v9"
 )
-
-// requestDropper breaks the connection under the next script call once
-// armed, before the call reaches the server: the call fails and did not run.
-type requestDropper struct{ armed atomic.Bool }
-
-func (d *requestDropper) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	var nd net.Dialer
-	c, err := nd.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	return &requestDropConn{Conn: c, d: d}, nil
-}
-
-type requestDropConn struct {
-	net.Conn
-	d *requestDropper
-}
-
-func (c *requestDropConn) Write(b []byte) (int, error) {
-	if bytes.Contains(bytes.ToLower(b), []byte("evalsha")) && c.d.armed.CompareAndSwap(true, false) {
-		_ = c.Conn.Close()
-		return 0, net.ErrClosed
-	}
-	return c.Conn.Write(b)
-}
 
 // TestFailedReleaseIsNotReentered: an Unlock whose release never reached the
 // store leaves the hold there (until its TTL), and the client forgets it.
@@ -51,13 +16,8 @@ func (c *requestDropConn) Write(b []byte) (int, error) {
 func TestFailedReleaseIsNotReentered(t *testing.T) {
 	srv := testserver.Redis(t)
 	ctx := t.Context()
-	drop := &requestDropper{}
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Dialer: drop.dial, MaxRetries: -1, ContextTimeoutEnabled: true})
-	c, err := redislock.Open(ctx, rdb, redislock.Options{CloseClient: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	drop := &scriptDropper{}
+	c := openDialer(t, srv, drop.dial, false)
 	other := openURL(t, srv)
 	m := c.Mutex("failed-release", dlock.WithOwner(dlock.NewOwnerID())) // its next Lock is the same owner
 
@@ -65,7 +25,7 @@ func TestFailedReleaseIsNotReentered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	drop.armed.Store(true)
+	drop.arm("request")
 	if err := l.Unlock(ctx); err == nil {
 		t.Fatal("Unlock succeeded though its release was dropped")
 	}
@@ -107,13 +67,8 @@ func TestFailedReleaseIsNotReentered(t *testing.T) {
 func TestLostReentryIsUndone(t *testing.T) {
 	srv := testserver.Redis(t)
 	ctx := t.Context()
-	drop := &replyDropper{}
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Dialer: drop.dial, MaxRetries: -1, ContextTimeoutEnabled: true})
-	c, err := redislock.Open(ctx, rdb, redislock.Options{CloseClient: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	drop := &scriptDropper{}
+	c := openDialer(t, srv, drop.dial, false)
 	other := openURL(t, srv)
 	const name = "lost-reentry"
 	m := c.Mutex(name, dlock.WithOwner(dlock.NewOwnerID())) // the second Lock re-enters
@@ -121,7 +76,7 @@ func TestLostReentryIsUndone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	drop.armed.Store(true)
+	drop.arm("reply")
 	if l2, err := m.Lock(ctx); err == nil {
 		_ = l2.Unlock(ctx)
 		t.Fatal("the re-entry succeeded though its reply was dropped")
@@ -152,57 +107,6 @@ func TestLostReentryIsUndone(t *testing.T) {
 	_ = ol.Unlock(ctx)
 }
 
-// planDropper fails the next script calls as planned: "reply" lets the call
-// run and loses its reply, "request" breaks the connection before the call
-// is sent.
-type planDropper struct {
-	mu   sync.Mutex
-	plan []string
-}
-
-func (d *planDropper) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	var nd net.Dialer
-	c, err := nd.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	return &planConn{Conn: c, d: d}, nil
-}
-
-type planConn struct {
-	net.Conn
-	d         *planDropper
-	dropReply atomic.Bool
-}
-
-func (c *planConn) Write(b []byte) (int, error) {
-	if bytes.Contains(bytes.ToLower(b), []byte("evalsha")) {
-		c.d.mu.Lock()
-		var step string
-		if len(c.d.plan) > 0 {
-			step, c.d.plan = c.d.plan[0], c.d.plan[1:]
-		}
-		c.d.mu.Unlock()
-		switch step {
-		case "request":
-			_ = c.Conn.Close()
-			return 0, net.ErrClosed
-		case "reply":
-			c.dropReply.Store(true)
-		}
-	}
-	return c.Conn.Write(b)
-}
-
-func (c *planConn) Read(b []byte) (int, error) {
-	if c.dropReply.CompareAndSwap(true, false) {
-		time.Sleep(50 * time.Millisecond) // the server runs the script
-		_ = c.Conn.Close()
-		return 0, io.EOF
-	}
-	return c.Conn.Read(b)
-}
-
 // TestFailedCancelIsSentAgain: a re-entry that ran but lost its reply is
 // undone by a cancel; if the cancel fails too, the store counts a hold the
 // client does not have, so the cancel is sent again before the owner's next
@@ -210,13 +114,8 @@ func (c *planConn) Read(b []byte) (int, error) {
 func TestFailedCancelIsSentAgain(t *testing.T) {
 	srv := testserver.Redis(t)
 	ctx := t.Context()
-	drop := &planDropper{}
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Dialer: drop.dial, MaxRetries: -1, ContextTimeoutEnabled: true})
-	c, err := redislock.Open(ctx, rdb, redislock.Options{CloseClient: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	drop := &scriptDropper{}
+	c := openDialer(t, srv, drop.dial, false)
 	other := openURL(t, srv)
 	const name = "failed-cancel"
 	m := c.Mutex(name, dlock.WithOwner(dlock.NewOwnerID())) // the second Lock re-enters
@@ -224,9 +123,7 @@ func TestFailedCancelIsSentAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	drop.mu.Lock()
-	drop.plan = []string{"reply", "request"} // the re-entry's reply, then its cancel
-	drop.mu.Unlock()
+	drop.arm("reply", "request") // the re-entry's reply, then its cancel
 	if l2, err := m.Lock(ctx); err == nil {
 		_ = l2.Unlock(ctx)
 		t.Fatal("the re-entry succeeded though its reply was dropped")
@@ -258,13 +155,8 @@ func TestFailedCancelIsSentAgain(t *testing.T) {
 func TestRetriedReleaseActsOnceAfterOtherChanges(t *testing.T) {
 	srv := testserver.Redis(t)
 	ctx := t.Context()
-	drop := &replyDropper{}
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Dialer: drop.dial, MaxRetries: -1, ContextTimeoutEnabled: true})
-	p1, err := redislock.Open(ctx, rdb, redislock.Options{CloseClient: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p1.Close()
+	drop := &scriptDropper{}
+	p1 := openDialer(t, srv, drop.dial, false)
 	p2, admin := openURL(t, srv), openURL(t, srv)
 	const name = "shared-owner"
 	owner := dlock.WithOwner(dlock.NewOwnerID())
@@ -283,7 +175,7 @@ func TestRetriedReleaseActsOnceAfterOtherChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	drop.armed.Store(true)
+	drop.arm("reply")
 	if err := a.Unlock(ctx); err == nil { // runs (1 hold left), reply lost
 		t.Fatal("Unlock succeeded though its reply was dropped")
 	}

@@ -1,61 +1,12 @@
 package redislock_test
 
 import (
-	"bytes"
-	"context"
 	"errors"
-	"io"
-	"net"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/internal/testserver"
-	"github.com/dlock/dlock/redislock"
-	"github.com/redis/go-redis/v9"
 )
-
-// replyDropper loses the reply to the next script call once armed: the
-// call reaches the server and runs, then the connection breaks before the
-// reply is read, as when a network blip or a failover cuts it. go-redis
-// then sends the call again on a new connection (it retries by default).
-type replyDropper struct {
-	armed atomic.Bool
-	drops atomic.Int32
-}
-
-func (d *replyDropper) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	var nd net.Dialer
-	c, err := nd.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	return &dropConn{Conn: c, d: d}, nil
-}
-
-type dropConn struct {
-	net.Conn
-	d    *replyDropper
-	drop atomic.Bool
-}
-
-func (c *dropConn) Write(b []byte) (int, error) {
-	if bytes.Contains(bytes.ToLower(b), []byte("evalsha")) && c.d.armed.CompareAndSwap(true, false) {
-		c.drop.Store(true)
-	}
-	return c.Conn.Write(b)
-}
-
-func (c *dropConn) Read(b []byte) (int, error) {
-	if c.drop.CompareAndSwap(true, false) {
-		time.Sleep(50 * time.Millisecond) // the server runs the script
-		_ = c.Conn.Close()
-		c.d.drops.Add(1)
-		return 0, io.EOF
-	}
-	return c.Conn.Read(b)
-}
 
 // TestRetriedScriptsApplyOnce: go-redis sends a command again when its
 // reply is lost (MaxRetries defaults to 3), so each script must do its work
@@ -65,18 +16,8 @@ func (c *dropConn) Read(b []byte) (int, error) {
 func TestRetriedScriptsApplyOnce(t *testing.T) {
 	srv := testserver.Redis(t)
 	ctx := t.Context()
-	drop := &replyDropper{}
-	open := func(dial func(context.Context, string, string) (net.Conn, error)) *dlock.Client {
-		t.Helper()
-		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Dialer: dial}) // default retries
-		c, err := redislock.Open(ctx, rdb, redislock.Options{CloseClient: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		return c
-	}
-	c, other := open(drop.dial), open(nil)
+	drop := &scriptDropper{}
+	c, other := openDialer(t, srv, drop.dial, true), openDialer(t, srv, nil, true)
 	free := func(name string) bool {
 		t.Helper()
 		l, err := other.Mutex(name).TryLock(ctx)
@@ -101,7 +42,7 @@ func TestRetriedScriptsApplyOnce(t *testing.T) {
 
 	t.Run("acquire", func(t *testing.T) {
 		m := c.Mutex("retry/acquire")
-		drop.armed.Store(true)
+		drop.arm("reply")
 		l, err := m.Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -135,7 +76,7 @@ func TestRetriedScriptsApplyOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		drop.armed.Store(true)
+		drop.arm("reply")
 		if err := l1.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -38,7 +38,7 @@ func TestTLS(t *testing.T) {
 	ca := "?ca=" + url.QueryEscape(c.CAFile)
 	good := "rediss://" + srv.Addr() + "/0" + ca
 	t.Run("Core", func(t *testing.T) {
-		drivertest.RunCore(t, func(ctx context.Context) (*dlock.Client, error) { return dlock.Open(ctx, good) },
+		drivertest.RunCore(t, drivertest.URLOpener(good),
 			drivertest.Caps{TTL: 500 * time.Millisecond, Slack: 100 * time.Millisecond, StoreReentrant: true, QueueInStore: true})
 	})
 	t.Run("ClientCertificate", func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/internal/kindtest"
 	"github.com/dlock/dlock/internal/testserver"
 )
 
@@ -30,70 +31,12 @@ func TestAdvZKLockAllSameLockTwoSpellings(t *testing.T) {
 	}
 }
 
-// Cancelled permit waiters must leave nothing behind: with one permit, a
-// holder, and waiters whose ctx ends while they wait, the permit is free
-// again for a try once the holder unlocks.
-func advCancelledPermitWaiters(t *testing.T, a, b *dlock.Client) {
-	ctx := t.Context()
-	h, err := a.Semaphore("adv/sem", 1).Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		wctx, cancel := context.WithTimeout(ctx, time.Duration(300+200*i)*time.Millisecond)
-		if l, err := b.Semaphore("adv/sem", 1).Acquire(wctx); err == nil {
-			cancel()
-			t.Fatalf("second permit of one granted (token %d)", l.Token())
-		}
-		cancel()
-	}
-	if err := h.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		l, err := b.Semaphore("adv/sem", 1).TryAcquire(ctx)
-		if err == nil {
-			_ = l.Unlock(ctx)
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("permit not free after the holder left and the waiters gave up: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 func TestAdvZKCancelledPermitWaiters(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
-	advCancelledPermitWaiters(t, directClient(t, srv.Addr()), directClient(t, srv.Addr()))
-}
-
-// A writer that gives up waiting must not keep later readers out: once its
-// ctx ends, a new reader gets in beside the reader that held all along.
-func advCancelledWriterFreesReaders(t *testing.T, a, b *dlock.Client) {
-	ctx := t.Context()
-	r, err := a.RWMutex("adv/rw").RLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Unlock(ctx)
-	wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	if w, err := b.RWMutex("adv/rw").Lock(wctx); err == nil {
-		cancel()
-		t.Fatalf("writer granted beside a reader (token %d)", w.Token())
-	}
-	cancel()
-	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	r2, err := b.RWMutex("adv/rw").RLock(rctx)
-	if err != nil {
-		t.Fatalf("reader kept out by a writer that gave up: %v", err)
-	}
-	_ = r2.Unlock(ctx)
+	kindtest.CancelledPermitWaiters(t, directClient(t, srv.Addr()), directClient(t, srv.Addr()))
 }
 
 func TestAdvZKCancelledWriter(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
-	advCancelledWriterFreesReaders(t, directClient(t, srv.Addr()), directClient(t, srv.Addr()))
+	kindtest.CancelledWriterFreesReaders(t, directClient(t, srv.Addr()), directClient(t, srv.Addr()))
 }

@@ -1,17 +1,14 @@
 package zklock_test
 
 import (
-	"bufio"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/kindtest"
 	"github.com/dlock/dlock/internal/testserver"
+	"github.com/dlock/dlock/zklock"
 )
 
 // startCuratorKinds runs testdata/CuratorKinds.java: an Apache Curator
@@ -19,45 +16,7 @@ import (
 // limit leases on semPath, driven line by line.
 func startCuratorKinds(t *testing.T, addr, rwPath, semPath string, limit int) *curator {
 	t.Helper()
-	java := testserver.LookBinary(t, "java")
-	testserver.LookBinary(t, "javac")
-	cp := make([]string, len(curatorJars))
-	for i, j := range curatorJars {
-		cp[i] = filepath.Join("/usr/share/java", j+".jar")
-		if _, err := os.Stat(cp[i]); err != nil {
-			if os.Getenv(testserver.RequireEnv) == "1" {
-				t.Fatalf("%s missing and %s=1: run scripts/install-deps.sh", cp[i], testserver.RequireEnv)
-			}
-			t.Skipf("%s missing: install libcurator-recipes-java", cp[i])
-		}
-	}
-	cmd := exec.Command(java, "-cp", strings.Join(cp, ":"), "testdata/CuratorKinds.java", addr, rwPath, semPath, strconv.Itoa(limit))
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		in.Close()
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	c := &curator{t: t, in: in, out: bufio.NewScanner(out)}
-	c.expect("ready", 60*time.Second)
-	return c
+	return startCuratorProgram(t, "testdata/CuratorKinds.java", addr, rwPath, semPath, strconv.Itoa(limit))
 }
 
 func (c *curator) must(cmd, want string) {
@@ -73,46 +32,39 @@ func (c *curator) must(cmd, want string) {
 func TestCuratorRWInterop(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
 	cur := startCuratorKinds(t, srv.Addr(), "/interop/rw", "/interop/sem", 2)
-	h := &harness{addr: srv.Addr()}
-	_, d := kindsClient(t, h)
+	_, d := kindtest.Opener(&harness{addr: srv.Addr()}, zklock.Driver)(t)
 	const name = "interop/rw"
 
 	// Both read at once.
 	cur.must("rlock", "locked")
-	r := mustKind(t, d, name, driver.Shared, 0)
-	refused(t, d, name, driver.Write, 0)
+	r := kindtest.Must(t, d, name, driver.Shared, 0)
+	kindtest.Refused(t, d, name, driver.Write, 0)
 	cur.must("tryw 300", "busy")
 	cur.must("runlock", "unlocked")
 	// dlock reads: a Curator writer waits for it and gets the lock on release.
 	cur.must("tryw 100", "busy") // leaves nothing behind
-	if _, err := cur.in.Write([]byte("wlock\n")); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(300 * time.Millisecond)
+	cur.queue("wlock")
 	// The queued Curator writer keeps a new dlock reader out.
-	refused(t, d, name, driver.Shared, 0)
-	r.release(t)
+	kindtest.Refused(t, d, name, driver.Shared, 0)
+	r.Release(t)
 	cur.expect("locked", 10*time.Second)
 	// Curator writes: dlock readers and writers are refused, then a waiting
 	// dlock writer gets it on release.
-	refused(t, d, name, driver.Shared, 0)
-	refused(t, d, name, driver.Write, 0)
-	w := waitKind(t, d, name, driver.Write, 0)
-	notYet(t, w, "a dlock writer while Curator writes")
+	kindtest.Refused(t, d, name, driver.Shared, 0)
+	kindtest.Refused(t, d, name, driver.Write, 0)
+	w := kindtest.Wait(t, d, name, driver.Write, 0)
+	kindtest.NotYet(t, w, "a dlock writer while Curator writes")
 	cur.must("wunlock", "unlocked")
-	wh := granted(t, w, "the dlock writer")
+	wh := kindtest.Granted(t, w, "the dlock writer")
 	// dlock writes: Curator readers and writers are refused, then a waiting
 	// Curator reader gets it on release.
 	cur.must("tryr 300", "busy")
 	cur.must("tryw 300", "busy")
-	if _, err := cur.in.Write([]byte("rlock\n")); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(300 * time.Millisecond)
-	wh.release(t)
+	cur.queue("rlock")
+	wh.Release(t)
 	cur.expect("locked", 10*time.Second)
-	r2 := mustKind(t, d, name, driver.Shared, 0) // and reads beside it
-	r2.release(t)
+	r2 := kindtest.Must(t, d, name, driver.Shared, 0) // and reads beside it
+	r2.Release(t)
 	cur.must("runlock", "unlocked")
 }
 
@@ -122,33 +74,29 @@ func TestCuratorRWInterop(t *testing.T) {
 func TestCuratorSemaphoreInterop(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
 	cur := startCuratorKinds(t, srv.Addr(), "/interop/rw", "/interop/sem", 2)
-	h := &harness{addr: srv.Addr()}
-	_, d := kindsClient(t, h)
+	_, d := kindtest.Opener(&harness{addr: srv.Addr()}, zklock.Driver)(t)
 	const name = "interop/sem"
 
 	cur.must("acquire", "leased")
-	p := mustKind(t, d, name, driver.Permit, 2)
+	p := kindtest.Must(t, d, name, driver.Permit, 2)
 	// Full: both are refused.
-	refused(t, d, name, driver.Permit, 2)
+	kindtest.Refused(t, d, name, driver.Permit, 2)
 	cur.must("tryacquire 300", "busy")
 	// A dlock waiter gets the permit Curator returns.
-	w := waitKind(t, d, name, driver.Permit, 2)
-	notYet(t, w, "a third permit")
+	w := kindtest.Wait(t, d, name, driver.Permit, 2)
+	kindtest.NotYet(t, w, "a third permit")
 	cur.must("return", "returned")
-	p2 := granted(t, w, "the dlock permit after Curator's return")
+	p2 := kindtest.Granted(t, w, "the dlock permit after Curator's return")
 	// A Curator waiter gets the permit dlock returns.
-	if _, err := cur.in.Write([]byte("acquire\n")); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(300 * time.Millisecond)
-	refused(t, d, name, driver.Permit, 2)
-	p.release(t)
+	cur.queue("acquire")
+	kindtest.Refused(t, d, name, driver.Permit, 2)
+	p.Release(t)
 	cur.expect("leased", 10*time.Second)
-	refused(t, d, name, driver.Permit, 2)
+	kindtest.Refused(t, d, name, driver.Permit, 2)
 	info, err := d.(driver.KindInspector).InspectKind(t.Context(), name, driver.Permit)
 	if err != nil || len(info.Holders) != 2 || info.Limit != 2 {
 		t.Fatalf("InspectKind = %+v, %v; want 2 holders, limit 2", info, err)
 	}
-	p2.release(t)
+	p2.Release(t)
 	cur.must("return", "returned")
 }

@@ -84,6 +84,16 @@ func (c *curator) send(cmd string, within time.Duration) string {
 	return c.answer(within)
 }
 
+// queue sends a command that Curator answers later (a lock it waits for),
+// and gives it time to queue.
+func (c *curator) queue(cmd string) {
+	c.t.Helper()
+	if _, err := io.WriteString(c.in, cmd+"\n"); err != nil {
+		c.t.Fatalf("curator %s: %v", cmd, err)
+	}
+	time.Sleep(300 * time.Millisecond)
+}
+
 func (c *curator) answer(within time.Duration) string {
 	c.t.Helper()
 	line := make(chan string, 1)
@@ -167,10 +177,7 @@ func TestCuratorInterop(t *testing.T) {
 	if got := cur.send("try 300", 10*time.Second); got != "busy" {
 		t.Fatalf("curator acquire(300ms) while dlock holds: %q", got)
 	}
-	if _, err := io.WriteString(cur.in, "lock\n"); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(300 * time.Millisecond)
+	cur.queue("lock")
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}

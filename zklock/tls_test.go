@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 )
@@ -24,7 +23,7 @@ func TestTLS(t *testing.T) {
 	ca := "&ca=" + url.QueryEscape(c.CAFile)
 	good := "zk://" + srv.Addr() + "/tls?tls=true&session_timeout=" + sessionTimeout.String() + ca
 	t.Run("Core", func(t *testing.T) {
-		drivertest.RunCore(t, func(ctx context.Context) (*dlock.Client, error) { return dlock.Open(ctx, good) },
+		drivertest.RunCore(t, drivertest.URLOpener(good),
 			drivertest.Caps{TTL: sessionTimeout, Slack: time.Second, QueueInStore: true, SessionBound: true})
 	})
 	t.Run("ClientCertificate", func(t *testing.T) {
@@ -48,16 +47,8 @@ func TestTLS(t *testing.T) {
 			t.Errorf("plaintext URL took %v to fail: not at once", time.Since(start))
 		}
 	})
-	t.Run("TLSParamsNeedTLS", func(t *testing.T) {
-		_, err := dlock.Open(t.Context(), "zk://"+srv.Addr()+"?"+ca[1:])
-		if !errors.Is(err, dlock.ErrInvalidURL) || !strings.Contains(err.Error(), "tls=true") {
-			t.Errorf("ca= without tls=true: %v; want ErrInvalidURL naming tls=true", err)
-		}
-	})
+	t.Run("TLSParamsNeedTLS", func(t *testing.T) { drivertest.WantInvalidURL(t, "zk://"+srv.Addr()+"?"+ca[1:], "", "tls=true") })
 	t.Run("KeyPathHidden", func(t *testing.T) {
-		_, err := dlock.Open(t.Context(), good+"&cert="+url.QueryEscape(c.ClientCertFile)+"&key=/nonexistent/s3cret/k.pem")
-		if !errors.Is(err, dlock.ErrInvalidURL) || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "key") {
-			t.Errorf("missing key file: %v; want ErrInvalidURL naming the key parameter, not its path", err)
-		}
+		drivertest.WantInvalidURL(t, good+"&cert="+url.QueryEscape(c.ClientCertFile)+"&key=/nonexistent/s3cret/k.pem", "s3cret", "key")
 	})
 }

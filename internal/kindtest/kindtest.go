@@ -1,0 +1,361 @@
+// Package kindtest holds the read-write lock and semaphore tests that the
+// backends keeping their kinds in a store-side queue (etcdlock, zklock) run
+// alike, at the driver level and through dlock's API, and the driver-level
+// helpers their own kinds tests use.
+package kindtest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
+)
+
+// Open opens a client of the backend under test, closed when t ends, and
+// returns it with its driver.
+type Open func(t *testing.T) (*dlock.Client, driver.Driver)
+
+// Opener is the Open of a harness's clients, whose driver driverOf gets
+// (the backend's DriverOf).
+func Opener(h interface {
+	NewClient(ctx context.Context) (*dlock.Client, error)
+}, driverOf func(*dlock.Client) driver.Driver) Open {
+	return func(t *testing.T) (*dlock.Client, driver.Driver) {
+		t.Helper()
+		c, err := h.NewClient(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, driverOf(c)
+	}
+}
+
+// Hold is a driver-level grant: the request and what the driver answered.
+type Hold struct {
+	D driver.Driver
+	R driver.Request
+	G driver.Grant
+}
+
+// Acquire asks d for a hold of kind on name (limit permits for a Permit),
+// waiting if wait, and returns it, or nil when refused.
+func Acquire(t *testing.T, d driver.Driver, name string, kind driver.Kind, limit int, wait bool) *Hold {
+	t.Helper()
+	r := driver.Request{Name: name, Owner: dlock.NewOwnerID(), TTL: 10 * time.Second, Kind: kind, Limit: limit, Label: "test", Wait: wait}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	g, err := d.Acquire(ctx, r)
+	if err != nil {
+		t.Fatalf("acquire %v of %q: %v", kind, name, err)
+	}
+	if !g.Acquired {
+		return nil
+	}
+	return &Hold{D: d, R: r, G: g}
+}
+
+// Must takes a hold without waiting, or fails the test.
+func Must(t *testing.T, d driver.Driver, name string, kind driver.Kind, limit int) *Hold {
+	t.Helper()
+	h := Acquire(t, d, name, kind, limit, false)
+	if h == nil {
+		t.Fatalf("try %v of %q: not acquired", kind, name)
+	}
+	return h
+}
+
+// Refused fails the test unless a try of kind on name is refused.
+func Refused(t *testing.T, d driver.Driver, name string, kind driver.Kind, limit int) {
+	t.Helper()
+	if h := Acquire(t, d, name, kind, limit, false); h != nil {
+		h.Release(t)
+		t.Fatalf("try %v of %q: acquired; want refused", kind, name)
+	}
+}
+
+// Release gives the hold up, or fails the test.
+func (h *Hold) Release(t *testing.T) {
+	t.Helper()
+	held := driver.Held{Name: h.R.Name, Owner: h.R.Owner, TTL: h.R.TTL, Kind: h.R.Kind, Token: h.G.Token, Handle: h.G.Handle}
+	if _, err := h.D.Release(t.Context(), held, 1); err != nil {
+		t.Fatalf("release %v of %q: %v", h.R.Kind, h.R.Name, err)
+	}
+}
+
+// Wait starts a waiting acquire and returns the channel its hold
+// arrives on.
+func Wait(t *testing.T, d driver.Driver, name string, kind driver.Kind, limit int) <-chan *Hold {
+	ch := make(chan *Hold, 1)
+	go func() {
+		r := driver.Request{Name: name, Owner: dlock.NewOwnerID(), TTL: 10 * time.Second, Kind: kind, Limit: limit, Label: "test", Wait: true}
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		g, err := d.Acquire(ctx, r)
+		if err != nil || !g.Acquired {
+			t.Errorf("waiting acquire %v of %q: %v, %v", kind, name, g.Acquired, err)
+			close(ch)
+			return
+		}
+		ch <- &Hold{D: d, R: r, G: g}
+	}()
+	return ch
+}
+
+// NotYet fails the test if the hold on ch (from Wait) arrives within
+// 300ms.
+func NotYet(t *testing.T, ch <-chan *Hold, what string) {
+	t.Helper()
+	select {
+	case h := <-ch:
+		if h != nil {
+			h.Release(t)
+		}
+		t.Fatalf("%s was granted too soon", what)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// Granted returns the hold on ch (from Wait), or fails the test if it does
+// not come within 15s.
+func Granted(t *testing.T, ch <-chan *Hold, what string) *Hold {
+	t.Helper()
+	select {
+	case h := <-ch:
+		if h == nil {
+			t.Fatalf("%s failed", what)
+		}
+		return h
+	case <-time.After(15 * time.Second):
+		t.Fatalf("%s was not granted", what)
+	}
+	return nil
+}
+
+// RWLock: readers hold together, a writer waits for them and keeps later
+// readers out while it waits, and its token exceeds every earlier grant's.
+func RWLock(t *testing.T, open Open) {
+	_, d1 := open(t)
+	_, d2 := open(t)
+	const name = "kinds/rw"
+
+	r1 := Must(t, d1, name, driver.Shared, 0)
+	r2 := Must(t, d2, name, driver.Shared, 0) // two readers at once
+	Refused(t, d2, name, driver.Write, 0)
+	w := Wait(t, d2, name, driver.Write, 0)
+	NotYet(t, w, "a writer while readers hold")
+	// The queued writer keeps a new reader out.
+	for end := time.Now().Add(5 * time.Second); ; {
+		h := Acquire(t, d1, name, driver.Shared, 0, false)
+		if h == nil {
+			break
+		}
+		h.Release(t) // the writer's node may not be there yet
+		if time.Now().After(end) {
+			t.Fatal("a reader was granted while a writer waited")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r3 := Wait(t, d1, name, driver.Shared, 0)
+	r1.Release(t)
+	NotYet(t, w, "a writer while a reader holds")
+	r2.Release(t)
+	wh := Granted(t, w, "the writer")
+	if wh.G.Token <= r1.G.Token || wh.G.Token <= r2.G.Token {
+		t.Errorf("write token %d not above the read tokens %d, %d", wh.G.Token, r1.G.Token, r2.G.Token)
+	}
+	NotYet(t, r3, "a reader while the writer holds")
+	Refused(t, d1, name, driver.Write, 0)
+	ki := d1.(driver.KindInspector)
+	info, err := ki.InspectKind(t.Context(), name, driver.Shared)
+	if err != nil || !info.Held || info.Kind != driver.Write || len(info.Holders) != 1 || info.Token != wh.G.Token || info.Label != "test" || info.Waiters != 1 {
+		t.Fatalf("InspectKind while the writer holds = %+v, %v", info, err)
+	}
+	wh.Release(t)
+	rh := Granted(t, r3, "the reader after the writer")
+	if rh.G.Token <= wh.G.Token {
+		t.Errorf("read token %d not above the write token %d", rh.G.Token, wh.G.Token)
+	}
+	rh.Release(t)
+	// The mutex of the same name is another lock.
+	l, err := d1.Acquire(t.Context(), driver.Request{Name: name, Owner: "m", TTL: 10 * time.Second, Kind: driver.Exclusive})
+	if err != nil || !l.Acquired {
+		t.Fatalf("mutex of the read-write lock's name: %v, %v", l.Acquired, err)
+	}
+	wh2 := Must(t, d2, name, driver.Write, 0)
+	wh2.Release(t)
+}
+
+// Semaphore: a semaphore never grants more than its limit, wakes a waiter on a
+// release, refuses another limit while it has holders, takes a new one
+// when it has none, and frees the permits of a client that dies.
+func Semaphore(t *testing.T, open Open) {
+	_, d1 := open(t)
+	c2, d2 := open(t)
+	const name = "kinds/sem"
+
+	p1 := Must(t, d1, name, driver.Permit, 2)
+	p2 := Must(t, d2, name, driver.Permit, 2)
+	if p2.G.Token <= p1.G.Token {
+		t.Errorf("tokens %d then %d", p1.G.Token, p2.G.Token)
+	}
+	Refused(t, d1, name, driver.Permit, 2)
+	_, err := d1.Acquire(t.Context(), driver.Request{Name: name, Owner: "x", TTL: 10 * time.Second, Kind: driver.Permit, Limit: 3})
+	if !errors.Is(err, dlock.ErrLimitMismatch) {
+		t.Fatalf("acquire with another limit while held: %v; want ErrLimitMismatch", err)
+	}
+	ki := d1.(driver.KindInspector)
+	info, err := ki.InspectKind(t.Context(), name, driver.Permit)
+	if err != nil || !info.Held || info.Limit != 2 || len(info.Holders) != 2 || info.Token != p2.G.Token {
+		t.Fatalf("InspectKind = %+v, %v", info, err)
+	}
+	w := Wait(t, d1, name, driver.Permit, 2)
+	NotYet(t, w, "a third permit")
+	p1.Release(t)
+	p3 := Granted(t, w, "the waiting permit")
+	if p3.G.Token <= p2.G.Token {
+		t.Errorf("token %d after %d", p3.G.Token, p2.G.Token)
+	}
+	// A client that dies frees its permit: its session ends with it.
+	w2 := Wait(t, d1, name, driver.Permit, 2)
+	NotYet(t, w2, "a permit while two are held")
+	c2.Close()
+	p4 := Granted(t, w2, "the permit freed by a closed client")
+	p3.Release(t)
+	p4.Release(t)
+	// No holders: a new limit replaces the old.
+	var hs []*Hold
+	for range 3 {
+		hs = append(hs, Must(t, d1, name, driver.Permit, 3))
+	}
+	Refused(t, d1, name, driver.Permit, 3)
+	for _, h := range hs {
+		h.Release(t)
+	}
+}
+
+// SemaphoreLaterHolderReleases: a waiter gets the permit of whichever holder
+// releases first, not only the oldest's.
+func SemaphoreLaterHolderReleases(t *testing.T, open Open) {
+	_, d := open(t)
+	const name = "kinds/sem-later"
+	a := Must(t, d, name, driver.Permit, 2)
+	b := Must(t, d, name, driver.Permit, 2)
+	w := Wait(t, d, name, driver.Permit, 2)
+	NotYet(t, w, "a third permit")
+	b.Release(t)
+	Granted(t, w, "the permit freed by the later holder").Release(t)
+	a.Release(t)
+}
+
+// SemaphoreContention: under contention by 8 holders over 2 clients, never
+// more than the limit hold at once, and every contender gets its permit.
+func SemaphoreContention(t *testing.T, open Open) {
+	_, d1 := open(t)
+	_, d2 := open(t)
+	const (
+		name  = "kinds/sem-contention"
+		limit = 3
+	)
+	var (
+		mu       sync.Mutex
+		in, most int
+		wg       sync.WaitGroup
+	)
+	for i := range 8 {
+		d := d1
+		if i%2 == 1 {
+			d = d2
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5 {
+				ch := Wait(t, d, name, driver.Permit, limit)
+				hd := <-ch
+				if hd == nil {
+					return
+				}
+				mu.Lock()
+				in++
+				most = max(most, in)
+				mu.Unlock()
+				time.Sleep(50 * time.Millisecond) // long enough to overlap the next grants
+				mu.Lock()
+				in--
+				mu.Unlock()
+				hd.Release(t)
+			}
+		}()
+	}
+	wg.Wait()
+	if most > limit {
+		t.Fatalf("%d permits held at once; the limit is %d", most, limit)
+	}
+	if most < 2 {
+		t.Errorf("at most %d permit held at once: no concurrency seen", most)
+	}
+}
+
+// CancelledPermitWaiters: cancelled permit waiters must leave nothing
+// behind: with one permit, a holder, and waiters whose ctx ends while they
+// wait, the permit is free again for a try once the holder unlocks.
+func CancelledPermitWaiters(t *testing.T, a, b *dlock.Client) {
+	ctx := t.Context()
+	h, err := a.Semaphore("adv/sem", 1).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		wctx, cancel := context.WithTimeout(ctx, time.Duration(300+200*i)*time.Millisecond)
+		if l, err := b.Semaphore("adv/sem", 1).Acquire(wctx); err == nil {
+			cancel()
+			t.Fatalf("second permit of one granted (token %d)", l.Token())
+		}
+		cancel()
+	}
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l, err := b.Semaphore("adv/sem", 1).TryAcquire(ctx)
+		if err == nil {
+			_ = l.Unlock(ctx)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("permit not free after the holder left and the waiters gave up: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// CancelledWriterFreesReaders: a writer that gives up waiting must not keep
+// later readers out: once its ctx ends, a new reader gets in beside the
+// reader that held all along.
+func CancelledWriterFreesReaders(t *testing.T, a, b *dlock.Client) {
+	ctx := t.Context()
+	r, err := a.RWMutex("adv/rw").RLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Unlock(ctx)
+	wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	if w, err := b.RWMutex("adv/rw").Lock(wctx); err == nil {
+		cancel()
+		t.Fatalf("writer granted beside a reader (token %d)", w.Token())
+	}
+	cancel()
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	r2, err := b.RWMutex("adv/rw").RLock(rctx)
+	if err != nil {
+		t.Fatalf("reader kept out by a writer that gave up: %v", err)
+	}
+	_ = r2.Unlock(ctx)
+}

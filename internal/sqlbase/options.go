@@ -1,0 +1,74 @@
+package sqlbase
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+
+	"github.com/dlock/dlock/driver"
+)
+
+// The modes of both SQL backends, as their Mode types spell them: table
+// (rows with expiry times), row (a row lock held in a transaction) and
+// session (a lock held by a connection's session).
+const (
+	ModeTable   = "table"
+	ModeRow     = "row"
+	ModeSession = "session"
+)
+
+// DefaultMaxHeld is how many connections row and session modes hold at
+// most when Options.MaxHeld is not set.
+const DefaultMaxHeld = 16
+
+// CheckOptions checks a backend's Options.Mode and fills in the defaults: table
+// mode if mode is empty, DefaultMaxHeld if maxHeld is not positive. pkg
+// (the backend's package name) prefixes the error.
+func CheckOptions[M ~string](pkg string, mode M, maxHeld int) (M, int, error) {
+	switch mode {
+	case "":
+		mode = ModeTable
+	case ModeTable, ModeRow, ModeSession:
+	default:
+		return "", 0, fmt.Errorf("%s: %w: mode %q (want table, row or session)", pkg, driver.ErrInvalidURL, mode)
+	}
+	if maxHeld <= 0 {
+		maxHeld = DefaultMaxHeld
+	}
+	return mode, maxHeld, nil
+}
+
+// URLOptions reads the parameters both backends' URLs take: mode and
+// max_held (0 if absent, else a positive number). pkg prefixes the error.
+func URLOptions(pkg string, q url.Values) (mode string, maxHeld int, err error) {
+	if v := q.Get("max_held"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return "", 0, fmt.Errorf("%s: %w: max_held %q", pkg, driver.ErrInvalidURL, v)
+		}
+		maxHeld = n
+	}
+	return q.Get("mode"), maxHeld, nil
+}
+
+// AcquireFunc is one of a backend's ways to acquire.
+type AcquireFunc func(context.Context, driver.Request) (driver.Grant, error)
+
+// Acquire routes r as both SQL backends do: a kind the mode does not
+// support (caps) is refused with driver.ErrUnsupported and caps.KindsNote;
+// in table mode (table) a Mutex takes its row and another kind its hold,
+// and in row and session modes every kind holds a connection (conn). pkg
+// prefixes the error.
+func Acquire(ctx context.Context, pkg string, caps driver.Caps, table bool, r driver.Request, row, kind, conn AcquireFunc) (driver.Grant, error) {
+	if r.Kind != driver.Exclusive && !caps.Supports(r.Kind) {
+		return driver.Grant{}, fmt.Errorf("%s: %w: %s", pkg, driver.ErrUnsupported, caps.KindsNote)
+	}
+	if !table {
+		return conn(ctx, r)
+	}
+	if r.Kind != driver.Exclusive {
+		return kind(ctx, r)
+	}
+	return row(ctx, r)
+}
