@@ -89,7 +89,7 @@ func (d *myDriver) acquireConn(ctx context.Context, r driver.Request) (driver.Gr
 	}
 	if err != nil {
 		if rerr := l.release(context.WithoutCancel(ctx)); rerr != nil {
-			d.awaitGone(l.ConnID) // the closed connection's thread frees the lock as it ends
+			d.endConn(l.ConnID) // the closed connection's thread frees the lock as it ends
 		}
 		return driver.Grant{}, myErr("token", err)
 	}
@@ -119,8 +119,6 @@ func (d *myDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 	}
 	l := &Lease{d: d, name: r.Name, conn: conn}
 	var tx *sql.Tx
-	var stop func() bool          // stops the KILL below, once set
-	killed := make(chan struct{}) // closed when the KILL is done
 	fail := func(err error) (*Lease, bool, error) {
 		if ctx.Err() != nil && l.ConnID != 0 {
 			d.endConn(l.ConnID)
@@ -129,10 +127,6 @@ func (d *myDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 			_ = tx.Rollback()
 		}
 		l.discard()
-		if stop != nil && !stop() { // ctx ended: the KILL is under way
-			<-killed
-			d.awaitGone(l.ConnID) // the lock goes with the connection's thread, after KILL has returned
-		}
 		if ctx.Err() != nil {
 			return nil, false, ctx.Err()
 		}
@@ -152,8 +146,7 @@ func (d *myDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 	// MySQL notices a closed client only when it next talks to it, so a
 	// cancelled wait would go on waiting on the server (and could then take
 	// the lock). When ctx ends, KILL the waiting connection from another.
-	stop = context.AfterFunc(ctx, func() {
-		defer close(killed)
+	stop := context.AfterFunc(ctx, func() {
 		kctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_, _ = d.db.ExecContext(kctx, fmt.Sprintf("KILL %d", l.ConnID))
@@ -366,26 +359,4 @@ func (d *myDriver) inspectConn(ctx context.Context, name string) (driver.Info, e
 	info.Held, info.Holds, info.Owner, info.Token = true, 1, owner.String, token
 	info.Notes = []string{fmt.Sprintf("held by connection %d", id)}
 	return info, nil
-}
-
-// awaitGone waits (up to two seconds) until the server connection id is
-// gone from the process list: a killed connection's thread frees its locks
-// as it ends, which KILL does not wait for. Without it, a Lock whose wait
-// was cancelled just as the lock came free could return while the killed
-// connection still held the lock.
-func (d *myDriver) awaitGone(id uint64) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	for {
-		var n int
-		err := d.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&n)
-		if err != nil || n == 0 {
-			return
-		}
-		select {
-		case <-time.After(10 * time.Millisecond):
-		case <-ctx.Done():
-			return
-		}
-	}
 }
