@@ -26,7 +26,7 @@ demo:
 	$(GO) run ./cmd/dlock demo
 
 # The full fault suite (package faults): every backend under every fault
-# that applies, 3 injections each; rewrites docs/reliability.md (about 15
+# that applies, 3 injections each; rewrites docs/reliability.md (about 35
 # minutes, with a progress line on a terminal).
 faults: deps
 	$(GO) build -o bin/dlockfaults ./faults/cmd/dlockfaults

@@ -19,7 +19,7 @@ This file is written by the fault suite (package [faults](../faults), command
 `+"`faults/cmd/dlockfaults`"+`): re-run it with
 
 `+"```sh"+`
-make faults                                        # the full suite, rewrites this file (about 15 minutes)
+make faults                                        # the full suite, rewrites this file (about 35 minutes)
 go run ./faults/cmd/dlockfaults -backends redis,zk -faults pause-waiter   # a part of it, printed only
 go test -race -count=1 ./faults/                   # the bounded subset CI runs (every backend × pause-waiter, blackhole-holder)
 `+"```"+`
