@@ -15,6 +15,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -54,7 +55,25 @@ func Start(opts Options) (*Member, error) {
 }
 
 // StartCluster runs an n-member etcd cluster, every member in this process.
+// Its ports are found free just before etcd listens on them, so another
+// process may take one in between: without opts.Dir (the data in a fresh
+// temp dir, removed on failure) it then starts again on new ports, up to
+// five times.
 func StartCluster(n int, opts Options) ([]*Member, error) {
+	for try := 1; ; try++ {
+		ms, err := startCluster(n, opts)
+		if err == nil || opts.Dir != "" || try == 5 || !portTaken(err) {
+			return ms, err
+		}
+	}
+}
+
+// portTaken reports whether err is a listen on a port already in use.
+func portTaken(err error) bool {
+	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
+}
+
+func startCluster(n int, opts Options) ([]*Member, error) {
 	if n < 1 {
 		return nil, errors.New("embedetcd: need at least one member")
 	}
