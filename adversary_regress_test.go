@@ -380,7 +380,7 @@ type staleGate struct {
 	once              sync.Once
 }
 
-func (g *staleGate) Release(ctx context.Context, h driver.Held, n int) (int, error) {
+func (g *staleGate) Release(ctx context.Context, h driver.Held, n int) error {
 	if h.Name == "stale" && h.Token == 1 {
 		g.once.Do(func() { close(g.releasing) })
 		<-g.closed

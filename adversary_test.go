@@ -179,7 +179,7 @@ type releaseGate struct {
 	open    chan struct{} // gated Releases proceed when it is closed
 }
 
-func (g *releaseGate) Release(ctx context.Context, h driver.Held, n int) (int, error) {
+func (g *releaseGate) Release(ctx context.Context, h driver.Held, n int) error {
 	g.mu.Lock()
 	select {
 	case <-g.entered:

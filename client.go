@@ -168,7 +168,7 @@ func (c *Client) Close() error {
 		if !c.detach(h) {
 			continue
 		}
-		_, err := c.drv.Release(ctx, h.held(), h.storeHolds())
+		err := c.drv.Release(ctx, h.held(), h.storeHolds())
 		c.freed(h)
 		if err != nil && !errors.Is(err, ErrLeaseLost) {
 			errs = append(errs, c.wrap("close", h.name, err))
@@ -321,7 +321,7 @@ func (c *Client) lost(h *hold, err error) {
 	release := func() { // let the driver free the hold's state; the store refuses it if it changed hands
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_, _ = c.drv.Release(ctx, h.held(), n)
+		_ = c.drv.Release(ctx, h.held(), n)
 		c.freed(h)
 	}
 	if !async {

@@ -105,15 +105,15 @@ func storeRenew(d *fakeDriver, batch []driver.Held) []driver.RenewResult {
 	return res
 }
 
-func (d *fakeDriver) Release(_ context.Context, h driver.Held, _ int) (int, error) {
+func (d *fakeDriver) Release(_ context.Context, h driver.Held, _ int) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.released = append(d.released, h)
 	if d.cut.Load() {
-		return 0, errFakeCut
+		return errFakeCut
 	}
 	if l, ok := d.locks[fakeKey(h.Name, h.Kind)]; !ok || l.token != h.Token {
-		return 0, driver.ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	delete(d.locks, fakeKey(h.Name, h.Kind))
 	for ch := range d.subs[h.Name] {
@@ -122,7 +122,7 @@ func (d *fakeDriver) Release(_ context.Context, h driver.Held, _ int) (int, erro
 		default:
 		}
 	}
-	return 0, nil
+	return nil
 }
 
 // fakeKey is the store key of a hold: the fake holds every kind as an

@@ -368,7 +368,7 @@ func (l *Lease) Unlock(ctx context.Context) (uerr error) {
 		if last && h.fresh {
 			n = allHolds // with any count a re-entry added but failed to report
 		}
-		_, err = c.drv.Release(ctx, h.held(), n)
+		err = c.drv.Release(ctx, h.held(), n)
 	}
 	if last {
 		c.freed(h)

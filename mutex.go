@@ -182,7 +182,7 @@ func (c *Client) reenter(ctx context.Context, k holdKey, req driver.Request) (*L
 		if g.Token != h.token { // the owner's hold in the store is a later one: ours is gone
 			later := h.held()
 			later.Token, later.Handle = g.Token, g.Handle
-			_, _ = c.drv.Release(ctx, later, 1) // the count this attempt added
+			_ = c.drv.Release(ctx, later, 1) // the count this attempt added
 			c.lost(h, fmt.Errorf("%w: re-entry found a later hold (token %d, ours %d)", ErrLeaseLost, g.Token, h.token))
 			return nil, nil
 		}
@@ -246,7 +246,7 @@ func (c *Client) grant(ctx context.Context, k holdKey, req driver.Request, g dri
 			"token", g.Token, "why", stale)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
-		_, _ = c.drv.Release(rctx, h.held(), 1)
+		_ = c.drv.Release(rctx, h.held(), 1)
 		return nil, fmt.Errorf("%w (%s)", errStaleGrant, stale)
 	}
 	c.mu.Lock()
@@ -254,7 +254,7 @@ func (c *Client) grant(ctx context.Context, k holdKey, req driver.Request, g dri
 		c.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_, err := c.drv.Release(ctx, h.held(), 1)
+		err := c.drv.Release(ctx, h.held(), 1)
 		return nil, errors.Join(ErrClosed, err)
 	}
 	c.holds[k] = h

@@ -118,7 +118,7 @@ func (c *Client) undo(req driver.Request) {
 	for _, h := range info.Holders {
 		if h.Owner == req.Owner && h.Kind == req.Kind && h.Token != 0 {
 			c.log.Debug("dlock: a failed attempt took the lock; released", "backend", c.scheme, "name", req.Name, "token", h.Token)
-			_, _ = c.drv.Release(ctx, driver.Held{Name: req.Name, Owner: req.Owner, TTL: req.TTL, Kind: req.Kind, Token: h.Token},
+			_ = c.drv.Release(ctx, driver.Held{Name: req.Name, Owner: req.Owner, TTL: req.TTL, Kind: req.Kind, Token: h.Token},
 				max(h.Holds, 1))
 		}
 	}
@@ -130,7 +130,7 @@ func (c *Client) dropCounts(ctx context.Context, req driver.Request, g driver.Gr
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	held := driver.Held{Name: req.Name, Owner: req.Owner, TTL: req.TTL, Kind: req.Kind, Token: g.Token, Handle: g.Handle}
-	if _, err := c.drv.Release(ctx, held, n); err != nil {
+	if err := c.drv.Release(ctx, held, n); err != nil {
 		c.log.Debug("dlock: cannot drop counts of lost attempts", "backend", c.scheme, "name", req.Name, "err", err)
 	}
 }
@@ -142,7 +142,7 @@ func (c *Client) dropCounts(ctx context.Context, req driver.Request, g driver.Gr
 func (c *Client) forgetWait(req driver.Request) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, _ = c.drv.Release(ctx, driver.Held{Name: req.Name, Owner: req.Owner, TTL: req.TTL, Kind: req.Kind}, 1)
+	_ = c.drv.Release(ctx, driver.Held{Name: req.Name, Owner: req.Owner, TTL: req.TTL, Kind: req.Kind}, 1)
 }
 
 // wait queues behind the client's other waiters for req.Name, so that a

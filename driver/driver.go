@@ -290,7 +290,7 @@ type Driver interface {
 	// the store as it allows, and returns one result per hold, in order.
 	Renew(ctx context.Context, batch []Held) []RenewResult
 	// Release drops count holds of h's owner (all of them when count is at
-	// least the hold count) and returns the holds left. It must never release
+	// least the hold count). It must never release
 	// another owner's hold, nor a later hold of the same name: that returns
 	// ErrLeaseLost (check the token). dlock also calls Release, best-effort,
 	// for a hold it has declared lost, so the driver can free what it keeps
@@ -299,7 +299,7 @@ type Driver interface {
 	// whose wait it gave up on a driver without Caps.Blocking: a driver
 	// that keeps a record of the waiting request, to keep its place in
 	// line, drops it then and wakes the waiters behind it.
-	Release(ctx context.Context, h Held, count int) (remaining int, err error)
+	Release(ctx context.Context, h Held, count int) error
 	// Inspect describes the lock named name.
 	Inspect(ctx context.Context, name string) (Info, error)
 	// Close releases the driver's connections. It does not release holds.

@@ -175,10 +175,10 @@ func (d *etcdDriver) Renew(ctx context.Context, batch []driver.Held) []driver.Re
 // attemptTimeout until ctx ends or for the TTL at most. If it cannot, the key
 // is deleted in the background (the client's slot for the name is freed once
 // it is gone).
-func (d *etcdDriver) Release(ctx context.Context, h driver.Held, _ int) (int, error) {
+func (d *etcdDriver) Release(ctx context.Context, h driver.Held, _ int) error {
 	l, ok := h.Handle.(*Lease)
 	if !ok {
-		return 0, fmt.Errorf("etcdlock: release: %w", dlock.ErrLeaseLost)
+		return fmt.Errorf("etcdlock: release: %w", dlock.ErrLeaseLost)
 	}
 	ctx, cancel := context.WithTimeout(ctx, h.TTL) // an unreachable store: leave it to the background
 	defer cancel()
@@ -191,13 +191,13 @@ func (d *etcdDriver) Release(ctx context.Context, h driver.Held, _ int) (int, er
 		// Uncertain: the key may remain while the session lives; free the
 		// slot only once it is known gone.
 		d.dropKeyLater(l.sess, l.Key, l.Revision, l.release)
-		return 0, permErr(fmt.Errorf("etcdlock: release: %w", err), d.prefix)
+		return permErr(fmt.Errorf("etcdlock: release: %w", err), d.prefix)
 	}
 	l.release()
 	if !resp.Succeeded && !retried { // after an uncertain attempt, gone is likely our own delete
-		return 0, fmt.Errorf("etcdlock: release: %w: the key was already gone", dlock.ErrLeaseLost)
+		return fmt.Errorf("etcdlock: release: %w: the key was already gone", dlock.ErrLeaseLost)
 	}
-	return 0, nil
+	return nil
 }
 
 // ForceRelease deletes the holder's key, whoever holds it.

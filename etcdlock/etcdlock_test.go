@@ -543,7 +543,7 @@ func TestCallsFollowCtx(t *testing.T) {
 			return err
 		},
 		"Inspect": func(ctx context.Context) error { _, err := d.Inspect(ctx, "frozen"); return err },
-		"Release": func(ctx context.Context) error { _, err := d.Release(ctx, held, 1); return err },
+		"Release": func(ctx context.Context) error { err := d.Release(ctx, held, 1); return err },
 	}
 	for _, name := range []string{"Renew", "Acquire", "Inspect", "Release"} {
 		cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)

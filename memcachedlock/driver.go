@@ -145,7 +145,7 @@ func (d *mcDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 	case err == nil:
 		fresh, err := d.latestToken(key, r, tok)
 		if err != nil { // give the lock back rather than leave a hold nobody knows
-			_, _ = d.Release(ctx, driver.Held{Name: r.Name, Owner: r.Owner, TTL: r.TTL, Token: tok}, 1)
+			_ = d.Release(ctx, driver.Held{Name: r.Name, Owner: r.Owner, TTL: r.TTL, Token: tok}, 1)
 			return driver.Grant{}, err
 		}
 		tok = fresh
@@ -238,8 +238,8 @@ func (d *mcDriver) Renew(ctx context.Context, batch []driver.Held) []driver.Rene
 	return res
 }
 
-func (d *mcDriver) Release(_ context.Context, h driver.Held, count int) (int, error) {
-	v, err := d.update(h, func(v value) (value, int32, error) {
+func (d *mcDriver) Release(_ context.Context, h driver.Held, count int) error {
+	_, err := d.update(h, func(v value) (value, int32, error) {
 		v.Holds -= count
 		if v.Holds > 0 {
 			return v, expiration(h.TTL), nil
@@ -247,9 +247,9 @@ func (d *mcDriver) Release(_ context.Context, h driver.Held, count int) (int, er
 		return v, -1, nil // a negative expiration drops the item: a delete checked by cas
 	})
 	if err != nil {
-		return 0, fmt.Errorf("memcachedlock: release: %w", err)
+		return fmt.Errorf("memcachedlock: release: %w", err)
 	}
-	return max(v.Holds, 0), nil
+	return nil
 }
 
 func (d *mcDriver) ForceRelease(_ context.Context, name string) error {

@@ -135,14 +135,16 @@ func (d *Driver) Renew(_ context.Context, batch []driver.Held) []driver.RenewRes
 }
 
 // Release implements driver.Driver.
-func (d *Driver) Release(_ context.Context, h driver.Held, count int) (int, error) {
+func (d *Driver) Release(_ context.Context, h driver.Held, count int) error {
 	if err := d.check(); err != nil {
-		return 0, err
+		return err
 	}
 	if h.Kind != driver.Exclusive {
-		return d.s.releaseKind(h, count)
+		_, err := d.s.releaseKind(h, count)
+		return err
 	}
-	return d.s.release(h.Name, h.Owner, h.Token, count)
+	_, err := d.s.release(h.Name, h.Owner, h.Token, count)
+	return err
 }
 
 // InspectKind implements driver.KindInspector.

@@ -282,25 +282,26 @@ func holdsIn(hs []driver.Held) (string, []any) {
 	return strings.Join(parts, ", "), args
 }
 
-func (d *myDriver) Release(ctx context.Context, h driver.Held, count int) (int, error) {
+func (d *myDriver) Release(ctx context.Context, h driver.Held, count int) error {
 	if d.mode != ModeTable {
 		l, ok := h.Handle.(*Lease)
 		if !ok {
-			return 0, fmt.Errorf("mysqllock: release: %w", dlock.ErrLeaseLost)
+			return fmt.Errorf("mysqllock: release: %w", dlock.ErrLeaseLost)
 		}
-		return 0, l.release(ctx)
+		return l.release(ctx)
 	}
 	if h.Kind != driver.Exclusive {
-		return d.releaseKind(ctx, h, count)
+		_, err := d.releaseKind(ctx, h, count)
+		return err
 	}
-	left, o, err := d.holds.Drop(ctx, h.Name, h.Owner, h.Token, count, h.TTL, d.releaseStmt(h.Name, h.Owner))
+	_, o, err := d.holds.Drop(ctx, h.Name, h.Owner, h.Token, count, h.TTL, d.releaseStmt(h.Name, h.Owner))
 	switch o {
 	case sqlbase.Uncertain:
-		return 0, myErr("release", err)
+		return myErr("release", err)
 	case sqlbase.Gone:
-		return 0, fmt.Errorf("mysqllock: release: %w: expired, held by another owner or deleted", dlock.ErrLeaseLost)
+		return fmt.Errorf("mysqllock: release: %w: expired, held by another owner or deleted", dlock.ErrLeaseLost)
 	}
-	return left, nil
+	return nil
 }
 
 // releaseStmt runs releaseSQL for a sqlbase.Settle of (name, owner). The row

@@ -221,18 +221,20 @@ func (d *pgDriver) Renew(ctx context.Context, batch []driver.Held) []driver.Rene
 	return res
 }
 
-func (d *pgDriver) Release(ctx context.Context, h driver.Held, count int) (int, error) {
+func (d *pgDriver) Release(ctx context.Context, h driver.Held, count int) error {
 	if d.mode == ModeTable {
 		if h.Kind != driver.Exclusive {
-			return d.releaseKind(ctx, h, count)
+			_, err := d.releaseKind(ctx, h, count)
+			return err
 		}
-		return d.releaseRow(ctx, h, count)
+		_, err := d.releaseRow(ctx, h, count)
+		return err
 	}
 	l, ok := h.Handle.(*Lease)
 	if !ok {
-		return 0, fmt.Errorf("pglock: release: %w", dlock.ErrLeaseLost)
+		return fmt.Errorf("pglock: release: %w", dlock.ErrLeaseLost)
 	}
-	return 0, l.release(ctx)
+	return l.release(ctx)
 }
 
 // nextToken takes the name's next token through q (outside any

@@ -127,9 +127,9 @@ func (d *redisDriver) Renew(ctx context.Context, batch []driver.Held) []driver.R
 	return res
 }
 
-func (d *redisDriver) Release(ctx context.Context, h driver.Held, count int) (int, error) {
-	n, err := d.node.ReleaseKeys(ctx, d.keysOf(h), h.Owner, h.Token, count, false)
-	return n, redisnode.PermissionError(err, d.prefix)
+func (d *redisDriver) Release(ctx context.Context, h driver.Held, count int) error {
+	_, err := d.node.ReleaseKeys(ctx, d.keysOf(h), h.Owner, h.Token, count, false)
+	return redisnode.PermissionError(err, d.prefix)
 }
 
 func (d *redisDriver) ForceRelease(ctx context.Context, name string) error {

@@ -30,7 +30,7 @@ func TestPendingStaysBoundedDuringOutage(t *testing.T) {
 		t.Fatalf("Acquire: %+v, %v", g, err)
 	}
 	srv.Stop()
-	if _, err := d.Release(ctx, driver.Held{Name: req.Name, Owner: req.Owner, TTL: req.TTL, Token: g.Token, Handle: g.Handle}, 1); err == nil {
+	if err := d.Release(ctx, driver.Held{Name: req.Name, Owner: req.Owner, TTL: req.TTL, Token: g.Token, Handle: g.Handle}, 1); err == nil {
 		t.Fatal("Release succeeded with the server down")
 	}
 	pending := func() int { return d.node.Pending(d.node.Keys(req.Name), req.Owner) }

@@ -230,28 +230,27 @@ func (d *redlockDriver) Renew(ctx context.Context, batch []driver.Held) []driver
 	return res
 }
 
-func (d *redlockDriver) Release(ctx context.Context, h driver.Held, count int) (int, error) {
-	left, errs := each(ctx, d, d.timeout(h.TTL), func(ctx context.Context, n *redisnode.Node) (int, error) {
+func (d *redlockDriver) Release(ctx context.Context, h driver.Held, count int) error {
+	_, errs := each(ctx, d, d.timeout(h.TTL), func(ctx context.Context, n *redisnode.Node) (int, error) {
 		return n.Release(ctx, h.Name, h.Owner, h.Token, count, true)
 	})
-	var held, remaining int
+	var held int
 	var other error
-	for i, err := range errs {
+	for _, err := range errs {
 		switch {
 		case err == nil:
 			held++
-			remaining = max(remaining, left[i])
 		case !errors.Is(err, dlock.ErrLeaseLost):
 			other = err
 		}
 	}
 	switch {
 	case held >= d.quorum:
-		return remaining, nil
+		return nil
 	case other != nil:
-		return 0, fmt.Errorf("redlock: release on %d of %d nodes: %w", held, len(d.nodes), redisnode.PermissionError(other, d.prefix))
+		return fmt.Errorf("redlock: release on %d of %d nodes: %w", held, len(d.nodes), redisnode.PermissionError(other, d.prefix))
 	}
-	return 0, fmt.Errorf("redlock: release: %w: held on %d of %d nodes", dlock.ErrLeaseLost, held, len(d.nodes))
+	return fmt.Errorf("redlock: release: %w: held on %d of %d nodes", dlock.ErrLeaseLost, held, len(d.nodes))
 }
 
 // Inspect reports the holder that a majority of nodes agree on.

@@ -116,11 +116,11 @@ func (d *zkDriver) ensure(ctx context.Context, s *session, path string) error {
 	return nil
 }
 
-func (d *zkDriver) Release(ctx context.Context, h driver.Held, _ int) (_ int, err error) {
+func (d *zkDriver) Release(ctx context.Context, h driver.Held, _ int) (err error) {
 	defer func() { err = d.permErr(err, h.Name) }()
 	l, ok := h.Handle.(*Lease)
 	if !ok {
-		return 0, fmt.Errorf("zklock: release %q: %w", h.Name, dlock.ErrLeaseLost)
+		return fmt.Errorf("zklock: release %q: %w", h.Name, dlock.ErrLeaseLost)
 	}
 	// The path carries this contender's GUID: no one else's node can have
 	// it, so an unconditional delete only ever removes our own.
@@ -130,13 +130,13 @@ func (d *zkDriver) Release(ctx context.Context, h driver.Held, _ int) (_ int, er
 		// A lease dlock gave up as lost, or an Unlock with the connection
 		// down: the node would hold the lock for the rest of the session.
 		d.remove(l.Path, p)
-		return 0, fmt.Errorf("zklock: release %q: %w (deleting again once reconnected, until the node is gone)", h.Name, err)
+		return fmt.Errorf("zklock: release %q: %w (deleting again once reconnected, until the node is gone)", h.Name, err)
 	case errors.Is(err, zk.ErrNoNode):
-		return 0, fmt.Errorf("zklock: release %q: %w: the node is gone", h.Name, dlock.ErrLeaseLost)
+		return fmt.Errorf("zklock: release %q: %w: the node is gone", h.Name, dlock.ErrLeaseLost)
 	case err != nil:
-		return 0, fmt.Errorf("zklock: release %q: %w", h.Name, err)
+		return fmt.Errorf("zklock: release %q: %w", h.Name, err)
 	}
-	return 0, nil
+	return nil
 }
 
 func (d *zkDriver) holder(ctx context.Context, name string) (string, *zk.Stat, []byte, int, error) {

@@ -74,7 +74,7 @@ func (d *zkDriver) runPermit(ctx context.Context, r driver.Request, path string)
 		// The mutex is ours to give back whatever happens to ctx.
 		rctx, cancel := context.WithTimeout(d.life, d.sessionTimeout())
 		defer cancel()
-		_, _ = d.Release(rctx, driver.Held{Name: mreq.Name, Handle: ml}, 1)
+		_ = d.Release(rctx, driver.Held{Name: mreq.Name, Handle: ml}, 1)
 	}
 	return g, err
 }

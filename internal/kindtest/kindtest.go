@@ -82,7 +82,7 @@ func Refused(t *testing.T, d driver.Driver, name string, kind driver.Kind, limit
 func (h *Hold) Release(t *testing.T) {
 	t.Helper()
 	held := driver.Held{Name: h.R.Name, Owner: h.R.Owner, TTL: h.R.TTL, Kind: h.R.Kind, Token: h.G.Token, Handle: h.G.Handle}
-	if _, err := h.D.Release(t.Context(), held, 1); err != nil {
+	if err := h.D.Release(t.Context(), held, 1); err != nil {
 		t.Fatalf("release %v of %q: %v", h.R.Kind, h.R.Name, err)
 	}
 }
