@@ -15,20 +15,6 @@ type Call struct {
 	Token   uint64 // Unlock, Extend: the lease's fencing token; 0 for Lock and TryLock
 }
 
-// kindName names a kind of hold, for Event.Kind and Call.Kind.
-func kindName(k driver.Kind) string {
-	switch k {
-	case driver.Shared:
-		return "shared"
-	case driver.Write:
-		return "write"
-	case driver.Permit:
-		return "permit"
-	default:
-		return "exclusive"
-	}
-}
-
 // call runs the Call hook, if there is one, for a call beginning with ctx.
 // It returns the ctx the call goes on with and the function to call with its
 // outcome (the granted token, or 0, and the call's error). A nil ctx is
@@ -37,7 +23,7 @@ func (c *Client) call(ctx context.Context, op, name string, kind driver.Kind, to
 	if c.hooks.Call == nil || ctx == nil {
 		return ctx, func(uint64, error) {}
 	}
-	ctx, end := c.hooks.Call(ctx, Call{Op: op, Backend: c.scheme, Name: name, Kind: kindName(kind), Token: token})
+	ctx, end := c.hooks.Call(ctx, Call{Op: op, Backend: c.scheme, Name: name, Kind: kind.String(), Token: token})
 	if end == nil {
 		end = func(uint64, error) {}
 	}

@@ -274,7 +274,7 @@ func (c *Client) renewed(h *hold, latency time.Duration, err error) {
 		c.log.Debug("dlock: renewal failed; retrying", "backend", c.scheme, "name", h.name, "err", err)
 	}
 	if c.hooks.Renewed != nil {
-		c.hooks.Renewed(context.Background(), Event{Backend: c.scheme, Name: h.name, Kind: kindName(h.kind), Token: h.token, Latency: latency, Err: err})
+		c.hooks.Renewed(context.Background(), Event{Backend: c.scheme, Name: h.name, Kind: h.kind.String(), Token: h.token, Latency: latency, Err: err})
 	}
 }
 
@@ -304,7 +304,7 @@ func (c *Client) lost(h *hold, err error) {
 	c.sched.remove(h)
 	c.log.Warn("dlock: lease lost", "backend", c.scheme, "name", h.name, "token", h.token, "err", err)
 	if c.hooks.Lost != nil {
-		c.hooks.Lost(context.Background(), Event{Backend: c.scheme, Name: h.name, Kind: kindName(h.kind), Token: h.token, Held: time.Since(h.acquired), Err: err})
+		c.hooks.Lost(context.Background(), Event{Backend: c.scheme, Name: h.name, Kind: h.kind.String(), Token: h.token, Held: time.Since(h.acquired), Err: err})
 	}
 	for _, l := range ls {
 		l.cancel(err)

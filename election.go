@@ -55,8 +55,8 @@ func (c *Client) Election(name string, opts ...Option) *Election {
 	}
 	e := &Election{c: c, name: name, opts: o}
 	e.el, _ = c.drv.(driver.Elector)
-	if r, ok := c.drv.(driver.ElectionRefuser); ok {
-		e.err = fmt.Errorf("%w: %s", ErrUnsupported, r.ElectionUnsupported())
+	if c.caps.NoElection != "" {
+		e.err = fmt.Errorf("%w: %s", ErrUnsupported, c.caps.NoElection)
 	} else {
 		e.err = c.validate(name, o)
 	}

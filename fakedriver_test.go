@@ -128,7 +128,7 @@ func (d *fakeDriver) Release(_ context.Context, h driver.Held, _ int) error {
 // fakeKey is the store key of a hold: the fake holds every kind as an
 // exclusive lock, each family of a name apart (a Mutex's key is its name).
 func fakeKey(name string, k driver.Kind) string {
-	if f := family(k); f != 0 {
+	if f := k.Family(); f != driver.FamilyMutex {
 		return fmt.Sprintf("%d\x00%s", f, name)
 	}
 	return name

@@ -140,7 +140,7 @@ func ContextWithLease(ctx context.Context, l *Lease) context.Context {
 // name are three locks).
 func leaseIn(ctx context.Context, c *Client, name string, kind driver.Kind) *Lease {
 	for x, _ := ctx.Value(leaseKey{}).(*ctxLeases); x != nil; x = x.next {
-		if x.l.h.c == c && x.l.h.name == name && family(x.l.h.kind) == family(kind) &&
+		if x.l.h.c == c && x.l.h.name == name && x.l.h.kind.Family() == kind.Family() &&
 			x.l.ctx.Err() == nil && x.l.h.checkDeadline() == nil {
 			return x.l
 		}
@@ -380,14 +380,14 @@ func (l *Lease) Unlock(ctx context.Context) (uerr error) {
 			if !last {
 				c.lost(h, err)
 			} else if c.hooks.Lost != nil { // found lost by the release itself: say so as any loss
-				c.hooks.Lost(ctx, Event{Backend: c.scheme, Name: h.name, Kind: kindName(h.kind), Token: h.token, Held: time.Since(h.acquired), Err: err})
+				c.hooks.Lost(ctx, Event{Backend: c.scheme, Name: h.name, Kind: h.kind.String(), Token: h.token, Held: time.Since(h.acquired), Err: err})
 			}
 			return err
 		}
 	}
 	l.cancel(errUnlocked)
 	if c.hooks.Released != nil {
-		c.hooks.Released(ctx, Event{Backend: c.scheme, Name: h.name, Kind: kindName(h.kind), Token: h.token, Held: time.Since(h.acquired)})
+		c.hooks.Released(ctx, Event{Backend: c.scheme, Name: h.name, Kind: h.kind.String(), Token: h.token, Held: time.Since(h.acquired)})
 	}
 	return err
 }

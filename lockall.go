@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/dlock/dlock/driver"
 )
 
 // NamedLocker is a Locker with a name, as LockAll needs to order locks: a
@@ -51,12 +53,6 @@ func TryLockAll(ctx context.Context, lockers ...NamedLocker) (*Group, error) {
 	return lockAll(ctx, lockers, true)
 }
 
-// canonicalNamer is implemented by drivers under which two spellings of a
-// name are one lock (zklock drops a leading "/"): CanonicalName returns the
-// spelling LockAll orders and compares names by, so that one global order
-// holds and a lock given twice is refused rather than waited for.
-type canonicalNamer interface{ CanonicalName(name string) string }
-
 func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, error) {
 	if ctx == nil {
 		return nil, ErrNilContext
@@ -65,7 +61,7 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 		i       int
 		name    string
 		backend string
-		family  int // a Mutex and an RWMutex of one name are two locks
+		family  driver.Family // a Mutex and an RWMutex of one name are two locks
 	}
 	items := make([]item, len(lockers))
 	for i, lk := range lockers {
@@ -75,11 +71,11 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 		case *Mutex:
 			c = m.c
 		case *RWMutex:
-			c, it.family = m.c, 1
+			c, it.family = m.c, driver.FamilyRWMutex
 		}
 		if c != nil {
 			it.backend = c.scheme
-			if cn, ok := c.drv.(canonicalNamer); ok { // "/a" and "a" are one lock on ZooKeeper
+			if cn, ok := c.drv.(driver.NameCanonicalizer); ok { // "/a" and "a" are one lock on ZooKeeper
 				it.name = cn.CanonicalName(it.name)
 			}
 		}

@@ -122,7 +122,7 @@ func (c *Client) acquireHold(ctx context.Context, op string, s lockSpec, try boo
 		if err != nil {
 			err = gaveUp(ctx, err)
 			if c.hooks.Refused != nil && errors.Is(err, ErrNotAcquired) {
-				c.hooks.Refused(ctx, Event{Backend: c.scheme, Name: s.name, Kind: kindName(req.Kind), Wait: time.Since(began), Err: err})
+				c.hooks.Refused(ctx, Event{Backend: c.scheme, Name: s.name, Kind: req.Kind.String(), Wait: time.Since(began), Err: err})
 			}
 			return nil, c.wrap(op, s.name, err)
 		}
@@ -138,7 +138,7 @@ func (c *Client) acquireHold(ctx context.Context, op string, s lockSpec, try boo
 		break
 	}
 	if c.hooks.Acquired != nil {
-		c.hooks.Acquired(ctx, Event{Backend: c.scheme, Name: s.name, Kind: kindName(req.Kind), Token: l.h.token, Wait: time.Since(began)})
+		c.hooks.Acquired(ctx, Event{Backend: c.scheme, Name: s.name, Kind: req.Kind.String(), Token: l.h.token, Wait: time.Since(began)})
 	}
 	return l, nil
 }

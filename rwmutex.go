@@ -129,22 +129,10 @@ func (c *Client) kindFor(owner string, s lockSpec) (driver.Kind, error) {
 	}
 }
 
-// family is the lock family of a kind: a Mutex (0), an RWMutex (1) or a
-// Semaphore (2).
-func family(k driver.Kind) int {
-	switch k {
-	case driver.Shared, driver.Write:
-		return 1
-	case driver.Permit:
-		return 2
-	}
-	return 0
-}
-
 // queueName is the key of the client's local wait queue for req: one per
 // family and name.
 func queueName(req driver.Request) string {
-	if f := family(req.Kind); f != 0 {
+	if f := req.Kind.Family(); f != driver.FamilyMutex {
 		return fmt.Sprintf("%d\x00%s", f, req.Name)
 	}
 	return req.Name

@@ -134,6 +134,30 @@ func (k Kind) String() string {
 	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
 
+// Family is the lock a kind of hold belongs to: a Mutex, a read-write lock
+// or a semaphore. A Mutex, an RWMutex and a Semaphore of one name are three
+// locks, so dlock and the stores keep the families apart; its value is the
+// number the SQL backends store for it.
+type Family int
+
+// The families of kinds.
+const (
+	FamilyMutex     Family = iota // Exclusive
+	FamilyRWMutex                 // Shared and Write
+	FamilySemaphore               // Permit
+)
+
+// Family returns the family of kind k.
+func (k Kind) Family() Family {
+	switch k {
+	case Shared, Write:
+		return FamilyRWMutex
+	case Permit:
+		return FamilySemaphore
+	}
+	return FamilyMutex
+}
+
 // Holder describes one live hold of a read-write lock or semaphore, in
 // Info.Holders.
 type Holder struct {
@@ -265,6 +289,11 @@ type Caps struct {
 	// them; dlock puts it in the ErrUnsupported error of a RWMutex or
 	// Semaphore made on the driver.
 	KindsNote string
+	// NoElection, when not empty, says why the store cannot hold a leader
+	// election safely even on its lock machinery (Memcached may evict the
+	// leader's key); package dlock then refuses every Election made on the
+	// driver with ErrUnsupported and this reason.
+	NoElection string
 }
 
 // Supports reports whether c lists kind k (Exclusive always).
@@ -329,6 +358,16 @@ type Subscription interface {
 // permit count in Info.Limit.
 type KindInspector interface {
 	InspectKind(ctx context.Context, name string, kind Kind) (Info, error)
+}
+
+// NameCanonicalizer is implemented by drivers under which two spellings of
+// a name are one lock (zklock drops a leading "/"). CanonicalName returns
+// the spelling that names the lock in the store; package dlock's LockAll
+// orders and compares names by it, so that one global order holds and a
+// lock given twice is refused rather than waited for. It must be pure and
+// cheap: it is called on every name of every LockAll.
+type NameCanonicalizer interface {
+	CanonicalName(name string) string
 }
 
 // NameChecker is implemented by drivers whose store refuses some names that

@@ -38,10 +38,3 @@ type Leader struct {
 	Label string // the leader's holder label, where the store keeps one apart from the value
 	Term  uint64 // the leader's term (its hold's fencing token)
 }
-
-// ElectionRefuser is implemented by drivers whose store cannot hold an
-// election safely even on its lock machinery: ElectionUnsupported returns
-// why, and package dlock refuses to make an Election with ErrUnsupported.
-type ElectionRefuser interface {
-	ElectionUnsupported() string
-}

@@ -56,7 +56,7 @@ func (d *mcDriver) key(name string) string {
 
 func (d *mcDriver) Caps() driver.Caps {
 	return driver.Caps{MaxNameLen: 1024, MinTTL: 2 * time.Second, MaxTTL: maxTTL, TTLResolution: resolution, Reentrant: true,
-		KindsNote: kindsNote}
+		KindsNote: kindsNote, NoElection: noElection}
 }
 
 // validity is how long an item of ttl is sure to live: memcached's clock
@@ -291,6 +291,9 @@ func (d *mcDriver) As(target any) bool {
 	}
 	return false
 }
+
+// noElection is why dlock makes no Election on Memcached.
+const noElection = "memcached may evict or lose the leader's key (a restart, memory pressure), which would elect a second leader, and keeps no term across restarts"
 
 // kindsNote is why memcached holds no read-write locks or semaphores.
 const kindsNote = "memcached has no server-side scripts and one expiry per item: the readers or permit " +

@@ -62,7 +62,7 @@ const connKindsNote = "row and session modes hold an InnoDB row lock or GET_LOCK
 // then both try to raise to FOR UPDATE's (a deadlock). A deadlock with a
 // renewal batch (which locks hold rows of several locks) is retried.
 func (d *myDriver) acquireKind(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	fam := sqlbase.Family(r.Kind)
+	fam := int(r.Kind.Family())
 	if _, err := d.db.ExecContext(ctx, `INSERT IGNORE INTO dlock_kinds (name, family) VALUES (?, ?)`, r.Name, fam); err != nil {
 		return driver.Grant{}, myErr("acquire", err)
 	}
@@ -262,7 +262,7 @@ WHERE expires_at > NOW(6) AND (name, family, owner, token) IN (`+in+`)`, args...
 				rows.Close()
 				for _, i := range idx {
 					h := batch[i]
-					live[i] = found[fmt.Sprint(h.Name, "\x00", sqlbase.Family(h.Kind), "\x00", h.Owner, "\x00", h.Token)]
+					live[i] = found[fmt.Sprint(h.Name, "\x00", int(h.Kind.Family()), "\x00", h.Owner, "\x00", h.Token)]
 				}
 			}
 		}
@@ -287,7 +287,7 @@ func kindHoldsIn(batch []driver.Held, idx []int) (string, []any) {
 	for j, i := range idx {
 		h := batch[i]
 		parts[j] = "(?, ?, ?, ?)"
-		args = append(args, h.Name, sqlbase.Family(h.Kind), h.Owner, h.Token)
+		args = append(args, h.Name, int(h.Kind.Family()), h.Owner, h.Token)
 	}
 	return strings.Join(parts, ", "), args
 }
@@ -297,7 +297,7 @@ func kindHoldsIn(batch []driver.Held, idx []int) (string, []any) {
 func (d *myDriver) releaseKind(ctx context.Context, h driver.Held, count int) (int, error) {
 	if h.Token == 0 { // a wait given up: drop its place in line
 		_, err := d.db.ExecContext(ctx, `DELETE FROM dlock_waits WHERE name = ? AND family = ? AND owner = ?`,
-			h.Name, sqlbase.Family(h.Kind), h.Owner)
+			h.Name, int(h.Kind.Family()), h.Owner)
 		if err != nil {
 			return 0, myErr("release", err)
 		}
@@ -308,7 +308,7 @@ func (d *myDriver) releaseKind(ctx context.Context, h driver.Held, count int) (i
 		return 0, myErr("release", err)
 	}
 	defer tx.Rollback()
-	fam := sqlbase.Family(h.Kind)
+	fam := int(h.Kind.Family())
 	var holds int
 	err = tx.QueryRowContext(ctx, `SELECT holds FROM dlock_holds WHERE name = ? AND family = ? AND owner = ? AND token = ?
 AND expires_at > NOW(6) FOR UPDATE`, h.Name, fam, h.Owner, h.Token).Scan(&holds)
@@ -338,7 +338,7 @@ func (d *myDriver) InspectKind(ctx context.Context, name string, kind driver.Kin
 	if !d.Caps().Supports(kind) {
 		return driver.Info{}, fmt.Errorf("mysqllock: %w: %s", dlock.ErrUnsupported, d.Caps().KindsNote)
 	}
-	fam := sqlbase.Family(kind)
+	fam := int(kind.Family())
 	holds, err := kindHolds(ctx, d.db, name, fam)
 	if err != nil {
 		return driver.Info{}, myErr("inspect", err)

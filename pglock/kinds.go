@@ -85,7 +85,7 @@ func (d *pgDriver) acquireKind(ctx context.Context, r driver.Request) (driver.Gr
 
 // tryKind runs one acquire transaction.
 func (d *pgDriver) tryKind(ctx context.Context, r driver.Request) (driver.Grant, sqlbase.Verdict, int, error) {
-	fam := sqlbase.Family(r.Kind)
+	fam := int(r.Kind.Family())
 	var g driver.Grant
 	var verdict sqlbase.Verdict
 	var limit int
@@ -210,7 +210,7 @@ func (d *pgDriver) renewKinds(ctx context.Context, batch []driver.Held, res []dr
 	tokens, ttls := make([]int64, n), make([]int64, n)
 	for j, i := range idx {
 		h := batch[i]
-		names[j], fams[j], owners[j], tokens[j], ttls[j] = h.Name, int16(sqlbase.Family(h.Kind)), h.Owner, int64(h.Token), h.TTL.Milliseconds()
+		names[j], fams[j], owners[j], tokens[j], ttls[j] = h.Name, int16(h.Kind.Family()), h.Owner, int64(h.Token), h.TTL.Milliseconds()
 	}
 	renewed := map[int64]bool{}
 	rows, err := d.pool.Query(ctx, renewKindsSQL, names, fams, owners, tokens, ttls)
@@ -249,14 +249,14 @@ func (d *pgDriver) releaseKind(ctx context.Context, h driver.Held, count int) (i
 	if h.Token == 0 { // a wait given up: drop its place in line, and wake those behind it
 		_, err := d.pool.Exec(ctx, `WITH d AS (
   DELETE FROM dlock_waits WHERE name = $1 AND family = $2 AND owner = $3 RETURNING name
-) SELECT pg_notify('dlock_release', name) FROM d`, h.Name, sqlbase.Family(h.Kind), h.Owner)
+) SELECT pg_notify('dlock_release', name) FROM d`, h.Name, int(h.Kind.Family()), h.Owner)
 		if err != nil {
 			return 0, pgErr("release", err)
 		}
 		return 0, fmt.Errorf("pglock: release: %w: a wait given up holds nothing", dlock.ErrLeaseLost)
 	}
 	var deleted, left int64
-	err := d.pool.QueryRow(ctx, releaseKindSQL, h.Name, sqlbase.Family(h.Kind), h.Owner, int64(h.Token), count).Scan(&deleted, &left)
+	err := d.pool.QueryRow(ctx, releaseKindSQL, h.Name, int(h.Kind.Family()), h.Owner, int64(h.Token), count).Scan(&deleted, &left)
 	switch {
 	case err != nil:
 		return 0, pgErr("release", err)
@@ -276,7 +276,7 @@ func (d *pgDriver) InspectKind(ctx context.Context, name string, kind driver.Kin
 	if d.mode == ModeSession {
 		return d.inspectSessionKind(ctx, name, kind)
 	}
-	fam := sqlbase.Family(kind)
+	fam := int(kind.Family())
 	holds, err := d.kindHolds(ctx, d.pool, name, fam)
 	if err != nil {
 		return driver.Info{}, pgErr("inspect", err)

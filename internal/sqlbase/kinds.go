@@ -23,15 +23,6 @@ import (
 // WaitRecord is the longest life of a waiting record.
 const WaitRecord = 2 * time.Second
 
-// Family is the stored number of a kind's family: 1 for read-write locks,
-// 2 for semaphores (0 would be the Mutex, which has its own table).
-func Family(k driver.Kind) int {
-	if k == driver.Permit {
-		return 2
-	}
-	return 1
-}
-
 // KindHold is a live hold row.
 type KindHold struct {
 	Owner   string
