@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/keepalive"
 )
 
 // TestClientNeverBelievesPastStore drives leases through a store whose
@@ -78,27 +79,27 @@ func TestClientNeverBelievesPastStore(t *testing.T) {
 		d.mu.Lock() // the store frozen: no write applies while we look
 		defer d.mu.Unlock()
 		now := time.Now()
-		s := c.sched
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, l := range ls {
-			h := l.h
-			if h.removed {
-				continue
+		c.sched.Snapshot(func(state func(*keepalive.Entry) keepalive.State) {
+			for _, l := range ls {
+				h := l.h
+				st := state(&h.ka)
+				if st.Removed {
+					continue
+				}
+				sl, ok := d.locks[h.name]
+				var storeExp time.Time
+				if ok && sl.token == h.token {
+					storeExp = sl.expires
+				} else {
+					storeExp = now // gone from the store: the client must know it has expired
+				}
+				if st.Expiry.After(storeExp) && violations < 5 {
+					violations++
+					t.Errorf("%s (token %d): client expiry %v after the store's (%v left in the store)",
+						h.name, h.token, st.Expiry.Sub(storeExp).Round(time.Microsecond), storeExp.Sub(now).Round(time.Microsecond))
+				}
 			}
-			st, ok := d.locks[h.name]
-			var storeExp time.Time
-			if ok && st.token == h.token {
-				storeExp = st.expires
-			} else {
-				storeExp = now // gone from the store: the client must know it has expired
-			}
-			if h.expiry.After(storeExp) && violations < 5 {
-				violations++
-				t.Errorf("%s (token %d): client expiry %v after the store's (%v left in the store)",
-					h.name, h.token, h.expiry.Sub(storeExp).Round(time.Microsecond), storeExp.Sub(now).Round(time.Microsecond))
-			}
-		}
+		})
 	}
 	var wg sync.WaitGroup
 	for i := range 4 {

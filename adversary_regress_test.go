@@ -94,14 +94,12 @@ func TestUnlockRacingRenewal(t *testing.T) {
 				t.Fatal(err)
 			}
 			close(answer)
-			c.sched.flights.Wait()
+			c.sched.WaitRenewals()
 			if l.Err() != nil || l.TimeLeft() != 0 || lost.Load() != 0 {
 				t.Errorf("after Unlock and the renewal's answer: Err = %v, TimeLeft = %v, Lost hook calls %d",
 					l.Err(), l.TimeLeft(), lost.Load())
 			}
-			c.sched.mu.Lock()
-			n := len(c.sched.h)
-			c.sched.mu.Unlock()
+			n := c.sched.Len()
 			if n != 0 {
 				t.Errorf("%d holds still scheduled after Unlock", n)
 			}

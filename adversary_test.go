@@ -26,10 +26,8 @@ func storeExpiry(d *fakeDriver, name string) time.Time {
 // clientExpiry is what the client believes of l's hold: its expiry and
 // its loss deadline.
 func clientExpiry(l *Lease) (expiry, deadline time.Time) {
-	s := l.h.c.sched
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return l.h.expiry, l.h.deadline
+	st := l.h.c.sched.State(&l.h.ka)
+	return st.Expiry, st.Deadline
 }
 
 // checkNotPastStore fails if the client believes l is held later than the
@@ -86,10 +84,7 @@ func TestExtendShorterThenOverlappingRenewal(t *testing.T) {
 	checkNotPastStore(t, d, l)
 	close(answer)
 	for { // wait until the renewal's answer is recorded
-		s := c.sched
-		s.mu.Lock()
-		n := l.h.renewals
-		s.mu.Unlock()
+		n := c.sched.State(&l.h.ka).Renewals
 		if n > 0 {
 			break
 		}
@@ -151,10 +146,8 @@ func TestNoReentryIntoHoldPastDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := c.sched
-	s.mu.Lock() // as if the process had slept past the deadline
-	outer.h.deadline = time.Now().Add(-time.Millisecond)
-	s.mu.Unlock()
+	// as if the process had slept past the deadline
+	c.sched.SetDeadline(&outer.h.ka, time.Now().Add(-time.Millisecond))
 
 	ctx, cancel := context.WithTimeout(ContextWithLease(t.Context(), outer), 300*time.Millisecond)
 	defer cancel()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/keepalive"
 	"github.com/dlock/dlock/internal/turn"
 )
 
@@ -21,7 +22,7 @@ type Client struct {
 	caps   driver.Caps
 	log    *slog.Logger
 	hooks  Hooks
-	sched  *scheduler
+	sched  *keepalive.Scheduler
 
 	// closing is cancelled by Close, which wakes every waiter.
 	closing context.Context
@@ -65,7 +66,9 @@ func New(d driver.Driver, scheme string, opts ...ClientOption) *Client {
 		holds: map[holdKey]*hold{}, freeing: map[holdKey]chan struct{}{},
 	}
 	c.closing, c.cancel = context.WithCancel(context.Background())
-	c.sched = newScheduler(d, c.lost, c.renewed)
+	c.sched = keepalive.NewScheduler(d,
+		func(e *keepalive.Entry, err error) { c.lost(e.Ref.(*hold), err) },
+		func(e *keepalive.Entry, latency time.Duration, err error) { c.renewed(e.Ref.(*hold), latency, err) })
 	return c
 }
 
@@ -158,7 +161,7 @@ func (c *Client) Close() error {
 	}
 	c.mu.Unlock()
 	c.cancel()
-	c.sched.stop()
+	c.sched.Stop()
 	c.cleanup.Wait()
 
 	var errs []error
@@ -222,7 +225,7 @@ func (c *Client) detach(h *hold) bool {
 	}
 	c.detachLocked(h)
 	c.mu.Unlock()
-	c.sched.remove(h)
+	c.sched.Remove(&h.ka)
 	return true
 }
 
@@ -301,7 +304,7 @@ func (c *Client) lost(h *hold, err error) {
 	}
 	c.detachLocked(h)
 	c.mu.Unlock()
-	c.sched.remove(h)
+	c.sched.Remove(&h.ka)
 	c.log.Warn("dlock: lease lost", "backend", c.scheme, "name", h.name, "token", h.token, "err", err)
 	if c.hooks.Lost != nil {
 		c.hooks.Lost(context.Background(), Event{Backend: c.scheme, Name: h.name, Kind: h.kind.String(), Token: h.token, Held: time.Since(h.acquired), Err: err})

@@ -133,10 +133,8 @@ func TestErrConsultsDeadline(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := c.sched
-		s.mu.Lock() // as if the process had slept past the deadline
-		l.h.deadline = time.Now().Add(-time.Millisecond)
-		s.mu.Unlock()
+		// as if the process had slept past the deadline
+		c.sched.SetDeadline(&l.h.ka, time.Now().Add(-time.Millisecond))
 		switch call {
 		case "Err":
 			if !errors.Is(l.Err(), ErrLeaseLost) {

@@ -1,13 +1,13 @@
 package dlock
 
 import (
-	"container/heap"
-	"context"
+		"context"
 	"errors"
 	"sync/atomic"
 	"time"
 
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/keepalive"
 )
 
 // errUnlocked is the cause of a lease context ended by Unlock.
@@ -32,11 +32,9 @@ type hold struct {
 	ttl      time.Duration
 	kind     driver.Kind
 	limit    int // a permit's semaphore count, compared on re-entry
-	renew    bool
 	fresh    bool // the owner id was made for this hold: nobody else holds under it
 	token    uint64
 	handle   any
-	lostCh   <-chan struct{}
 	acquired time.Time
 
 	lostErr atomic.Pointer[error] // why the hold was lost, if it was
@@ -46,17 +44,7 @@ type hold struct {
 	freeing  chan struct{} // set when detached; closed when released in the store
 	leases   []*Lease
 
-	// guarded by the scheduler's mutex
-	expiry       time.Time // the store keeps the hold at least until then
-	deadline     time.Time // loss is signalled then, a margin before expiry
-	next         time.Time // when the scheduler next looks at the hold
-	idx          int       // index in the scheduler's heap, -1 when not in it
-	removed      bool      // unscheduled for good
-	renewing     bool      // a renewal of it is in flight
-	renewals     uint64    // renewal results recorded, for Extend
-	extending    int       // Extend calls in flight
-	extends      uint64    // Extend calls that may have reached the store, for renewals and Extend
-	batchExtends uint64    // extends when the renewal in flight was sent
+	ka keepalive.Entry // its renewal, the scheduler's alone
 }
 
 func (h *hold) held() driver.Held {
@@ -102,15 +90,11 @@ func (h *hold) end(cause error) {
 // checkDeadline ends h as lost if its deadline has passed and it is still
 // live, and returns the loss error then; otherwise nil.
 func (h *hold) checkDeadline() error {
-	s := h.c.sched
-	s.mu.Lock()
-	due := !h.removed && !h.deadline.IsZero() && !time.Now().Before(h.deadline)
-	s.mu.Unlock()
-	if !due {
+	if !h.c.sched.Due(&h.ka) {
 		return nil
 	}
-	err := h.c.wrap("lease", h.name, expiredErr(h))
-	h.c.lost(h, expiredErr(h))
+	err := h.c.wrap("lease", h.name, keepalive.ExpiredErr(&h.ka))
+	h.c.lost(h, keepalive.ExpiredErr(&h.ka))
 	return err
 }
 
@@ -209,16 +193,10 @@ func (h *hold) lostCause() error {
 // the client would declare it lost if it were not renewed, which is never
 // later than its expiry in the store. It is 0 once the lease has ended.
 func (l *Lease) TimeLeft() time.Duration {
-	h, s := l.h, l.h.c.sched
 	if l.ctx.Err() != nil {
 		return 0
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if h.removed || h.deadline.IsZero() {
-		return 0
-	}
-	return max(time.Until(h.deadline), 0)
+	return l.h.c.sched.TimeLeft(&l.h.ka)
 }
 
 // Extend asks the store, checking that the lease still holds the lock, to
@@ -238,7 +216,6 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) (err error) {
 	ctx, end := l.h.c.call(ctx, "extend", l.h.name, l.h.kind, l.h.token)
 	defer func() { end(l.h.token, err) }()
 	h, c := l.h, l.h.c
-	s := c.sched
 	if ctx == nil {
 		return c.wrap("extend", h.name, ErrNilContext)
 	}
@@ -251,64 +228,15 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) (err error) {
 	if l.ctx.Err() != nil {
 		return c.wrap("extend", h.name, ErrNotHeld)
 	}
-	sent := time.Now()
-	s.mu.Lock()
-	busy, gen, egen := h.renewing, h.renewals, h.extends
-	h.extending++
-	s.mu.Unlock()
-	// The store may apply it at once and the answer never come: believe no
-	// more than the new expiry from now on if it is the earlier.
-	s.lower(h, sent, ttl)
-	held := h.held()
-	held.TTL = ttl
-	res := c.drv.Renew(ctx, []driver.Held{held})
-	var r driver.RenewResult
-	if len(res) == 1 {
-		r = res[0]
-	} else {
-		r.Err = errors.New("driver returned no renewal result")
-	}
-	v := ttl
-	if r.Validity > 0 && r.Validity < v {
-		v = r.Validity
-	}
-	s.mu.Lock()
-	// Another Extend or a watchdog renewal that overlapped this call may
-	// have reached the store after it: then keep the earlier expiry.
-	overlapped := busy || h.renewing || h.renewals != gen || h.extending > 1 || h.extends != egen
-	h.extending--
-	h.extends++
-	switch {
-	case h.removed || errors.Is(r.Err, ErrLeaseLost):
-	case r.Err != nil: // it may have been applied: the expiry was lowered when it was sent
-	case !overlapped || sent.Add(v).Before(h.expiry):
-		s.keepExpiry(h, sent, v)
-	}
-	removed := h.removed
-	s.mu.Unlock()
-	if errors.Is(r.Err, ErrLeaseLost) {
-		c.lost(h, r.Err)
+	removed, err := c.sched.Extend(ctx, &h.ka, ttl)
+	if errors.Is(err, ErrLeaseLost) {
+		c.lost(h, err)
 		return l.Err()
 	}
 	if removed {
 		return l.Err()
 	}
-	if r.Err != nil {
-		return c.wrap("extend", h.name, r.Err)
-	}
-	return nil
-}
-
-// keepExpiry records an Extend's expiry. s.mu must be held.
-func (s *scheduler) keepExpiry(h *hold, sent time.Time, v time.Duration) {
-	s.setExpiry(h, sent, v)
-	if h.renewing { // the renewal in flight is still due at the deadline
-		h.next = h.deadline
-	}
-	if h.idx >= 0 {
-		heap.Fix(&s.h, h.idx)
-	}
-	s.arm()
+	return c.wrap("extend", h.name, err)
 }
 
 // As exposes the backend's own view of the lease (see the backend's package

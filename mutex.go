@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/keepalive"
 )
 
 // Mutex is a distributed mutual-exclusion lock, made by Client.Mutex. Its
@@ -167,13 +168,13 @@ func (c *Client) reenter(ctx context.Context, k holdKey, req driver.Request) (*L
 		// which sets the store's expiry to req.TTL from when it is applied:
 		// believe no more than that if it is shorter than the hold's.
 		sent := time.Now()
-		c.sched.lower(h, sent, req.TTL)
+		c.sched.Lower(&h.ka, sent, req.TTL)
 		g, err := c.drv.Acquire(ctx, req)
 		if err != nil {
 			return nil, err
 		}
 		if g.Acquired && g.Validity > 0 {
-			c.sched.lower(h, sent, g.Validity)
+			c.sched.Lower(&h.ka, sent, g.Validity)
 		}
 		if !g.Acquired { // the store says another owner has it: ours is gone
 			c.lost(h, fmt.Errorf("%w: re-entry found another holder", ErrLeaseLost))
@@ -217,7 +218,7 @@ var errStaleGrant = errors.New("grant confirmed too late to be safe")
 // grant turns a granted request into a hold, registered with the scheduler.
 // It refuses (releases, and returns errStaleGrant) a grant whose proven
 // validity, counted from the send time of the request that proved it, leaves
-// less than grantMargin: a process paused while the lock was handed to it,
+// less than keepalive.GrantMargin: a process paused while the lock was handed to it,
 // or a slow round trip, must not get a lease that is about to end or has
 // ended, whatever the driver said.
 //
@@ -225,19 +226,23 @@ var errStaleGrant = errors.New("grant confirmed too late to be safe")
 // then releases every count the store has under it.
 func (c *Client) grant(ctx context.Context, k holdKey, req driver.Request, g driver.Grant, sent time.Time, renew, fresh bool) (*Lease, error) {
 	if !g.Since.IsZero() { // the driver knows when the grant was proven
-		sent = minTime(g.Since, time.Now()) // never a time still to come
+		sent = g.Since
+		if now := time.Now(); now.Before(sent) { // never a time still to come
+			sent = now
+		}
 	}
 	validity := req.TTL
 	if g.Validity > 0 && g.Validity < validity {
 		validity = g.Validity
 	}
 	h := &hold{
-		c: c, name: req.Name, owner: req.Owner, label: req.Label, ttl: req.TTL, kind: req.Kind, limit: req.Limit, renew: renew, fresh: fresh,
-		token: g.Token, handle: g.Handle, lostCh: g.Lost, acquired: sent,
+		c: c, name: req.Name, owner: req.Owner, label: req.Label, ttl: req.TTL, kind: req.Kind, limit: req.Limit, fresh: fresh,
+		token: g.Token, handle: g.Handle, acquired: sent,
 	}
+	h.ka = keepalive.Entry{TTL: req.TTL, Renew: renew, Lost: g.Lost, Held: h.held(), Ref: h}
 	stale := ""
-	if left := time.Until(sent.Add(validity)); left < grantMargin(req.TTL) {
-		stale = fmt.Sprintf("%v left of its validity, %v needed", left.Round(time.Millisecond), grantMargin(req.TTL))
+	if left := time.Until(sent.Add(validity)); left < keepalive.GrantMargin(req.TTL) {
+		stale = fmt.Sprintf("%v left of its validity, %v needed", left.Round(time.Millisecond), keepalive.GrantMargin(req.TTL))
 	} else if sessionEnded(g.Lost) {
 		stale = "the store's session it was granted in has ended"
 	}
@@ -260,6 +265,6 @@ func (c *Client) grant(ctx context.Context, k holdKey, req driver.Request, g dri
 	c.holds[k] = h
 	l := h.newLease()
 	c.mu.Unlock()
-	c.sched.add(h, sent, validity)
+	c.sched.Add(&h.ka, sent, validity)
 	return l, nil
 }

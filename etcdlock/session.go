@@ -9,6 +9,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/dlock/dlock/internal/keepalive"
 )
 
 // session is one lease, kept alive every TTL/3 and shared by every lock of
@@ -85,10 +87,11 @@ func newSession(ctx context.Context, cli *clientv3.Client, ttl time.Duration) (*
 	return s, nil
 }
 
-// keepAlive refreshes the lease every TTL/3 (sooner after a failure).
+// keepAlive refreshes the lease at dlock's renewal cadence,
+// keepalive.RenewInterval (sooner after a failure).
 func (s *session) keepAlive(ctx context.Context, cli *clientv3.Client) {
 	defer close(s.done)
-	wait := s.ttl / 3
+	wait := keepalive.RenewInterval(s.ttl)
 	for {
 		select {
 		case <-ctx.Done():
@@ -98,12 +101,12 @@ func (s *session) keepAlive(ctx context.Context, cli *clientv3.Client) {
 		if s.paused.Load() {
 			continue
 		}
-		rctx, cancel := context.WithTimeout(ctx, s.ttl/3)
+		rctx, cancel := context.WithTimeout(ctx, keepalive.RenewInterval(s.ttl))
 		err := s.refresh(rctx, cli)
 		cancel()
 		switch {
 		case err == nil:
-			wait = s.ttl / 3
+			wait = keepalive.RenewInterval(s.ttl)
 		case errors.Is(err, errSessionLost) || ctx.Err() != nil:
 			return
 		default: // uncertain: try again soon; dlock declares loss at the safe expiry

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/dlock/dlock/internal/keepalive"
 )
 
 // Lease is a row- or session-mode hold, reached with dlock's Lease.As: the
@@ -82,7 +84,7 @@ func (d *pgDriver) bounds(ttl time.Duration) (names, values []string) {
 		"tcp_keepalives_interval":             int64(ka.Interval / time.Second),
 		"tcp_keepalives_count":                int64(ka.Count),
 		"tcp_user_timeout":                    ka.UserTimeout.Milliseconds(),
-		"client_connection_check_interval":    min(max(ttl/3, 100*time.Millisecond), time.Second).Milliseconds(),
+		"client_connection_check_interval":    min(max(keepalive.RenewInterval(ttl), 100*time.Millisecond), time.Second).Milliseconds(),
 		"idle_in_transaction_session_timeout": sqlbase.IdleMillis(ttl),
 		"idle_session_timeout":                sqlbase.IdleMillis(ttl),
 	}

@@ -214,7 +214,6 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
-	"github.com/dlock/dlock/internal/redisnode"
 	"github.com/dlock/dlock/internal/tlsurl"
 	"github.com/redis/go-redis/v9"
 )
@@ -230,7 +229,6 @@ const (
 )
 
 const (
-	keepAlive = redisnode.WaiterTTL / 3 // how often a waiter refreshes its place
 	// cleanupTimeout bounds the best-effort undo of a request given up on.
 	cleanupTimeout = 2 * time.Second
 )

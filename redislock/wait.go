@@ -13,6 +13,8 @@ import (
 	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/internal/redisnode"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock/dlock/internal/keepalive"
 )
 
 // pauseHook, set only by tests (export_test.go), runs where a waiter is
@@ -70,8 +72,8 @@ func (d *redisDriver) wait(ctx context.Context, k redisnode.Keys, r driver.Reque
 		if err != nil && (ctx.Err() != nil || errors.Is(err, driver.ErrLimitMismatch)) {
 			return driver.Grant{}, err
 		}
-		next := keepAlive
-		if g.Retry > 0 && g.Retry < next { // the holder's lease ends first
+		next := keepalive.RenewInterval(redisnode.WaiterTTL) // refresh the waiter's place
+		if g.Retry > 0 && g.Retry < next {                   // the holder's lease ends first
 			next = g.Retry + time.Millisecond
 		}
 		timer.Reset(next)

@@ -3,6 +3,8 @@ package sqlbase
 import (
 	"math"
 	"time"
+
+	"github.com/dlock/dlock/internal/keepalive"
 )
 
 // The row and session modes hold a lock as long as the server keeps the
@@ -39,10 +41,10 @@ type Keepalive struct {
 }
 
 // KeepaliveFor returns the keepalive settings for a lease of ttl: probes
-// from TTL/3 (whole seconds, at least 1), dropped after about a TTL (at
+// from the renewal interval, keepalive.RenewInterval (whole seconds, at least 1), dropped after about a TTL (at
 // least a second, so one lost segment does not end a short lease).
 func KeepaliveFor(ttl time.Duration) Keepalive {
-	step := time.Duration(clamp(ceilDiv(ttl/3, time.Second), 1, 3600)) * time.Second
+	step := time.Duration(clamp(ceilDiv(keepalive.RenewInterval(ttl), time.Second), 1, 3600)) * time.Second
 	return Keepalive{Idle: step, Interval: step, Count: 3, UserTimeout: max(ttl, time.Second)}
 }
 

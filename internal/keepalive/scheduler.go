@@ -1,4 +1,4 @@
-package dlock
+package keepalive
 
 import (
 	"container/heap"
@@ -11,21 +11,47 @@ import (
 	"github.com/dlock/dlock/driver"
 )
 
-// scheduler renews every lease of a client from one timer: it keeps the holds
+// Entry is one hold as the Scheduler sees it. Its caller sets the exported
+// fields before Add and does not change them after; every other field is
+// the Scheduler's, read and written under its lock only.
+type Entry struct {
+	TTL   time.Duration
+	Renew bool            // renewed by the scheduler; false: a fixed lease, lost at its TTL
+	Lost  <-chan struct{} // closed when the store's session of the hold ends; may be nil
+	// Held is the hold as the driver knows it, for Renew.
+	Held driver.Held
+	// Ref is the caller's own value for the hold, handed back to its
+	// callbacks.
+	Ref any
+
+	// guarded by the scheduler's mutex
+	expiry       time.Time // the store keeps the hold at least until then
+	deadline     time.Time // loss is signalled then, a margin before expiry
+	next         time.Time // when the scheduler next looks at the hold
+	idx          int       // index in the scheduler's heap, -1 when not in it
+	removed      bool      // unscheduled for good
+	renewing     bool      // a renewal of it is in flight
+	renewals     uint64    // renewal results recorded, for Extend
+	extending    int       // Extend calls in flight
+	extends      uint64    // Extend calls that may have reached the store, for renewals and Extend
+	batchExtends uint64    // extends when the renewal in flight was sent
+}
+
+// Scheduler renews every lease of a client from one timer: it keeps the holds
 // in a heap ordered by when each needs attention, and at each tick sends all
 // renewals that are due (or nearly due) to the driver as one batch. The timer
 // is reset only when the earliest deadline moves, so taking and releasing
 // leases costs no goroutine switch, and no goroutine runs between ticks. It also
 // signals loss: a hold whose renewal could not be confirmed is declared lost a
 // margin before it could expire in the store, never after.
-type scheduler struct {
+type Scheduler struct {
 	drv driver.Driver
 	// lost ends a hold as lost; renewed reports one hold's renewal result
 	// (latency, error) after the store answered.
-	lost    func(h *hold, err error)
-	renewed func(h *hold, latency time.Duration, err error)
+	lost    func(h *Entry, err error)
+	renewed func(h *Entry, latency time.Duration, err error)
 	mu      sync.Mutex
-	h       holdHeap
+	h       entryHeap
 	timer   *time.Timer
 	at      time.Time // when the timer fires; zero when it is stopped
 	stopped bool
@@ -41,42 +67,34 @@ type scheduler struct {
 }
 
 type watcher struct {
-	holds map[*hold]struct{}
+	holds map[*Entry]struct{}
 	stop  chan struct{}
 }
 
-func newScheduler(drv driver.Driver, lost func(*hold, error), renewed func(*hold, time.Duration, error)) *scheduler {
-	s := &scheduler{drv: drv, lost: lost, renewed: renewed, watchers: map[<-chan struct{}]*watcher{}}
+// NewScheduler returns a Scheduler renewing holds through drv. It calls
+// lost to end an entry as lost (from a tick, a renewal's answer or the end
+// of the entry's store session), and renewed with each entry's renewal
+// result after the store answered; neither is called with the Scheduler's
+// lock held.
+func NewScheduler(drv driver.Driver, lost func(e *Entry, err error), renewed func(e *Entry, latency time.Duration, err error)) *Scheduler {
+	s := &Scheduler{drv: drv, lost: lost, renewed: renewed, watchers: map[<-chan struct{}]*watcher{}}
 	s.stopping, s.halt = context.WithCancel(context.Background())
 	s.timer = time.AfterFunc(time.Hour, s.fire)
 	s.timer.Stop()
 	return s
 }
 
-// renewEvery is the renewal interval of a lease of TTL ttl.
-func renewEvery(ttl time.Duration) time.Duration { return ttl / 3 }
-
-// margin is how long before its expiry a lease that could not be renewed is
-// declared lost: room for clock drift and scheduling delay.
-func margin(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
-
-// grantMargin is the least validity a grant must have left when Lock would
-// return it: the loss margin, plus a tenth of the TTL (at most a second) for
-// the caller to act and for the first renewal to be confirmed. A grant with
-// less is released instead (see Client.grant).
-func grantMargin(ttl time.Duration) time.Duration { return margin(ttl) + min(ttl/10, time.Second) }
-
-// add schedules h, granted by a request sent at sent and valid for validity.
-func (s *scheduler) add(h *hold, sent time.Time, validity time.Duration) {
+// Add schedules h, granted by a request sent at sent and valid for validity.
+func (s *Scheduler) Add(h *Entry, sent time.Time, validity time.Duration) {
 	s.mu.Lock()
 	s.setExpiry(h, sent, validity)
 	heap.Push(&s.h, h)
-	if h.lostCh != nil {
-		w := s.watchers[h.lostCh]
+	if h.Lost != nil {
+		w := s.watchers[h.Lost]
 		if w == nil {
-			w = &watcher{holds: map[*hold]struct{}{}, stop: make(chan struct{})}
-			s.watchers[h.lostCh] = w
-			go s.watch(h.lostCh, w)
+			w = &watcher{holds: map[*Entry]struct{}{}, stop: make(chan struct{})}
+			s.watchers[h.Lost] = w
+			go s.watch(h.Lost, w)
 		}
 		w.holds[h] = struct{}{}
 	}
@@ -86,7 +104,7 @@ func (s *scheduler) add(h *hold, sent time.Time, validity time.Duration) {
 
 // arm sets the timer for the earliest hold, if that is sooner than it is set
 // for. s.mu must be held.
-func (s *scheduler) arm() {
+func (s *Scheduler) arm() {
 	if s.stopped || len(s.h) == 0 {
 		return
 	}
@@ -98,11 +116,11 @@ func (s *scheduler) arm() {
 }
 
 // setExpiry records a successful grant or renewal. s.mu must be held.
-func (s *scheduler) setExpiry(h *hold, sent time.Time, validity time.Duration) {
+func (s *Scheduler) setExpiry(h *Entry, sent time.Time, validity time.Duration) {
 	h.expiry = sent.Add(validity)
-	h.deadline = h.expiry.Add(-margin(h.ttl))
-	if h.renew {
-		h.next = sent.Add(min(renewEvery(h.ttl), validity/2))
+	h.deadline = h.expiry.Add(-LossMargin(h.TTL))
+	if h.Renew {
+		h.next = sent.Add(min(RenewInterval(h.TTL), validity/2))
 	} else {
 		h.next = h.deadline
 	}
@@ -113,21 +131,23 @@ func (s *scheduler) setExpiry(h *hold, sent time.Time, validity time.Duration) {
 // to v from when it is applied. A renewing hold is then renewed as after a
 // grant of v, unless a renewal is in flight. s.mu must be held; the caller
 // fixes h's place in the heap.
-func (s *scheduler) lowerExpiry(h *hold, sent time.Time, v time.Duration) {
+func (s *Scheduler) lowerExpiry(h *Entry, sent time.Time, v time.Duration) {
 	e := sent.Add(v)
 	if !e.Before(h.expiry) {
 		return
 	}
 	h.expiry = e
-	h.deadline = e.Add(-margin(h.ttl))
-	if h.renew && !h.renewing {
-		h.next = minTime(h.next, sent.Add(min(renewEvery(h.ttl), v/2)))
+	h.deadline = e.Add(-LossMargin(h.TTL))
+	if h.Renew && !h.renewing {
+		h.next = minTime(h.next, sent.Add(min(RenewInterval(h.TTL), v/2)))
 	}
 	h.next = minTime(h.next, h.deadline)
 }
 
-// lower is lowerExpiry for a hold that may be in the heap.
-func (s *scheduler) lower(h *hold, sent time.Time, v time.Duration) {
+// Lower is lowerExpiry for a hold that may be in the heap: for a store
+// write, sent at sent, that may set the hold's expiry to v from when it is
+// applied (a re-entry counted in the store).
+func (s *Scheduler) Lower(h *Entry, sent time.Time, v time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if h.removed {
@@ -140,8 +160,8 @@ func (s *scheduler) lower(h *hold, sent time.Time, v time.Duration) {
 	s.arm()
 }
 
-// remove unschedules h (unlocked, lost or closed).
-func (s *scheduler) remove(h *hold) {
+// Remove unschedules h (unlocked, lost or closed).
+func (s *Scheduler) Remove(h *Entry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if h.idx >= 0 && h.idx < len(s.h) && s.h[h.idx] == h {
@@ -149,18 +169,18 @@ func (s *scheduler) remove(h *hold) {
 	}
 	h.idx = -1
 	h.removed = true
-	if w := s.watchers[h.lostCh]; w != nil {
+	if w := s.watchers[h.Lost]; w != nil {
 		delete(w.holds, h)
 		if len(w.holds) == 0 {
 			close(w.stop)
-			delete(s.watchers, h.lostCh)
+			delete(s.watchers, h.Lost)
 		}
 	}
 }
 
-// stop stops the timer, cancels the renewals in flight and waits for them
+// Stop stops the timer, cancels the renewals in flight and waits for them
 // and for a running tick to finish.
-func (s *scheduler) stop() {
+func (s *Scheduler) Stop() {
 	s.mu.Lock()
 	s.stopped = true
 	s.timer.Stop()
@@ -178,7 +198,7 @@ func (s *scheduler) stop() {
 // fire runs a tick and sets the timer for the next one. The holds the tick
 // found lost are signalled after it, outside ticking, so that a Lost hook
 // may close the client (whose stop waits for a running tick).
-func (s *scheduler) fire() {
+func (s *Scheduler) fire() {
 	s.ticking.Lock()
 	s.mu.Lock()
 	s.at = time.Time{}
@@ -194,7 +214,7 @@ func (s *scheduler) fire() {
 	s.mu.Unlock()
 	s.ticking.Unlock()
 	for _, h := range lost {
-		s.lost(h, expiredErr(h))
+		s.lost(h, ExpiredErr(h))
 	}
 }
 
@@ -204,30 +224,30 @@ func (s *scheduler) fire() {
 // deadline: if the renewal has not been confirmed by then, the next tick
 // declares them lost while the store call is still under way. It returns
 // the holds past their deadline, for the caller to signal.
-func (s *scheduler) tick() (lost []*hold) {
+func (s *Scheduler) tick() (lost []*Entry) {
 	now := time.Now()
-	var batch []*hold
+	var batch []*Entry
 	earliest := now.Add(time.Hour)
 	s.mu.Lock()
 	for len(s.h) > 0 {
 		h := s.h[0]
 		// Renewals due within a tenth of their interval join this batch.
-		window := renewEvery(h.ttl) / 10
-		if !h.renew || h.renewing {
+		window := RenewInterval(h.TTL) / 10
+		if !h.Renew || h.renewing {
 			window = 0
 		}
 		if h.next.After(now.Add(window)) {
 			break
 		}
 		heap.Pop(&s.h)
-		if !now.Before(h.deadline) || !h.renew {
+		if !now.Before(h.deadline) || !h.Renew {
 			lost = append(lost, h)
 			continue
 		}
 		// The renewal sets the store's expiry to its TTL from when it is
 		// applied, which is shorter than an expiry a longer Extend left:
 		// believe no more than that from now on, answered or not.
-		s.lowerExpiry(h, now, h.ttl)
+		s.lowerExpiry(h, now, h.TTL)
 		batch = append(batch, h)
 		earliest = minTime(earliest, h.deadline)
 	}
@@ -250,10 +270,10 @@ func (s *scheduler) tick() (lost []*hold) {
 // renew sends one batch of renewals, started at now, and records the
 // results. A renewal confirmed after its hold's deadline counts for nothing:
 // the hold was declared lost at the deadline.
-func (s *scheduler) renew(batch []*hold, now, earliest time.Time) {
+func (s *Scheduler) renew(batch []*Entry, now, earliest time.Time) {
 	helds := make([]driver.Held, len(batch))
 	for i, h := range batch {
-		helds[i] = h.held()
+		helds[i] = h.Held
 	}
 	ctx, cancel := context.WithDeadline(s.stopping, earliest)
 	res := s.drv.Renew(ctx, helds)
@@ -284,25 +304,25 @@ func (s *scheduler) renew(batch []*hold, now, earliest time.Time) {
 			// Confirmed too late to count: the next tick declares it lost.
 			continue
 		case r.Err == nil:
-			v := h.ttl
+			v := h.TTL
 			if r.Validity > 0 && r.Validity < v {
 				v = r.Validity
 			}
 			if (h.extending > 0 || h.extends != h.batchExtends) && !now.Add(v).Before(h.expiry) {
 				// An Extend overlapped and may have reached the store after
 				// this renewal: keep its (earlier) expiry, renew again soon.
-				h.next = minTime(after.Add(max(renewEvery(h.ttl)/10, time.Millisecond)), h.deadline)
+				h.next = minTime(after.Add(max(RenewInterval(h.TTL)/10, time.Millisecond)), h.deadline)
 				break
 			}
 			s.setExpiry(h, now, v)
-		case errors.Is(r.Err, ErrLeaseLost):
+		case errors.Is(r.Err, driver.ErrLeaseLost):
 			s.lostLater(h, r.Err)
 			continue
 		case !after.Before(h.deadline):
-			s.lostLater(h, fmt.Errorf("%w: renewal not confirmed before expiry: %w", ErrLeaseLost, r.Err))
+			s.lostLater(h, fmt.Errorf("%w: renewal not confirmed before expiry: %w", driver.ErrLeaseLost, r.Err))
 			continue
 		default: // uncertain: try again soon, ownership is re-checked by the renewal itself
-			h.next = minTime(after.Add(max(renewEvery(h.ttl)/10, time.Millisecond)), h.deadline)
+			h.next = minTime(after.Add(max(RenewInterval(h.TTL)/10, time.Millisecond)), h.deadline)
 		}
 		if h.idx >= 0 {
 			heap.Fix(&s.h, h.idx)
@@ -317,11 +337,11 @@ func (s *scheduler) renew(batch []*hold, now, earliest time.Time) {
 }
 
 // lostLater queues h to be declared lost once s.mu is released.
-func (s *scheduler) lostLater(h *hold, err error) {
+func (s *Scheduler) lostLater(h *Entry, err error) {
 	s.pending = append(s.pending, lostHold{h, err})
 }
 
-func (s *scheduler) flushLost() {
+func (s *Scheduler) flushLost() {
 	s.mu.Lock()
 	p := s.pending
 	s.pending = nil
@@ -332,32 +352,33 @@ func (s *scheduler) flushLost() {
 }
 
 type lostHold struct {
-	h   *hold
+	h   *Entry
 	err error
 }
 
-func expiredErr(h *hold) error {
-	if h.renew {
-		return fmt.Errorf("%w: not renewed in time", ErrLeaseLost)
+// ExpiredErr is the loss error of an entry whose deadline passed.
+func ExpiredErr(h *Entry) error {
+	if h.Renew {
+		return fmt.Errorf("%w: not renewed in time", driver.ErrLeaseLost)
 	}
-	return fmt.Errorf("%w: expired (TTL %v, no renewal)", ErrLeaseLost, h.ttl)
+	return fmt.Errorf("%w: expired (TTL %v, no renewal)", driver.ErrLeaseLost, h.TTL)
 }
 
 // watch waits for a session-loss channel and declares its holds lost.
-func (s *scheduler) watch(ch <-chan struct{}, w *watcher) {
+func (s *Scheduler) watch(ch <-chan struct{}, w *watcher) {
 	select {
 	case <-w.stop:
 		return
 	case <-ch:
 	}
 	s.mu.Lock()
-	var hs []*hold
+	var hs []*Entry
 	for h := range w.holds {
 		hs = append(hs, h)
 	}
 	s.mu.Unlock()
 	for _, h := range hs {
-		s.lost(h, fmt.Errorf("%w: the store's session ended", ErrLeaseLost))
+		s.lost(h, fmt.Errorf("%w: the store's session ended", driver.ErrLeaseLost))
 	}
 }
 
@@ -368,21 +389,21 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
-// holdHeap orders holds by next.
-type holdHeap []*hold
+// entryHeap orders holds by next.
+type entryHeap []*Entry
 
-func (q holdHeap) Len() int           { return len(q) }
-func (q holdHeap) Less(i, j int) bool { return q[i].next.Before(q[j].next) }
-func (q holdHeap) Swap(i, j int) {
+func (q entryHeap) Len() int           { return len(q) }
+func (q entryHeap) Less(i, j int) bool { return q[i].next.Before(q[j].next) }
+func (q entryHeap) Swap(i, j int) {
 	q[i], q[j] = q[j], q[i]
 	q[i].idx, q[j].idx = i, j
 }
-func (q *holdHeap) Push(x any) {
-	h := x.(*hold)
+func (q *entryHeap) Push(x any) {
+	h := x.(*Entry)
 	h.idx = len(*q)
 	*q = append(*q, h)
 }
-func (q *holdHeap) Pop() any {
+func (q *entryHeap) Pop() any {
 	old := *q
 	h := old[len(old)-1]
 	old[len(old)-1] = nil

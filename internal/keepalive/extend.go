@@ -1,0 +1,86 @@
+package keepalive
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"time"
+
+	"github.com/dlock/dlock/driver"
+)
+
+// Due reports whether e is still scheduled and its deadline has passed: it
+// is lost, whether or not a tick has said so yet.
+func (s *Scheduler) Due(e *Entry) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !e.removed && !e.deadline.IsZero() && !time.Now().Before(e.deadline)
+}
+
+// TimeLeft is how long e is known to be held: the time until its deadline,
+// never later than its expiry in the store; 0 once it is unscheduled.
+func (s *Scheduler) TimeLeft(e *Entry) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e.removed || e.deadline.IsZero() {
+		return 0
+	}
+	return max(time.Until(e.deadline), 0)
+}
+
+// Extend asks the store, through the driver's Renew, to keep e for ttl from
+// now, and keeps the expiry that leaves: on success the new one; on an
+// uncertain answer (an error other than ErrLeaseLost) the earlier of the old
+// and the new, since the store may have applied it. Extends and renewals
+// that overlap keep the earliest expiry either could have left. It returns
+// the store's error, and whether e was unscheduled (unlocked, lost, closed)
+// by the time the answer came; it does not end e itself.
+func (s *Scheduler) Extend(ctx context.Context, e *Entry, ttl time.Duration) (removed bool, err error) {
+	sent := time.Now()
+	s.mu.Lock()
+	busy, gen, egen := e.renewing, e.renewals, e.extends
+	e.extending++
+	s.mu.Unlock()
+	// The store may apply it at once and the answer never come: believe no
+	// more than the new expiry from now on if it is the earlier.
+	s.Lower(e, sent, ttl)
+	held := e.Held
+	held.TTL = ttl
+	res := s.drv.Renew(ctx, []driver.Held{held})
+	var r driver.RenewResult
+	if len(res) == 1 {
+		r = res[0]
+	} else {
+		r.Err = errors.New("driver returned no renewal result")
+	}
+	v := ttl
+	if r.Validity > 0 && r.Validity < v {
+		v = r.Validity
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Another Extend or a watchdog renewal that overlapped this call may
+	// have reached the store after it: then keep the earlier expiry.
+	overlapped := busy || e.renewing || e.renewals != gen || e.extending > 1 || e.extends != egen
+	e.extending--
+	e.extends++
+	switch {
+	case e.removed || errors.Is(r.Err, driver.ErrLeaseLost):
+	case r.Err != nil: // it may have been applied: the expiry was lowered when it was sent
+	case !overlapped || sent.Add(v).Before(e.expiry):
+		s.keepExpiry(e, sent, v)
+	}
+	return e.removed, r.Err
+}
+
+// keepExpiry records an Extend's expiry. s.mu must be held.
+func (s *Scheduler) keepExpiry(e *Entry, sent time.Time, v time.Duration) {
+	s.setExpiry(e, sent, v)
+	if e.renewing { // the renewal in flight is still due at the deadline
+		e.next = e.deadline
+	}
+	if e.idx >= 0 {
+		heap.Fix(&s.h, e.idx)
+	}
+	s.arm()
+}
