@@ -42,7 +42,7 @@ type Client struct {
 	// per (name, owner): closed when the store release of the owner's
 	// detached hold is done. A Lock by that owner waits for it, or the store
 	// would grant it as a re-entry of the hold the release then deletes.
-	freeing map[holdKey]chan struct{}
+	freeing map[holdKey]*hold
 }
 
 type holdKey struct {
@@ -63,10 +63,11 @@ func New(d driver.Driver, scheme string, opts ...ClientOption) *Client {
 	}
 	c := &Client{
 		drv: d, scheme: scheme, label: defaultLabel(), caps: caps, log: o.logger, hooks: o.hooks,
-		holds: map[holdKey]*hold{}, freeing: map[holdKey]chan struct{}{},
+		holds: map[holdKey]*hold{}, freeing: map[holdKey]*hold{},
 	}
 	c.closing, c.cancel = context.WithCancel(context.Background())
 	c.sched = keepalive.NewScheduler(d,
+		func(e *keepalive.Entry) driver.Held { return e.Ref.(*hold).held() },
 		func(e *keepalive.Entry, err error) { c.lost(e.Ref.(*hold), err) },
 		func(e *keepalive.Entry, latency time.Duration, err error) { c.renewed(e.Ref.(*hold), latency, err) })
 	return c
@@ -197,9 +198,10 @@ func (c *Client) enter(ctx context.Context, k holdKey, try bool) (*turn.Turn[hol
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(c.closing, cancel)
+	if t, ok := c.turns.TryTake(k); ok { // free: no wait for Close to end
+		return t, nil
+	}
+	ctx, stop := c.bindClose(ctx)
 	defer stop()
 	mode := turn.Wait
 	if try {
@@ -213,6 +215,14 @@ func (c *Client) enter(ctx context.Context, k holdKey, try bool) (*turn.Turn[hol
 		return nil, ErrClosed
 	}
 	return t, err // as waitErr: an error matches ctx's
+}
+
+// bindClose returns a ctx that also ends when the client closes, for a
+// wait, and the function that lets it go.
+func (c *Client) bindClose(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.closing, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 // detach removes h from the client and the scheduler. It reports false if h
@@ -234,8 +244,7 @@ func (c *Client) detach(h *hold) bool {
 func (c *Client) detachLocked(h *hold) {
 	h.detached = true
 	k := holdKey{h.name, h.owner, h.kind}
-	h.freeing = make(chan struct{})
-	c.freeing[k] = h.freeing
+	c.freeing[k] = h
 	if c.holds[k] == h {
 		delete(c.holds, k)
 	}
@@ -246,21 +255,28 @@ func (c *Client) freed(h *hold) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := holdKey{h.name, h.owner, h.kind}
-	if c.freeing[k] == h.freeing {
+	if c.freeing[k] == h {
 		delete(c.freeing, k)
 	}
-	close(h.freeing)
+	if h.freeing != nil {
+		close(h.freeing)
+	}
 }
 
 // awaitFreed waits until the store release of the owner's last detached
 // hold of the name, if one is under way, is done.
 func (c *Client) awaitFreed(ctx context.Context, k holdKey) error {
 	c.mu.Lock()
-	ch := c.freeing[k]
-	c.mu.Unlock()
-	if ch == nil {
+	h := c.freeing[k]
+	if h == nil {
+		c.mu.Unlock()
 		return nil
 	}
+	if h.freeing == nil { // made for the first who waits
+		h.freeing = make(chan struct{})
+	}
+	ch := h.freeing
+	c.mu.Unlock()
 	select {
 	case <-ch:
 		return nil

@@ -1,7 +1,7 @@
 package dlock
 
 import (
-		"context"
+	"context"
 	"errors"
 	"sync/atomic"
 	"time"
@@ -29,32 +29,35 @@ type hold struct {
 	name     string
 	owner    string
 	label    string
-	ttl      time.Duration
 	kind     driver.Kind
 	limit    int // a permit's semaphore count, compared on re-entry
-	fresh    bool // the owner id was made for this hold: nobody else holds under it
 	token    uint64
 	handle   any
 	acquired time.Time
+	fresh    bool // the owner id was made for this hold: nobody else holds under it
 
 	lostErr atomic.Pointer[error] // why the hold was lost, if it was
 
 	// guarded by c.mu
 	detached bool
-	freeing  chan struct{} // set when detached; closed when released in the store
+	freeing  chan struct{} // made by a Lock that waits for the release of the detached h; closed when it is done
 	leases   []*Lease
+	first    [1]*Lease // room for the first lease, which most holds keep alone
 
 	ka keepalive.Entry // its renewal, the scheduler's alone
 }
 
 func (h *hold) held() driver.Held {
-	return driver.Held{Name: h.name, Owner: h.owner, TTL: h.ttl, Kind: h.kind, Token: h.token, Handle: h.handle}
+	return driver.Held{Name: h.name, Owner: h.owner, TTL: h.ka.TTL, Kind: h.kind, Token: h.token, Handle: h.handle}
 }
 
 // newLease adds a lease to h. c.mu must be held.
 func (h *hold) newLease() *Lease {
 	l := &Lease{h: h}
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
+	if h.leases == nil {
+		h.leases = h.first[:0]
+	}
 	h.leases = append(h.leases, l)
 	return l
 }

@@ -236,10 +236,11 @@ func (c *Client) grant(ctx context.Context, k holdKey, req driver.Request, g dri
 		validity = g.Validity
 	}
 	h := &hold{
-		c: c, name: req.Name, owner: req.Owner, label: req.Label, ttl: req.TTL, kind: req.Kind, limit: req.Limit, fresh: fresh,
+		c: c, name: req.Name, owner: req.Owner, label: req.Label, kind: req.Kind, limit: req.Limit, fresh: fresh,
 		token: g.Token, handle: g.Handle, acquired: sent,
+		ka: keepalive.Entry{TTL: req.TTL, Renew: renew, Lost: g.Lost},
 	}
-	h.ka = keepalive.Entry{TTL: req.TTL, Renew: renew, Lost: g.Lost, Held: h.held(), Ref: h}
+	h.ka.Ref = h
 	stale := ""
 	if left := time.Until(sent.Add(validity)); left < keepalive.GrantMargin(req.TTL) {
 		stale = fmt.Sprintf("%v left of its validity, %v needed", left.Round(time.Millisecond), keepalive.GrantMargin(req.TTL))

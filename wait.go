@@ -45,12 +45,9 @@ func (c *Client) attempt(ctx context.Context, req driver.Request, uncertain *boo
 }
 
 func (c *Client) obtain1(ctx context.Context, t *turn.Turn[holdKey], req driver.Request, try bool, uncertain *bool) (driver.Grant, time.Time, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(c.closing, cancel)
-	defer stop()
-
 	if !try && c.caps.Blocking { // the store queues waiters itself
+		ctx, stop := c.bindClose(ctx)
+		defer stop()
 		t.Block(true)
 		defer t.Block(false)
 		req.Wait = true
@@ -75,16 +72,20 @@ func (c *Client) obtain1(ctx context.Context, t *turn.Turn[holdKey], req driver.
 			}
 		}
 	}
+	// One attempt first, not bound to Close: a Close meanwhile fails it
+	// (the driver's connections close) or has grant give the hold back.
 	sent := time.Now()
 	g, err := c.attempt(ctx, req, uncertain)
 	switch {
 	case err == nil && g.Acquired:
 		return g, sent, nil
-	case err != nil && (try || permanent(err) || ctx.Err() != nil):
+	case err != nil && (try || permanent(err) || ctx.Err() != nil || c.closing.Err() != nil):
 		return g, sent, c.waitErr(ctx, err)
 	case try:
 		return g, sent, ErrNotAcquired
 	}
+	ctx, stop := c.bindClose(ctx)
+	defer stop()
 	t.Block(true)
 	defer t.Block(false)
 	g, sent, err = c.wait(ctx, req, g.Retry, uncertain)
@@ -236,7 +237,7 @@ func permanent(err error) bool {
 // the client closed, ctx's error if it ended, else err.
 func (c *Client) waitErr(ctx context.Context, err error) error {
 	switch {
-	case c.closing.Err() != nil && ctx.Err() != nil:
+	case c.closing.Err() != nil:
 		return ErrClosed
 	case ctx.Err() != nil && err != nil && !errors.Is(err, ctx.Err()):
 		return errors.Join(ctx.Err(), err)

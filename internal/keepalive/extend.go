@@ -14,7 +14,7 @@ import (
 func (s *Scheduler) Due(e *Entry) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return !e.removed && !e.deadline.IsZero() && !time.Now().Before(e.deadline)
+	return e.added && !e.removed && at(time.Now()) >= e.deadline
 }
 
 // TimeLeft is how long e is known to be held: the time until its deadline,
@@ -22,10 +22,10 @@ func (s *Scheduler) Due(e *Entry) bool {
 func (s *Scheduler) TimeLeft(e *Entry) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e.removed || e.deadline.IsZero() {
+	if e.removed || !e.added {
 		return 0
 	}
-	return max(time.Until(e.deadline), 0)
+	return max(time.Until(e.deadline.time()), 0)
 }
 
 // Extend asks the store, through the driver's Renew, to keep e for ttl from
@@ -44,7 +44,7 @@ func (s *Scheduler) Extend(ctx context.Context, e *Entry, ttl time.Duration) (re
 	// The store may apply it at once and the answer never come: believe no
 	// more than the new expiry from now on if it is the earlier.
 	s.Lower(e, sent, ttl)
-	held := e.Held
+	held := s.held(e)
 	held.TTL = ttl
 	res := s.drv.Renew(ctx, []driver.Held{held})
 	var r driver.RenewResult
@@ -67,7 +67,7 @@ func (s *Scheduler) Extend(ctx context.Context, e *Entry, ttl time.Duration) (re
 	switch {
 	case e.removed || errors.Is(r.Err, driver.ErrLeaseLost):
 	case r.Err != nil: // it may have been applied: the expiry was lowered when it was sent
-	case !overlapped || sent.Add(v).Before(e.expiry):
+	case !overlapped || at(sent.Add(v)) < e.expiry:
 		s.keepExpiry(e, sent, v)
 	}
 	return e.removed, r.Err

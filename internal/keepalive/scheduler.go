@@ -15,27 +15,38 @@ import (
 // fields before Add and does not change them after; every other field is
 // the Scheduler's, read and written under its lock only.
 type Entry struct {
-	TTL   time.Duration
-	Renew bool            // renewed by the scheduler; false: a fixed lease, lost at its TTL
-	Lost  <-chan struct{} // closed when the store's session of the hold ends; may be nil
-	// Held is the hold as the driver knows it, for Renew.
-	Held driver.Held
+	TTL  time.Duration
+	Lost <-chan struct{} // closed when the store's session of the hold ends; may be nil
 	// Ref is the caller's own value for the hold, handed back to its
 	// callbacks.
 	Ref any
 
 	// guarded by the scheduler's mutex
-	expiry       time.Time // the store keeps the hold at least until then
-	deadline     time.Time // loss is signalled then, a margin before expiry
-	next         time.Time // when the scheduler next looks at the hold
-	idx          int       // index in the scheduler's heap, -1 when not in it
-	removed      bool      // unscheduled for good
-	renewing     bool      // a renewal of it is in flight
-	renewals     uint64    // renewal results recorded, for Extend
-	extending    int       // Extend calls in flight
-	extends      uint64    // Extend calls that may have reached the store, for renewals and Extend
-	batchExtends uint64    // extends when the renewal in flight was sent
+	expiry       instant // the store keeps the hold at least until then
+	deadline     instant // loss is signalled then, a margin before expiry
+	next         instant // when the scheduler next looks at the hold
+	idx          int     // index in the scheduler's heap, -1 when not in it
+	renewals     uint64  // renewal results recorded, for Extend
+	extending    int     // Extend calls in flight
+	extends      uint64  // Extend calls that may have reached the store, for renewals and Extend
+	batchExtends uint64  // extends when the renewal in flight was sent
+
+	Renew    bool // set by the caller: renewed by the scheduler; false: a fixed lease, lost at its TTL
+	added    bool // scheduled once: expiry, deadline and next are set
+	removed  bool // unscheduled for good
+	renewing bool // a renewal of it is in flight
 }
+
+// instant is a point in time as the monotonic nanoseconds since epoch: a
+// third of a time.Time's size, for the many holds a client may keep.
+type instant int64
+
+// epoch is the origin of instants.
+var epoch = time.Now()
+
+func at(t time.Time) instant                  { return instant(t.Sub(epoch)) }
+func (i instant) time() time.Time             { return epoch.Add(time.Duration(i)) }
+func (i instant) add(d time.Duration) instant { return i + instant(d) }
 
 // Scheduler renews every lease of a client from one timer: it keeps the holds
 // in a heap ordered by when each needs attention, and at each tick sends all
@@ -45,7 +56,8 @@ type Entry struct {
 // signals loss: a hold whose renewal could not be confirmed is declared lost a
 // margin before it could expire in the store, never after.
 type Scheduler struct {
-	drv driver.Driver
+	drv  driver.Driver
+	held func(*Entry) driver.Held // the hold of an entry, as the driver knows it
 	// lost ends a hold as lost; renewed reports one hold's renewal result
 	// (latency, error) after the store answered.
 	lost    func(h *Entry, err error)
@@ -71,13 +83,14 @@ type watcher struct {
 	stop  chan struct{}
 }
 
-// NewScheduler returns a Scheduler renewing holds through drv. It calls
+// NewScheduler returns a Scheduler renewing holds through drv, which it
+// names by held(e). It calls
 // lost to end an entry as lost (from a tick, a renewal's answer or the end
 // of the entry's store session), and renewed with each entry's renewal
 // result after the store answered; neither is called with the Scheduler's
 // lock held.
-func NewScheduler(drv driver.Driver, lost func(e *Entry, err error), renewed func(e *Entry, latency time.Duration, err error)) *Scheduler {
-	s := &Scheduler{drv: drv, lost: lost, renewed: renewed, watchers: map[<-chan struct{}]*watcher{}}
+func NewScheduler(drv driver.Driver, held func(e *Entry) driver.Held, lost func(e *Entry, err error), renewed func(e *Entry, latency time.Duration, err error)) *Scheduler {
+	s := &Scheduler{drv: drv, held: held, lost: lost, renewed: renewed, watchers: map[<-chan struct{}]*watcher{}}
 	s.stopping, s.halt = context.WithCancel(context.Background())
 	s.timer = time.AfterFunc(time.Hour, s.fire)
 	s.timer.Stop()
@@ -108,7 +121,7 @@ func (s *Scheduler) arm() {
 	if s.stopped || len(s.h) == 0 {
 		return
 	}
-	next := s.h[0].next
+	next := s.h[0].next.time()
 	if s.at.IsZero() || next.Before(s.at) {
 		s.at = next
 		s.timer.Reset(time.Until(next))
@@ -117,10 +130,11 @@ func (s *Scheduler) arm() {
 
 // setExpiry records a successful grant or renewal. s.mu must be held.
 func (s *Scheduler) setExpiry(h *Entry, sent time.Time, validity time.Duration) {
-	h.expiry = sent.Add(validity)
-	h.deadline = h.expiry.Add(-LossMargin(h.TTL))
+	h.added = true
+	h.expiry = at(sent.Add(validity))
+	h.deadline = h.expiry.add(-LossMargin(h.TTL))
 	if h.Renew {
-		h.next = sent.Add(min(RenewInterval(h.TTL), validity/2))
+		h.next = at(sent.Add(min(RenewInterval(h.TTL), validity/2)))
 	} else {
 		h.next = h.deadline
 	}
@@ -132,16 +146,16 @@ func (s *Scheduler) setExpiry(h *Entry, sent time.Time, validity time.Duration) 
 // grant of v, unless a renewal is in flight. s.mu must be held; the caller
 // fixes h's place in the heap.
 func (s *Scheduler) lowerExpiry(h *Entry, sent time.Time, v time.Duration) {
-	e := sent.Add(v)
-	if !e.Before(h.expiry) {
+	e := at(sent.Add(v))
+	if e >= h.expiry {
 		return
 	}
 	h.expiry = e
-	h.deadline = e.Add(-LossMargin(h.TTL))
+	h.deadline = e.add(-LossMargin(h.TTL))
 	if h.Renew && !h.renewing {
-		h.next = minTime(h.next, sent.Add(min(RenewInterval(h.TTL), v/2)))
+		h.next = min(h.next, at(sent.Add(min(RenewInterval(h.TTL), v/2))))
 	}
-	h.next = minTime(h.next, h.deadline)
+	h.next = min(h.next, h.deadline)
 }
 
 // Lower is lowerExpiry for a hold that may be in the heap: for a store
@@ -226,6 +240,7 @@ func (s *Scheduler) fire() {
 // the holds past their deadline, for the caller to signal.
 func (s *Scheduler) tick() (lost []*Entry) {
 	now := time.Now()
+	nowAt := at(now)
 	var batch []*Entry
 	earliest := now.Add(time.Hour)
 	s.mu.Lock()
@@ -236,11 +251,11 @@ func (s *Scheduler) tick() (lost []*Entry) {
 		if !h.Renew || h.renewing {
 			window = 0
 		}
-		if h.next.After(now.Add(window)) {
+		if h.next > nowAt.add(window) {
 			break
 		}
 		heap.Pop(&s.h)
-		if !now.Before(h.deadline) || !h.Renew {
+		if nowAt >= h.deadline || !h.Renew {
 			lost = append(lost, h)
 			continue
 		}
@@ -249,7 +264,7 @@ func (s *Scheduler) tick() (lost []*Entry) {
 		// believe no more than that from now on, answered or not.
 		s.lowerExpiry(h, now, h.TTL)
 		batch = append(batch, h)
-		earliest = minTime(earliest, h.deadline)
+		earliest = minTime(earliest, h.deadline.time())
 	}
 	for _, h := range batch { // back in the heap, due at the deadline
 		h.renewing = true
@@ -273,12 +288,13 @@ func (s *Scheduler) tick() (lost []*Entry) {
 func (s *Scheduler) renew(batch []*Entry, now, earliest time.Time) {
 	helds := make([]driver.Held, len(batch))
 	for i, h := range batch {
-		helds[i] = h.Held
+		helds[i] = s.held(h)
 	}
 	ctx, cancel := context.WithDeadline(s.stopping, earliest)
 	res := s.drv.Renew(ctx, helds)
 	cancel()
 	after := time.Now()
+	afterAt := at(after)
 	for i, h := range batch {
 		var err error
 		if i < len(res) {
@@ -300,7 +316,7 @@ func (s *Scheduler) renew(batch []*Entry, now, earliest time.Time) {
 			r.Err = errors.New("driver returned too few renewal results")
 		}
 		switch {
-		case !after.Before(h.deadline) && r.Err == nil:
+		case afterAt >= h.deadline && r.Err == nil:
 			// Confirmed too late to count: the next tick declares it lost.
 			continue
 		case r.Err == nil:
@@ -308,21 +324,21 @@ func (s *Scheduler) renew(batch []*Entry, now, earliest time.Time) {
 			if r.Validity > 0 && r.Validity < v {
 				v = r.Validity
 			}
-			if (h.extending > 0 || h.extends != h.batchExtends) && !now.Add(v).Before(h.expiry) {
+			if (h.extending > 0 || h.extends != h.batchExtends) && at(now.Add(v)) >= h.expiry {
 				// An Extend overlapped and may have reached the store after
 				// this renewal: keep its (earlier) expiry, renew again soon.
-				h.next = minTime(after.Add(max(RenewInterval(h.TTL)/10, time.Millisecond)), h.deadline)
+				h.next = min(at(after.Add(max(RenewInterval(h.TTL)/10, time.Millisecond))), h.deadline)
 				break
 			}
 			s.setExpiry(h, now, v)
 		case errors.Is(r.Err, driver.ErrLeaseLost):
 			s.lostLater(h, r.Err)
 			continue
-		case !after.Before(h.deadline):
+		case afterAt >= h.deadline:
 			s.lostLater(h, fmt.Errorf("%w: renewal not confirmed before expiry: %w", driver.ErrLeaseLost, r.Err))
 			continue
 		default: // uncertain: try again soon, ownership is re-checked by the renewal itself
-			h.next = minTime(after.Add(max(RenewInterval(h.TTL)/10, time.Millisecond)), h.deadline)
+			h.next = min(at(after.Add(max(RenewInterval(h.TTL)/10, time.Millisecond))), h.deadline)
 		}
 		if h.idx >= 0 {
 			heap.Fix(&s.h, h.idx)
@@ -393,7 +409,7 @@ func minTime(a, b time.Time) time.Time {
 type entryHeap []*Entry
 
 func (q entryHeap) Len() int           { return len(q) }
-func (q entryHeap) Less(i, j int) bool { return q[i].next.Before(q[j].next) }
+func (q entryHeap) Less(i, j int) bool { return q[i].next < q[j].next }
 func (q entryHeap) Swap(i, j int) {
 	q[i], q[j] = q[j], q[i]
 	q[i].idx, q[j].idx = i, j

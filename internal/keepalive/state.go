@@ -12,7 +12,11 @@ type State struct {
 }
 
 func (s *Scheduler) state(e *Entry) State {
-	return State{Removed: e.removed, Expiry: e.expiry, Deadline: e.deadline, Renewals: e.renewals}
+	st := State{Removed: e.removed, Renewals: e.renewals}
+	if e.added {
+		st.Expiry, st.Deadline = e.expiry.time(), e.deadline.time()
+	}
+	return st
 }
 
 // State returns what the Scheduler believes of e now.
@@ -47,5 +51,5 @@ func (s *Scheduler) WaitRenewals() { s.flights.Wait() }
 func (s *Scheduler) SetDeadline(e *Entry, d time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e.deadline = d
+	e.deadline = at(d)
 }

@@ -35,20 +35,34 @@ const (
 // Set is a set of FIFO mutexes by key. The zero value is ready to use.
 type Set[K comparable] struct {
 	mu    sync.Mutex
-	lines map[K]*line
+	lines map[K]*line[K]
 }
 
-// line is one key's queue: the head holds the turn.
-type line struct {
+// line is one key's queue: the head holds the turn. A line is made when a
+// caller finds its key free, and dropped when its queue empties; its first
+// turn and the room for one waiter come with it, so an uncontended Take
+// costs one allocation.
+type line[K comparable] struct {
 	queue   []chan struct{} // head first; a channel is closed when its turn comes
 	blocked bool            // the head is blocked on something outside the set
+	first   Turn[K]         // the turn of the caller that made the line
+	buf     [2]chan struct{}
 }
+
+// granted is the channel of a turn given at once: closed, and never the
+// channel of a waiter, so it is unique in any queue (only the head of a new
+// line has it).
+var granted = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
 
 // Turn is a caller's turn on a key, from Take until Done.
 type Turn[K comparable] struct {
 	s    *Set[K]
 	key  K
-	line *line
+	line *line[K]
 	ch   chan struct{}
 	once sync.Once
 }
@@ -56,25 +70,10 @@ type Turn[K comparable] struct {
 // Take waits for the turn on key as mode says. It returns ErrBusy when a
 // try fails, or ctx's error when ctx ends first.
 func (s *Set[K]) Take(ctx context.Context, key K, mode Mode) (*Turn[K], error) {
-	s.mu.Lock()
-	if s.lines == nil {
-		s.lines = map[K]*line{}
+	t, err := s.take(key, mode)
+	if t == nil || err != nil {
+		return t, err
 	}
-	l := s.lines[key]
-	if l == nil {
-		l = &line{}
-		s.lines[key] = l
-	}
-	if len(l.queue) > 0 && (mode == Try || mode == TryUnlessBlocked && l.blocked) {
-		s.mu.Unlock()
-		return nil, ErrBusy
-	}
-	t := &Turn[K]{s: s, key: key, line: l, ch: make(chan struct{})}
-	if len(l.queue) == 0 {
-		close(t.ch)
-	}
-	l.queue = append(l.queue, t.ch)
-	s.mu.Unlock()
 	select {
 	case <-t.ch:
 		return t, nil
@@ -87,6 +86,38 @@ func (s *Set[K]) Take(ctx context.Context, key K, mode Mode) (*Turn[K], error) {
 		t.Done() // hands the turn on if it came meanwhile
 		return nil, ctx.Err()
 	}
+}
+
+// TryTake takes the turn on key if it is free now, with no waiting and no
+// context, and reports whether it did.
+func (s *Set[K]) TryTake(key K) (*Turn[K], bool) {
+	t, err := s.take(key, Try)
+	return t, err == nil
+}
+
+// take joins key's line as mode says; the turn's channel is closed when the
+// turn is the caller's.
+func (s *Set[K]) take(key K, mode Mode) (*Turn[K], error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lines == nil {
+		s.lines = map[K]*line[K]{}
+	}
+	l := s.lines[key]
+	if l == nil {
+		l = &line[K]{}
+		l.queue = l.buf[:0]
+		l.first = Turn[K]{s: s, key: key, line: l, ch: granted}
+		l.queue = append(l.queue, granted)
+		s.lines[key] = l
+		return &l.first, nil
+	}
+	if mode == Try || mode == TryUnlessBlocked && l.blocked {
+		return nil, ErrBusy
+	}
+	t := &Turn[K]{s: s, key: key, line: l, ch: make(chan struct{})}
+	l.queue = append(l.queue, t.ch)
+	return t, nil
 }
 
 // Block marks the turn as blocked on something outside the set (or not), for
