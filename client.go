@@ -293,7 +293,9 @@ func (c *Client) renewed(h *hold, latency time.Duration, err error) {
 		c.log.Debug("dlock: renewal failed; retrying", "backend", c.scheme, "name", h.name, "err", err)
 	}
 	if c.hooks.Renewed != nil {
-		c.hooks.Renewed(context.Background(), Event{Backend: c.scheme, Name: h.name, Kind: h.kind.String(), Token: h.token, Latency: latency, Err: err})
+		e := h.event(err)
+		e.Held, e.Latency = 0, latency
+		c.hooks.Renewed(context.Background(), e)
 	}
 }
 
@@ -323,7 +325,7 @@ func (c *Client) lost(h *hold, err error) {
 	c.sched.Remove(&h.ka)
 	c.log.Warn("dlock: lease lost", "backend", c.scheme, "name", h.name, "token", h.token, "err", err)
 	if c.hooks.Lost != nil {
-		c.hooks.Lost(context.Background(), Event{Backend: c.scheme, Name: h.name, Kind: h.kind.String(), Token: h.token, Held: time.Since(h.acquired), Err: err})
+		c.hooks.Lost(context.Background(), h.event(err))
 	}
 	for _, l := range ls {
 		l.cancel(err)

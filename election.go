@@ -160,7 +160,7 @@ func (e *Election) campaign(ctx context.Context, value string) (*Lease, error) {
 				continue
 			}
 			if err == nil && c.hooks.Acquired != nil {
-				c.hooks.Acquired(ctx, Event{Backend: c.scheme, Name: e.name, Token: l.h.token, Wait: time.Since(began)})
+				c.hooks.Acquired(ctx, newEvent(c, e.name, driver.Exclusive, l.h.token, time.Since(began), nil))
 			}
 			return l, err
 		}

@@ -311,14 +311,14 @@ func (l *Lease) Unlock(ctx context.Context) (uerr error) {
 			if !last {
 				c.lost(h, err)
 			} else if c.hooks.Lost != nil { // found lost by the release itself: say so as any loss
-				c.hooks.Lost(ctx, Event{Backend: c.scheme, Name: h.name, Kind: h.kind.String(), Token: h.token, Held: time.Since(h.acquired), Err: err})
+				c.hooks.Lost(ctx, h.event(err))
 			}
 			return err
 		}
 	}
 	l.cancel(errUnlocked)
 	if c.hooks.Released != nil {
-		c.hooks.Released(ctx, Event{Backend: c.scheme, Name: h.name, Kind: h.kind.String(), Token: h.token, Held: time.Since(h.acquired)})
+		c.hooks.Released(ctx, h.event(nil))
 	}
 	return err
 }

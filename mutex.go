@@ -123,7 +123,7 @@ func (c *Client) acquireHold(ctx context.Context, op string, s lockSpec, try boo
 		if err != nil {
 			err = gaveUp(ctx, err)
 			if c.hooks.Refused != nil && errors.Is(err, ErrNotAcquired) {
-				c.hooks.Refused(ctx, Event{Backend: c.scheme, Name: s.name, Kind: req.Kind.String(), Wait: time.Since(began), Err: err})
+				c.hooks.Refused(ctx, newEvent(c, s.name, req.Kind, 0, time.Since(began), err))
 			}
 			return nil, c.wrap(op, s.name, err)
 		}
@@ -139,7 +139,7 @@ func (c *Client) acquireHold(ctx context.Context, op string, s lockSpec, try boo
 		break
 	}
 	if c.hooks.Acquired != nil {
-		c.hooks.Acquired(ctx, Event{Backend: c.scheme, Name: s.name, Kind: req.Kind.String(), Token: l.h.token, Wait: time.Since(began)})
+		c.hooks.Acquired(ctx, newEvent(c, s.name, req.Kind, l.h.token, time.Since(began), nil))
 	}
 	return l, nil
 }

@@ -77,6 +77,20 @@ type Event struct {
 	Err     error         // Refused: why; Renewed: a failed renewal's error; Lost: the cause
 }
 
+// newEvent is the one constructor of hook events: the event about a hold
+// of kind on c's lock name with token (0 when refused), after a wait of
+// wait (0 when not a Lock's), with err.
+func newEvent(c *Client, name string, kind Kind, token uint64, wait time.Duration, err error) Event {
+	return Event{Backend: c.scheme, Name: name, Kind: kind.String(), Token: token, Wait: wait, Err: err}
+}
+
+// event is the hook event about h, lasting since it was acquired.
+func (h *hold) event(err error) Event {
+	e := newEvent(h.c, h.name, h.kind, h.token, 0, err)
+	e.Held = time.Since(h.acquired)
+	return e
+}
+
 // Hooks are called on lock events, for metrics, traces and logs. Each field
 // may be nil. Hooks must return quickly: they run on the goroutine that saw
 // the event. The ctx of Acquired and Refused is the Lock call's, that of
