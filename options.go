@@ -77,6 +77,15 @@ type Event struct {
 	Err     error         // Refused: why; Renewed: a failed renewal's error; Lost: the cause
 }
 
+// Call describes a Lock, TryLock, Unlock or Extend call, for Hooks.Call.
+type Call struct {
+	Op      string // "lock", "trylock", "unlock" or "extend"
+	Backend string // the backend's URL scheme
+	Name    string // the lock name
+	Kind    string // the kind of hold: "exclusive" (a Mutex), "shared" or "write" (an RWMutex), "permit" (a Semaphore)
+	Token   uint64 // Unlock, Extend: the lease's fencing token; 0 for Lock and TryLock
+}
+
 // newEvent is the one constructor of hook events: the event about a hold
 // of kind on c's lock name with token (0 when refused), after a wait of
 // wait (0 when not a Lock's), with err.

@@ -104,40 +104,6 @@ func (rw *RWMutex) spec(kind driver.Kind) lockSpec {
 	return lockSpec{name: rw.name, opts: rw.opts, err: rw.err, kind: kind}
 }
 
-// kindFor is the kind of hold an owner's request gets: a read request by an
-// owner holding the write lock re-enters the write hold; a write request by
-// an owner holding the read lock is refused.
-func (c *Client) kindFor(owner string, s lockSpec) (driver.Kind, error) {
-	if s.kind != driver.Shared && s.kind != driver.Write {
-		return s.kind, nil
-	}
-	other := driver.Write
-	if s.kind == driver.Write {
-		other = driver.Shared
-	}
-	c.mu.Lock()
-	h := c.holds[holdKey{s.name, owner, other}]
-	held := h != nil && !h.detached
-	c.mu.Unlock()
-	switch {
-	case !held:
-		return s.kind, nil
-	case s.kind == driver.Shared:
-		return driver.Write, nil
-	default:
-		return 0, ErrUpgrade
-	}
-}
-
-// queueName is the key of the client's local wait queue for req: one per
-// family and name.
-func queueName(req driver.Request) string {
-	if f := req.Kind.Family(); f != driver.FamilyMutex {
-		return fmt.Sprintf("%d\x00%s", f, req.Name)
-	}
-	return req.Name
-}
-
 // InspectRWMutex describes the read-write lock named name: Info.Holders
 // lists its readers and writer, and Owner, Token and TTL describe the
 // writer if there is one. Backends without read-write locks return

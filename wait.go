@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -250,4 +251,22 @@ func (c *Client) waitErr(ctx context.Context, err error) error {
 // jitter returns a duration in [d/2, d).
 func jitter(d time.Duration) time.Duration {
 	return d/2 + rand.N(d/2+1)
+}
+
+// queueName is the key of the client's local wait queue for req: one per
+// family and name.
+func queueName(req driver.Request) string {
+	if f := req.Kind.Family(); f != driver.FamilyMutex {
+		return fmt.Sprintf("%d\x00%s", f, req.Name)
+	}
+	return req.Name
+}
+
+// gaveUp makes the error of a wait that ended with ctx match ErrNotAcquired
+// as well as ctx's error, so callers need one check.
+func gaveUp(ctx context.Context, err error) error {
+	if ctx.Err() == nil || errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrClosed) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrNotAcquired, err)
 }

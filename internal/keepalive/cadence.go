@@ -26,3 +26,16 @@ func LossMargin(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Milli
 func GrantMargin(ttl time.Duration) time.Duration {
 	return LossMargin(ttl) + min(ttl/10, time.Second)
 }
+
+// SessionEnded reports whether a grant's session-loss channel is closed.
+func SessionEnded(lost <-chan struct{}) bool {
+	if lost == nil {
+		return false
+	}
+	select {
+	case <-lost:
+		return true
+	default:
+		return false
+	}
+}
