@@ -1,12 +1,12 @@
 package dlock
 
-// The one acquire path of every kind of lock, top to bottom: enter (the
-// owner's turn on the name) → re-enter (a lease on the hold the owner has)
-// → obtain (attempt, wait, undo: wait.go) → grant (a hold registered and
-// scheduled for renewal).
+// The one acquire path of every kind of lock, top to bottom: enter → re-enter
+// → obtain (attempt, wait, undo: wait.go) → grant.
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -15,15 +15,6 @@ import (
 	"github.com/dlock/dlock/internal/keepalive"
 	"github.com/dlock/dlock/internal/turn"
 )
-
-// lockSpec is what acquire needs of a Mutex, RWMutex or Semaphore.
-type lockSpec struct {
-	name  string
-	opts  mutexOptions
-	err   error       // invalid arguments, reported by every method
-	kind  driver.Kind // Exclusive, Shared, Write or Permit
-	limit int         // a Semaphore's permit count
-}
 
 // acquire takes a hold of kind s.kind on s.name: the one acquire path of
 // every kind of lock, run inside the Call hook.
@@ -65,7 +56,7 @@ func (c *Client) acquireHold(ctx context.Context, op string, s lockSpec, try boo
 		if l := leaseIn(ctx, c, s.name, s.kind); l != nil {
 			owner = l.h.owner // a nested Lock re-enters the caller's hold
 		} else {
-			owner, fresh = NewOwnerID(), true
+			owner, fresh = newOwnerID(), true
 		}
 	}
 	kind, err := c.kindFor(owner, s)
@@ -124,6 +115,28 @@ func (c *Client) acquireHold(ctx context.Context, op string, s lockSpec, try boo
 	return l, nil
 }
 
+// leaseIn returns the innermost live lease of c's lock name that ctx
+// carries, or nil. A lease past its deadline is not live: it is ended as
+// lost here, as Err would.
+// Only leases of kind's family count (a Mutex, RWMutex and Semaphore of one
+// name are three locks).
+func leaseIn(ctx context.Context, c *Client, name string, kind driver.Kind) *Lease {
+	for x, _ := ctx.Value(leaseKey{}).(*ctxLeases); x != nil; x = x.next {
+		if x.l.h.c == c && x.l.h.name == name && x.l.h.kind.Family() == kind.Family() &&
+			x.l.ctx.Err() == nil && x.l.h.checkDeadline() == nil {
+			return x.l
+		}
+	}
+	return nil
+}
+
+// newOwnerID is NewOwnerID: 128 bits from crypto/rand, in hex.
+func newOwnerID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return hex.EncodeToString(b[:])
+}
+
 // kindFor is the kind of hold an owner's request gets: a read request by an
 // owner holding the write lock re-enters the write hold; a write request by
 // an owner holding the read lock is refused.
@@ -153,9 +166,11 @@ func (c *Client) kindFor(owner string, s lockSpec) (driver.Kind, error) {
 // by the same owner to finish. With try, it gives up with ErrNotAcquired when
 // that acquisition is blocked on another owner.
 func (c *Client) enter(ctx context.Context, k holdKey, try bool) (*turn.Turn[holdKey], error) {
-	if c.isClosed() {
+	if c.mu.Lock(); c.closed {
+		c.mu.Unlock()
 		return nil, ErrClosed
 	}
+	c.mu.Unlock()
 	if t, ok := c.turns.TryTake(k); ok { // free: no wait for Close to end
 		return t, nil
 	}
@@ -225,9 +240,6 @@ func (c *Client) reenter(ctx context.Context, k holdKey, req driver.Request) (*L
 	}
 	return h.newLease(), nil
 }
-
-// allHolds is a count of holds no owner reaches: Release drops them all.
-const allHolds = 1 << 30
 
 // errStaleGrant is the cause of a grant that came too late to be returned.
 var errStaleGrant = errors.New("grant confirmed too late to be safe")

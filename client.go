@@ -62,7 +62,7 @@ func New(d driver.Driver, scheme string, opts ...ClientOption) *Client {
 	}
 	c.closing, c.cancel = context.WithCancel(context.Background())
 	c.sched = keepalive.NewScheduler(d,
-		func(e *keepalive.Entry) driver.Held { return e.Ref.(*hold).held() },
+		heldOf,
 		func(e *keepalive.Entry, err error) { c.lost(e.Ref.(*hold), err) },
 		func(e *keepalive.Entry, latency time.Duration, err error) { c.renewed(e.Ref.(*hold), latency, err) })
 	return c

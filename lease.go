@@ -51,6 +51,9 @@ func (h *hold) held() driver.Held {
 	return driver.Held{Name: h.name, Owner: h.owner, TTL: h.ka.TTL, Kind: h.kind, Token: h.token, Handle: h.handle}
 }
 
+// heldOf is the hold of a scheduler entry, for its renewals.
+func heldOf(e *keepalive.Entry) driver.Held { return e.Ref.(*hold).held() }
+
 // newLease adds a lease to h. c.mu must be held.
 func (h *hold) newLease() *Lease {
 	l := &Lease{h: h}
@@ -288,3 +291,6 @@ func (l *Lease) Unlock(ctx context.Context) (uerr error) {
 	}
 	return err
 }
+
+// allHolds is a count of holds no owner reaches: Release drops them all.
+const allHolds = 1 << 30

@@ -46,3 +46,12 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) { return m.acquire(
 func (m *Mutex) acquire(ctx context.Context, op string, try bool) (*Lease, error) {
 	return m.c.acquire(ctx, op, lockSpec{name: m.name, opts: m.opts, err: m.err, kind: driver.Exclusive}, try)
 }
+
+// lockSpec is what acquire needs of a Mutex, RWMutex or Semaphore.
+type lockSpec struct {
+	name  string
+	opts  mutexOptions
+	err   error       // invalid arguments, reported by every method
+	kind  driver.Kind // Exclusive, Shared, Write or Permit
+	limit int         // a Semaphore's permit count
+}

@@ -1,8 +1,6 @@
 package dlock
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"strconv"
@@ -20,11 +18,7 @@ const (
 
 // NewOwnerID returns a fresh random owner id: 128 bits from crypto/rand, in
 // hex. Every Lock of a Mutex made without WithOwner uses a new one.
-func NewOwnerID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
-	return hex.EncodeToString(b[:])
-}
+func NewOwnerID() string { return newOwnerID() }
 
 func (c *Client) validateName(name string) error {
 	switch {
