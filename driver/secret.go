@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"os"
 	"strings"
+
+	"github.com/dlock/dlock/internal/urlsecret"
 )
 
 // PasswordFileParam is the URL parameter that names a file holding the
@@ -13,7 +15,7 @@ import (
 // ParseURL reads the file (one line; a trailing newline is dropped), puts
 // the password in the URL's user info and removes the parameter, so every
 // backend gets it.
-const PasswordFileParam = "password_file"
+const PasswordFileParam = urlsecret.PasswordFileParam
 
 // resolvePasswordFile applies PasswordFileParam to u. Its errors name the
 // file, never its content.

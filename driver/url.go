@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/dlock/dlock/internal/urlsecret"
 )
 
 // ParseURL parses a backend URL. The host part may list several hosts
@@ -62,10 +64,7 @@ func Hosts(u *url.URL) []string {
 
 func redactString(s, rawURL string) string {
 	if u, err := url.Parse(rawURL); err == nil {
-		for _, secret := range Secrets(u) {
-			s = strings.ReplaceAll(s, secret, "xxxxx")
-		}
-		return s
+		return urlsecret.RedactText(s, u)
 	}
 	// The URL did not parse: hide everything between "://" and the last "@".
 	if i := strings.Index(rawURL, "://"); i >= 0 {

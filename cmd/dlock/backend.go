@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/urlsecret"
 	"github.com/spf13/cobra"
 )
 
@@ -85,7 +86,7 @@ func backendURL() (string, error) {
 // warnArgvSecret warns once on stderr when a URL from the command line holds
 // a password, which every local user can read in the process list.
 func warnArgvSecret(flag, rawURL string) {
-	if !driver.HasSecret(rawURL) {
+	if !urlsecret.HasSecret(rawURL) {
 		return
 	}
 	fmt.Fprintf(os.Stderr, "dlock: warning: the %s URL holds a password, which every local user can read in the process list; use DLOCK_URL, --backend-file PATH or password_file=PATH in the URL\n", flag)

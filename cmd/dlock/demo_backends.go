@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/urlsecret"
 )
 
 // Which backends `dlock demo --backend all` runs on: the candidates, and
@@ -48,7 +49,7 @@ func demoReachable(ctx context.Context, rawURL string) (label, reason string) {
 		return "(unparsable URL)", strings.TrimPrefix(err.Error(), "dlock: ")
 	}
 	label = rawURL
-	if driver.HasSecret(rawURL) {
+	if urlsecret.HasSecret(rawURL) {
 		label = driver.Redacted(u)
 	}
 	if r := demoRefuses(u); r != "" {
