@@ -12,14 +12,15 @@ import (
 	"time"
 
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/core"
 	"github.com/dlock/dlock/internal/keepalive"
 	"github.com/dlock/dlock/internal/turn"
 )
 
-// acquire takes a hold of kind s.kind on s.name: the one acquire path of
+// acquire takes a hold of kind s.Kind on s.Name: the one acquire path of
 // every kind of lock, run inside the Call hook.
 func (c *Client) acquire(ctx context.Context, op string, s lockSpec, try bool) (*Lease, error) {
-	ctx, end := c.call(ctx, op, s.name, s.kind, 0)
+	ctx, end := c.call(ctx, op, s.Name, s.Kind, 0)
 	l, err := c.acquireHold(ctx, op, s, try)
 	var token uint64
 	if l != nil {
@@ -46,14 +47,14 @@ func (c *Client) call(ctx context.Context, op, name string, kind driver.Kind, to
 
 func (c *Client) acquireHold(ctx context.Context, op string, s lockSpec, try bool) (*Lease, error) {
 	if ctx == nil {
-		return nil, c.wrap(op, s.name, ErrNilContext)
+		return nil, c.wrap(op, s.Name, ErrNilContext)
 	}
 	if s.err != nil {
-		return nil, c.wrap(op, s.name, s.err)
+		return nil, c.wrap(op, s.Name, s.err)
 	}
 	owner, fresh := s.opts.owner, s.opts.fresh
 	if owner == "" {
-		if l := leaseIn(ctx, c, s.name, s.kind); l != nil {
+		if l := leaseIn(ctx, c, s.Name, s.Kind); l != nil {
 			owner = l.h.owner // a nested Lock re-enters the caller's hold
 		} else {
 			owner, fresh = newOwnerID(), true
@@ -61,25 +62,25 @@ func (c *Client) acquireHold(ctx context.Context, op string, s lockSpec, try boo
 	}
 	kind, err := c.kindFor(owner, s)
 	if err != nil {
-		return nil, c.wrap(op, s.name, err)
+		return nil, c.wrap(op, s.Name, err)
 	}
-	k := holdKey{s.name, owner, kind}
+	k := holdKey{s.Name, owner, kind}
 	t, err := c.enter(ctx, k, try)
 	if err != nil {
-		return nil, c.wrap(op, s.name, gaveUp(ctx, err))
+		return nil, c.wrap(op, s.Name, gaveUp(ctx, err))
 	}
 	defer t.Done()
 	label := s.opts.label
 	if label == "" {
 		label = c.label
 	}
-	req := driver.Request{Name: s.name, Owner: owner, Label: label, TTL: s.opts.ttl, Kind: kind, Limit: s.limit, Try: try}
+	req := driver.Request{Name: s.Name, Owner: owner, Label: label, TTL: s.opts.ttl, Kind: kind, Limit: s.Limit, Try: try}
 
 	if l, err := c.reenter(ctx, k, req); l != nil || err != nil {
-		return l, c.wrap(op, s.name, err)
+		return l, c.wrap(op, s.Name, err)
 	}
 	if err := c.awaitFreed(ctx, k); err != nil { // the owner's last hold is being released
-		return nil, c.wrap(op, s.name, gaveUp(ctx, err))
+		return nil, c.wrap(op, s.Name, gaveUp(ctx, err))
 	}
 	began := time.Now()
 	var l *Lease
@@ -94,23 +95,23 @@ func (c *Client) acquireHold(ctx context.Context, op string, s lockSpec, try boo
 		if err != nil {
 			err = gaveUp(ctx, err)
 			if c.hooks.Refused != nil && errors.Is(err, ErrNotAcquired) {
-				c.hooks.Refused(ctx, newEvent(c, s.name, req.Kind, 0, time.Since(began), err))
+				c.hooks.Refused(ctx, newEvent(c, s.Name, req.Kind, 0, time.Since(began), err))
 			}
-			return nil, c.wrap(op, s.name, err)
+			return nil, c.wrap(op, s.Name, err)
 		}
 		l, err = c.grant(ctx, k, req, g, sent, !s.opts.noRenewal, fresh)
 		switch {
 		case errors.Is(err, errStaleGrant) && try:
-			return nil, c.wrap(op, s.name, fmt.Errorf("%w: %w", ErrNotAcquired, err))
+			return nil, c.wrap(op, s.Name, fmt.Errorf("%w: %w", ErrNotAcquired, err))
 		case errors.Is(err, errStaleGrant):
 			continue // released; wait again
 		case err != nil:
-			return nil, c.wrap(op, s.name, err)
+			return nil, c.wrap(op, s.Name, err)
 		}
 		break
 	}
 	if c.hooks.Acquired != nil {
-		c.hooks.Acquired(ctx, newEvent(c, s.name, req.Kind, l.h.token, time.Since(began), nil))
+		c.hooks.Acquired(ctx, newEvent(c, s.Name, req.Kind, l.h.token, time.Since(began), nil))
 	}
 	return l, nil
 }
@@ -137,29 +138,14 @@ func newOwnerID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// kindFor is the kind of hold an owner's request gets: a read request by an
-// owner holding the write lock re-enters the write hold; a write request by
-// an owner holding the read lock is refused.
+// kindFor is the kind of hold an owner's request gets (see core.Spec.KindFor).
 func (c *Client) kindFor(owner string, s lockSpec) (driver.Kind, error) {
-	if s.kind != driver.Shared && s.kind != driver.Write {
-		return s.kind, nil
-	}
-	other := driver.Write
-	if s.kind == driver.Write {
-		other = driver.Shared
-	}
-	c.mu.Lock()
-	h := c.holds[holdKey{s.name, owner, other}]
-	held := h != nil && !h.detached
-	c.mu.Unlock()
-	switch {
-	case !held:
-		return s.kind, nil
-	case s.kind == driver.Shared:
-		return driver.Write, nil
-	default:
-		return 0, ErrUpgrade
-	}
+	return s.KindFor(func(k driver.Kind) bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		h := c.holds[holdKey{s.Name, owner, k}]
+		return h != nil && !h.detached
+	})
 }
 
 // enter takes the owner's turn on the name, waiting for another acquisition
@@ -206,8 +192,8 @@ func (c *Client) reenter(ctx context.Context, k holdKey, req driver.Request) (*L
 	if h == nil || h.checkDeadline() != nil { // none, or past its deadline: lost
 		return nil, nil
 	}
-	if req.Kind == driver.Permit && req.Limit != h.limit { // as the stores that count holds refuse it
-		return nil, fmt.Errorf("%w: the owner's permit is of a semaphore of %d, asked with %d", ErrLimitMismatch, h.limit, req.Limit)
+	if err := (core.Spec{Name: req.Name, Kind: req.Kind, Limit: req.Limit}).CheckReentry(h.limit); err != nil {
+		return nil, err
 	}
 	if c.caps.Reentrant { // the store counts holds: count this one there too
 		// which sets the store's expiry to req.TTL from when it is applied:

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/core"
 )
 
 // Mutex is a distributed mutual-exclusion lock, made by Client.Mutex. Its
@@ -44,14 +45,13 @@ func (m *Mutex) Lock(ctx context.Context) (*Lease, error) { return m.acquire(ctx
 func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) { return m.acquire(ctx, "trylock", true) }
 
 func (m *Mutex) acquire(ctx context.Context, op string, try bool) (*Lease, error) {
-	return m.c.acquire(ctx, op, lockSpec{name: m.name, opts: m.opts, err: m.err, kind: driver.Exclusive}, try)
+	return m.c.acquire(ctx, op, lockSpec{Spec: core.Spec{Name: m.name, Kind: driver.Exclusive}, opts: m.opts, err: m.err}, try)
 }
 
-// lockSpec is what acquire needs of a Mutex, RWMutex or Semaphore.
+// lockSpec is what acquire needs of a Mutex, RWMutex or Semaphore: the
+// kind's rules (core.Spec) and the caller's options.
 type lockSpec struct {
-	name  string
-	opts  mutexOptions
-	err   error       // invalid arguments, reported by every method
-	kind  driver.Kind // Exclusive, Shared, Write or Permit
-	limit int         // a Semaphore's permit count
+	core.Spec
+	opts mutexOptions
+	err  error // invalid arguments, reported by every method
 }

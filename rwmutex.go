@@ -2,17 +2,17 @@ package dlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/core"
 )
 
 // ErrUpgrade is returned by RWMutex.Lock and TryLock when their owner holds
 // the read lock: a read-to-write upgrade would deadlock (two readers each
 // waiting for the other to leave), so it is refused. Unlock the read lease
 // and take the write lock instead.
-var ErrUpgrade = errors.New("dlock: read-to-write upgrade refused: it would deadlock")
+var ErrUpgrade = core.ErrUpgrade
 
 // RWMutex is a distributed read-write lock, made by Client.RWMutex: any
 // number of readers (RLock) hold it together, a writer (Lock) holds it
@@ -101,7 +101,7 @@ func (r rlocker) Lock(ctx context.Context) (*Lease, error)    { return r.rw.RLoc
 func (r rlocker) TryLock(ctx context.Context) (*Lease, error) { return r.rw.TryRLock(ctx) }
 
 func (rw *RWMutex) spec(kind driver.Kind) lockSpec {
-	return lockSpec{name: rw.name, opts: rw.opts, err: rw.err, kind: kind}
+	return lockSpec{Spec: core.Spec{Name: rw.name, Kind: kind}, opts: rw.opts, err: rw.err}
 }
 
 // InspectRWMutex describes the read-write lock named name: Info.Holders

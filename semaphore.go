@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/core"
 )
 
 // Semaphore is a distributed counting semaphore, made by Client.Semaphore:
@@ -80,5 +81,5 @@ func (l semLocker) Lock(ctx context.Context) (*Lease, error)    { return l.s.Acq
 func (l semLocker) TryLock(ctx context.Context) (*Lease, error) { return l.s.TryAcquire(ctx) }
 
 func (s *Semaphore) spec() lockSpec {
-	return lockSpec{name: s.name, opts: s.opts, err: s.err, kind: driver.Permit, limit: s.limit}
+	return lockSpec{Spec: core.Spec{Name: s.name, Kind: driver.Permit, Limit: s.limit}, opts: s.opts, err: s.err}
 }

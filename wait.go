@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/core"
 	"github.com/dlock/dlock/internal/turn"
 )
 
@@ -152,7 +153,7 @@ func (c *Client) forgetWait(req driver.Request) {
 // notification, at the holder's expiry, or with capped exponential backoff and
 // jitter where the store cannot notify.
 func (c *Client) wait(ctx context.Context, req driver.Request, retry time.Duration, uncertain *bool) (driver.Grant, time.Time, error) {
-	first, err := c.waiters.Take(ctx, queueName(req), turn.Wait)
+	first, err := c.waiters.Take(ctx, core.Spec{Name: req.Name, Kind: req.Kind}.QueueKey(), turn.Wait)
 	if err != nil {
 		return driver.Grant{}, time.Time{}, c.waitErr(ctx, nil)
 	}
@@ -251,15 +252,6 @@ func (c *Client) waitErr(ctx context.Context, err error) error {
 // jitter returns a duration in [d/2, d).
 func jitter(d time.Duration) time.Duration {
 	return d/2 + rand.N(d/2+1)
-}
-
-// queueName is the key of the client's local wait queue for req: one per
-// family and name.
-func queueName(req driver.Request) string {
-	if f := req.Kind.Family(); f != driver.FamilyMutex {
-		return fmt.Sprintf("%d\x00%s", f, req.Name)
-	}
-	return req.Name
 }
 
 // gaveUp makes the error of a wait that ended with ctx match ErrNotAcquired
