@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/core"
 	"github.com/dlock/dlock/internal/keepalive"
 	"github.com/dlock/dlock/internal/turn"
 )
@@ -39,10 +40,10 @@ type Client struct {
 	// per name: local waiters in arrival order, so a release wakes one
 	// waiter per process
 	waiters turn.Set[string]
-	// per (name, owner): closed when the store release of the owner's
-	// detached hold is done. A Lock by that owner waits for it, or the store
-	// would grant it as a re-entry of the hold the release then deletes.
-	freeing map[holdKey]*hold
+	// per (name, owner): the store release under way of the owner's
+	// detached hold. A Lock by that owner waits for it, or the store would
+	// grant it as a re-entry of the hold the release then deletes.
+	releases core.Releases[holdKey]
 }
 
 // New makes a Client over an opened driver. Backend packages use it in their
@@ -58,7 +59,7 @@ func New(d driver.Driver, scheme string, opts ...ClientOption) *Client {
 	}
 	c := &Client{
 		drv: d, scheme: scheme, label: defaultLabel(), caps: caps, log: o.logger, hooks: o.hooks,
-		holds: map[holdKey]*hold{}, freeing: map[holdKey]*hold{},
+		holds: map[holdKey]*hold{},
 	}
 	c.closing, c.cancel = context.WithCancel(context.Background())
 	c.sched = keepalive.NewScheduler(d,

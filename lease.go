@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/core"
 	"github.com/dlock/dlock/internal/keepalive"
 )
 
@@ -40,7 +41,7 @@ type hold struct {
 
 	// guarded by c.mu
 	detached bool
-	freeing  chan struct{} // made by a Lock that waits for the release of the detached h; closed when it is done
+	release  core.Release // its store release, once detached: a Lock by its owner waits for it
 	leases   []*Lease
 	first    [1]*Lease // room for the first lease, which most holds keep alone
 

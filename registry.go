@@ -8,8 +8,9 @@ import (
 )
 
 // The client's registry of holds: the live hold of each (name, owner,
-// kind), which a re-entry shares, and the holds detached from it whose
-// store release is under way. All of it is guarded by the client's mutex.
+// kind), which a re-entry shares, guarded by the client's mutex, and the
+// holds detached from it whose store release is under way
+// (core.Releases, under its own lock).
 
 type holdKey struct {
 	name, owner string
@@ -35,7 +36,7 @@ func (c *Client) detach(h *hold) bool {
 func (c *Client) detachLocked(h *hold) {
 	h.detached = true
 	k := holdKey{h.name, h.owner, h.kind}
-	c.freeing[k] = h
+	c.releases.Begin(k, &h.release)
 	if c.holds[k] == h {
 		delete(c.holds, k)
 	}
@@ -43,39 +44,13 @@ func (c *Client) detachLocked(h *hold) {
 
 // freed reports that the store release of the detached hold h is done.
 func (c *Client) freed(h *hold) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	k := holdKey{h.name, h.owner, h.kind}
-	if c.freeing[k] == h {
-		delete(c.freeing, k)
-	}
-	if h.freeing != nil {
-		close(h.freeing)
-	}
+	c.releases.End(holdKey{h.name, h.owner, h.kind}, &h.release)
 }
 
 // awaitFreed waits until the store release of the owner's last detached
 // hold of the name, if one is under way, is done.
 func (c *Client) awaitFreed(ctx context.Context, k holdKey) error {
-	c.mu.Lock()
-	h := c.freeing[k]
-	if h == nil {
-		c.mu.Unlock()
-		return nil
-	}
-	if h.freeing == nil { // made for the first who waits
-		h.freeing = make(chan struct{})
-	}
-	ch := h.freeing
-	c.mu.Unlock()
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.closing.Done():
-		return ErrClosed
-	}
+	return c.releases.Await(ctx, k, c.closing.Done())
 }
 
 // lost ends h with err (wrapping ErrLeaseLost), from the scheduler or a

@@ -1,0 +1,80 @@
+package core
+
+import (
+	"context"
+	"sync"
+
+	"github.com/dlock/dlock/driver"
+)
+
+// Releases tracks, per key (a client's name, owner and kind), the store
+// release under way of a hold the client has detached, so that a new
+// acquisition under the key waits for it: the store would otherwise grant
+// it as a re-entry of the hold the release then deletes. It has a lock of
+// its own, which its callers may take while holding theirs, never the
+// reverse. The zero value is ready to use.
+type Releases[K comparable] struct {
+	mu sync.Mutex
+	m  map[K]*Release
+}
+
+// Release is one store release under way; its holder keeps it (in the hold
+// it releases), so tracking one costs no allocation unless someone waits.
+type Release struct {
+	done chan struct{} // made by the first who waits; closed by End
+}
+
+// Begin records that the release r of a hold under k has begun: the key's
+// latest release, which Await waits for.
+func (s *Releases[K]) Begin(k K, r *Release) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[K]*Release{}
+	}
+	s.m[k] = r
+}
+
+// End records that the release r under k is done, and wakes its waiters.
+func (s *Releases[K]) End(k K, r *Release) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[k] == r {
+		delete(s.m, k)
+	}
+	if r.done != nil {
+		close(r.done)
+	}
+}
+
+// Await waits until the latest release under k, if one is under way, is
+// done. It returns ctx's error if ctx ends first, and driver.ErrClosed if
+// closing is closed first.
+func (s *Releases[K]) Await(ctx context.Context, k K, closing <-chan struct{}) error {
+	s.mu.Lock()
+	r := s.m[k]
+	if r == nil {
+		s.mu.Unlock()
+		return nil
+	}
+	if r.done == nil {
+		r.done = make(chan struct{})
+	}
+	done := r.done
+	s.mu.Unlock()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-closing:
+		return driver.ErrClosed
+	}
+}
+
+// Len reports how many releases are under way (for leak tests).
+func (s *Releases[K]) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
+}
