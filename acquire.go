@@ -79,7 +79,7 @@ func (c *Client) acquireHold(ctx context.Context, op string, s lockSpec, try boo
 	if l, err := c.reenter(ctx, k, req); l != nil || err != nil {
 		return l, c.wrap(op, s.Name, err)
 	}
-	if err := c.awaitFreed(ctx, k); err != nil { // the owner's last hold is being released
+	if err := c.releases.Await(ctx, k, c.closing.Done()); err != nil { // the owner's last hold is being released
 		return nil, c.wrap(op, s.Name, gaveUp(ctx, err))
 	}
 	began := time.Now()

@@ -47,12 +47,6 @@ func (c *Client) freed(h *hold) {
 	c.releases.End(holdKey{h.name, h.owner, h.kind}, &h.release)
 }
 
-// awaitFreed waits until the store release of the owner's last detached
-// hold of the name, if one is under way, is done.
-func (c *Client) awaitFreed(ctx context.Context, k holdKey) error {
-	return c.releases.Await(ctx, k, c.closing.Done())
-}
-
 // lost ends h with err (wrapping ErrLeaseLost), from the scheduler or a
 // session watcher. It detaches h, marks its leases ended and records err on
 // h in one step under c.mu, so an Unlock or Err racing it (in either order)
