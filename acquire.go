@@ -30,21 +30,6 @@ func (c *Client) acquire(ctx context.Context, op string, s lockSpec, try bool) (
 	return l, err
 }
 
-// call runs the Call hook, if there is one, for a call beginning with ctx.
-// It returns the ctx the call goes on with and the function to call with its
-// outcome (the granted token, or 0, and the call's error). A nil ctx is
-// left alone: the call itself refuses it.
-func (c *Client) call(ctx context.Context, op, name string, kind driver.Kind, token uint64) (context.Context, func(token uint64, err error)) {
-	if c.hooks.Call == nil || ctx == nil {
-		return ctx, func(uint64, error) {}
-	}
-	ctx, end := c.hooks.Call(ctx, Call{Op: op, Backend: c.scheme, Name: name, Kind: kind.String(), Token: token})
-	if end == nil {
-		end = func(uint64, error) {}
-	}
-	return ctx, end
-}
-
 func (c *Client) acquireHold(ctx context.Context, op string, s lockSpec, try bool) (*Lease, error) {
 	if ctx == nil {
 		return nil, c.wrap(op, s.Name, ErrNilContext)

@@ -172,46 +172,6 @@ func (l *Lease) TimeLeft() time.Duration {
 	return l.h.c.sched.TimeLeft(&l.h.ka)
 }
 
-// Extend asks the store, checking that the lease still holds the lock, to
-// keep it for ttl from now, and on success moves the lease's expiry there
-// (longer or shorter). It is for fixed leases (WithoutRenewal): a fixed lease
-// stays fixed, at its new length. A renewing lease is extended too, but its
-// watchdog goes on renewing it by its own TTL. Where holds live as long as a
-// store session (etcd, ZooKeeper), the session's TTL bounds the extension:
-// TimeLeft tells what was kept. It returns an error wrapping ErrLeaseLost if
-// the store says the lease is gone (the lease then ends), ErrInvalidTTL for a
-// TTL the backend cannot keep, and the store's error if the answer was
-// uncertain: the lease then keeps its expiry, or the new one if that is
-// earlier, since the store may have applied it. Concurrent Extends, or an
-// Extend and a watchdog renewal, that overlap keep the earliest expiry
-// either could have left in the store.
-func (l *Lease) Extend(ctx context.Context, ttl time.Duration) (err error) {
-	ctx, end := l.h.c.call(ctx, "extend", l.h.name, l.h.kind, l.h.token)
-	defer func() { end(l.h.token, err) }()
-	h, c := l.h, l.h.c
-	if ctx == nil {
-		return c.wrap("extend", h.name, ErrNilContext)
-	}
-	if err := c.validateTTL(ttl); err != nil {
-		return c.wrap("extend", h.name, err)
-	}
-	if err := l.Err(); err != nil {
-		return err
-	}
-	if l.ctx.Err() != nil {
-		return c.wrap("extend", h.name, ErrNotHeld)
-	}
-	removed, err := c.sched.Extend(ctx, &h.ka, ttl)
-	if errors.Is(err, ErrLeaseLost) {
-		c.lost(h, err)
-		return l.Err()
-	}
-	if removed {
-		return l.Err()
-	}
-	return c.wrap("extend", h.name, err)
-}
-
 // As exposes the backend's own view of the lease (see the backend's package
 // doc for the types it supports) and reports whether it could set target.
 func (l *Lease) As(target any) bool {
@@ -295,3 +255,18 @@ func (l *Lease) Unlock(ctx context.Context) (uerr error) {
 
 // allHolds is a count of holds no owner reaches: Release drops them all.
 const allHolds = 1 << 30
+
+// call runs the Call hook, if there is one, for a call beginning with ctx.
+// It returns the ctx the call goes on with and the function to call with its
+// outcome (the granted token, or 0, and the call's error). A nil ctx is
+// left alone: the call itself refuses it.
+func (c *Client) call(ctx context.Context, op, name string, kind driver.Kind, token uint64) (context.Context, func(token uint64, err error)) {
+	if c.hooks.Call == nil || ctx == nil {
+		return ctx, func(uint64, error) {}
+	}
+	ctx, end := c.hooks.Call(ctx, Call{Op: op, Backend: c.scheme, Name: name, Kind: kind.String(), Token: token})
+	if end == nil {
+		end = func(uint64, error) {}
+	}
+	return ctx, end
+}

@@ -1,0 +1,47 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Extend asks the store, checking that the lease still holds the lock, to
+// keep it for ttl from now, and on success moves the lease's expiry there
+// (longer or shorter). It is for fixed leases (WithoutRenewal): a fixed lease
+// stays fixed, at its new length. A renewing lease is extended too, but its
+// watchdog goes on renewing it by its own TTL. Where holds live as long as a
+// store session (etcd, ZooKeeper), the session's TTL bounds the extension:
+// TimeLeft tells what was kept. It returns an error wrapping ErrLeaseLost if
+// the store says the lease is gone (the lease then ends), ErrInvalidTTL for a
+// TTL the backend cannot keep, and the store's error if the answer was
+// uncertain: the lease then keeps its expiry, or the new one if that is
+// earlier, since the store may have applied it. Concurrent Extends, or an
+// Extend and a watchdog renewal, that overlap keep the earliest expiry
+// either could have left in the store.
+func (l *Lease) Extend(ctx context.Context, ttl time.Duration) (err error) {
+	ctx, end := l.h.c.call(ctx, "extend", l.h.name, l.h.kind, l.h.token)
+	defer func() { end(l.h.token, err) }()
+	h, c := l.h, l.h.c
+	if ctx == nil {
+		return c.wrap("extend", h.name, ErrNilContext)
+	}
+	if err := c.validateTTL(ttl); err != nil {
+		return c.wrap("extend", h.name, err)
+	}
+	if err := l.Err(); err != nil {
+		return err
+	}
+	if l.ctx.Err() != nil {
+		return c.wrap("extend", h.name, ErrNotHeld)
+	}
+	removed, err := c.sched.Extend(ctx, &h.ka, ttl)
+	if errors.Is(err, ErrLeaseLost) {
+		c.lost(h, err)
+		return l.Err()
+	}
+	if removed {
+		return l.Err()
+	}
+	return c.wrap("extend", h.name, err)
+}
