@@ -174,7 +174,7 @@
 // prefix. For the default prefix "dlock" (with prefix=NAME in the URL, or
 // Options.KeyPrefix, write NAME:* instead of dlock:*):
 //
-//	ACL SETUSER dlock-worker on >PASSWORD resetkeys ~dlock:* resetchannels &dlock:* -@all +ping +hello +evalsha +eval +subscribe +unsubscribe +time +get +set +del +exists +incr +pttl +pexpire +hget +hmget +hset +hdel +hexists +hincrby +hgetall +lpop +rpush +lrem +lindex +llen +publish +zadd +zcard +zrange +zrangebyscore +zrem +zscore
+//	ACL SETUSER dlock-worker on >PASSWORD resetkeys ~dlock:* resetchannels &dlock:* -@all +ping +hello +fcall +subscribe +unsubscribe +time +get +set +del +exists +incr +pttl +pexpire +hget +hmget +hset +hdel +hexists +hincrby +hgetall +lpop +rpush +lrem +lindex +llen +publish +zadd +zcard +zrange +zrangebyscore +zrem +zscore
 //
 // and the URL redis://dlock-worker:PASSWORD@host:6379. Optional: +config|get
 // lets Open read maxmemory-policy and warn of eviction (without it Open
@@ -254,6 +254,11 @@ type Options struct {
 	// CloseClient makes Close of the dlock client close the go-redis client
 	// too.
 	CloseClient bool
+	// Eval runs dlock's scripts with EVALSHA (EVAL on NOSCRIPT) instead of
+	// as Redis Functions with FCALL; the user then needs +evalsha +eval
+	// instead of +fcall. Servers older than 7.0 get EVALSHA anyway. URL:
+	// scripts=eval (the default is scripts=functions).
+	Eval bool
 }
 
 // Open returns a dlock client over an existing go-redis client (single,
@@ -271,6 +276,14 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	q := u.Query()
 	opts := Options{KeyPrefix: q.Get("prefix"), Logger: driver.Logger(ctx)}
 	q.Del("prefix")
+	switch m := q.Get("scripts"); m {
+	case "", "functions":
+	case "eval":
+		opts.Eval = true
+	default:
+		return nil, fmt.Errorf("redislock: %w: scripts=%q: want functions or eval", dlock.ErrInvalidURL, m)
+	}
+	q.Del("scripts")
 	tc, err := tlsConfig(u.Scheme, q)
 	if err != nil {
 		return nil, err
