@@ -25,6 +25,9 @@ type redisDriver struct {
 }
 
 func newDriver(ctx context.Context, rdb redis.UniversalClient, opts Options, owned bool) (*redisDriver, error) {
+	if err := redisnode.CheckPrefix(opts.KeyPrefix); err != nil {
+		return nil, fmt.Errorf("redislock: %w", err)
+	}
 	node := redisnode.New(rdb, opts.KeyPrefix)
 	if opts.Eval {
 		node.UseEval()

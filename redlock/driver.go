@@ -36,6 +36,9 @@ func newDriver(ctx context.Context, clients []redis.UniversalClient, opts Option
 	if err := checkNodes(ctx, addrs); err != nil {
 		return nil, err
 	}
+	if err := redisnode.CheckPrefix(opts.KeyPrefix); err != nil {
+		return nil, fmt.Errorf("redlock: %w", err)
+	}
 	d := &redlockDriver{clients: clients, owned: opts.CloseClients, quorum: len(clients)/2 + 1, nodeTimeout: opts.NodeTimeout,
 		prefix: cmp.Or(opts.KeyPrefix, "dlock")}
 	log := opts.Logger

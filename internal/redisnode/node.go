@@ -30,7 +30,7 @@ type Node struct {
 	id     string // prefix of the node's request ids
 	seq    atomic.Uint64
 
-	eval    atomic.Bool // run scripts with EVALSHA, not FCALL (see functions.go)
+	eval atomic.Bool // run scripts with EVALSHA, not FCALL (see functions.go)
 
 	mu      sync.Mutex
 	pending map[string][]pendingRelease // failed releases, by lock key and owner
