@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/internal/testserver"
@@ -161,4 +162,33 @@ func serverMicros(b *testing.B, rdb *redis.Client, cmd string) float64 {
 		b.Fatal(err)
 	}
 	return v
+}
+
+// TestNoFunctionsFallsBack: a server without FCALL and FUNCTION (as before
+// Redis 7.0; here they are renamed away) gets the scripts with EVALSHA,
+// found out on the first call, and every step of a lock works.
+func TestNoFunctionsFallsBack(t *testing.T) {
+	srv := testserver.Redis(t, "--rename-command", "FCALL", "", "--rename-command", "FUNCTION", "")
+	c, err := dlock.Open(t.Context(), "redis://"+srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m := c.Mutex("scripts/old", dlock.WithTTL(3*time.Second))
+	l, err := m.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Extend(t.Context(), 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if fcall, evalsha := scriptCalls(t, srv); fcall != 0 || evalsha < 2 {
+		t.Fatalf("FCALL %d, EVALSHA %d calls; want EVALSHA only", fcall, evalsha)
+	}
+	if err := c.Migrate(t.Context()); err != nil {
+		t.Fatalf("Migrate on a server without functions: %v", err)
+	}
 }
