@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -80,17 +79,7 @@ WHERE c.relname = 'dlock_locks' AND n.nspname = 'a'`).Scan(&aChannel); err != ni
 		t.Fatal(err)
 	}
 	defer la.Unlock(context.WithoutCancel(ctx))
-	waitCtx, stopWaiting := context.WithCancel(ctx)
-	defer stopWaiting()
-	waited := make(chan error, 1)
-	go func() {
-		l, err := a.Mutex(secret).Lock(waitCtx)
-		if err == nil {
-			_ = l.Unlock(ctx)
-			err = errors.New("granted while a's holder held the lock")
-		}
-		waited <- err
-	}()
+	waiter := drivertest.StartWaiter(t, a.Mutex(secret))
 	for range 20 {
 		for _, p := range []string{n.Payload, secret, "x"} {
 			if _, err := bconn.Exec(ctx, "SELECT pg_notify($1, $2)", aChannel, p); err != nil {
@@ -112,15 +101,7 @@ WHERE c.relname = 'dlock_locks' AND n.nspname = 'a'`).Scan(&aChannel); err != ni
 	if err != nil || !info.Held || info.Token != la.Token() {
 		t.Fatalf("a's lock after b's notifications: %+v, %v", info, err)
 	}
-	select {
-	case err := <-waited:
-		t.Fatalf("a's waiter stopped waiting: %v", err)
-	default:
-	}
-	stopWaiting()
-	if err := <-waited; !errors.Is(err, context.Canceled) {
-		t.Fatalf("a's waiter: %v; want it cancelled by the test", err)
-	}
+	waiter.Stop(t)
 }
 
 // TestForceUnlockByMembership: an operator role that is a member of a's

@@ -1,7 +1,6 @@
 package redislock_test
 
 import (
-	"context"
 	"errors"
 	"net/url"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/redisnode"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/redis/go-redis/v9"
@@ -38,28 +38,15 @@ func TestTenantAttacks(t *testing.T) {
 	}
 	defer la.Unlock(ctx)
 	// A waiter of a's, queued behind the holder: nothing b does may wake it.
-	waitCtx, stopWaiting := context.WithCancel(ctx)
-	defer stopWaiting()
-	waited := make(chan error, 1)
-	go func() {
-		l, err := a.Mutex(name).Lock(waitCtx)
-		if err == nil {
-			err = l.Unlock(ctx)
-			if err == nil {
-				err = errors.New("granted while a's holder held the lock")
-			}
-		}
-		waited <- err
-	}()
+	waiter := drivertest.StartWaiter(t, a.Mutex(name))
 	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer admin.Close()
 	lock, queue := "a:{"+name+"}", "a:{"+name+"}:queue"
 	for admin.LLen(ctx, queue).Val() == 0 { // the waiter has queued
-		select {
-		case err := <-waited:
+		if ok, err := waiter.Returned(); ok {
 			t.Fatalf("a's waiter: %v", err)
-		case <-time.After(5 * time.Millisecond):
 		}
+		time.Sleep(5 * time.Millisecond) // polling the store: no channel says it
 	}
 	_, code := redisnode.Library()
 	libName, _, _ := strings.Cut(strings.TrimPrefix(code, "#!lua name="), "\n")
@@ -105,15 +92,7 @@ func TestTenantAttacks(t *testing.T) {
 	if err != nil || !info.Held || info.Token != la.Token() || info.Owner != la.Owner() {
 		t.Fatalf("a's lock after b's attempts: %+v, %v", info, err)
 	}
-	select {
-	case err := <-waited:
-		t.Fatalf("a's waiter stopped waiting: %v", err)
-	default:
-	}
-	stopWaiting()
-	if err := <-waited; !errors.Is(err, context.Canceled) {
-		t.Fatalf("a's waiter: %v; want it cancelled by the test", err)
-	}
+	waiter.Stop(t)
 }
 
 // TestNestedPrefixRefused: a prefix holding the separator would sit inside
