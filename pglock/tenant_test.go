@@ -102,6 +102,30 @@ WHERE c.relname = 'dlock_locks' AND n.nspname = 'a'`).Scan(&aChannel); err != ni
 		t.Fatalf("a's lock after b's notifications: %+v, %v", info, err)
 	}
 	waiter.Stop(t)
+
+	// Session mode: the limits docs/security.md lists. Advisory locks are per
+	// database: b sees a's held key in pg_locks (a guessed name can be
+	// confirmed) and cannot take it while a holds it, nor release it.
+	as := drivertest.MustOpen(t, aURL+"&mode=session")
+	ls, err := as.Mutex("s/secret").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ls.Unlock(context.WithoutCancel(ctx))
+	var seen, took, released bool
+	if err := bconn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+  AND ((classid::bigint << 32) | objid::bigint) = hashtextextended('s/secret', 0))`).Scan(&seen); err != nil || !seen {
+		t.Errorf("b finds a's advisory key in pg_locks: %v %v; the docs say it can", seen, err)
+	}
+	if err := bconn.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtextextended('s/secret', 0))").Scan(&took); err != nil || took {
+		t.Errorf("b took a's held advisory lock: %v %v", took, err)
+	}
+	if err := bconn.QueryRow(ctx, "SELECT pg_advisory_unlock(hashtextextended('s/secret', 0))").Scan(&released); err != nil || released {
+		t.Errorf("b released a's advisory lock: %v %v", released, err)
+	}
+	if err := ls.Extend(ctx, 5*time.Second); err != nil {
+		t.Fatalf("a's session lease after b's attempts: %v", err)
+	}
 }
 
 // TestForceUnlockByMembership: an operator role that is a member of a's
