@@ -44,8 +44,7 @@ func TestTenantAttacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer la.Unlock(ctx)
-	_, code := redisnode.Library()
-	lib, _, _ := strings.Cut(strings.TrimPrefix(code, "#!lua name="), "\n")
+	lib, _ := redisnode.Library()
 	lock := "dlock:{" + name + "}"
 	for _, addr := range addrs {
 		b := redis.NewClient(&redis.Options{Addr: addr, Username: "tb", Password: "pb"})
