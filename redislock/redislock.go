@@ -10,7 +10,9 @@
 //
 // (and rediss+sentinel, rediss+cluster). Query parameters are go-redis's
 // (dial_timeout, read_timeout, pool_size, …), plus prefix=NAME for the key
-// prefix (default "dlock"). A client built from a URL follows context
+// prefix (default "dlock"; no ':', see "Least privilege") and scripts=eval
+// to run the scripts with EVALSHA instead of as Redis Functions (see
+// "Scripts"). A client built from a URL follows context
 // deadlines (go-redis's ContextTimeoutEnabled), and has a dial timeout of 2 s
 // and read and write timeouts of 3 s unless the URL sets its own. Users with
 // a client already use Open.

@@ -5,7 +5,7 @@
 //
 // # URLs
 //
-//	redlock://[user:password@]h1:6379,h2:6379,h3:6379[/db][?tls=true&node_timeout=50ms&prefix=dlock]
+//	redlock://[user:password@]h1:6379,h2:6379,h3:6379[/db][?tls=true&node_timeout=50ms&prefix=dlock&scripts=eval]
 //	redlock://h1:6379,h2:6379,h3:6379?tls=true&ca=/etc/dlock/ca.pem[&cert=client.pem&key=client-key.pem]
 //
 // tls=true speaks TLS (1.2 or later) to every node and verifies each
@@ -135,7 +135,11 @@ type Options struct {
 }
 
 // Open returns a dlock client over independent Redis masters, one client
-// each. It refuses fewer than 3 clients.
+// each. It refuses fewer than 3 clients, and two that reach one server: host
+// names are resolved, and two addresses with one IP address and port
+// (127.0.0.1:6379 and localhost:6379) are one master, which would let a
+// quorum be one server. It cannot see one server behind two different IP
+// addresses (two interfaces, NAT); list each master once.
 func Open(ctx context.Context, clients []redis.UniversalClient, opts Options) (*dlock.Client, error) {
 	d, err := newDriver(ctx, clients, opts)
 	if err != nil {
