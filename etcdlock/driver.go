@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -68,13 +69,14 @@ func (l *Lease) As(target any) bool {
 	return false
 }
 
-func newDriver(ctx context.Context, cli *clientv3.Client, prefix string, owned bool) (*etcdDriver, error) {
+func newDriver(ctx context.Context, cli *clientv3.Client, prefix string, owned bool, log *slog.Logger) (*etcdDriver, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	// A key under the prefix: a user whose role covers only the prefix may read it.
 	if _, err := cli.Get(ctx, prefix+"dlock-connect-check", clientv3.WithCountOnly()); err != nil {
 		return nil, permErr(fmt.Errorf("etcdlock: connect: %w", err), prefix)
 	}
+	checkVersion(ctx, cli, log)
 	bgCtx, bgCancel := context.WithCancel(context.Background())
 	return &etcdDriver{cli: cli, owned: owned, prefix: prefix, sessions: map[time.Duration]*session{},
 		bgCtx: bgCtx, bgCancel: bgCancel}, nil

@@ -165,11 +165,30 @@
 // or etcdctl del. Force unlock therefore needs no right beyond the worker
 // grant of the prefix; an operator who force-unlocks across tenants needs a
 // role over each prefix.
+//
+// What etcd does not keep apart. etcd has no per-lease permissions: leases
+// belong to nobody, so any authenticated user may list every lease and keep
+// any of them alive (etcdctl lease keep-alive ID). A tenant who keeps
+// another's lease alive after its holder died keeps that lock held for as
+// long as it likes, until the owning tenant force-unlocks it (dlock unlock
+// --force deletes the key; revoking a lease needs write permission on its
+// keys, which the other tenant lacks, so it can prolong the lease but not
+// end it).
+// Before etcd 3.4.26 and 3.5.9 (CVE-2023-32082; Debian's 3.4.23 is
+// affected), lease timetolive --keys also shows any user the keys attached
+// to any lease, that is the other tenants' lock names; Open warns (slog)
+// when the server is such a version. Everything else is shared as on any
+// cluster: one tenant's load (large values, many watches, compaction-heavy
+// churn) slows every tenant's locks. So keep tenants on one etcd cluster
+// only when they trust each other not to be hostile; where one could be,
+// give each trust domain a cluster of its own. TestTenantAttacks holds
+// these limits to what is written here; docs/security.md has the table.
 package etcdlock
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
@@ -199,11 +218,19 @@ type Options struct {
 	Client []dlock.ClientOption
 	// CloseClient makes Close of the dlock client close cli too.
 	CloseClient bool
+	// Logger receives warnings, such as a server whose lease API shows
+	// every user the other tenants' lock names. Default slog.Default();
+	// URLs log through the dlock client's logger.
+	Logger *slog.Logger
 }
 
 // Open returns a dlock client over an existing etcd client.
 func Open(ctx context.Context, cli *clientv3.Client, opts Options) (*dlock.Client, error) {
-	d, err := newDriver(ctx, cli, opts.Prefix, opts.CloseClient)
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	d, err := newDriver(ctx, cli, opts.Prefix, opts.CloseClient, log)
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +286,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		_ = cli.Close()
 		return nil, err
 	}
-	d, err := newDriver(ctx, cli, strings.TrimPrefix(u.Path, "/"), true)
+	d, err := newDriver(ctx, cli, strings.TrimPrefix(u.Path, "/"), true, driver.Logger(ctx))
 	if err != nil {
 		_ = cli.Close()
 		return nil, err

@@ -21,7 +21,7 @@ type pgDriver struct {
 	owned bool
 	mode  Mode
 	slots slots.Slots // row and session modes: one per held connection
-	hub   *hub        // table mode: LISTEN dlock_release
+	hub   *hub        // table mode: LISTEN dlock_release_<oid> (see listen.go)
 	// row and session modes: the settings in boundSettings and the idle
 	// timeout of the mode that the server has
 	settings []string
@@ -262,7 +262,7 @@ func (d *pgDriver) Inspect(ctx context.Context, name string) (driver.Info, error
 func (d *pgDriver) ForceRelease(ctx context.Context, name string) error {
 	if d.mode == ModeTable {
 		_, err := d.pool.Exec(ctx, `WITH x AS (DELETE FROM dlock_locks WHERE name = $1 RETURNING name)
-SELECT pg_notify('dlock_release', name) FROM x`, name)
+SELECT pg_notify('dlock_release_' || 'dlock_locks'::regclass::oid::text, md5(name)) FROM x`, name)
 		return pgErr("force release", err)
 	}
 	pid, err := d.holderPID(ctx, name)
@@ -270,7 +270,7 @@ SELECT pg_notify('dlock_release', name) FROM x`, name)
 		return err
 	}
 	_, err = d.pool.Exec(ctx, "SELECT pg_terminate_backend($1)", pid)
-	return pgErr("force release (pg_terminate_backend needs pg_signal_backend)", err)
+	return pgErr("force release (pg_terminate_backend needs membership in the holder's role, or pg_signal_backend)", err)
 }
 
 func (d *pgDriver) Close() error {

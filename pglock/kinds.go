@@ -241,7 +241,7 @@ WITH d AS (
   UPDATE dlock_holds SET holds = holds - $5
   WHERE name = $1 AND family = $2 AND owner = $3 AND token = $4 AND holds > $5 AND expires_at > clock_timestamp() RETURNING holds
 ), n AS (
-  SELECT pg_notify('dlock_release', name) FROM d
+  SELECT pg_notify('dlock_release_' || 'dlock_locks'::regclass::oid::text, md5(name)) FROM d
 )
 SELECT (SELECT count(*) FROM d) + (SELECT count(*) FROM n) * 0, coalesce((SELECT holds FROM u), -1)`
 
@@ -249,7 +249,7 @@ func (d *pgDriver) releaseKind(ctx context.Context, h driver.Held, count int) (i
 	if h.Token == 0 { // a wait given up: drop its place in line, and wake those behind it
 		_, err := d.pool.Exec(ctx, `WITH d AS (
   DELETE FROM dlock_waits WHERE name = $1 AND family = $2 AND owner = $3 RETURNING name
-) SELECT pg_notify('dlock_release', name) FROM d`, h.Name, int(h.Kind.Family()), h.Owner)
+) SELECT pg_notify('dlock_release_' || 'dlock_locks'::regclass::oid::text, md5(name)) FROM d`, h.Name, int(h.Kind.Family()), h.Owner)
 		if err != nil {
 			return 0, pgErr("release", err)
 		}

@@ -2,29 +2,43 @@ package pglock
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"sync"
 	"time"
 
 	"github.com/dlock/dlock/driver"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// hub keeps one connection per client listening on dlock_release and
-// passes each release to the waiters of its name. If the connection fails it
-// reconnects; waiters meanwhile fall back to their timers.
+// hub keeps one connection per client listening on its tables' release
+// channel and passes each release to the waiters of its name. If the
+// connection fails it reconnects; waiters meanwhile fall back to their
+// timers.
+//
+// The channel is "dlock_release_<OID of dlock_locks>": one per schema (per
+// tenant), so tenants that share a database do not wake each other's
+// waiters on every release. PostgreSQL checks no privilege on LISTEN or
+// NOTIFY, and table OIDs are public, so another tenant can still listen or
+// notify there: the payload is md5(name), not the name, so a listener
+// learns when some lock was released, and can confirm a name it guessed,
+// but reads none; and a notification only wakes waiters, who then try
+// again and find the lock as it is, so one sent by anybody is harmless
+// (TestSpuriousNotify).
 type hub struct {
 	pool   *pgxpool.Pool
 	mu     sync.Mutex
-	subs   map[string]map[*sub]struct{}
-	ready  chan struct{} // closed once LISTEN is in place
+	subs   map[string]map[*sub]struct{} // by payload(name)
+	ready  chan struct{}                // closed once LISTEN is in place
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
 type sub struct {
 	h    *hub
-	name string
+	name string // payload(the lock's name)
 	c    chan struct{}
 	once sync.Once
 }
@@ -40,11 +54,12 @@ func (h *hub) subscribe(ctx context.Context, name string) (driver.Subscription, 
 		h.cancel, h.done, h.ready = cancel, make(chan struct{}), make(chan struct{})
 		go h.listen(lctx)
 	}
-	s := &sub{h: h, name: name, c: make(chan struct{}, 1)}
-	if h.subs[name] == nil {
-		h.subs[name] = map[*sub]struct{}{}
+	key := payload(name)
+	s := &sub{h: h, name: key, c: make(chan struct{}, 1)}
+	if h.subs[key] == nil {
+		h.subs[key] = map[*sub]struct{}{}
 	}
-	h.subs[name][s] = struct{}{}
+	h.subs[key][s] = struct{}{}
 	ready := h.ready
 	h.mu.Unlock()
 	select {
@@ -62,7 +77,11 @@ func (h *hub) listen(ctx context.Context) {
 	for ctx.Err() == nil {
 		conn, err := h.pool.Acquire(ctx)
 		if err == nil {
-			_, err = conn.Exec(ctx, "LISTEN dlock_release")
+			var ch string
+			err = conn.QueryRow(ctx, releaseChannelSQL).Scan(&ch)
+			if err == nil {
+				_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize())
+			}
 			if err == nil {
 				once.Do(func() { close(h.ready) })
 				h.wakeAll() // releases may have been missed while reconnecting
@@ -84,10 +103,22 @@ func (h *hub) listen(ctx context.Context) {
 	}
 }
 
-func (h *hub) wake(name string) {
+// releaseChannelSQL names the channel releases of the tables in the
+// search_path are announced on; the statements that release notify
+// 'dlock_release_' || 'dlock_locks'::regclass::oid::text, md5(name).
+const releaseChannelSQL = `SELECT 'dlock_release_' || 'dlock_locks'::regclass::oid::text`
+
+// payload is what a release of name carries: its MD5, as md5(name) gives.
+func payload(name string) string {
+	sum := md5.Sum([]byte(name))
+	return hex.EncodeToString(sum[:])
+}
+
+// wake wakes the waiters of the name whose payload p is.
+func (h *hub) wake(p string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for s := range h.subs[name] {
+	for s := range h.subs[p] {
 		select {
 		case s.c <- struct{}{}:
 		default:

@@ -39,7 +39,7 @@
 //	    then. label is the first hold's dlock.WithLabel ("host:pid" by
 //	    default), which Inspect reports. Acquire, re-entry and taking over
 //	    an expired row are one statement; so are release (which NOTIFYs
-//	    dlock_release) and a whole renewal batch. Expiry is judged by the
+//	    the tenant's channel: "Least privilege") and a whole renewal batch. Expiry is judged by the
 //	    database's clock_timestamp(), never the client's. One LISTEN
 //	    connection per client wakes waiters.
 //	  - row: the lock is the row of dlock_rows named name, locked FOR UPDATE
@@ -151,7 +151,7 @@
 // stored one while there are holds: else ErrLimitMismatch). A refused read
 // or write keeps its place with a record that lives 2 s at most (its TTL
 // if shorter) unless its next attempt renews it; waiters come back within
-// half that, and at once on a release (NOTIFY dlock_release). So a waiting
+// half that, and at once on a release (NOTIFY: "Least privilege"). So a waiting
 // writer keeps later readers out and readers that waited before it go
 // first; one that gives up holds the ones behind it back for at most 2 s.
 // Tokens come from the state row, so every grant of the lock, reads
@@ -198,9 +198,21 @@
 // the holder's row, so a worker may delete any (table mode: dlock unlock
 // --force needs only the worker grant). In row and session modes force
 // unlock ends the holder's connection with pg_terminate_backend, which a
-// role may do to its own backends only: ending another role's needs
-// membership in pg_signal_backend, and the error names it. An operator role
-// is thus GRANT dlock_worker, pg_signal_backend TO ops.
+// role may do to the backends of any role it is a member of: an operator
+// role is thus GRANT dlock_worker TO ops (pg_signal_backend is not needed
+// for that; it lets a role end the backends of roles it is not a member of,
+// superusers' excepted). Without either, the error names both.
+//
+// Releases are announced on a channel of the tenant's own,
+// "dlock_release_<OID of its dlock_locks>", with md5(name) as the payload.
+// PostgreSQL checks no privilege on LISTEN or NOTIFY and table OIDs are
+// public, so a role of another tenant in the same database can listen
+// there: it learns when a lock of a's was released and can confirm a name
+// it guessed, but reads no name; and it can notify there, which only makes
+// a's waiters try again (harmless: TestTenantAttacks). Clients of dlock
+// versions before this one notify "dlock_release" with the name in clear;
+// waiters of the two versions do not hear each other and fall back to
+// their timers (at most 1 s) during an upgrade.
 //
 // Open checks the table privileges its mode needs and names every missing
 // one ("table mode needs DELETE on dlock_locks").

@@ -107,7 +107,7 @@ WITH d AS (
   UPDATE dlock_locks SET holds = greatest(holds - $4, $5)
   WHERE name = $1 AND owner = $2 AND token = $3 AND greatest(holds - $4, $5) > 0 RETURNING holds
 ), n AS (
-  SELECT pg_notify('dlock_release', name) FROM d
+  SELECT pg_notify('dlock_release_' || 'dlock_locks'::regclass::oid::text, md5(name)) FROM d
 )
 SELECT (SELECT count(*) FROM d) + (SELECT count(*) FROM n) * 0, coalesce((SELECT holds FROM u), -1)`
 

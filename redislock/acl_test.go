@@ -38,13 +38,24 @@ func docGrant(t *testing.T, name, pw, prefix string) []any {
 	return nil
 }
 
-// setUser runs ACL SETUSER on srv as the default (unrestricted) user.
+// setUser runs ACL SETUSER on srv as the default (unrestricted) user, and
+// loads dlock's function library as that user (dlock migrate), as the
+// package doc tells operators: workers may call the functions, not load
+// them.
 func setUser(t *testing.T, srv *testserver.Server, args ...any) {
 	t.Helper()
 	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer admin.Close()
 	if err := admin.Do(t.Context(), append([]any{"ACL", "SETUSER"}, args...)...).Err(); err != nil {
 		t.Fatalf("ACL SETUSER %v: %v", args, err)
+	}
+	c, err := dlock.Open(t.Context(), "redis://"+srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Migrate(t.Context()); err != nil {
+		t.Fatalf("migrate as the default user: %v", err)
 	}
 }
 
@@ -75,7 +86,7 @@ func TestMissingRight(t *testing.T) {
 		revoke []any
 		want   string
 	}{
-		{"command", []any{"-evalsha"}, "missing ACL permission for command EVALSHA"},
+		{"command", []any{"-fcall"}, "missing ACL permission for command FCALL"},
 		{"script command", []any{"-incr"}, "missing ACL permission for a command dlock's Lua scripts call"},
 		{"keys", []any{"resetkeys", "~other:*"}, "missing ACL permission for keys dlock:*"},
 		{"channels", []any{"resetchannels", "&other:*"}, "missing ACL permission for channels dlock:*"},

@@ -25,7 +25,13 @@ type redisDriver struct {
 }
 
 func newDriver(ctx context.Context, rdb redis.UniversalClient, opts Options, owned bool) (*redisDriver, error) {
+	if err := redisnode.CheckPrefix(opts.KeyPrefix); err != nil {
+		return nil, fmt.Errorf("redislock: %w", err)
+	}
 	node := redisnode.New(rdb, opts.KeyPrefix)
+	if opts.Eval {
+		node.UseEval()
+	}
 	d := &redisDriver{node: node, rdb: rdb, owned: owned, prefix: node.Prefix(), log: opts.Logger}
 	if d.log == nil {
 		d.log = slog.Default()
@@ -48,6 +54,16 @@ func newDriver(ctx context.Context, rdb redis.UniversalClient, opts Options, own
 	d.checkEviction(ctx)
 	d.hub = newHub(rdb, node.Prefix())
 	return d, nil
+}
+
+// Migrate loads dlock's function library into the server (see the
+// package doc's "Scripts"), unless the client runs its scripts with EVAL.
+// It needs +function|load, which workers need not have.
+func (d *redisDriver) Migrate(ctx context.Context) error {
+	if d.node.UsesEval() {
+		return nil
+	}
+	return d.node.LoadFunctions(ctx)
 }
 
 // checkEviction warns when the server may evict lock keys: every policy but

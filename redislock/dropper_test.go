@@ -63,7 +63,7 @@ type dropConn struct {
 }
 
 func (c *dropConn) Write(b []byte) (int, error) {
-	if bytes.Contains(bytes.ToLower(b), []byte("evalsha")) {
+	if isScriptCall(b) {
 		switch c.d.next() {
 		case "request":
 			_ = c.Conn.Close()
@@ -101,4 +101,11 @@ func openDialer(t *testing.T, srv *testserver.Server, dial func(context.Context,
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// isScriptCall reports whether b carries a call of one of dlock's scripts:
+// FCALL of a function of its library, or EVALSHA.
+func isScriptCall(b []byte) bool {
+	l := bytes.ToLower(b)
+	return bytes.Contains(l, []byte("evalsha")) || bytes.Contains(l, []byte("fcall"))
 }

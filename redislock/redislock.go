@@ -10,7 +10,9 @@
 //
 // (and rediss+sentinel, rediss+cluster). Query parameters are go-redis's
 // (dial_timeout, read_timeout, pool_size, …), plus prefix=NAME for the key
-// prefix (default "dlock"). A client built from a URL follows context
+// prefix (default "dlock"; no ':', see "Least privilege") and scripts=eval
+// to run the scripts with EVALSHA instead of as Redis Functions (see
+// "Scripts"). A client built from a URL follows context
 // deadlines (go-redis's ContextTimeoutEnabled), and has a dial timeout of 2 s
 // and read and write timeouts of 3 s unless the URL sets its own. Users with
 // a client already use Open.
@@ -74,9 +76,27 @@
 // channel "<prefix>:handoffs:<id>". Braces, and "%", in names are
 // percent-escaped inside the hash tag, so every key of a lock stays in one
 // Cluster slot. Acquire, re-entry, renewal and release
-// are each one Lua script (EVALSHA, falling back to EVAL on NOSCRIPT). The
-// Redlock backend (package redlock) keeps the same layout, with the same
-// scripts, on each of its masters.
+// are each one Lua script. The Redlock backend (package redlock) keeps the
+// same layout, with the same scripts, on each of its masters.
+//
+// # Scripts
+//
+// On Redis 7.0 and later the scripts run as Redis Functions: one library,
+// "dlock_<digest of its code>" (two dlock versions with different scripts
+// use two libraries), called with FCALL. Workers then need +fcall and no
+// right to run scripts of their own: a tenant who could EVAL could stall
+// the whole server ("while true do end") for every tenant. The library is
+// loaded once per server by `dlock migrate` (Client.Migrate) run as a user
+// with +function|load, or by any client whose user has that right, on
+// first use; it lives in the server's RDB/AOF like data, so a server that
+// restarts without persistence needs it again (clients that may load it do
+// so by themselves; the others fail with an error wrapping
+// dlock.ErrInvalidConfig that says to run dlock migrate). Servers older
+// than 7.0 (no FCALL), and clients opened with scripts=eval in the URL
+// (Options.Eval), run the same scripts with EVALSHA, falling back to EVAL on
+// NOSCRIPT; their user needs +evalsha +eval instead of +fcall, which lets
+// it run any script. BenchmarkScripts compares the two; the server's time
+// per call is the same within the noise of a loaded machine.
 //
 // # Waiting
 //
@@ -174,16 +194,19 @@
 // prefix. For the default prefix "dlock" (with prefix=NAME in the URL, or
 // Options.KeyPrefix, write NAME:* instead of dlock:*):
 //
-//	ACL SETUSER dlock-worker on >PASSWORD resetkeys ~dlock:* resetchannels &dlock:* -@all +ping +hello +evalsha +eval +subscribe +unsubscribe +time +get +set +del +exists +incr +pttl +pexpire +hget +hmget +hset +hdel +hexists +hincrby +hgetall +lpop +rpush +lrem +lindex +llen +publish +zadd +zcard +zrange +zrangebyscore +zrem +zscore
+//	ACL SETUSER dlock-worker on >PASSWORD resetkeys ~dlock:* resetchannels &dlock:* -@all +ping +hello +fcall +subscribe +unsubscribe +time +get +set +del +exists +incr +pttl +pexpire +hget +hmget +hset +hdel +hexists +hincrby +hgetall +lpop +rpush +lrem +lindex +llen +publish +zadd +zcard +zrange +zrangebyscore +zrem +zscore
 //
-// and the URL redis://dlock-worker:PASSWORD@host:6379. Optional: +config|get
+// and the URL redis://dlock-worker:PASSWORD@host:6379, once an operator has
+// loaded the functions (dlock migrate as the default user, or any user with
+// +function|load; see "Scripts"). With scripts=eval, or on Redis before
+// 7.0, write +evalsha +eval instead of +fcall. Optional: +config|get
 // lets Open read maxmemory-policy and warn of eviction (without it Open
 // skips the check). A Cluster client also needs +cluster|slots
 // +cluster|shards +readonly (untested). The test TestLeastPrivilege runs
 // the conformance suite as a user made with exactly the line above.
 //
 // A command, key or channel the ACL refuses gives an error that names it
-// ("missing ACL permission for command EVALSHA", or the keys or channels
+// ("missing ACL permission for command FCALL", or the keys or channels
 // of the prefix; for a command one of dlock's scripts calls, Redis 7.0 does
 // not say which, and ACL LOG does), keeps Redis's own text, and wraps
 // dlock.ErrInvalidConfig: Lock fails at once instead of waiting out its ctx.
@@ -194,8 +217,13 @@
 //
 // Tenants are kept apart by prefix: give each its own user, prefix and
 // patterns (~a:* &a:* for prefix=a), and no user of one can read, take,
-// renew, release or force-release the other's locks (Redis refuses the
-// keys with NOPERM). Within one prefix Redis cannot tell holders apart: ACLs
+// renew, release or force-release the other's locks, run a script, or
+// publish to the other's channels (Redis refuses them with NOPERM; see
+// docs/security.md for what stays shared, and TestTenantAttacks). A
+// prefix may not contain ':' (Open refuses it, with ErrInvalidConfig):
+// prefix a's pattern ~a:* would cover every key of a prefix a:b, so one
+// tenant's user would reach the other's locks; nor glob characters
+// (* ? [ ] \) or braces. Within one prefix Redis cannot tell holders apart: ACLs
 // grant commands and key patterns, not ownership, and releasing needs DEL on
 // the lock's key, so any user with the grant for a prefix can delete any
 // lock under it, with dlock unlock --force or a plain DEL. Force unlock thus
@@ -252,6 +280,11 @@ type Options struct {
 	// CloseClient makes Close of the dlock client close the go-redis client
 	// too.
 	CloseClient bool
+	// Eval runs dlock's scripts with EVALSHA (EVAL on NOSCRIPT) instead of
+	// as Redis Functions with FCALL; the user then needs +evalsha +eval
+	// instead of +fcall. Servers older than 7.0 get EVALSHA anyway. URL:
+	// scripts=eval (the default is scripts=functions).
+	Eval bool
 }
 
 // Open returns a dlock client over an existing go-redis client (single,
@@ -269,6 +302,14 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	q := u.Query()
 	opts := Options{KeyPrefix: q.Get("prefix"), Logger: driver.Logger(ctx)}
 	q.Del("prefix")
+	switch m := q.Get("scripts"); m {
+	case "", "functions":
+	case "eval":
+		opts.Eval = true
+	default:
+		return nil, fmt.Errorf("redislock: %w: scripts=%q: want functions or eval", dlock.ErrInvalidURL, m)
+	}
+	q.Del("scripts")
 	tc, err := tlsConfig(u.Scheme, q)
 	if err != nil {
 		return nil, err

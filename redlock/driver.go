@@ -33,8 +33,11 @@ func newDriver(ctx context.Context, clients []redis.UniversalClient, opts Option
 			addrs[i] = fmt.Sprintf("client %p", c)
 		}
 	}
-	if err := checkNodes(addrs); err != nil {
+	if err := checkNodes(ctx, addrs); err != nil {
 		return nil, err
+	}
+	if err := redisnode.CheckPrefix(opts.KeyPrefix); err != nil {
+		return nil, fmt.Errorf("redlock: %w", err)
 	}
 	d := &redlockDriver{clients: clients, owned: opts.CloseClients, quorum: len(clients)/2 + 1, nodeTimeout: opts.NodeTimeout,
 		prefix: cmp.Or(opts.KeyPrefix, "dlock")}
@@ -44,6 +47,9 @@ func newDriver(ctx context.Context, clients []redis.UniversalClient, opts Option
 	}
 	for i, c := range clients {
 		n := redisnode.New(c, opts.KeyPrefix)
+		if opts.Eval {
+			n.UseEval()
+		}
 		redisnode.RouteLogs(c, log)
 		if !n.FollowsContext() {
 			log.Warn("redlock: a node's go-redis client ignores context deadlines (ContextTimeoutEnabled is false): "+
@@ -61,7 +67,33 @@ func newDriver(ctx context.Context, clients []redis.UniversalClient, opts Option
 	if up := countNil(errs); up < d.quorum {
 		return nil, fmt.Errorf("redlock: connect: only %d of %d nodes answered: %w", up, len(d.nodes), errors.Join(errs...))
 	}
+	// Load the function library now where this user may, so no lock call
+	// spends its short per-node timeout on it; a user who may not finds
+	// out on its first call (the operator runs dlock migrate).
+	_, _ = each(ctx, d, 2*time.Second, func(ctx context.Context, n *redisnode.Node) (struct{}, error) {
+		if !n.UsesEval() {
+			if err := n.LoadFunctions(ctx); err != nil {
+				log.Debug("redlock: not loading the function library", "err", err)
+			}
+		}
+		return struct{}{}, nil
+	})
 	return d, nil
+}
+
+// Migrate loads dlock's function library into every node (see package
+// redislock's doc); it needs +function|load.
+func (d *redlockDriver) Migrate(ctx context.Context) error {
+	_, errs := each(ctx, d, 10*time.Second, func(ctx context.Context, n *redisnode.Node) (struct{}, error) {
+		if n.UsesEval() {
+			return struct{}{}, nil
+		}
+		return struct{}{}, n.LoadFunctions(ctx)
+	})
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("redlock: migrate: %w", err)
+	}
+	return nil
 }
 
 // timeout is the per-node timeout for a lock of ttl.

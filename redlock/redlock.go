@@ -5,7 +5,7 @@
 //
 // # URLs
 //
-//	redlock://[user:password@]h1:6379,h2:6379,h3:6379[/db][?tls=true&node_timeout=50ms&prefix=dlock]
+//	redlock://[user:password@]h1:6379,h2:6379,h3:6379[/db][?tls=true&node_timeout=50ms&prefix=dlock&scripts=eval]
 //	redlock://h1:6379,h2:6379,h3:6379?tls=true&ca=/etc/dlock/ca.pem[&cert=client.pem&key=client-key.pem]
 //
 // tls=true speaks TLS (1.2 or later) to every node and verifies each
@@ -81,7 +81,7 @@
 // Each node needs the ACL user of package redislock's doc (the same
 // scripts run on every node), made on every node:
 //
-//	ACL SETUSER dlock-worker on >PASSWORD resetkeys ~dlock:* resetchannels &dlock:* -@all +ping +hello +evalsha +eval +subscribe +unsubscribe +time +get +set +del +exists +incr +pttl +pexpire +hget +hmget +hset +hdel +hexists +hincrby +hgetall +lpop +rpush +lrem +lindex +llen +publish +zadd +zcard +zrange +zrangebyscore +zrem +zscore
+//	ACL SETUSER dlock-worker on >PASSWORD resetkeys ~dlock:* resetchannels &dlock:* -@all +ping +hello +fcall +subscribe +unsubscribe +time +get +set +del +exists +incr +pttl +pexpire +hget +hmget +hset +hdel +hexists +hincrby +hgetall +lpop +rpush +lrem +lindex +llen +publish +zadd +zcard +zrange +zrangebyscore +zrem +zscore
 //
 // with redlock://dlock-worker:PASSWORD@h1:6379,h2:6379,h3:6379 (one user and
 // password for all nodes). When so many nodes refuse a command, key or
@@ -97,6 +97,8 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -127,10 +129,17 @@ type Options struct {
 	Client []dlock.ClientOption
 	// CloseClients makes Close of the dlock client close the clients too.
 	CloseClients bool
+	// Eval runs dlock's scripts with EVALSHA instead of as Redis Functions,
+	// as in package redislock. URL: scripts=eval.
+	Eval bool
 }
 
 // Open returns a dlock client over independent Redis masters, one client
-// each. It refuses fewer than 3 clients.
+// each. It refuses fewer than 3 clients, and two that reach one server: host
+// names are resolved, and two addresses with one IP address and port
+// (127.0.0.1:6379 and localhost:6379) are one master, which would let a
+// quorum be one server. It cannot see one server behind two different IP
+// addresses (two interfaces, NAT); list each master once.
 func Open(ctx context.Context, clients []redis.UniversalClient, opts Options) (*dlock.Client, error) {
 	d, err := newDriver(ctx, clients, opts)
 	if err != nil {
@@ -159,6 +168,14 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	for k, v := range q {
 		switch k {
 		case "prefix":
+		case "scripts":
+			switch v[0] {
+			case "functions":
+			case "eval":
+				opts.Eval = true
+			default:
+				return nil, fmt.Errorf("redlock: %w: scripts=%q: want functions or eval", dlock.ErrInvalidURL, v[0])
+			}
 		case "tls":
 			on, err := strconv.ParseBool(v[0])
 			if err != nil {
@@ -182,7 +199,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		return nil, err
 	}
 	hosts := driver.Hosts(u)
-	if err := checkNodes(hosts); err != nil {
+	if err := checkNodes(ctx, hosts); err != nil {
 		return nil, err
 	}
 	clients := make([]redis.UniversalClient, len(hosts))
@@ -208,18 +225,53 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	return d, nil
 }
 
-// checkNodes refuses fewer than 3 nodes and duplicates.
-func checkNodes(addrs []string) error {
+// checkNodes refuses fewer than 3 nodes and duplicates: two addresses of
+// one server (127.0.0.1:6379 and localhost:6379) would count as two
+// independent masters, and a quorum of 2 of 3 could be that one server. So
+// host names are resolved, and two addresses that share an IP address and a
+// port are one master. A name that does not resolve is compared as
+// written (connecting to it fails anyway).
+func checkNodes(ctx context.Context, addrs []string) error {
 	if len(addrs) < 3 {
 		return fmt.Errorf("redlock: %w: %d nodes; Redlock needs at least 3 independent masters", dlock.ErrInvalidConfig, len(addrs))
 	}
-	seen := map[string]bool{}
+	seen := map[string]string{} // IP:port -> the address that resolved to it
 	for _, a := range addrs {
-		k := strings.ToLower(a)
-		if seen[k] {
-			return fmt.Errorf("redlock: %w: node %s listed twice", dlock.ErrInvalidConfig, a)
+		for _, k := range endpoints(ctx, a) {
+			if first, dup := seen[k]; dup {
+				if strings.EqualFold(first, a) {
+					return fmt.Errorf("redlock: %w: node %s listed twice", dlock.ErrInvalidConfig, a)
+				}
+				return fmt.Errorf("redlock: %w: nodes %s and %s are one server (both reach %s); Redlock needs independent masters",
+					dlock.ErrInvalidConfig, first, a, k)
+			}
 		}
-		seen[k] = true
+		for _, k := range endpoints(ctx, a) {
+			seen[k] = a
+		}
 	}
 	return nil
+}
+
+// endpoints returns the IP:port pairs addr reaches: its host's addresses,
+// or addr itself, lower-cased, when it does not resolve.
+func endpoints(ctx context.Context, addr string) []string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return []string{strings.ToLower(addr)}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupHost(ctx, host)
+	if err != nil || len(ips) == 0 {
+		return []string{strings.ToLower(addr)}
+	}
+	var out []string
+	for _, ip := range ips {
+		if p, err := netip.ParseAddr(ip); err == nil {
+			ip = p.Unmap().WithZone("").String()
+		}
+		out = append(out, net.JoinHostPort(ip, port))
+	}
+	return out
 }

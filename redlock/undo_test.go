@@ -44,7 +44,7 @@ func (timeoutErr) Timeout() bool   { return true }
 func (timeoutErr) Temporary() bool { return true }
 
 func (c *silentConn) Write(b []byte) (int, error) {
-	if c.s.armed.Load() && bytes.Contains(bytes.ToLower(b), []byte("evalsha")) {
+	if c.s.armed.Load() && isScriptCall(b) {
 		if c.s.unsent {
 			_ = c.Conn.Close()
 			return 0, net.ErrClosed
@@ -207,4 +207,11 @@ func TestFailedReleaseIsNotReentered(t *testing.T) {
 	if h := holdsOf(t, raw, name, m.Owner()); h[0]+h[1]+h[2]+h[3]+h[4] != 0 {
 		t.Errorf("holds %v after the last Unlock; want none", h)
 	}
+}
+
+// isScriptCall reports whether b carries a call of one of dlock's scripts:
+// FCALL of a function of its library, or EVALSHA.
+func isScriptCall(b []byte) bool {
+	l := bytes.ToLower(b)
+	return bytes.Contains(l, []byte("evalsha")) || bytes.Contains(l, []byte("fcall"))
 }

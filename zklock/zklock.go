@@ -186,7 +186,10 @@
 // entries: here read and delete for an operator identity "ops", enough to
 // inspect and force-unlock but not to lock (HASH is base64(SHA-1("user:
 // password")), as zkCli's addauth and DigestAuthenticationProvider
-// compute). Create the chroot yourself first if it must carry other
+// compute; write it as it is, '+' and '/' included: dlock reads a '+' in
+// the acl parameter as '+', not as a space, and refuses an entry whose
+// digest does not decode to a SHA-1, so a grant never silently names
+// nobody). Create the chroot yourself first if it must carry other
 // entries; ZooKeeper's own "/" stays world-writable unless you change it.
 // The test TestLeastPrivilege runs the conformance suite as such an
 // identity.
@@ -272,7 +275,11 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 			}
 			opts.SessionTimeout = d
 		case "acl":
-			acl, err := parseACL(v)
+			raw, err := aclValues(u.RawQuery) // not v: it has '+' as ' '
+			if err != nil {
+				return nil, err
+			}
+			acl, err := parseACL(raw)
 			if err != nil {
 				return nil, err
 			}

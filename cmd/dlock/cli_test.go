@@ -98,7 +98,7 @@ func TestJSONOutput(t *testing.T) {
 		t.Errorf("unlock of a held lock: %s", r.stdout)
 	}
 	r = dlockCmd(t, env, "migrate", "-o", "json")
-	if m := jsonKeys(t, "migrate", r.stdout, "backend", "tables"); m["backend"] != "redis" || m["tables"] != false {
+	if m := jsonKeys(t, "migrate", r.stdout, "backend", "tables", "functions"); m["backend"] != "redis" || m["tables"] != false || m["functions"] != true {
 		t.Errorf("migrate: %s", r.stdout)
 	}
 	// Errors: one JSON object on stderr with the message and exit status.

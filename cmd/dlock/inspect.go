@@ -85,7 +85,7 @@ func printInfo(cmd *cobra.Command, i dlock.Info) {
 func migrateCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "migrate",
-		Short: "Create the tables an SQL backend needs (safe to run again)",
+		Short: "Create what the backend's store needs: an SQL backend's tables, Redis's function library (safe to run again)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := openBackend(cmd.Context(), "")
@@ -94,11 +94,15 @@ func migrateCmd() *cobra.Command {
 			}
 			defer c.Close()
 			res := struct {
-				Backend string `json:"backend"`
-				Tables  bool   `json:"tables"` // the backend keeps tables, and they are ready
+				Backend   string `json:"backend"`
+				Tables    bool   `json:"tables"`              // the backend keeps tables, and they are ready
+				Functions bool   `json:"functions,omitempty"` // the backend runs Redis Functions, and they are loaded
 			}{Backend: c.Backend()}
+			redis := c.Backend() == "redis" || c.Backend() == "redlock"
 			if err := c.Migrate(cmd.Context()); err != nil && !errors.Is(err, dlock.ErrUnsupported) {
 				return fail(exitFailed, "%v", err)
+			} else if redis {
+				res.Functions = err == nil
 			} else {
 				res.Tables = err == nil
 			}
@@ -107,6 +111,8 @@ func migrateCmd() *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), res)
 			case res.Tables:
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: tables ready\n", c.Backend())
+			case res.Functions:
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: dlock's function library loaded (or scripts=eval: nothing to load)\n", c.Backend())
 			default:
 				fmt.Fprintf(cmd.OutOrStdout(), "%s backend keeps no tables: nothing to do\n", c.Backend())
 			}

@@ -310,7 +310,7 @@ func TestMigrate(t *testing.T) {
 			t.Fatalf("migrate: exit %d %q %q", r.code, r.stdout, r.stderr)
 		}
 	}
-	if r := dlockCmd(t, nil, "migrate", "--backend", redisURL(t)); r.code != 0 || !strings.Contains(r.stdout, "nothing to do") {
+	if r := dlockCmd(t, nil, "migrate", "--backend", redisURL(t)); r.code != 0 || !strings.Contains(r.stdout, "function library loaded") {
 		t.Fatalf("migrate on redis: exit %d %q", r.code, r.stdout)
 	}
 }

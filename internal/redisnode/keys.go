@@ -1,8 +1,10 @@
 package redisnode
 
 import (
+	"fmt"
 	"strings"
 
+	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
 )
 
@@ -72,4 +74,17 @@ func kindLetter(kind driver.Kind) string {
 		return "p"
 	}
 	return ""
+}
+
+// CheckPrefix refuses, with an error wrapping dlock.ErrInvalidConfig, a key prefix that would let one tenant's ACL pattern
+// cover another's keys, or that an ACL pattern cannot name: the separator
+// ':' (the pattern ~a:* of prefix "a" also covers every key of prefix
+// "a:b"), glob characters (* ? [ ] \), which a pattern would read as globs,
+// and braces, which would move the lock's keys out of one Cluster slot.
+func CheckPrefix(p string) error {
+	if i := strings.IndexAny(p, ":*?[]\\{}"); i >= 0 {
+		return fmt.Errorf("%w: key prefix %q contains %q: prefixes must not nest (~a:* covers prefix a:b too) "+
+			"nor hold ACL glob characters or braces", dlock.ErrInvalidConfig, p, p[i:i+1])
+	}
+	return nil
 }

@@ -144,7 +144,7 @@ prune()
 // Returns {1, token, holds, pttl} when the request holds, {0, 0, 0, ms
 // until the first live lease ends or -1} when not, {-1, stored limit} when
 // the semaphore's live holders use another limit.
-var kindAcquireScript = newScript(kindPrelude + `
+var kindAcquireScript = newScript("kind_acquire", kindPrelude+`
 local kind, owner, ttl, req, ch = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local label, limit = ARGV[6], tonumber(ARGV[7])
 local id = kind .. owner
@@ -191,7 +191,7 @@ return {0, 0, 0, soonest()}
 
 // kindReleaseScript: ARGV hold id, count, token, request id. Returns the
 // holds left, or -1 if the hold is not there with that token.
-var kindReleaseScript = newScript(kindPrelude + `
+var kindReleaseScript = newScript("kind_release", kindPrelude+`
 local id, req = ARGV[1], ARGV[4]
 local rec = redis.call('HGET', hk, id)
 if not rec then
@@ -218,7 +218,7 @@ return 0
 // given up on, as cancelScript does for a mutex: it leaves the queue (which
 // may let the readers behind a writer in), and a hold it changed loses the
 // count it added. Returns 1 if it dropped a count.
-var kindCancelScript = newScript(kindPrelude + `
+var kindCancelScript = newScript("kind_cancel", kindPrelude+`
 local req, id = ARGV[1], ARGV[2]
 redis.call('LREM', q, 0, req)
 redis.call('HDEL', qi, req)
@@ -248,7 +248,7 @@ return dropped
 // kindRenewScript: KEYS holds hash, expiry set; ARGV hold id, token, ttl
 // ms. Returns 1 if renewed, 0 if the hold is gone, has another token or its
 // lease has run out.
-var kindRenewScript = newScript(`
+var kindRenewScript = newScript("kind_renew", `
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

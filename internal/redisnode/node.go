@@ -30,6 +30,8 @@ type Node struct {
 	id     string // prefix of the node's request ids
 	seq    atomic.Uint64
 
+	eval atomic.Bool // run scripts with EVALSHA, not FCALL (see functions.go)
+
 	mu      sync.Mutex
 	pending map[string][]pendingRelease // failed releases, by lock key and owner
 }
@@ -129,7 +131,7 @@ func (n *Node) acquire(ctx context.Context, k Keys, owner, label string, ttl tim
 	if token > 0 {
 		tok = strconv.FormatUint(token, 10)
 	}
-	v, err := acquireScript.Run(ctx, n.rdb, k.all(), owner, ms(ttl), req, tok, channel, label).Result()
+	v, err := n.call(ctx, acquireScript, k.all(), owner, ms(ttl), req, tok, channel, label).Result()
 	if err != nil {
 		return Grant{}, fmt.Errorf("redislock: acquire: %w", err)
 	}
@@ -161,7 +163,7 @@ func (n *Node) Counter(ctx context.Context, name string) (uint64, error) {
 
 // Renew extends owner's hold with token by ttl; false if it is not held.
 func (n *Node) Renew(ctx context.Context, name, owner string, token uint64, ttl time.Duration) (bool, error) {
-	v, err := renewScript.Run(ctx, n.rdb, []string{NewKeys(n.prefix, name).lock}, owner, token, ms(ttl)).Int64()
+	v, err := n.call(ctx, renewScript, []string{NewKeys(n.prefix, name).lock}, owner, token, ms(ttl)).Int64()
 	return v == 1, err
 }
 
@@ -196,9 +198,9 @@ func (n *Node) releaseReq(ctx context.Context, k Keys, owner string, token uint6
 	var left int64
 	var err error
 	if k.kind != driver.Exclusive {
-		left, err = kindReleaseScript.Run(ctx, n.rdb, k.all(), k.holdID(owner), count, token, req).Int64()
+		left, err = n.call(ctx, kindReleaseScript, k.all(), k.holdID(owner), count, token, req).Int64()
 	} else {
-		left, err = releaseScript.Run(ctx, n.rdb, k.all(), owner, count, token, flag, req).Int64()
+		left, err = n.call(ctx, releaseScript, k.all(), owner, count, token, flag, req).Int64()
 	}
 	if err != nil {
 		return 0, fmt.Errorf("redislock: release: %w", err)
@@ -212,7 +214,7 @@ func (n *Node) releaseReq(ctx context.Context, k Keys, owner string, token uint6
 // ForceRelease deletes the lock whoever holds it, handing it to the next
 // queued waiter.
 func (n *Node) ForceRelease(ctx context.Context, name string) error {
-	if err := forceScript.Run(ctx, n.rdb, NewKeys(n.prefix, name).all()).Err(); err != nil {
+	if err := n.call(ctx, forceScript, NewKeys(n.prefix, name).all()).Err(); err != nil {
 		return fmt.Errorf("redislock: force release: %w", err)
 	}
 	return nil
@@ -230,7 +232,9 @@ type Hold struct {
 // RenewMany renews every hold in one pipeline (in a Cluster, go-redis sends
 // one per node) and returns, per hold, nil, an error wrapping
 // dlock.ErrLeaseLost if the hold is gone, or another error. Renewals that
-// meet NOSCRIPT (after SCRIPT FLUSH or a failover) are sent again with EVAL.
+// find the script missing (a function library not loaded yet, or NOSCRIPT
+// after SCRIPT FLUSH or a failover) are sent again once it is loaded, or
+// with EVAL.
 func (n *Node) RenewMany(ctx context.Context, holds []Hold) []error {
 	// renew queues h's renewal in pipe: the mutex's script, or the kinds'.
 	renew := func(pipe redis.Pipeliner, h Hold, eval bool) *redis.Cmd {
@@ -242,10 +246,7 @@ func (n *Node) RenewMany(ctx context.Context, holds []Hold) []error {
 		if k.kind != driver.Exclusive {
 			s, keys, who = kindRenewScript, []string{k.lock, k.exp}, k.holdID(h.Owner)
 		}
-		if eval {
-			return s.Eval(ctx, pipe, keys, who, h.Token, ms(h.TTL))
-		}
-		return s.EvalSha(ctx, pipe, keys, who, h.Token, ms(h.TTL))
+		return n.queue(ctx, pipe, s, eval, keys, who, h.Token, ms(h.TTL))
 	}
 	cmds := make([]*redis.Cmd, len(holds))
 	pipe := n.rdb.Pipeline()
@@ -254,10 +255,23 @@ func (n *Node) RenewMany(ctx context.Context, holds []Hold) []error {
 	}
 	_, _ = pipe.Exec(ctx)
 	var retry []int
+	var cause error
 	for i, c := range cmds {
-		if err := c.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			retry = append(retry, i)
+		if !redis.HasErrorPrefix(c.Err(), "NOSCRIPT") && !isNoFunction(c.Err()) && !isUnknownCommand(c.Err()) {
+			continue
 		}
+		if len(retry) == 0 && cause == nil {
+			var again bool
+			if again, cause = n.recover(ctx, c.Err()); again {
+				cause = nil
+			}
+		}
+		if cause != nil {
+			cmds[i] = redis.NewCmd(ctx)
+			cmds[i].SetErr(cause)
+			continue
+		}
+		retry = append(retry, i)
 	}
 	if len(retry) > 0 {
 		pipe = n.rdb.Pipeline()

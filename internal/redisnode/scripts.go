@@ -1,11 +1,7 @@
 package redisnode
 
 import (
-	"strconv"
-	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Every step of the lock is one Lua script, so it is atomic and costs one
@@ -89,7 +85,7 @@ end
 // queued request for the hold it may be handed).
 // Returns the token of a new hold, the common case, or else {acquired,
 // token, holds, pttl}.
-var acquireScript = newScript(prelude + `
+var acquireScript = newScript("acquire", prelude+`
 local owner, ttl, req, label = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[6] or ''
 if redis.call('EXISTS', lock, q) == 0 then -- free, nobody waiting: the common case
   local token = ARGV[4]
@@ -104,7 +100,7 @@ if redis.call('EXISTS', lock, q) == 0 then -- free, nobody waiting: the common c
   redis.call('PEXPIRE', lock, ttl)
   return tonumber(token)
 end
-` + helpers + `
+`+helpers+`
 local ch = ARGV[5]
 local h = redis.call('HMGET', lock, '\0r', owner, '\0t')
 if seen(h[1], req) then
@@ -172,7 +168,7 @@ return {0, 0, 0, redis.call('PTTL', lock)}
 // even with nobody queued, for waiters that do not queue: Redlock's),
 // request id.
 // Returns the holds left, or -1 if owner does not hold the lock with token.
-var releaseScript = newScript(prelude + `
+var releaseScript = newScript("release", prelude+`
 local h = redis.call('HMGET', lock, ARGV[1], '\0t', '\0r')
 local n = h[1]
 if not n or h[2] ~= ARGV[3] then return -1 end
@@ -187,14 +183,14 @@ if redis.call('EXISTS', q) == 0 then -- nobody queued
   if ARGV[4] == '1' then redis.call('PUBLISH', lock .. ':released', 'r') end
   return 0
 end
-` + helpers + `
+`+helpers+`
 handoff(now_ms())
 return 0
 `)
 
 // renewScript: KEYS lock; ARGV owner, token, ttl ms. Returns 1 if renewed,
 // 0 if the lock is gone or belongs to another hold.
-var renewScript = newScript(`
+var renewScript = newScript("renew", `
 local h = redis.call('HMGET', KEYS[1], ARGV[1], '\0t')
 if h[1] and h[2] == ARGV[2] then
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
@@ -210,7 +206,7 @@ return 0
 // next waiter, if it is the owner's only one. It then takes its id out of
 // the hold's list, so a cancel run twice acts once. Returns 1 if it dropped
 // a hold.
-var cancelScript = newScript(prelude + helpers + `
+var cancelScript = newScript("cancel", prelude+helpers+`
 local req, owner = ARGV[1], ARGV[2]
 redis.call('LREM', q, 0, req)
 redis.call('HDEL', qi, req)
@@ -232,7 +228,7 @@ return 1
 
 // forceScript: no ARGV. Deletes the lock whoever
 // holds it and hands it to the next waiter.
-var forceScript = newScript(prelude + helpers + `
+var forceScript = newScript("force", prelude+helpers+`
 if redis.call('DEL', lock) == 0 then return 0 end
 handoff(now_ms())
 return 1
@@ -241,15 +237,5 @@ return 1
 // recentRequests is how many of the requests that last changed a hold it
 // lists: more than a reply can be late by, in changes of its owner's holds.
 const recentRequests = 16
-
-// newScript fills in the timing constants, so scripts need no arguments for
-// them.
-func newScript(src string) *redis.Script {
-	return redis.NewScript(strings.NewReplacer(
-		"WAITER_TTL", strconv.FormatInt(ms(WaiterTTL), 10),
-		"HANDOFF_TTL", strconv.FormatInt(ms(HandoffTTL), 10),
-		"RECENT", strconv.Itoa(recentRequests),
-	).Replace(src))
-}
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }

@@ -1,0 +1,4 @@
+package etcdlock
+
+// LeaksLeaseKeys exposes leaksLeaseKeys to the tenant tests.
+var LeaksLeaseKeys = leaksLeaseKeys

@@ -1,0 +1,125 @@
+package zklock_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/internal/testserver"
+	"github.com/dlock/dlock/zklock"
+	"github.com/go-zookeeper/zk"
+)
+
+// TestACLDigestWithPlus: acl=digest:ops:HASH:rd written as the package doc
+// shows it, with a HASH that holds '+', grants ops what it says: the '+'
+// is not read as a space (which would name an identity nobody has), and
+// ops may read the holder's lock node and force-unlock it.
+func TestACLDigestWithPlus(t *testing.T) {
+	srv := testserver.ZooKeeper(t)
+	ctx := t.Context()
+	var pw, hash string
+	for i := 0; !strings.Contains(hash, "+"); i++ {
+		pw = fmt.Sprintf("ops-pw-%d", i)
+		hash = testserver.ZooKeeperDigest("ops", pw)
+	}
+	base := "@" + srv.Addr() + "/app-a?session_timeout=2s&acl=digest:ops:" + hash + ":rd"
+	a := zkOpen(t, "zk://a:pa"+base)
+	ops := zkOpen(t, "zk://ops:"+pw+base)
+	la, err := a.Mutex("plus/x").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var zl *zklock.Lease
+	if !la.As(&zl) {
+		t.Fatal("no ZooKeeper lease")
+	}
+	raw := rawAs(t, srv.Addr(), "ops:"+pw)
+	if _, _, err := raw.Get(zl.Path); err != nil {
+		t.Fatalf("ops reads a's node: %v; want the acl entry to grant r", err)
+	}
+	if err := ops.ForceUnlock(ctx, "plus/x"); err != nil {
+		t.Fatalf("ForceUnlock by ops: %v", err)
+	}
+	select {
+	case <-la.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a's lease still live 10s after ops' force unlock")
+	}
+	for _, acl := range []string{"digest:ops:" + strings.ReplaceAll(hash, "+", " ") + ":rd", "digest:ops:notahash:rd", "world:someone:r", "ip:10.0.0.300:r"} {
+		if _, err := dlock.Open(ctx, "zk://"+srv.Addr()+"/?acl="+strings.ReplaceAll(acl, " ", "%20")); !errors.Is(err, dlock.ErrInvalidURL) {
+			t.Errorf("acl=%s: %v; want ErrInvalidURL", acl, err)
+		}
+	}
+}
+
+// rawAs returns a go-zookeeper connection authenticated with digest auth.
+func rawAs(t *testing.T, addr, auth string) *zk.Conn {
+	t.Helper()
+	raw, _, err := zk.Connect([]string{addr}, 2*time.Second, zk.WithLogger(quiet{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(raw.Close)
+	if err := raw.AddAuth("digest", []byte(auth)); err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// TestTenantAttacks: tenants a and b set up as the package doc says (a
+// digest identity and a chroot each). Through go-zookeeper, b's identity
+// cannot list or read a's lock names or data, take (create a contender),
+// release (delete the holder's node) or wake a's waiter (create or delete
+// nodes under a's lock), and cannot keep a's lease alive (a session is its
+// client's alone). The limits docs/security.md lists stay: b can test
+// whether a path it guesses exists (exists needs no permission).
+func TestTenantAttacks(t *testing.T) {
+	srv := testserver.ZooKeeper(t)
+	ctx := t.Context()
+	a := zkOpen(t, "zk://a:pa@"+srv.Addr()+"/app-a?session_timeout=2s")
+	zkOpen(t, "zk://b:pb@"+srv.Addr()+"/app-b?session_timeout=2s")
+	const name = "tenantA/secret"
+	la, err := a.Mutex(name).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer la.Unlock(ctx)
+	var zl *zklock.Lease
+	if !la.As(&zl) {
+		t.Fatal("no ZooKeeper lease")
+	}
+	b := rawAs(t, srv.Addr(), "b:pb")
+	noAuth := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, zk.ErrNoAuth) {
+			t.Errorf("%s as b: %v; want ErrNoAuth", what, err)
+		}
+	}
+	_, _, err = b.Children("/app-a")
+	noAuth("read names: list /app-a", err)
+	_, _, err = b.Children("/app-a/" + name)
+	noAuth("read names: list the lock's contenders", err)
+	_, _, err = b.Get(zl.Path)
+	noAuth("read names: read the holder's node", err)
+	_, err = b.Create("/app-a/"+name+"/_c_b-lock-", nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
+	noAuth("take: a contender under a's lock", err)
+	noAuth("release: delete the holder's node", b.Delete(zl.Path, -1))
+	_, err = b.Create("/app-a/"+name+"/_c_b-wake", nil, 0, zk.WorldACL(zk.PermAll))
+	noAuth("wake waiters: a node under a's lock", err)
+	_, err = b.Set("/app-a/"+name, []byte("x"), -1)
+	noAuth("write a's lock node", err)
+	if ok, _, err := b.Exists("/app-a/" + name); err != nil || !ok { // the documented limit
+		t.Errorf("exists of a guessed name as b: %v %v; docs/security.md says ZooKeeper answers it", ok, err)
+	}
+	if err := la.Extend(ctx, 2*time.Second); err != nil {
+		t.Fatalf("a's lease after b's attempts: %v", err)
+	}
+	select {
+	case <-la.Done():
+		t.Fatalf("a's lease lost: %v", la.Err())
+	default:
+	}
+}
