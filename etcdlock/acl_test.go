@@ -81,26 +81,16 @@ func (h *aclHarness) NewClient(ctx context.Context) (*dlock.Client, error) {
 		return nil, err
 	}
 	c, err := etcdlock.Open(ctx, cli, etcdlock.Options{CloseClient: true, Prefix: h.prefix})
-	if err != nil {
-		_ = cli.Close()
-		return nil, err
-	}
-	h.Track(c, cu)
-	return c, nil
+	return h.Opened(c, cu, err, func() { _ = cli.Close() })
 }
 
-func (h *aclHarness) Remove(ctx context.Context, name string) error {
-	return drivertest.RemoveWith(ctx, h.NewClient, name)
-}
-
-// TestLeastPrivilege runs the conformance suite as a user given exactly the
-// package doc's grant, on an etcd with authentication enabled.
-func TestLeastPrivilege(t *testing.T) {
+// LeastPrivilege gives the suite clients of a user given exactly the
+// package doc's grant, on an etcd with authentication enabled
+// (drivertest.ACLHarness).
+func (h debianHarness) LeastPrivilege(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
 	ep, grant := authEtcd(t)
 	grant("worker", "worker-pw", "app/")
-	drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return &aclHarness{harness: harness{endpoints: []string{ep}}, user: "worker", pw: "worker-pw", prefix: "app/"}, nil
-	})
+	return &aclHarness{harness: harness{endpoints: []string{ep}}, user: "worker", pw: "worker-pw", prefix: "app/"}, nil
 }
 
 // TestMissingRight: a user whose role lacks the prefix, or may only read

@@ -48,21 +48,19 @@ func setUser(t *testing.T, srv *testserver.Server, args ...any) {
 	}
 }
 
-// TestLeastPrivilege runs the conformance suite as a user with exactly the
-// package doc's grant.
-func TestLeastPrivilege(t *testing.T) {
+// LeastPrivilege gives the suite clients of a user with exactly the package
+// doc's grant, plus the +scan it says List needs (drivertest.ACLHarness).
+func (h singleHarness) LeastPrivilege(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
 	srv := testserver.Redis(t)
-	setUser(t, srv, docGrant(t, "worker", "worker-pw", "dlock")...)
-	drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		h := &harness{t: t}
-		h.newRDB = func(dial func(context.Context, string, string) (net.Conn, error)) redis.UniversalClient {
-			return redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "worker", Password: "worker-pw",
-				Dialer: dial, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
-		}
-		h.admin = h.newRDB(nil)
-		t.Cleanup(func() { _ = h.admin.Close() })
-		return h, nil
-	})
+	setUser(t, srv, append(docGrant(t, "worker", "worker-pw", "dlock"), "+scan")...)
+	lh := &harness{t: t}
+	lh.newRDB = func(dial func(context.Context, string, string) (net.Conn, error)) redis.UniversalClient {
+		return redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "worker", Password: "worker-pw",
+			Dialer: dial, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	}
+	lh.admin = lh.newRDB(nil)
+	t.Cleanup(func() { _ = lh.admin.Close() })
+	return lh, nil
 }
 
 // TestMissingRight: a command or key the ACL refuses fails Lock at once,

@@ -53,13 +53,10 @@ func aclNodes(t *testing.T, n int, name, pw string, extra ...any) []string {
 	return addrs
 }
 
-// TestLeastPrivilege runs the conformance suite on 3 nodes as a user with
-// exactly the package doc's grant.
-func TestLeastPrivilege(t *testing.T) {
-	addrs := aclNodes(t, 3, "worker", "worker-pw")
-	drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return &aclHarness{harness{addrs: addrs}}, nil
-	})
+// LeastPrivilege gives the suite clients of 3 nodes as a user with exactly
+// the package doc's grant (drivertest.ACLHarness).
+func (h *harness) LeastPrivilege(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
+	return &aclHarness{harness{addrs: aclNodes(t, 3, "worker", "worker-pw")}}, nil
 }
 
 type aclHarness struct{ harness }
@@ -73,15 +70,7 @@ func (h *aclHarness) NewClient(ctx context.Context) (*dlock.Client, error) {
 	}
 	// A generous per-node timeout: this test is about rights, and the machine may be loaded.
 	c, err := redlock.Open(ctx, cs, redlock.Options{CloseClients: true, NodeTimeout: 500 * time.Millisecond})
-	if err != nil {
-		return nil, err
-	}
-	h.Track(c, cu)
-	return c, nil
-}
-
-func (h *aclHarness) Remove(ctx context.Context, name string) error {
-	return drivertest.RemoveWith(ctx, h.NewClient, name)
+	return h.Opened(c, cu, err, nil)
 }
 
 // TestMissingRight: with a right missing on every node, Lock fails at once

@@ -1,29 +1,13 @@
 package zklock_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/dlock/dlock"
-	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 )
-
-func TestElection(t *testing.T) {
-	srv := testserver.ZooKeeper(t)
-	drivertest.RunElection(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return &harness{addr: srv.Addr()}, nil
-	})
-}
-
-func TestLockAll(t *testing.T) {
-	srv := testserver.ZooKeeper(t)
-	drivertest.RunLockAll(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return &harness{addr: srv.Addr()}, nil
-	})
-}
 
 // Apache Curator's LeaderLatch and dlock's Election elect one leader on one
 // path, both ways, and each reads the other's leader's id (value).

@@ -188,7 +188,7 @@
 // password")), as zkCli's addauth and DigestAuthenticationProvider
 // compute). Create the chroot yourself first if it must carry other
 // entries; ZooKeeper's own "/" stays world-writable unless you change it.
-// The test TestLeastPrivilege runs the conformance suite as such an
+// The conformance suite's LeastPrivilege section runs as such an
 // identity.
 //
 // A refused request (zk.ErrNoAuth) gives an error naming the lock's node

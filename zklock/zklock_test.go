@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/dlock/dlock/zklock"
@@ -42,21 +43,27 @@ func (h *harness) NewClient(ctx context.Context) (*dlock.Client, error) {
 		return nil, err
 	}
 	c, err := zklock.Open(ctx, conn, zklock.Options{SessionTimeout: sessionTimeout, Events: events, CloseConn: true})
-	if err != nil {
-		conn.Close()
-		return nil, err
-	}
-	h.Track(c, cu)
-	return c, nil
-}
-
-func (h *harness) Remove(ctx context.Context, name string) error {
-	return drivertest.RemoveWith(ctx, h.NewClient, name)
+	return h.Opened(c, cu, err, func() { conn.Close() })
 }
 
 func (h *harness) Caps() drivertest.Caps {
 	// The server expires a dead session within a tick or two of its timeout.
-	return drivertest.Caps{TTL: sessionTimeout, Slack: time.Second, QueueInStore: true, SessionBound: true}
+	return drivertest.Caps{TTL: sessionTimeout, Slack: time.Second, QueueInStore: true, SessionBound: true,
+		List: drivertest.ListCaps{Labels: true, Waiters: true}}
+}
+
+// Driver gives the suite c's driver (drivertest.DriverHarness).
+func (h *harness) Driver(c *dlock.Client) driver.Driver { return zklock.Driver(c) }
+
+// newClient opens a client of h, closed when t ends.
+func newClient(t *testing.T, h *harness) *dlock.Client {
+	t.Helper()
+	c, err := h.NewClient(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
 func TestConformance(t *testing.T) {
