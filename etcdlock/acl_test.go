@@ -41,23 +41,11 @@ func authEtcd(t *testing.T) (string, func(name, pw, prefix string)) {
 	if _, err := root.AuthEnable(ctx); err != nil {
 		t.Fatal(err)
 	}
-	src, err := os.ReadFile("etcdlock.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	for _, l := range strings.Split(string(src), "\n") {
-		if l, ok := strings.CutPrefix(l, "//\tetcdctl "); ok {
-			lines = append(lines, l)
-		}
-	}
-	if len(lines) == 0 {
-		t.Fatal("no etcdctl lines in the package doc")
-	}
+	lines := drivertest.DocLines(t, "etcdlock.go", "", "etcdctl ")
 	return ep, func(name, pw, prefix string) {
 		t.Helper()
 		for _, l := range lines {
-			l = strings.NewReplacer("dlock-worker", name, "PASSWORD", pw, "app/", prefix).Replace(l)
+			l = strings.NewReplacer("etcdctl ", "", "dlock-worker", name, "PASSWORD", pw, "app/", prefix).Replace(l)
 			cmd := exec.CommandContext(ctx, etcdctl, append([]string{"--endpoints=" + ep, "--user=root:root-pw"}, strings.Fields(l)...)...)
 			cmd.Env = append(os.Environ(), "ETCDCTL_API=3")
 			if out, err := cmd.CombinedOutput(); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,22 +19,13 @@ import (
 // to, for user name with password pw and key prefix prefix.
 func docGrant(t *testing.T, name, pw, prefix string) []any {
 	t.Helper()
-	src, err := os.ReadFile("redislock.go")
-	if err != nil {
-		t.Fatal(err)
+	l := drivertest.DocLines(t, "redislock.go", "", "ACL SETUSER ")[0]
+	l = strings.NewReplacer("ACL SETUSER ", "", "dlock-worker", name, "PASSWORD", pw, "dlock:*", prefix+":*").Replace(l)
+	var args []any
+	for _, f := range strings.Fields(l) {
+		args = append(args, f)
 	}
-	for _, line := range strings.Split(string(src), "\n") {
-		if l, ok := strings.CutPrefix(line, "//\tACL SETUSER "); ok {
-			l = strings.NewReplacer("dlock-worker", name, "PASSWORD", pw, "dlock:*", prefix+":*").Replace(l)
-			var args []any
-			for _, f := range strings.Fields(l) {
-				args = append(args, f)
-			}
-			return args
-		}
-	}
-	t.Fatal("no ACL SETUSER line in the package doc")
-	return nil
+	return args
 }
 
 // setUser runs ACL SETUSER on srv as the default (unrestricted) user.

@@ -1,31 +1,16 @@
 package redislock_test
 
 import (
-	"context"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 )
-
-// openTLS opens u, bounded by 20s, and closes the client at cleanup.
-func openTLS(t *testing.T, u string) (*dlock.Client, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	c, err := dlock.Open(ctx, u)
-	if err == nil {
-		t.Cleanup(func() { _ = c.Close() })
-	}
-	return c, err
-}
 
 // TLS is the conformance suite's TLS section (drivertest.TLSHarness): Redis
 // over rediss:// with the test CA; a server the system's CAs do not know is
@@ -81,10 +66,7 @@ func TestTLSCluster(t *testing.T) {
 	ca := "?ca=" + url.QueryEscape(c.CAFile)
 	u := "rediss+cluster://" + strings.Join(seeds, ",") + ca
 	drivertest.CheckURL(t, u)
-	a, err := openTLS(t, u)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := drivertest.MustOpen(t, u)
 	for i := range 20 { // names over many slots, so every node is used
 		l, err := a.Mutex(fmt.Sprintf("tls/slot-%d", i)).Lock(t.Context())
 		if err != nil {

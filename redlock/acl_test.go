@@ -3,7 +3,6 @@ package redlock_test
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -19,21 +18,12 @@ import (
 // doc, for user name with password pw.
 func docGrant(t *testing.T, name, pw string) []any {
 	t.Helper()
-	src, err := os.ReadFile("redlock.go")
-	if err != nil {
-		t.Fatal(err)
+	l := drivertest.DocLines(t, "redlock.go", "", "ACL SETUSER ")[0]
+	var args []any
+	for _, f := range strings.Fields(strings.NewReplacer("dlock-worker", name, "PASSWORD", pw).Replace(l)) {
+		args = append(args, f)
 	}
-	for _, line := range strings.Split(string(src), "\n") {
-		if l, ok := strings.CutPrefix(line, "//\tACL SETUSER "); ok {
-			args := []any{"ACL", "SETUSER"}
-			for _, f := range strings.Fields(strings.NewReplacer("dlock-worker", name, "PASSWORD", pw).Replace(l)) {
-				args = append(args, f)
-			}
-			return args
-		}
-	}
-	t.Fatal("no ACL SETUSER line in the package doc")
-	return nil
+	return args
 }
 
 // aclNodes starts n servers, each with user name made by the doc's grant
