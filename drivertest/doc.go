@@ -1,9 +1,14 @@
 package drivertest
 
 import (
+	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
 )
 
 // DocLines returns the lines of file (a source file of the package under
@@ -32,4 +37,17 @@ func DocLines(t *testing.T, file, section, prefix string) []string {
 		t.Fatalf("%s: no %q lines in the package doc", file, prefix)
 	}
 	return lines
+}
+
+// WantLockRefused wants a Lock of name on c (a client of a user that lacks
+// a right) to fail at once, not when its 20s bound ends, with an error that
+// wraps dlock.ErrInvalidConfig and names the missing right (want).
+func WantLockRefused(t *testing.T, c *dlock.Client, name, want string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	_, err := c.Mutex(name).Lock(ctx)
+	if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, dlock.ErrInvalidConfig) || ctx.Err() != nil {
+		t.Errorf("Lock(%s): %v; want at once ErrInvalidConfig naming %q", name, err, want)
+	}
 }

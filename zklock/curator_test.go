@@ -127,12 +127,7 @@ func (c *curator) expect(want string, within time.Duration) {
 func TestCuratorInterop(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
 	cur := startCurator(t, srv.Addr(), "/interop/curator")
-	h := &harness{addr: srv.Addr()}
-	c, err := h.NewClient(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newClient(t, &harness{addr: srv.Addr()})
 	ctx := t.Context()
 	m := c.Mutex("interop/curator")
 

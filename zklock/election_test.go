@@ -13,12 +13,7 @@ import (
 // path, both ways, and each reads the other's leader's id (value).
 func TestCuratorLeaderLatchInterop(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
-	h := &harness{addr: srv.Addr()}
-	c, err := h.NewClient(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newClient(t, &harness{addr: srv.Addr()})
 	ctx := t.Context()
 	e := c.Election("interop/latch", dlock.WithTTL(sessionTimeout))
 

@@ -77,12 +77,7 @@ func TestConformance(t *testing.T) {
 // children, exclude each other on the same path.
 func TestZkLockInterop(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
-	h := &harness{addr: srv.Addr()}
-	c, err := h.NewClient(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newClient(t, &harness{addr: srv.Addr()})
 	ctx := t.Context()
 	conn, _, err := connect(srv.Addr(), nil)
 	if err != nil {
@@ -144,12 +139,7 @@ func TestZkLockInterop(t *testing.T) {
 // refuses each of them ("invalid arguments") and accepts the good names.
 func TestBadNames(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
-	h := &harness{addr: srv.Addr()}
-	c, err := h.NewClient(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newClient(t, &harness{addr: srv.Addr()})
 	direct, _, err := connect(srv.Addr(), nil)
 	if err != nil {
 		t.Fatal(err)
