@@ -55,6 +55,23 @@ func (h *harness) Caps() drivertest.Caps {
 // Driver gives the suite c's driver (drivertest.DriverHarness).
 func (h *harness) Driver(c *dlock.Client) driver.Driver { return zklock.Driver(c) }
 
+// openZK opens a dlock client on a connection to addrs with the session
+// timeout given, closed when t ends.
+func openZK(t *testing.T, addrs []string, timeout time.Duration) *dlock.Client {
+	t.Helper()
+	conn, events, err := zk.Connect(addrs, timeout, zk.WithLogger(quiet{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := zklock.Open(t.Context(), conn, zklock.Options{SessionTimeout: timeout, Events: events, CloseConn: true})
+	if err != nil {
+		conn.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 // newClient opens a client of h, closed when t ends.
 func newClient(t *testing.T, h *harness) *dlock.Client {
 	t.Helper()
