@@ -91,13 +91,17 @@ type suite struct {
 }
 
 // client opens a client closed at the end of the test.
-func (s *suite) client(t *testing.T) *dlock.Client {
-	t.Helper()
-	c, err := s.h.NewClient(t.Context())
+func (s *suite) client(t *testing.T) *dlock.Client { t.Helper(); return Client(t, s.h) }
+
+// Client opens a client of h, or fails the test (or benchmark), and closes
+// it when the test ends.
+func Client(tb testing.TB, h Harness) *dlock.Client {
+	tb.Helper()
+	c, err := h.NewClient(tb.Context())
 	if err != nil {
-		t.Fatalf("NewClient: %v", err)
+		tb.Fatalf("NewClient: %v", err)
 	}
-	t.Cleanup(func() { _ = c.Close() })
+	tb.Cleanup(func() { _ = c.Close() })
 	return c
 }
 

@@ -32,7 +32,7 @@ func (c *curator) must(cmd, want string) {
 func TestCuratorRWInterop(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
 	cur := startCuratorKinds(t, srv.Addr(), "/interop/rw", "/interop/sem", 2)
-	d := zklock.Driver(newClient(t, &harness{addr: srv.Addr()}))
+	d := zklock.Driver(drivertest.Client(t, &harness{addr: srv.Addr()}))
 	const name = "interop/rw"
 
 	// Both read at once.
@@ -74,7 +74,7 @@ func TestCuratorRWInterop(t *testing.T) {
 func TestCuratorSemaphoreInterop(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
 	cur := startCuratorKinds(t, srv.Addr(), "/interop/rw", "/interop/sem", 2)
-	d := zklock.Driver(newClient(t, &harness{addr: srv.Addr()}))
+	d := zklock.Driver(drivertest.Client(t, &harness{addr: srv.Addr()}))
 	const name = "interop/sem"
 
 	cur.must("acquire", "leased")

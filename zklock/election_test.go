@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 )
 
@@ -13,7 +14,7 @@ import (
 // path, both ways, and each reads the other's leader's id (value).
 func TestCuratorLeaderLatchInterop(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
-	c := newClient(t, &harness{addr: srv.Addr()})
+	c := drivertest.Client(t, &harness{addr: srv.Addr()})
 	ctx := t.Context()
 	e := c.Election("interop/latch", dlock.WithTTL(sessionTimeout))
 

@@ -72,17 +72,6 @@ func openZK(t *testing.T, addrs []string, timeout time.Duration) *dlock.Client {
 	return c
 }
 
-// newClient opens a client of h, closed when t ends.
-func newClient(t *testing.T, h *harness) *dlock.Client {
-	t.Helper()
-	c, err := h.NewClient(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 func TestConformance(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
 	drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
@@ -94,7 +83,7 @@ func TestConformance(t *testing.T) {
 // children, exclude each other on the same path.
 func TestZkLockInterop(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
-	c := newClient(t, &harness{addr: srv.Addr()})
+	c := drivertest.Client(t, &harness{addr: srv.Addr()})
 	ctx := t.Context()
 	conn, _, err := connect(srv.Addr(), nil)
 	if err != nil {
@@ -156,7 +145,7 @@ func TestZkLockInterop(t *testing.T) {
 // refuses each of them ("invalid arguments") and accepts the good names.
 func TestBadNames(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
-	c := newClient(t, &harness{addr: srv.Addr()})
+	c := drivertest.Client(t, &harness{addr: srv.Addr()})
 	direct, _, err := connect(srv.Addr(), nil)
 	if err != nil {
 		t.Fatal(err)
