@@ -307,7 +307,7 @@ func (s *suite) testLeadLoss(t *testing.T) {
 	defer cancel()
 	err := a.Election(name, dlock.WithTTL(s.caps.TTL)).Lead(ctx, "a", func(ctx context.Context, term *dlock.Term) error {
 		if err := s.remove(ctx, name); err != nil {
-			return fmt.Errorf("Remove: %w", err)
+			return fmt.Errorf("remove: %w", err)
 		}
 		<-ctx.Done()
 		return context.Cause(ctx)
