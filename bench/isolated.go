@@ -113,15 +113,16 @@ func runChild(ctx context.Context, e *env, srv servers, scenario, store, library
 		if !ok {
 			return fail(fmt.Errorf("unknown kind %q", library))
 		}
-		for _, st := range manyStores(srv, []string{store}) {
-			k, err := kindRun(ctx, st.open, op, d)
-			if err != nil {
-				return fail(err)
-			}
-			return childResult{Ops: k.ops, Errors: k.errs, MaxInside: k.most, AllocPerOp: k.allocPerOp,
-				GCs: k.gcs, CPUPerOp: k.cpuPerOp, CallsPerOp: k.callsPerOp}
+		stores := manyStores(srv, []string{store}) // the one store asked for, or none
+		if len(stores) == 0 {
+			return fail(fmt.Errorf("unknown store %q", store))
 		}
-		return fail(fmt.Errorf("unknown store %q", store))
+		k, err := kindRun(ctx, stores[0].open, op, d)
+		if err != nil {
+			return fail(err)
+		}
+		return childResult{Ops: k.ops, Errors: k.errs, MaxInside: k.most, AllocPerOp: k.allocPerOp,
+			GCs: k.gcs, CPUPerOp: k.cpuPerOp, CallsPerOp: k.callsPerOp}
 	}
 	var l *lib
 	for _, c := range libsOf(e, srv, []string{store}) {

@@ -86,7 +86,7 @@ func key(s attribute.Set) string {
 		if i > 0 {
 			out += ","
 		}
-		out += string(kv.Key) + "=" + kv.Value.Emit()
+		out += string(kv.Key) + "=" + kv.Value.String()
 	}
 	return out + "}"
 }
@@ -302,7 +302,7 @@ func attrs(s sdktrace.ReadOnlySpan) map[string]any {
 		case attribute.INT64:
 			a[string(kv.Key)] = uint64(kv.Value.AsInt64())
 		default:
-			a[string(kv.Key)] = kv.Value.Emit()
+			a[string(kv.Key)] = kv.Value.String()
 		}
 	}
 	return a

@@ -77,6 +77,21 @@ func (cs *Clients) Track(c *dlock.Client, cu *Cutter) {
 	cs.cutters[c] = cu
 }
 
+// Opened finishes a harness's NewClient: when err is nil it tracks c, whose
+// connections go through cu, and returns it; otherwise it runs undo (which
+// frees what the failed open took, such as the store client it was given;
+// nil: nothing to free) and returns err.
+func (cs *Clients) Opened(c *dlock.Client, cu *Cutter, err error, undo func()) (*dlock.Client, error) {
+	if err != nil {
+		if undo != nil {
+			undo()
+		}
+		return nil, err
+	}
+	cs.Track(c, cu)
+	return c, nil
+}
+
 // Cut cuts c's connections.
 func (cs *Clients) Cut(_ context.Context, c *dlock.Client) error {
 	cs.mu.Lock()

@@ -14,20 +14,18 @@ import (
 	"github.com/dlock/dlock"
 )
 
-// RunElection runs the conformance suite of leader elections (Client.Election)
-// against a backend that offers them:
-//
-//	func TestElection(t *testing.T) { drivertest.RunElection(t, newHarness) }
-func RunElection(t *testing.T, newHarness NewHarness) {
-	h, err := newHarness(t.Context(), t)
-	if err != nil {
-		t.Fatalf("harness: %v", err)
+// testElection runs the leader election section (Client.Election), or, on
+// a backend that declares NoElection, checks that it refuses.
+func (s *suite) testElection(t *testing.T) {
+	if s.caps.NoElection != "" {
+		_, err := s.client(t).Election(lockName(t)).Campaign(t.Context(), "v")
+		if !errors.Is(err, dlock.ErrUnsupported) {
+			t.Fatalf("Campaign on a backend that declares no elections (%s): %v; want ErrUnsupported", s.caps.NoElection, err)
+		}
+		t.Logf("declared: %s; Campaign says: %v", s.caps.NoElection, err)
+		return
 	}
-	s := &suite{h: h, caps: h.Caps().withDefaults()}
-	for _, tc := range []struct {
-		name string
-		fn   func(t *testing.T)
-	}{
+	s.runAll(t, []test{
 		{"LeaderValue", s.testLeaderValue},
 		{"OneLeaderTermsIncrease", s.testOneLeader},
 		{"ObserveEveryLeaderOnce", s.testObserve},
@@ -36,9 +34,7 @@ func RunElection(t *testing.T, newHarness NewHarness) {
 		{"Proclaim", s.testProclaim},
 		{"LeadCancelsOnLoss", s.testLeadLoss},
 		{"CampaignCancelled", s.testCampaignCancelled},
-	} {
-		t.Run(tc.name, tc.fn)
-	}
+	})
 }
 
 // contentionTTL is the TTL of the contention tests, which test exclusion,
@@ -310,8 +306,8 @@ func (s *suite) testLeadLoss(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	err := a.Election(name, dlock.WithTTL(s.caps.TTL)).Lead(ctx, "a", func(ctx context.Context, term *dlock.Term) error {
-		if err := s.h.Remove(ctx, name); err != nil {
-			return fmt.Errorf("Remove: %w", err)
+		if err := s.remove(ctx, name); err != nil {
+			return fmt.Errorf("remove: %w", err)
 		}
 		<-ctx.Done()
 		return context.Cause(ctx)

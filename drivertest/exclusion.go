@@ -139,7 +139,7 @@ func (s *suite) testStaleUnlock(t *testing.T) {
 	// The store itself must refuse: a holder that has not yet noticed its
 	// lock was taken over (long TTL, no renewal tick yet) unlocks.
 	unaware := mustLock(t, a.Mutex(name, dlock.WithTTL(30*time.Second)))
-	if err := s.h.Remove(t.Context(), name); err != nil {
+	if err := s.remove(t.Context(), name); err != nil {
 		t.Fatalf("Remove: %v", err)
 	}
 	holder = mustLock(t, b.Mutex(name))

@@ -97,7 +97,7 @@ func (s *suite) testLossSignalled(t *testing.T) {
 	name := lockName(t)
 	a := s.client(t)
 	l := mustLock(t, a.Mutex(name, dlock.WithTTL(s.caps.TTL)))
-	if err := s.h.Remove(t.Context(), name); err != nil {
+	if err := s.remove(t.Context(), name); err != nil {
 		t.Fatalf("Remove: %v", err)
 	}
 	waitDone(t, l, s.caps.TTL/3+s.caps.Slack, "removed lock")
@@ -130,7 +130,7 @@ func (s *suite) testDoCancelsOnLoss(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Do did not run its function")
 	}
-	if err := s.h.Remove(t.Context(), name); err != nil {
+	if err := s.remove(t.Context(), name); err != nil {
 		t.Fatalf("Remove: %v", err)
 	}
 	select {

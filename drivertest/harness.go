@@ -5,8 +5,23 @@
 //
 // The harness opens clients of the store under test and simulates the faults
 // the suite needs (a holder's connections cut, a lock removed behind its
-// holder's back). Capabilities let the suite skip what a backend honestly
-// cannot do; the backend's package doc must say the same.
+// holder's back). Run chooses its sections from what the harness declares:
+//
+//   - always: the core contract (exclusion, tokens, expiry, renewal, loss,
+//     cancellation, re-entry, Close, Inspect), the kinds (read-write locks
+//     and semaphores, or ErrUnsupported from each of their methods),
+//     leader elections, LockAll and List;
+//   - Caps.NoElection and Caps.NoList: a backend that refuses elections or
+//     cannot list says why, and the suite checks the refusal
+//     (ErrUnsupported) instead of the section: nothing is left out by
+//     omission;
+//   - DriverHarness: driver-level read-write lock and semaphore tests;
+//   - TLSHarness: the TLS section, against a TLS-only server of the store;
+//   - ACLHarness: the whole suite again as a user with exactly the grant the
+//     package doc gives (section LeastPrivilege).
+//
+// Those interfaces are a new backend's checklist; the backend's package doc
+// must say the same as its Caps.
 package drivertest
 
 import (
@@ -25,8 +40,6 @@ type Harness interface {
 	// Cut cuts c's connections as if its process had died or been
 	// partitioned away: c can reach the store no more and releases nothing.
 	Cut(ctx context.Context, c *dlock.Client) error
-	// Remove deletes the lock named name behind its holder's back.
-	Remove(ctx context.Context, name string) error
 	// Caps says what the backend can do.
 	Caps() Caps
 }
@@ -58,6 +71,23 @@ type Caps struct {
 	// QueueInStore reports that waiters keep a record in the store (a queue
 	// node or key) that Inspect counts in Waiters.
 	QueueInStore bool
+	// NoElection, when set, is why the backend refuses leader elections
+	// (driver.ElectionRefuser): the Election section checks that Campaign
+	// says ErrUnsupported instead of electing.
+	NoElection string
+	// List says what the backend's List reports.
+	List ListCaps
+	// NoList, when set, is why the backend cannot enumerate its locks: the
+	// List section checks that List says ErrUnsupported.
+	NoList string
+}
+
+// Remover is a Harness that deletes a lock behind its holder's back in a way
+// of its own. Without it the suite uses ForceUnlock from a new client.
+type Remover interface {
+	Harness
+	// Remove deletes the lock named name behind its holder's back.
+	Remove(ctx context.Context, name string) error
 }
 
 // NewHarness makes a harness; it registers its own cleanup with t.
@@ -71,4 +101,15 @@ func (c Caps) withDefaults() Caps {
 		c.Slack = 250 * time.Millisecond
 	}
 	return c
+}
+
+// ACLHarness is a Harness that can also open clients as a user given
+// exactly the grant the backend's package doc tells users to give: Run then
+// runs the whole suite again as that user (section LeastPrivilege), which
+// proves the documented grant is enough.
+type ACLHarness interface {
+	Harness
+	// LeastPrivilege returns a harness whose clients log in as that user;
+	// it registers its own cleanup with t.
+	LeastPrivilege(ctx context.Context, t *testing.T) (Harness, error)
 }

@@ -349,11 +349,7 @@ func (s *suite) testRWReentry(t *testing.T) {
 func (s *suite) testDeadReaderFreed(t *testing.T) {
 	name := lockName(t)
 	b := s.client(t)
-	a, err := s.h.NewClient(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := s.client(t)
 	r := mustRLock(t, a.RWMutex(name, dlock.WithTTL(s.caps.TTL)))
 	l, err := b.RWMutex(name).TryLock(t.Context())
 	wantRefused(t, "TryLock under a reader", l, err)

@@ -30,11 +30,7 @@ func (s *suite) testSemaphoreCount(t *testing.T, cut bool) {
 	)
 	victimLive := func() int32 { return 0 }
 	if cut {
-		v, err := s.h.NewClient(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer v.Close()
+		v := s.client(t)
 		vl := mustAcquire(t, v.Semaphore(name, limit, dlock.WithTTL(s.caps.TTL)))
 		var cutDone atomic.Bool
 		victimLive = func() int32 {
@@ -110,11 +106,7 @@ func (s *suite) testSemaphoreTokens(t *testing.T) {
 func (s *suite) testDeadPermitFreed(t *testing.T) {
 	name := lockName(t)
 	b := s.client(t)
-	a, err := s.h.NewClient(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := s.client(t)
 	sem := a.Semaphore(name, 2, dlock.WithTTL(s.caps.TTL))
 	mustAcquire(t, sem)
 	mustAcquire(t, sem)

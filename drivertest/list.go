@@ -18,20 +18,22 @@ type ListCaps struct {
 	Waiters bool // waiters queue in the store (Info.Waiters)
 }
 
-// RunList checks Client.List (driver.Lister) against a store: it lists the
-// held locks under a prefix, and only those, with their holder label,
+// testList checks Client.List (driver.Lister) against the store: it lists
+// the held locks under a prefix, and only those, with their holder label,
 // token, time left and waiters, names with characters that stores escape
-// included.
-func RunList(t *testing.T, newClient func(ctx context.Context) (*dlock.Client, error), caps ListCaps) {
+// included. A backend that declares NoList must refuse with ErrUnsupported.
+func (s *suite) testList(t *testing.T) {
+	caps := s.caps.List
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	open := func() *dlock.Client {
-		c, err := newClient(ctx)
-		if err != nil {
-			t.Fatalf("client: %v", err)
+	open := func() *dlock.Client { return s.client(t) }
+	if s.caps.NoList != "" {
+		_, err := open().List(ctx, "")
+		if !errors.Is(err, dlock.ErrUnsupported) {
+			t.Fatalf("List on a backend that declares it cannot list (%s): %v; want ErrUnsupported", s.caps.NoList, err)
 		}
-		t.Cleanup(func() { _ = c.Close() })
-		return c
+		t.Logf("declared: %s; List says: %v", s.caps.NoList, err)
+		return
 	}
 	c := open()
 	b := make([]byte, 4)

@@ -13,26 +13,14 @@ import (
 	"github.com/dlock/dlock"
 )
 
-// RunLockAll runs the conformance suite of dlock.LockAll and TryLockAll:
-//
-//	func TestLockAll(t *testing.T) { drivertest.RunLockAll(t, newHarness) }
-func RunLockAll(t *testing.T, newHarness NewHarness) {
-	h, err := newHarness(t.Context(), t)
-	if err != nil {
-		t.Fatalf("harness: %v", err)
-	}
-	s := &suite{h: h, caps: h.Caps().withDefaults()}
-	for _, tc := range []struct {
-		name string
-		fn   func(t *testing.T)
-	}{
+// testLockAll runs the section of dlock.LockAll and TryLockAll.
+func (s *suite) testLockAll(t *testing.T) {
+	s.runAll(t, []test{
 		{"Contention", s.testLockAllContention},
 		{"NoneOnFailure", s.testLockAllNone},
 		{"GroupLoss", s.testGroupLoss},
 		{"CancelledMidway", s.testLockAllCancelled},
-	} {
-		t.Run(tc.name, tc.fn)
-	}
+	})
 }
 
 // 1. Eight workers lock random overlapping sets of 2–4 of 6 names, for a
@@ -158,7 +146,7 @@ func (s *suite) testGroupLoss(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LockAll: %v", err)
 	}
-	if err := s.h.Remove(t.Context(), base+"/y"); err != nil {
+	if err := s.remove(t.Context(), base+"/y"); err != nil {
 		t.Fatalf("Remove: %v", err)
 	}
 	select {

@@ -12,19 +12,38 @@ import (
 	"github.com/dlock/dlock"
 )
 
-// Run runs the whole conformance suite. Its subtests run one after another,
-// so timings are not disturbed by each other.
+// Run runs the whole conformance suite: the core contract, then the
+// sections Kinds, Election, LockAll and List, then those the harness opts
+// into by the interfaces it implements (DriverHarness, TLSHarness,
+// ACLHarness). Its subtests run one after another, so timings are not
+// disturbed by each other.
 func Run(t *testing.T, newHarness NewHarness) {
-	ctx := t.Context()
-	h, err := newHarness(ctx, t)
+	h, err := newHarness(t.Context(), t)
 	if err != nil {
 		t.Fatalf("harness: %v", err)
 	}
 	s := &suite{h: h, caps: h.Caps().withDefaults()}
-	tests := []struct {
-		name string
-		fn   func(t *testing.T)
-	}{
+	s.run(t)
+	if dh, ok := h.(DriverHarness); ok {
+		t.Run("DriverKinds", func(t *testing.T) { s.driverKinds(t, dh) })
+	}
+	if th, ok := h.(TLSHarness); ok {
+		t.Run("TLS", func(t *testing.T) { runTLS(t, th.TLS(t)) })
+	}
+	if ah, ok := h.(ACLHarness); ok {
+		t.Run("LeastPrivilege", func(t *testing.T) {
+			lh, err := ah.LeastPrivilege(t.Context(), t)
+			if err != nil {
+				t.Fatalf("least-privilege harness: %v", err)
+			}
+			(&suite{h: lh, caps: lh.Caps().withDefaults()}).run(t)
+		})
+	}
+}
+
+// run runs the sections every backend runs.
+func (s *suite) run(t *testing.T) {
+	s.runAll(t, []test{
 		{"MutualExclusion", s.testMutualExclusion},
 		{"SharedMutexExcludes", s.testSharedMutexExcludes},
 		{"TokensIncrease", s.testTokensIncrease},
@@ -47,8 +66,20 @@ func Run(t *testing.T, newHarness NewHarness) {
 		{"Inspect", s.testInspect},
 		{"BadInput", s.testBadInput},
 		{"Kinds", s.testKinds}, // read-write locks and semaphores (kinds.go)
+		{"Election", s.testElection},
+		{"LockAll", s.testLockAll},
+		{"List", s.testList},
 		{"NoGoroutineLeak", s.testNoLeak},
-	}
+	})
+}
+
+// test is one subtest of a section.
+type test struct {
+	name string
+	fn   func(t *testing.T)
+}
+
+func (s *suite) runAll(t *testing.T, tests []test) {
 	for _, tc := range tests {
 		t.Run(tc.name, tc.fn)
 	}
@@ -60,14 +91,27 @@ type suite struct {
 }
 
 // client opens a client closed at the end of the test.
-func (s *suite) client(t *testing.T) *dlock.Client {
-	t.Helper()
-	c, err := s.h.NewClient(t.Context())
+func (s *suite) client(t *testing.T) *dlock.Client { t.Helper(); return Client(t, s.h) }
+
+// Client opens a client of h, or fails the test (or benchmark), and closes
+// it when the test ends.
+func Client(tb testing.TB, h Harness) *dlock.Client {
+	tb.Helper()
+	c, err := h.NewClient(tb.Context())
 	if err != nil {
-		t.Fatalf("NewClient: %v", err)
+		tb.Fatalf("NewClient: %v", err)
 	}
-	t.Cleanup(func() { _ = c.Close() })
+	tb.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// remove deletes the lock named name behind its holder's back: with the
+// harness's Remove if it has one, else with ForceUnlock from a new client.
+func (s *suite) remove(ctx context.Context, name string) error {
+	if r, ok := s.h.(Remover); ok {
+		return r.Remove(ctx, name)
+	}
+	return RemoveWith(ctx, s.h.NewClient, name)
 }
 
 // lockName returns a name unique to the test.

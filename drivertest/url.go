@@ -9,7 +9,7 @@ import (
 	"github.com/dlock/dlock"
 )
 
-// URLOpener returns an opener of clients of u, for RunCore.
+// URLOpener returns an opener of clients of u.
 func URLOpener(u string) func(ctx context.Context) (*dlock.Client, error) {
 	return func(ctx context.Context) (*dlock.Client, error) { return dlock.Open(ctx, u) }
 }

@@ -41,23 +41,11 @@ func authEtcd(t *testing.T) (string, func(name, pw, prefix string)) {
 	if _, err := root.AuthEnable(ctx); err != nil {
 		t.Fatal(err)
 	}
-	src, err := os.ReadFile("etcdlock.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	for _, l := range strings.Split(string(src), "\n") {
-		if l, ok := strings.CutPrefix(l, "//\tetcdctl "); ok {
-			lines = append(lines, l)
-		}
-	}
-	if len(lines) == 0 {
-		t.Fatal("no etcdctl lines in the package doc")
-	}
+	lines := drivertest.DocLines(t, "etcdlock.go", "", "etcdctl ")
 	return ep, func(name, pw, prefix string) {
 		t.Helper()
 		for _, l := range lines {
-			l = strings.NewReplacer("dlock-worker", name, "PASSWORD", pw, "app/", prefix).Replace(l)
+			l = strings.NewReplacer("etcdctl ", "", "dlock-worker", name, "PASSWORD", pw, "app/", prefix).Replace(l)
 			cmd := exec.CommandContext(ctx, etcdctl, append([]string{"--endpoints=" + ep, "--user=root:root-pw"}, strings.Fields(l)...)...)
 			cmd.Env = append(os.Environ(), "ETCDCTL_API=3")
 			if out, err := cmd.CombinedOutput(); err != nil {
@@ -81,26 +69,16 @@ func (h *aclHarness) NewClient(ctx context.Context) (*dlock.Client, error) {
 		return nil, err
 	}
 	c, err := etcdlock.Open(ctx, cli, etcdlock.Options{CloseClient: true, Prefix: h.prefix})
-	if err != nil {
-		_ = cli.Close()
-		return nil, err
-	}
-	h.Track(c, cu)
-	return c, nil
+	return h.Opened(c, cu, err, func() { _ = cli.Close() })
 }
 
-func (h *aclHarness) Remove(ctx context.Context, name string) error {
-	return drivertest.RemoveWith(ctx, h.NewClient, name)
-}
-
-// TestLeastPrivilege runs the conformance suite as a user given exactly the
-// package doc's grant, on an etcd with authentication enabled.
-func TestLeastPrivilege(t *testing.T) {
+// LeastPrivilege gives the suite clients of a user given exactly the
+// package doc's grant, on an etcd with authentication enabled
+// (drivertest.ACLHarness).
+func (h debianHarness) LeastPrivilege(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
 	ep, grant := authEtcd(t)
 	grant("worker", "worker-pw", "app/")
-	drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return &aclHarness{harness: harness{endpoints: []string{ep}}, user: "worker", pw: "worker-pw", prefix: "app/"}, nil
-	})
+	return &aclHarness{harness: harness{endpoints: []string{ep}}, user: "worker", pw: "worker-pw", prefix: "app/"}, nil
 }
 
 // TestMissingRight: a user whose role lacks the prefix, or may only read
@@ -146,12 +124,7 @@ func TestMissingRight(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	_, err = c.Mutex("x").Lock(lctx)
-	if err == nil || !strings.Contains(err.Error(), `readwrite on the keys with prefix "ro/"`) || !errors.Is(err, dlock.ErrInvalidConfig) || lctx.Err() != nil {
-		t.Fatalf("Lock with a read-only role: %v; want at once the missing permission named", err)
-	}
+	drivertest.WantLockRefused(t, c, "x", `readwrite on the keys with prefix "ro/"`)
 }
 
 // TestTenantsApart: users with the grant over app-a/ and app-b/. b's user

@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	"github.com/dlock/dlock"
-	"github.com/dlock/dlock/drivertest"
-	"github.com/dlock/dlock/internal/kindtest"
 	"github.com/dlock/dlock/internal/testserver"
 )
 
@@ -54,16 +52,6 @@ func TestAdvEtcdNestedNamesAreIndependent(t *testing.T) {
 	if ld, err := b.Election("svc").Leader(ctx); !errors.Is(err, dlock.ErrNoLeader) {
 		t.Errorf("election %q with no candidate: Leader = %+v, %v; want ErrNoLeader", "svc", ld, err)
 	}
-}
-
-func TestAdvEtcdCancelledPermitWaiters(t *testing.T) {
-	srv := testserver.Etcd(t)
-	kindtest.CancelledPermitWaiters(t, drivertest.MustOpen(t, "etcd://"+srv.Addr()), drivertest.MustOpen(t, "etcd://"+srv.Addr()))
-}
-
-func TestAdvEtcdCancelledWriter(t *testing.T) {
-	srv := testserver.Etcd(t)
-	kindtest.CancelledWriterFreesReaders(t, drivertest.MustOpen(t, "etcd://"+srv.Addr()), drivertest.MustOpen(t, "etcd://"+srv.Addr()))
 }
 
 // Finding 5: a permit re-entered with another permit count. The stores

@@ -2,7 +2,6 @@ package etcdlock_test
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"io"
 	"os"
@@ -13,23 +12,8 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
-	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 )
-
-func TestElectionDebianEtcd(t *testing.T) {
-	srv := testserver.Etcd(t)
-	drivertest.RunElection(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return &harness{endpoints: []string{"http://" + srv.Addr()}}, nil
-	})
-}
-
-func TestLockAllDebianEtcd(t *testing.T) {
-	srv := testserver.Etcd(t)
-	drivertest.RunLockAll(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return &harness{endpoints: []string{"http://" + srv.Addr()}}, nil
-	})
-}
 
 // etcdctlProc is a running etcdctl whose output lines arrive on lines.
 type etcdctlProc struct {

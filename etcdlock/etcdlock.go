@@ -145,7 +145,7 @@
 //	etcdctl user add dlock-worker:PASSWORD --interactive=false
 //	etcdctl user grant-role dlock-worker dlock-worker
 //
-// (as root, with --user root:…). The test TestLeastPrivilege runs these
+// (as root, with --user root:…). The conformance suite's LeastPrivilege section runs these
 // lines with Debian's etcdctl, then the conformance suite as that user. The
 // default empty prefix needs a role over every key (etcdctl lock's
 // layout), so give each service a prefix.

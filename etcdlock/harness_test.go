@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/etcdlock"
 	"github.com/dlock/dlock/internal/embedetcd"
@@ -37,22 +38,21 @@ func (h *harness) NewClient(ctx context.Context) (*dlock.Client, error) {
 		return nil, err
 	}
 	c, err := etcdlock.Open(ctx, cli, etcdlock.Options{CloseClient: true})
-	if err != nil {
-		_ = cli.Close()
-		return nil, err
-	}
-	h.Track(c, cu)
-	return c, nil
-}
-
-func (h *harness) Remove(ctx context.Context, name string) error {
-	return drivertest.RemoveWith(ctx, h.NewClient, name)
+	return h.Opened(c, cu, err, func() { _ = cli.Close() })
 }
 
 func (h *harness) Caps() drivertest.Caps {
 	// etcd's lessor checks expiries every 500ms: 1s of slack.
-	return drivertest.Caps{TTL: 2 * time.Second, Slack: time.Second, QueueInStore: true}
+	return drivertest.Caps{TTL: 2 * time.Second, Slack: time.Second, QueueInStore: true,
+		List: drivertest.ListCaps{Labels: true, TTL: true, Waiters: true}}
 }
+
+// Driver gives the suite c's driver (drivertest.DriverHarness).
+func (h *harness) Driver(c *dlock.Client) driver.Driver { return etcdlock.DriverOf(c) }
+
+// debianHarness is the harness of Debian's etcd, which the suite also
+// reaches over TLS and as a user with the package doc's grant.
+type debianHarness struct{ *harness }
 
 func embedded(t *testing.T) []string {
 	t.Helper()
@@ -74,6 +74,6 @@ func TestConformanceEmbedded(t *testing.T) {
 func TestConformanceDebianEtcd(t *testing.T) {
 	srv := testserver.Etcd(t)
 	drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return &harness{endpoints: []string{"http://" + srv.Addr()}}, nil
+		return debianHarness{&harness{endpoints: []string{"http://" + srv.Addr()}}}, nil
 	})
 }

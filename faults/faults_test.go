@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -51,11 +50,9 @@ func TestCISubset(t *testing.T) {
 func buildWorker(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "dlockfaults")
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gobin); err != nil {
-		gobin = "go"
-	}
-	cmd := exec.Command(gobin, "build", "-o", bin, "./cmd/dlockfaults")
+	// go test puts its own GOROOT/bin first on the PATH, so this is the
+	// toolchain running the test.
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/dlockfaults")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/dlockfaults: %v: %s", err, strings.TrimSpace(string(out)))

@@ -82,15 +82,6 @@ func (p *proc) stop(grace time.Duration) string {
 	return p.out.String()
 }
 
-func (p *proc) exited() bool {
-	select {
-	case <-p.exit:
-		return true
-	default:
-		return false
-	}
-}
-
 // lockedWriter serialises writes to a buffer shared by two pipes.
 type lockedWriter struct {
 	b  *bytes.Buffer

@@ -60,26 +60,50 @@ type window struct {
 }
 
 // judge computes the figures from the history and the verdicts against the
-// promise.
+// promise, in five passes: replay the events into holds and fault windows,
+// end and excuse each belief, count conflicts, measure token order, loss
+// margins and recovery, and hold the figures to the promise.
 // connDeath: a holder whose connection dies (killed, or the server killed)
 // is excused, as SQL row/session modes' docs say fencing covers that window.
 func (r *Result) judge(evs []Event, ttl time.Duration, connDeath bool) {
-	var last int64
-	holds := map[holdID]*holdRec{}
+	tl := r.replay(evs)
+	hs := tl.beliefs(ttl, connDeath)
+	r.Holds = len(hs)
+	r.countOverlaps(hs)
+	r.countRegressions(hs)
+	r.measureLosses(hs, tl.srvEvents)
+	r.measureRecovery(hs, tl.deaths, tl.faultEnds)
+	r.verdicts()
+}
+
+// timeline is a history replayed: the holds granted and the faults' windows
+// and instants, in the workers' clock (ns).
+type timeline struct {
+	last      int64 // the latest instant seen
+	holds     map[holdID]*holdRec
+	pauses    []window // a worker stopped (SIGSTOP to SIGCONT)
+	targets   []window // a connection or server killed (worker -1: every worker)
+	faultEnds []int64
+	deaths    []int64 // a holder killed or cut off, or the leader killed
+	srvEvents []int64 // the store's side of a fault: a connection or server killed, a cut
+}
+
+// replay reads the events in arrival order into a timeline, and counts the
+// figures that need no more than one event (stale writes, errors,
+// injections).
+func (r *Result) replay(evs []Event) *timeline {
+	tl := &timeline{holds: map[holdID]*holdRec{}}
 	open := map[int]*holdRec{} // by worker
-	var pauses, targets []window
 	pausedAt := map[int]int64{}
 	asked := map[int]int64{} // by worker: its last wait
-	var faultEnds, deaths []int64
-	var srvEvents []int64
 	for _, e := range evs {
-		last = max(last, e.T, e.Recv)
+		tl.last = max(tl.last, e.T, e.Recv)
 		switch e.Kind {
 		case kindGrant:
 			h := &holdRec{id: e.id(), mode: e.Mode, asked: asked[e.Worker], token: e.Token, start: e.T}
-			holds[h.id], open[e.Worker] = h, h
+			tl.holds[h.id], open[e.Worker] = h, h
 		case kindEnd:
-			if h := holds[e.id()]; h != nil {
+			if h := tl.holds[e.id()]; h != nil {
 				h.end, h.loss = e.T, e.LossAt
 				delete(open, e.Worker)
 			}
@@ -96,36 +120,43 @@ func (r *Result) judge(evs []Event, ttl time.Duration, connDeath bool) {
 				h.end = e.T
 				delete(open, e.Worker)
 			}
-			deaths = append(deaths, e.T)
+			tl.deaths = append(tl.deaths, e.T)
 		case kindPause:
 			pausedAt[e.Worker] = e.T
 		case kindResume:
-			pauses = append(pauses, window{e.Worker, pausedAt[e.Worker], e.T})
+			tl.pauses = append(tl.pauses, window{e.Worker, pausedAt[e.Worker], e.T})
 		case kindConnKill, kindCut:
-			srvEvents = append(srvEvents, e.T)
+			tl.srvEvents = append(tl.srvEvents, e.T)
 			if e.Kind == kindConnKill {
-				targets = append(targets, window{e.Worker, e.T, e.T})
+				tl.targets = append(tl.targets, window{e.Worker, e.T, e.T})
 			} else {
-				deaths = append(deaths, e.T) // to the store, a cut-off holder is dead
+				tl.deaths = append(tl.deaths, e.T) // to the store, a cut-off holder is dead
 			}
 		case kindSrvKill:
-			srvEvents = append(srvEvents, e.T)
-			targets = append(targets, window{-1, e.T, e.T})
+			tl.srvEvents = append(tl.srvEvents, e.T)
+			tl.targets = append(tl.targets, window{-1, e.T, e.T})
 			if r.Fault == KillLeader.Name {
-				deaths = append(deaths, e.T)
+				tl.deaths = append(tl.deaths, e.T)
 			}
 		case kindFaultEnd:
-			faultEnds = append(faultEnds, e.T)
+			tl.faultEnds = append(tl.faultEnds, e.T)
 		case kindInject:
 			r.Injections++
 		}
 	}
+	return tl
+}
+
+// beliefs ends every hold still believed at the end of the history, excuses
+// those a fault explains (a pause past the TTL; with connDeath, a killed
+// connection or server), and returns them in grant order.
+func (tl *timeline) beliefs(ttl time.Duration, connDeath bool) []*holdRec {
 	var hs []*holdRec
-	for _, h := range holds {
+	for _, h := range tl.holds {
 		if h.end == 0 {
-			h.end = last // believed until the end
+			h.end = tl.last // believed until the end
 		}
-		for _, w := range pauses {
+		for _, w := range tl.pauses {
 			if w.worker == h.id.worker && w.to-w.from > int64(ttl) && w.from < h.end && w.to > h.start {
 				h.excused = true
 				// Paused between its grant and the stamp of its belief
@@ -135,7 +166,7 @@ func (r *Result) judge(evs []Event, ttl time.Duration, connDeath bool) {
 			}
 		}
 		if connDeath {
-			for _, w := range targets {
+			for _, w := range tl.targets {
 				if (w.worker == h.id.worker || w.worker == -1) && w.from >= h.start && w.from <= h.end {
 					h.excused = true
 				}
@@ -144,9 +175,12 @@ func (r *Result) judge(evs []Event, ttl time.Duration, connDeath bool) {
 		hs = append(hs, h)
 	}
 	slices.SortFunc(hs, func(a, b *holdRec) int { return cmpInt(a.start, b.start) })
-	r.Holds = len(hs)
+	return hs
+}
 
-	// Conflicts, and token order where excused.
+// countOverlaps counts conflicting beliefs: excused ones (and of those, the
+// ones whose fresh holder had no higher token) and the rest.
+func (r *Result) countOverlaps(hs []*holdRec) {
 	for i, b := range hs {
 		var live []*holdRec // holds believed when b was granted
 		for _, a := range hs[:i] {
@@ -186,11 +220,14 @@ func (r *Result) judge(evs []Event, ttl time.Duration, connDeath bool) {
 			}
 		}
 	}
-	// Token regressions, in grant order: a mutex's grants all increase. The
-	// other kinds' concurrent grants may be reported out of order (a grant
-	// made first in the store can return later), so a grant must be above
-	// every grant returned before its Lock call began: the store made those
-	// first.
+}
+
+// countRegressions counts token regressions, in grant order: a mutex's
+// grants all increase. The other kinds' concurrent grants may be reported
+// out of order (a grant made first in the store can return later), so a
+// grant must be above every grant returned before its Lock call began: the
+// store made those first.
+func (r *Result) countRegressions(hs []*holdRec) {
 	var maxTok uint64
 	for i, h := range hs {
 		if r.Lock == "" {
@@ -204,7 +241,12 @@ func (r *Result) judge(evs []Event, ttl time.Duration, connDeath bool) {
 			r.Regressions++
 		}
 	}
-	// Loss margins: Done before the next conflicting grant.
+}
+
+// measureLosses measures the loss signals: how long before the next
+// conflicting grant each holder's Done came, and the leases lost right after
+// their grant with no fault on the store's side to explain it.
+func (r *Result) measureLosses(hs []*holdRec, srvEvents []int64) {
 	r.MinMarginMs = math.NaN()
 	for i, h := range hs {
 		if h.loss == 0 || h.excused {
@@ -224,6 +266,11 @@ func (r *Result) judge(evs []Event, ttl time.Duration, connDeath bool) {
 			}
 		}
 	}
+}
+
+// measureRecovery measures the longest wait for a grant after a holder's
+// (or leader's) death, and after a fault's end.
+func (r *Result) measureRecovery(hs []*holdRec, deaths, faultEnds []int64) {
 	r.RecoveryMs = math.NaN()
 	if len(deaths) > 0 {
 		r.RecoveryMs = 0
@@ -234,7 +281,10 @@ func (r *Result) judge(evs []Event, ttl time.Duration, connDeath bool) {
 	for _, t := range faultEnds {
 		r.ProgressMs = math.Max(r.ProgressMs, nextGrant(hs, t))
 	}
+}
 
+// verdicts holds the figures to the promise and records each one that fails.
+func (r *Result) verdicts() {
 	p := r.Promise
 	fail := func(format string, args ...any) { r.Fails = append(r.Fails, fmt.Sprintf(format, args...)) }
 	if p.Exclusive && r.Overlaps > 0 {

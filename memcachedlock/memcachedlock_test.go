@@ -24,20 +24,14 @@ func (h *harness) NewClient(ctx context.Context) (*dlock.Client, error) {
 	mc.DialContext = cu.Dial
 	mc.Timeout = 500 * time.Millisecond
 	c, err := memcachedlock.Open(ctx, mc, memcachedlock.Options{CloseClient: true})
-	if err != nil {
-		return nil, err
-	}
-	h.Track(c, cu)
-	return c, nil
-}
-
-func (h *harness) Remove(ctx context.Context, name string) error {
-	return drivertest.RemoveWith(ctx, h.NewClient, name)
+	return h.Opened(c, cu, err, nil)
 }
 
 func (h *harness) Caps() drivertest.Caps {
 	// Expiry has one-second resolution and may come a second early.
-	return drivertest.Caps{TTL: 2 * time.Second, Slack: 1200 * time.Millisecond, EarlyExpiry: time.Second, StoreReentrant: true}
+	return drivertest.Caps{TTL: 2 * time.Second, Slack: 1200 * time.Millisecond, EarlyExpiry: time.Second, StoreReentrant: true,
+		NoElection: "memcached may evict or lose the leader's key, which would elect a second leader",
+		NoList:     "memcached cannot enumerate its keys"}
 }
 
 func TestConformance(t *testing.T) {

@@ -26,17 +26,9 @@ func (h *harness) Cut(_ context.Context, c *dlock.Client) error {
 	return nil
 }
 
-func (h *harness) Remove(ctx context.Context, name string) error {
-	c, err := h.NewClient(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return c.ForceUnlock(ctx, name)
-}
-
 func (h *harness) Caps() drivertest.Caps {
-	return drivertest.Caps{TTL: 300 * time.Millisecond, Slack: 50 * time.Millisecond, StoreReentrant: true}
+	return drivertest.Caps{TTL: 300 * time.Millisecond, Slack: 50 * time.Millisecond, StoreReentrant: true,
+		List: drivertest.ListCaps{Labels: true, TTL: true}}
 }
 
 func TestConformance(t *testing.T) {

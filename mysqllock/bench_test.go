@@ -17,12 +17,7 @@ func BenchmarkTableUncontended(b *testing.B) {
 	testserver.MariaDBURL(b, srv, "dlock")
 	h := &harness{addr: srv.Addr(), mode: mysqllock.ModeTable}
 	b.Run("dlock", func(b *testing.B) {
-		c, err := h.NewClient(b.Context())
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
-		drivertest.LockUnlock(b, c, "bench/u/dlock")
+		drivertest.LockUnlock(b, drivertest.Client(b, h), "bench/u/dlock")
 	})
 	b.Run("statements", func(b *testing.B) {
 		db, err := newDB(srv.Addr(), "dlock", nil)

@@ -151,7 +151,7 @@
 //	GRANT SELECT, INSERT, UPDATE, DELETE ON dlock.dlock_holds TO 'dlock_worker'@'%';
 //	GRANT SELECT, INSERT, UPDATE, DELETE ON dlock.dlock_waits TO 'dlock_worker'@'%';
 //
-// The test TestLeastPrivilege runs exactly these statements on MariaDB,
+// The conformance suite's LeastPrivilege section runs exactly these statements on MariaDB,
 // then the conformance suite in every mode as dlock_worker. GET_LOCK
 // (session mode) needs no grant. A missing privilege gives an error naming
 // it (the server's "… command denied to user … for table …", with what the

@@ -37,6 +37,7 @@ func newDB(addr, dbName string, dial func(context.Context, string) (net.Conn, er
 }
 
 type harness struct {
+	srv  *testserver.Server
 	addr string
 	mode mysqllock.Mode
 	drivertest.Clients
@@ -49,24 +50,20 @@ func (h *harness) NewClient(ctx context.Context) (*dlock.Client, error) {
 		return nil, err
 	}
 	c, err := mysqllock.Open(ctx, db, mysqllock.Options{Mode: h.mode, CloseDB: true})
-	if err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	h.Track(c, cu)
-	return c, nil
-}
-
-func (h *harness) Remove(ctx context.Context, name string) error {
-	return drivertest.RemoveWith(ctx, h.NewClient, name)
+	return h.Opened(c, cu, err, func() { _ = db.Close() })
 }
 
 func (h *harness) Caps() drivertest.Caps {
 	if h.mode == mysqllock.ModeTable {
-		return drivertest.Caps{TTL: 500 * time.Millisecond, Slack: 200 * time.Millisecond, StoreReentrant: true}
+		return drivertest.Caps{TTL: 500 * time.Millisecond, Slack: 200 * time.Millisecond, StoreReentrant: true,
+			List: drivertest.ListCaps{Labels: true, TTL: true}}
 	}
 	return drivertest.Caps{TTL: 500 * time.Millisecond, Slack: 300 * time.Millisecond, ConnBound: true, NoLabels: true}
 }
+
+// tableHarness is the table mode's harness, which the suite also reaches
+// over TLS (where session mode is checked too).
+type tableHarness struct{ *harness }
 
 func TestConformance(t *testing.T) {
 	srv := testserver.MariaDB(t)
@@ -74,7 +71,11 @@ func TestConformance(t *testing.T) {
 	for _, mode := range []mysqllock.Mode{mysqllock.ModeTable, mysqllock.ModeRow, mysqllock.ModeSession} {
 		t.Run(string(mode), func(t *testing.T) {
 			drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-				return &harness{addr: srv.Addr(), mode: mode}, nil
+				h := &harness{srv: srv, addr: srv.Addr(), mode: mode}
+				if mode == mysqllock.ModeTable {
+					return tableHarness{h}, nil
+				}
+				return h, nil
 			})
 		})
 	}

@@ -16,12 +16,7 @@ func BenchmarkTableUncontended(b *testing.B) {
 	srv := testserver.Postgres(b)
 	h := &harness{url: testserver.PostgresURL(srv), mode: pglock.ModeTable}
 	b.Run("dlock", func(b *testing.B) {
-		c, err := h.NewClient(b.Context())
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
-		drivertest.LockUnlock(b, c, "bench/u/dlock")
+		drivertest.LockUnlock(b, drivertest.Client(b, h), "bench/u/dlock")
 	})
 	b.Run("statements", func(b *testing.B) {
 		p, err := pool(b.Context(), h.url, nil)

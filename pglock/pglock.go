@@ -180,8 +180,8 @@
 //	GRANT SELECT, INSERT, UPDATE, DELETE ON dlock.dlock_kinds, dlock.dlock_holds, dlock.dlock_waits TO dlock_worker;
 //	ALTER ROLE dlock_worker SET search_path = dlock;
 //
-// (or search_path=dlock in the worker's URL). The test TestLeastPrivilege
-// runs exactly these statements, then the conformance suite in every mode
+// (or search_path=dlock in the worker's URL). The conformance suite's
+// LeastPrivilege section runs exactly these statements, then the suite in every mode
 // as dlock_worker. Advisory locks (session mode) need no grant. A missing
 // privilege gives an error naming it ("permission denied for table
 // dlock_locks", with what the user needs) that wraps dlock.ErrInvalidConfig,

@@ -14,6 +14,7 @@ import (
 )
 
 type harness struct {
+	srv  *testserver.Server
 	url  string
 	mode pglock.Mode
 	drivertest.Clients
@@ -39,31 +40,32 @@ func (h *harness) NewClient(ctx context.Context) (*dlock.Client, error) {
 		return nil, err
 	}
 	c, err := pglock.Open(ctx, p, pglock.Options{Mode: h.mode, ClosePool: true})
-	if err != nil {
-		p.Close()
-		return nil, err
-	}
-	h.Track(c, cu)
-	return c, nil
-}
-
-func (h *harness) Remove(ctx context.Context, name string) error {
-	return drivertest.RemoveWith(ctx, h.NewClient, name)
+	return h.Opened(c, cu, err, func() { p.Close() })
 }
 
 func (h *harness) Caps() drivertest.Caps {
 	if h.mode == pglock.ModeTable {
-		return drivertest.Caps{TTL: 500 * time.Millisecond, Slack: 150 * time.Millisecond, StoreReentrant: true}
+		return drivertest.Caps{TTL: 500 * time.Millisecond, Slack: 150 * time.Millisecond, StoreReentrant: true,
+			List: drivertest.ListCaps{Labels: true, TTL: true}}
 	}
-	return drivertest.Caps{TTL: 500 * time.Millisecond, Slack: 300 * time.Millisecond, ConnBound: true, NoLabels: true}
+	return drivertest.Caps{TTL: 500 * time.Millisecond, Slack: 300 * time.Millisecond, ConnBound: true, NoLabels: true,
+		List: drivertest.ListCaps{Waiters: true}}
 }
+
+// tableHarness is the table mode's harness, which the suite also reaches
+// over TLS (where session mode is checked too).
+type tableHarness struct{ *harness }
 
 func TestConformance(t *testing.T) {
 	srv := testserver.Postgres(t)
 	for _, mode := range []pglock.Mode{pglock.ModeTable, pglock.ModeRow, pglock.ModeSession} {
 		t.Run(string(mode), func(t *testing.T) {
 			drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-				return &harness{url: testserver.PostgresURL(srv), mode: mode}, nil
+				h := &harness{srv: srv, url: testserver.PostgresURL(srv), mode: mode}
+				if mode == pglock.ModeTable {
+					return tableHarness{h}, nil
+				}
+				return h, nil
 			})
 		})
 	}

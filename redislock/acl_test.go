@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,22 +19,13 @@ import (
 // to, for user name with password pw and key prefix prefix.
 func docGrant(t *testing.T, name, pw, prefix string) []any {
 	t.Helper()
-	src, err := os.ReadFile("redislock.go")
-	if err != nil {
-		t.Fatal(err)
+	l := drivertest.DocLines(t, "redislock.go", "", "ACL SETUSER ")[0]
+	l = strings.NewReplacer("ACL SETUSER ", "", "dlock-worker", name, "PASSWORD", pw, "dlock:*", prefix+":*").Replace(l)
+	var args []any
+	for _, f := range strings.Fields(l) {
+		args = append(args, f)
 	}
-	for _, line := range strings.Split(string(src), "\n") {
-		if l, ok := strings.CutPrefix(line, "//\tACL SETUSER "); ok {
-			l = strings.NewReplacer("dlock-worker", name, "PASSWORD", pw, "dlock:*", prefix+":*").Replace(l)
-			var args []any
-			for _, f := range strings.Fields(l) {
-				args = append(args, f)
-			}
-			return args
-		}
-	}
-	t.Fatal("no ACL SETUSER line in the package doc")
-	return nil
+	return args
 }
 
 // setUser runs ACL SETUSER on srv as the default (unrestricted) user, and
@@ -59,21 +49,19 @@ func setUser(t *testing.T, srv *testserver.Server, args ...any) {
 	}
 }
 
-// TestLeastPrivilege runs the conformance suite as a user with exactly the
-// package doc's grant.
-func TestLeastPrivilege(t *testing.T) {
+// LeastPrivilege gives the suite clients of a user with exactly the package
+// doc's grant, plus the +scan it says List needs (drivertest.ACLHarness).
+func (h singleHarness) LeastPrivilege(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
 	srv := testserver.Redis(t)
-	setUser(t, srv, docGrant(t, "worker", "worker-pw", "dlock")...)
-	drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		h := &harness{t: t}
-		h.newRDB = func(dial func(context.Context, string, string) (net.Conn, error)) redis.UniversalClient {
-			return redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "worker", Password: "worker-pw",
-				Dialer: dial, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
-		}
-		h.admin = h.newRDB(nil)
-		t.Cleanup(func() { _ = h.admin.Close() })
-		return h, nil
-	})
+	setUser(t, srv, append(docGrant(t, "worker", "worker-pw", "dlock"), "+scan")...)
+	lh := &harness{t: t}
+	lh.newRDB = func(dial func(context.Context, string, string) (net.Conn, error)) redis.UniversalClient {
+		return redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "worker", Password: "worker-pw",
+			Dialer: dial, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	}
+	lh.admin = lh.newRDB(nil)
+	t.Cleanup(func() { _ = lh.admin.Close() })
+	return lh, nil
 }
 
 // TestMissingRight: a command or key the ACL refuses fails Lock at once,
@@ -104,15 +92,7 @@ func TestMissingRight(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-			defer cancel()
-			_, err = c.Mutex("acl/" + tc.name).Lock(lctx)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("Lock: %v; want an error naming %q", err, tc.want)
-			}
-			if !errors.Is(err, dlock.ErrInvalidConfig) || lctx.Err() != nil {
-				t.Fatalf("Lock: %v: want ErrInvalidConfig at once, not at ctx's end", err)
-			}
+			drivertest.WantLockRefused(t, c, "acl/"+tc.name, tc.want)
 		})
 	}
 }

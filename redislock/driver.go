@@ -174,10 +174,15 @@ func (d *redisDriver) Close() error {
 	return nil
 }
 
-// As sets *redis.UniversalClient targets to the client underneath.
+// As sets *redis.UniversalClient targets to the client underneath (and
+// *redisDriver ones, for the package's tests).
 func (d *redisDriver) As(target any) bool {
-	if p, ok := target.(*redis.UniversalClient); ok {
+	switch p := target.(type) {
+	case *redis.UniversalClient:
 		*p = d.rdb
+		return true
+	case **redisDriver: // for the package's tests
+		*p = d
 		return true
 	}
 	return false

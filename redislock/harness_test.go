@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/dlock/dlock/redislock"
@@ -36,26 +37,25 @@ func (h *harness) NewClient(ctx context.Context) (*dlock.Client, error) {
 	cu := &drivertest.Cutter{}
 	rdb := h.newRDB(cu.Dial)
 	c, err := redislock.Open(ctx, rdb, redislock.Options{CloseClient: true})
-	if err != nil {
-		_ = rdb.Close()
-		return nil, err
-	}
-	h.Track(c, cu)
-	return c, nil
-}
-
-func (h *harness) Remove(ctx context.Context, name string) error {
-	return drivertest.RemoveWith(ctx, h.NewClient, name)
+	return h.Opened(c, cu, err, func() { _ = rdb.Close() })
 }
 
 func (h *harness) Caps() drivertest.Caps {
-	return drivertest.Caps{TTL: 500 * time.Millisecond, Slack: 100 * time.Millisecond, StoreReentrant: true, QueueInStore: true}
+	return drivertest.Caps{TTL: 500 * time.Millisecond, Slack: 100 * time.Millisecond, StoreReentrant: true, QueueInStore: true,
+		List: drivertest.ListCaps{Labels: true, TTL: true, Waiters: true}}
 }
+
+// Driver gives the suite c's driver (drivertest.DriverHarness).
+func (h *harness) Driver(c *dlock.Client) driver.Driver { return redislock.DriverOf(c) }
+
+// singleHarness is the harness of one redis-server, which the suite also
+// reaches over TLS and as a user with the package doc's grant.
+type singleHarness struct{ *harness }
 
 func TestConformance(t *testing.T) {
 	srv := testserver.Redis(t)
 	drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return newSingleHarness(t, srv), nil
+		return singleHarness{newSingleHarness(t, srv)}, nil
 	})
 }
 

@@ -1,12 +1,12 @@
 package redislock_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/dlock/dlock/internal/syncbuf"
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/internal/testserver"
@@ -42,22 +42,8 @@ func TestURLClientsFollowContext(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a buffer a logger writes while the test reads it.
+type syncBuffer = syncbuf.Buffer
 
 // Open warns, through the logger it is given, when the client it is given
 // ignores context deadlines, and only then.

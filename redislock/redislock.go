@@ -201,9 +201,12 @@
 // +function|load; see "Scripts"). With scripts=eval, or on Redis before
 // 7.0, write +evalsha +eval instead of +fcall. Optional: +config|get
 // lets Open read maxmemory-policy and warn of eviction (without it Open
-// skips the check). A Cluster client also needs +cluster|slots
-// +cluster|shards +readonly (untested). The test TestLeastPrivilege runs
-// the conformance suite as a user made with exactly the line above.
+// skips the check); +scan lets Client.List (dlock ls) enumerate the locks,
+// but SCAN is not limited by the key patterns: it names every key of the
+// database (without it List fails with the missing permission named). A
+// Cluster client also needs +cluster|slots +cluster|shards +readonly
+// (untested). The conformance suite's LeastPrivilege section runs as a user
+// made with exactly the line above, plus +scan for List.
 //
 // A command, key or channel the ACL refuses gives an error that names it
 // ("missing ACL permission for command FCALL", or the keys or channels

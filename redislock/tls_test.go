@@ -1,78 +1,44 @@
 package redislock_test
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 )
 
-// openTLS opens u, bounded by 20s, and closes the client at cleanup.
-func openTLS(t *testing.T, u string) (*dlock.Client, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	c, err := dlock.Open(ctx, u)
-	if err == nil {
-		t.Cleanup(func() { _ = c.Close() })
-	}
-	return c, err
-}
-
-// Redis over TLS: the core of the contract over rediss:// with the test CA,
-// a certificate for another name refused unless insecure_skip_verify=true,
-// a plaintext URL against the TLS port refused promptly, and key paths kept
-// out of errors.
-func TestTLS(t *testing.T) {
+// TLS is the conformance suite's TLS section (drivertest.TLSHarness): Redis
+// over rediss:// with the test CA; a server the system's CAs do not know is
+// refused, and a key that is no key is named without its path.
+func (h singleHarness) TLS(t *testing.T) drivertest.TLSCase {
 	c := testserver.NewTLS(t)
 	srv := testserver.RedisTLS(t, c)
 	ca := "?ca=" + url.QueryEscape(c.CAFile)
 	good := "rediss://" + srv.Addr() + "/0" + ca
-	t.Run("Core", func(t *testing.T) {
-		drivertest.RunCore(t, drivertest.URLOpener(good),
-			drivertest.Caps{TTL: 500 * time.Millisecond, Slack: 100 * time.Millisecond, StoreReentrant: true, QueueInStore: true})
-	})
-	t.Run("ClientCertificate", func(t *testing.T) {
-		drivertest.CheckURL(t, good+"&cert="+url.QueryEscape(c.ClientCertFile)+"&key="+url.QueryEscape(c.ClientKeyFile))
-	})
 	other := "rediss://localhost:" + strings.Split(srv.Addr(), ":")[1] + "/0" + ca
-	t.Run("OtherName", func(t *testing.T) {
-		drivertest.WantOpenError(t, other, "certificate", "localhost")
-		drivertest.CheckURL(t, other+"&insecure_skip_verify=true")
-	})
-	t.Run("UnknownCA", func(t *testing.T) {
-		drivertest.WantOpenError(t, "rediss://"+srv.Addr()+"/0", "certificate")
-	})
-	t.Run("Plaintext", func(t *testing.T) {
-		drivertest.WantOpenError(t, "redis://"+srv.Addr()+"/0", "TLS")
-	})
-	t.Run("TLSParamsNeedTLS", func(t *testing.T) {
-		_, err := openTLS(t, "redis://"+srv.Addr()+"/0"+ca)
-		if !errors.Is(err, dlock.ErrInvalidURL) || !strings.Contains(err.Error(), "rediss://") {
-			t.Errorf("redis:// with ca= = %v; want ErrInvalidURL naming rediss://", err)
-		}
-	})
-	t.Run("KeyPathHidden", func(t *testing.T) {
-		bad := filepath.Join(t.TempDir(), "s3cret-key.pem")
-		if err := os.WriteFile(bad, []byte("not a key"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		for _, key := range []string{"/nonexistent/s3cret/client-key.pem", bad} {
-			_, err := openTLS(t, good+"&cert="+url.QueryEscape(c.ClientCertFile)+"&key="+url.QueryEscape(key))
-			if !errors.Is(err, dlock.ErrInvalidURL) || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "key") {
-				t.Errorf("bad key: %v; want ErrInvalidURL naming the key parameter, not its path", err)
-			}
-		}
-	})
+	cert := "&cert=" + url.QueryEscape(c.ClientCertFile)
+	return drivertest.TLSCase{URL: good, Caps: h.Caps(),
+		Working:   map[string]string{"ClientCertificate": good + cert + "&key=" + url.QueryEscape(c.ClientKeyFile)},
+		OtherName: other, Insecure: []string{other + "&insecure_skip_verify=true"},
+		Plaintext: "redis://" + srv.Addr() + "/0", PlaintextSays: []string{"TLS"},
+		NeedTLS: "redis://" + srv.Addr() + "/0" + ca, NeedTLSSays: "rediss://",
+		BadKey: good + cert + "&key=/nonexistent/s3cret/client-key.pem", BadKeySays: []string{"key"},
+		More: map[string]func(t *testing.T){
+			"UnknownCA": func(t *testing.T) { drivertest.WantOpenError(t, "rediss://"+srv.Addr()+"/0", "certificate") },
+			"KeyFileNotAKey": func(t *testing.T) {
+				bad := filepath.Join(t.TempDir(), "s3cret-key.pem")
+				if err := os.WriteFile(bad, []byte("not a key"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				drivertest.WantInvalidURL(t, good+cert+"&key="+url.QueryEscape(bad), "s3cret", "key")
+			},
+		},
+	}
 }
 
 // Sentinel over TLS: the sentinel and the master both TLS-only; the
@@ -100,10 +66,7 @@ func TestTLSCluster(t *testing.T) {
 	ca := "?ca=" + url.QueryEscape(c.CAFile)
 	u := "rediss+cluster://" + strings.Join(seeds, ",") + ca
 	drivertest.CheckURL(t, u)
-	a, err := openTLS(t, u)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := drivertest.MustOpen(t, u)
 	for i := range 20 { // names over many slots, so every node is used
 		l, err := a.Mutex(fmt.Sprintf("tls/slot-%d", i)).Lock(t.Context())
 		if err != nil {

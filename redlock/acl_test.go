@@ -2,8 +2,6 @@ package redlock_test
 
 import (
 	"context"
-	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -19,21 +17,12 @@ import (
 // doc, for user name with password pw.
 func docGrant(t *testing.T, name, pw string) []any {
 	t.Helper()
-	src, err := os.ReadFile("redlock.go")
-	if err != nil {
-		t.Fatal(err)
+	l := drivertest.DocLines(t, "redlock.go", "", "ACL SETUSER ")[0]
+	var args []any
+	for _, f := range strings.Fields(strings.NewReplacer("dlock-worker", name, "PASSWORD", pw).Replace(l)) {
+		args = append(args, f)
 	}
-	for _, line := range strings.Split(string(src), "\n") {
-		if l, ok := strings.CutPrefix(line, "//\tACL SETUSER "); ok {
-			args := []any{"ACL", "SETUSER"}
-			for _, f := range strings.Fields(strings.NewReplacer("dlock-worker", name, "PASSWORD", pw).Replace(l)) {
-				args = append(args, f)
-			}
-			return args
-		}
-	}
-	t.Fatal("no ACL SETUSER line in the package doc")
-	return nil
+	return args
 }
 
 // aclNodes starts n servers, each with user name made by the doc's grant
@@ -63,13 +52,10 @@ func aclNodes(t *testing.T, n int, name, pw string, extra ...any) []string {
 	return addrs
 }
 
-// TestLeastPrivilege runs the conformance suite on 3 nodes as a user with
-// exactly the package doc's grant.
-func TestLeastPrivilege(t *testing.T) {
-	addrs := aclNodes(t, 3, "worker", "worker-pw")
-	drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return &aclHarness{harness{addrs: addrs}}, nil
-	})
+// LeastPrivilege gives the suite clients of 3 nodes as a user with exactly
+// the package doc's grant (drivertest.ACLHarness).
+func (h *harness) LeastPrivilege(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
+	return &aclHarness{harness{addrs: aclNodes(t, 3, "worker", "worker-pw")}}, nil
 }
 
 type aclHarness struct{ harness }
@@ -83,15 +69,7 @@ func (h *aclHarness) NewClient(ctx context.Context) (*dlock.Client, error) {
 	}
 	// A generous per-node timeout: this test is about rights, and the machine may be loaded.
 	c, err := redlock.Open(ctx, cs, redlock.Options{CloseClients: true, NodeTimeout: 500 * time.Millisecond})
-	if err != nil {
-		return nil, err
-	}
-	h.Track(c, cu)
-	return c, nil
-}
-
-func (h *aclHarness) Remove(ctx context.Context, name string) error {
-	return drivertest.RemoveWith(ctx, h.NewClient, name)
+	return h.Opened(c, cu, err, nil)
 }
 
 // TestMissingRight: with a right missing on every node, Lock fails at once
@@ -103,11 +81,5 @@ func TestMissingRight(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	_, err = c.Mutex("acl/x").Lock(ctx)
-	if err == nil || !strings.Contains(err.Error(), "missing ACL permission for command FCALL") ||
-		!errors.Is(err, dlock.ErrInvalidConfig) || ctx.Err() != nil {
-		t.Fatalf("Lock: %v; want at once an error naming FCALL", err)
-	}
+	drivertest.WantLockRefused(t, c, "acl/x", "missing ACL permission for command FCALL")
 }

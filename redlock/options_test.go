@@ -1,12 +1,12 @@
 package redlock_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/dlock/dlock/internal/syncbuf"
 
 	"github.com/dlock/dlock/redlock"
 	"github.com/redis/go-redis/v9"
@@ -30,22 +30,8 @@ func TestURLClientsFollowContext(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a buffer a logger writes while the test reads it.
+type syncBuffer = syncbuf.Buffer
 
 // Open warns, through the logger it is given, of each client that ignores
 // context deadlines, and of no other.

@@ -1,20 +1,18 @@
 package redlock_test
 
 import (
-	"errors"
 	"net/url"
 	"strings"
 	"testing"
 
-	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 )
 
-// Redlock over TLS, three TLS-only masters: locks work with tls=true and
-// the test CA; a certificate for another name is refused unless
-// insecure_skip_verify=true; a plaintext URL fails at once, saying so.
-func TestTLS(t *testing.T) {
+// TLS is the conformance suite's TLS section (drivertest.TLSHarness): three
+// TLS-only masters, with tls=true and the test CA; a plaintext URL fails at
+// once, saying so.
+func (h *harness) TLS(t *testing.T) drivertest.TLSCase {
 	c := testserver.NewTLS(t)
 	var hosts, others []string
 	for range 3 {
@@ -24,14 +22,14 @@ func TestTLS(t *testing.T) {
 	}
 	ca := "&ca=" + url.QueryEscape(c.CAFile)
 	good := "redlock://" + strings.Join(hosts, ",") + "?tls=true" + ca
-	drivertest.CheckURL(t, good)
-	drivertest.CheckURL(t, good+"&cert="+url.QueryEscape(c.ClientCertFile)+"&key="+url.QueryEscape(c.ClientKeyFile))
 	other := "redlock://" + strings.Join(others, ",") + "?tls=true" + ca
-	drivertest.WantOpenError(t, other, "certificate", "localhost")
-	drivertest.CheckURL(t, other+"&insecure_skip_verify=true")
-	drivertest.WantOpenError(t, "redlock://"+strings.Join(hosts, ","), "tls=true")
-	_, err := dlock.Open(t.Context(), "redlock://"+strings.Join(hosts, ",")+"?"+ca[1:])
-	if !errors.Is(err, dlock.ErrInvalidURL) || !strings.Contains(err.Error(), "tls=true") {
-		t.Errorf("ca= without tls=true: %v; want ErrInvalidURL naming tls=true", err)
+	cert := "&cert=" + url.QueryEscape(c.ClientCertFile)
+	// node_timeout as the harness's: the suite tests locking, not latency.
+	return drivertest.TLSCase{URL: good + "&node_timeout=150ms", Caps: h.Caps(),
+		Working:   map[string]string{"ClientCertificate": good + cert + "&key=" + url.QueryEscape(c.ClientKeyFile)},
+		OtherName: other, Insecure: []string{other + "&insecure_skip_verify=true"},
+		Plaintext: "redlock://" + strings.Join(hosts, ","), PlaintextSays: []string{"tls=true"},
+		NeedTLS: "redlock://" + strings.Join(hosts, ",") + "?" + ca[1:], NeedTLSSays: "tls=true",
+		BadKey: good + cert + "&key=/nonexistent/s3cret/k.pem", BadKeySays: []string{"key"},
 	}
 }

@@ -67,26 +67,35 @@ func (c *silentConn) Read(b []byte) (int, error) {
 // including those whose grant came too late to be counted: otherwise they
 // stay counted for the owner, and its next attempt re-enters them, so the
 // nodes count more holds than the client has.
-func TestFailedAttemptUndoesLateGrants(t *testing.T) {
-	_, addrs := fiveNodes(t)
-	ctx := t.Context()
-	sil := &silencer{}
+// silenced opens a Redlock client of addrs whose nodes from the third on (a
+// majority of five) talk through sil, with go-redis's maxRetries, and a
+// plain client of every node to read what it holds.
+func silenced(t *testing.T, addrs []string, sil *silencer, maxRetries int) (*dlock.Client, []*redis.Client) {
+	t.Helper()
 	clients := make([]redis.UniversalClient, len(addrs))
 	raw := make([]*redis.Client, len(addrs))
 	for i, a := range addrs {
-		o := &redis.Options{Addr: a, ContextTimeoutEnabled: true}
-		if i >= 2 { // a majority goes silent
+		o := &redis.Options{Addr: a, ContextTimeoutEnabled: true, MaxRetries: maxRetries}
+		if i >= 2 {
 			o.Dialer = sil.dial
 		}
 		clients[i] = redis.NewClient(o)
 		raw[i] = redis.NewClient(&redis.Options{Addr: a})
 		t.Cleanup(func() { _ = raw[i].Close() })
 	}
-	c, err := redlock.Open(ctx, clients, redlock.Options{CloseClients: true, NodeTimeout: 300 * time.Millisecond})
+	c, err := redlock.Open(t.Context(), clients, redlock.Options{CloseClients: true, NodeTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { _ = c.Close() })
+	return c, raw
+}
+
+func TestFailedAttemptUndoesLateGrants(t *testing.T) {
+	_, addrs := fiveNodes(t)
+	ctx := t.Context()
+	sil := &silencer{}
+	c, raw := silenced(t, addrs, sil, 0)
 	m := c.Mutex("late", dlock.WithTTL(10*time.Second), dlock.WithOwner(dlock.NewOwnerID()))
 	if l, err := m.TryLock(ctx); err != nil { // load the scripts on every node
 		t.Fatal(err)
@@ -163,22 +172,7 @@ func TestFailedReleaseIsNotReentered(t *testing.T) {
 	_, addrs := fiveNodes(t)
 	ctx := t.Context()
 	sil := &silencer{unsent: true}
-	clients := make([]redis.UniversalClient, len(addrs))
-	raw := make([]*redis.Client, len(addrs))
-	for i, a := range addrs {
-		o := &redis.Options{Addr: a, ContextTimeoutEnabled: true, MaxRetries: -1}
-		if i >= 2 {
-			o.Dialer = sil.dial
-		}
-		clients[i] = redis.NewClient(o)
-		raw[i] = redis.NewClient(&redis.Options{Addr: a})
-		t.Cleanup(func() { _ = raw[i].Close() })
-	}
-	c, err := redlock.Open(ctx, clients, redlock.Options{CloseClients: true, NodeTimeout: 300 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, raw := silenced(t, addrs, sil, -1)
 	const name = "failed-release"
 	m := c.Mutex(name, dlock.WithTTL(10*time.Second), dlock.WithOwner(dlock.NewOwnerID()))
 	l, err := m.Lock(ctx)

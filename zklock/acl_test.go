@@ -42,17 +42,11 @@ func (h *aclHarness) NewClient(ctx context.Context) (*dlock.Client, error) {
 	return c, nil
 }
 
-func (h *aclHarness) Remove(ctx context.Context, name string) error {
-	return drivertest.RemoveWith(ctx, h.NewClient, name)
-}
-
-// TestLeastPrivilege runs the conformance suite as a digest identity whose
-// nodes only it may touch, beside nodes of another identity that it cannot.
-func TestLeastPrivilege(t *testing.T) {
-	srv := testserver.ZooKeeper(t)
-	drivertest.Run(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return &aclHarness{harness: harness{addr: srv.Addr()}, user: "worker", pw: "worker-pw"}, nil
-	})
+// LeastPrivilege gives the suite clients of a digest identity whose nodes
+// only it may touch, beside nodes of another identity that it cannot
+// (drivertest.ACLHarness).
+func (h *harness) LeastPrivilege(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
+	return &aclHarness{harness: harness{addr: h.addr}, user: "worker", pw: "worker-pw"}, nil
 }
 
 func zkOpen(t *testing.T, u string) *dlock.Client {

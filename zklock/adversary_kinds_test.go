@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
-	"github.com/dlock/dlock/internal/kindtest"
 	"github.com/dlock/dlock/internal/testserver"
 )
 
@@ -29,14 +28,4 @@ func TestAdvZKLockAllSameLockTwoSpellings(t *testing.T) {
 	if !errors.Is(err, dlock.ErrInvalidName) {
 		t.Fatalf(`LockAll("/adv/a", "adv/a") (one lock on ZooKeeper) waited for itself: %v`, err)
 	}
-}
-
-func TestAdvZKCancelledPermitWaiters(t *testing.T) {
-	srv := testserver.ZooKeeper(t)
-	kindtest.CancelledPermitWaiters(t, directClient(t, srv.Addr()), directClient(t, srv.Addr()))
-}
-
-func TestAdvZKCancelledWriter(t *testing.T) {
-	srv := testserver.ZooKeeper(t)
-	kindtest.CancelledWriterFreesReaders(t, directClient(t, srv.Addr()), directClient(t, srv.Addr()))
 }

@@ -12,12 +12,7 @@ import (
 func BenchmarkLockUnlock(b *testing.B) {
 	srv := testserver.ZooKeeper(b)
 	h := &harness{addr: srv.Addr()}
-	c, err := h.NewClient(b.Context())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	drivertest.LockUnlock(b, c, "bench/u")
+	drivertest.LockUnlock(b, drivertest.Client(b, h), "bench/u")
 }
 
 // BenchmarkPlainCreateDelete is the limit BenchmarkLockUnlock is measured

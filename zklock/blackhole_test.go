@@ -169,36 +169,17 @@ const faultTimeout = 4 * time.Second
 // proxied opens a dlock client whose connection goes through p.
 func proxied(t *testing.T, p *blackhole) *dlock.Client {
 	t.Helper()
-	conn, events, err := zk.Connect([]string{p.addr()}, faultTimeout, zk.WithLogger(quiet{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := zklock.Open(t.Context(), conn, zklock.Options{SessionTimeout: faultTimeout, Events: events, CloseConn: true})
-	if err != nil {
-		conn.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.close() // cut, so that go-zookeeper's Close does not wait on a dead connection
-		_ = c.Close()
-	})
+	c := openZK(t, []string{p.addr()}, faultTimeout)
+	// Cut first (cleanups run last first), so that go-zookeeper's Close
+	// does not wait on a dead connection.
+	t.Cleanup(p.close)
 	return c
 }
 
 // directClient opens a dlock client straight to the server.
 func directClient(t *testing.T, addr string) *dlock.Client {
 	t.Helper()
-	conn, events, err := zk.Connect([]string{addr}, faultTimeout, zk.WithLogger(quiet{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := zklock.Open(t.Context(), conn, zklock.Options{SessionTimeout: faultTimeout, Events: events, CloseConn: true})
-	if err != nil {
-		conn.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return openZK(t, []string{addr}, faultTimeout)
 }
 
 // A holder whose traffic is silently dropped is told its lease is lost

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock/driver"
-	"github.com/dlock/dlock/internal/kindtest"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/dlock/dlock/zklock"
 )
@@ -32,30 +32,30 @@ func (c *curator) must(cmd, want string) {
 func TestCuratorRWInterop(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
 	cur := startCuratorKinds(t, srv.Addr(), "/interop/rw", "/interop/sem", 2)
-	_, d := kindtest.Opener(&harness{addr: srv.Addr()}, zklock.Driver)(t)
+	d := zklock.Driver(drivertest.Client(t, &harness{addr: srv.Addr()}))
 	const name = "interop/rw"
 
 	// Both read at once.
 	cur.must("rlock", "locked")
-	r := kindtest.Must(t, d, name, driver.Shared, 0)
-	kindtest.Refused(t, d, name, driver.Write, 0)
+	r := drivertest.MustHold(t, d, name, driver.Shared, 0)
+	drivertest.WantRefused(t, d, name, driver.Write, 0)
 	cur.must("tryw 300", "busy")
 	cur.must("runlock", "unlocked")
 	// dlock reads: a Curator writer waits for it and gets the lock on release.
 	cur.must("tryw 100", "busy") // leaves nothing behind
 	cur.queue("wlock")
 	// The queued Curator writer keeps a new dlock reader out.
-	kindtest.Refused(t, d, name, driver.Shared, 0)
+	drivertest.WantRefused(t, d, name, driver.Shared, 0)
 	r.Release(t)
 	cur.expect("locked", 10*time.Second)
 	// Curator writes: dlock readers and writers are refused, then a waiting
 	// dlock writer gets it on release.
-	kindtest.Refused(t, d, name, driver.Shared, 0)
-	kindtest.Refused(t, d, name, driver.Write, 0)
-	w := kindtest.Wait(t, d, name, driver.Write, 0)
-	kindtest.NotYet(t, w, "a dlock writer while Curator writes")
+	drivertest.WantRefused(t, d, name, driver.Shared, 0)
+	drivertest.WantRefused(t, d, name, driver.Write, 0)
+	w := drivertest.WaitHold(t, d, name, driver.Write, 0)
+	drivertest.WantNotYet(t, w, "a dlock writer while Curator writes")
 	cur.must("wunlock", "unlocked")
-	wh := kindtest.Granted(t, w, "the dlock writer")
+	wh := drivertest.WantGranted(t, w, "the dlock writer")
 	// dlock writes: Curator readers and writers are refused, then a waiting
 	// Curator reader gets it on release.
 	cur.must("tryr 300", "busy")
@@ -63,7 +63,7 @@ func TestCuratorRWInterop(t *testing.T) {
 	cur.queue("rlock")
 	wh.Release(t)
 	cur.expect("locked", 10*time.Second)
-	r2 := kindtest.Must(t, d, name, driver.Shared, 0) // and reads beside it
+	r2 := drivertest.MustHold(t, d, name, driver.Shared, 0) // and reads beside it
 	r2.Release(t)
 	cur.must("runlock", "unlocked")
 }
@@ -74,25 +74,25 @@ func TestCuratorRWInterop(t *testing.T) {
 func TestCuratorSemaphoreInterop(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
 	cur := startCuratorKinds(t, srv.Addr(), "/interop/rw", "/interop/sem", 2)
-	_, d := kindtest.Opener(&harness{addr: srv.Addr()}, zklock.Driver)(t)
+	d := zklock.Driver(drivertest.Client(t, &harness{addr: srv.Addr()}))
 	const name = "interop/sem"
 
 	cur.must("acquire", "leased")
-	p := kindtest.Must(t, d, name, driver.Permit, 2)
+	p := drivertest.MustHold(t, d, name, driver.Permit, 2)
 	// Full: both are refused.
-	kindtest.Refused(t, d, name, driver.Permit, 2)
+	drivertest.WantRefused(t, d, name, driver.Permit, 2)
 	cur.must("tryacquire 300", "busy")
 	// A dlock waiter gets the permit Curator returns.
-	w := kindtest.Wait(t, d, name, driver.Permit, 2)
-	kindtest.NotYet(t, w, "a third permit")
+	w := drivertest.WaitHold(t, d, name, driver.Permit, 2)
+	drivertest.WantNotYet(t, w, "a third permit")
 	cur.must("return", "returned")
-	p2 := kindtest.Granted(t, w, "the dlock permit after Curator's return")
+	p2 := drivertest.WantGranted(t, w, "the dlock permit after Curator's return")
 	// A Curator waiter gets the permit dlock returns.
 	cur.queue("acquire")
-	kindtest.Refused(t, d, name, driver.Permit, 2)
+	drivertest.WantRefused(t, d, name, driver.Permit, 2)
 	p.Release(t)
 	cur.expect("leased", 10*time.Second)
-	kindtest.Refused(t, d, name, driver.Permit, 2)
+	drivertest.WantRefused(t, d, name, driver.Permit, 2)
 	info, err := d.(driver.KindInspector).InspectKind(t.Context(), name, driver.Permit)
 	if err != nil || len(info.Holders) != 2 || info.Limit != 2 {
 		t.Fatalf("InspectKind = %+v, %v; want 2 holders, limit 2", info, err)

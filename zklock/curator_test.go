@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 )
 
@@ -127,12 +128,7 @@ func (c *curator) expect(want string, within time.Duration) {
 func TestCuratorInterop(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
 	cur := startCurator(t, srv.Addr(), "/interop/curator")
-	h := &harness{addr: srv.Addr()}
-	c, err := h.NewClient(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := drivertest.Client(t, &harness{addr: srv.Addr()})
 	ctx := t.Context()
 	m := c.Mutex("interop/curator")
 

@@ -116,91 +116,6 @@ func (d *zkDriver) ensure(ctx context.Context, s *session, path string) error {
 	return nil
 }
 
-func (d *zkDriver) Release(ctx context.Context, h driver.Held, _ int) (err error) {
-	defer func() { err = d.permErr(err, h.Name) }()
-	l, ok := h.Handle.(*Lease)
-	if !ok {
-		return fmt.Errorf("zklock: release %q: %w", h.Name, dlock.ErrLeaseLost)
-	}
-	// The path carries this contender's GUID: no one else's node can have
-	// it, so an unconditional delete only ever removes our own.
-	p, err := d.call(ctx, nil, func() error { return d.conn.Delete(l.Path, -1) })
-	switch {
-	case errors.Is(err, errNoReply) || transient(err):
-		// A lease dlock gave up as lost, or an Unlock with the connection
-		// down: the node would hold the lock for the rest of the session.
-		d.remove(l.Path, p)
-		return fmt.Errorf("zklock: release %q: %w (deleting again once reconnected, until the node is gone)", h.Name, err)
-	case errors.Is(err, zk.ErrNoNode):
-		return fmt.Errorf("zklock: release %q: %w: the node is gone", h.Name, dlock.ErrLeaseLost)
-	case err != nil:
-		return fmt.Errorf("zklock: release %q: %w", h.Name, err)
-	}
-	return nil
-}
-
-func (d *zkDriver) holder(ctx context.Context, name string) (string, *zk.Stat, []byte, int, error) {
-	path, err := d.lockPath(name)
-	if err != nil {
-		return "", nil, nil, 0, err
-	}
-	c := d.readChildren(ctx, nil, path)
-	children, err := c.names, c.err
-	if errors.Is(err, zk.ErrNoNode) || (err == nil && len(children) == 0) {
-		return "", nil, nil, 0, nil
-	}
-	if err != nil {
-		return "", nil, nil, 0, err
-	}
-	node := path + "/" + children[0]
-	var (
-		data []byte
-		stat *zk.Stat
-	)
-	_, err = d.call(ctx, nil, func() (err error) { data, stat, err = d.conn.Get(node); return err })
-	if errors.Is(err, zk.ErrNoNode) {
-		return "", nil, nil, 0, nil
-	}
-	return node, stat, data, len(children) - 1, err
-}
-
-// holderData is the data of a contender's node: its owner id, a NUL, and its
-// label (dlock forbids NUL in both). Curator keeps the client's address
-// there and never reads it back, nor does zk.Lock.
-func holderData(owner, label string) []byte { return []byte(owner + "\x00" + label) }
-
-// parseHolderData splits a node's data into owner id and label. Data without
-// a NUL (a Curator holder's address, an older dlock's owner id) is all owner.
-func parseHolderData(data []byte) (owner, label string) {
-	owner, label, _ = strings.Cut(string(data), "\x00")
-	return owner, label
-}
-
-func (d *zkDriver) Inspect(ctx context.Context, name string) (_ driver.Info, err error) {
-	defer func() { err = d.permErr(err, name) }()
-	info := driver.Info{Name: name}
-	node, stat, data, waiters, err := d.holder(ctx, name)
-	if err != nil || node == "" {
-		return info, err
-	}
-	info.Owner, info.Label = parseHolderData(data)
-	info.Held, info.Holds, info.Token, info.Waiters = true, 1, uint64(stat.Czxid), waiters
-	info.Notes = []string{"holder node " + node}
-	return info, nil
-}
-
-func (d *zkDriver) ForceRelease(ctx context.Context, name string) (err error) {
-	defer func() { err = d.permErr(err, name) }()
-	node, _, _, _, err := d.holder(ctx, name)
-	if err != nil || node == "" {
-		return err
-	}
-	if _, err := d.call(ctx, nil, func() error { return d.conn.Delete(node, -1) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return fmt.Errorf("zklock: force release %q: %w", name, err)
-	}
-	return nil
-}
-
 func (d *zkDriver) Close() error {
 	d.stop()
 	d.bg.Wait()
@@ -222,4 +137,24 @@ func (d *zkDriver) As(target any) bool {
 		return true
 	}
 	return false
+}
+
+// permErr returns err unchanged unless ZooKeeper refused it for want of an
+// ACL permission (zk.ErrNoAuth) or refused the credentials. It then names
+// what is missing and the lock's node, keeps ZooKeeper's own text, and wraps
+// dlock.ErrInvalidConfig: waiting cannot cure a missing permission, so a
+// Lock fails at once instead of retrying until its ctx ends.
+func (d *zkDriver) permErr(err error, name string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, zk.ErrNoAuth):
+		path, _ := d.lockPath(name)
+		return fmt.Errorf("zklock: missing ACL permission on %s or its parents for this client's identity: "+
+			"a node's ACL is set by the client that created it (see the zklock package doc) (%w): %w",
+			path, dlock.ErrInvalidConfig, err)
+	case errors.Is(err, zk.ErrAuthFailed):
+		return fmt.Errorf("zklock: ZooKeeper refused the credentials (%w): %w", dlock.ErrInvalidConfig, err)
+	}
+	return err
 }

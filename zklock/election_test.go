@@ -1,7 +1,6 @@
 package zklock_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -11,30 +10,11 @@ import (
 	"github.com/dlock/dlock/internal/testserver"
 )
 
-func TestElection(t *testing.T) {
-	srv := testserver.ZooKeeper(t)
-	drivertest.RunElection(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return &harness{addr: srv.Addr()}, nil
-	})
-}
-
-func TestLockAll(t *testing.T) {
-	srv := testserver.ZooKeeper(t)
-	drivertest.RunLockAll(t, func(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
-		return &harness{addr: srv.Addr()}, nil
-	})
-}
-
 // Apache Curator's LeaderLatch and dlock's Election elect one leader on one
 // path, both ways, and each reads the other's leader's id (value).
 func TestCuratorLeaderLatchInterop(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
-	h := &harness{addr: srv.Addr()}
-	c, err := h.NewClient(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := drivertest.Client(t, &harness{addr: srv.Addr()})
 	ctx := t.Context()
 	e := c.Election("interop/latch", dlock.WithTTL(sessionTimeout))
 

@@ -24,8 +24,6 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/internal/testserver"
-	"github.com/dlock/dlock/zklock"
-	"github.com/go-zookeeper/zk"
 )
 
 // ensembleClient opens a dlock client on a connection to every member, in
@@ -37,17 +35,7 @@ func ensembleClient(t *testing.T, servers []*testserver.Server) *dlock.Client {
 		addrs[i] = s.Addr()
 	}
 	rand.Shuffle(len(addrs), func(i, j int) { addrs[i], addrs[j] = addrs[j], addrs[i] })
-	conn, events, err := zk.Connect(addrs, sessionTimeout, zk.WithLogger(quiet{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := zklock.Open(t.Context(), conn, zklock.Options{SessionTimeout: sessionTimeout, Events: events, CloseConn: true})
-	if err != nil {
-		conn.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return openZK(t, addrs, sessionTimeout)
 }
 
 func leader(t *testing.T, servers []*testserver.Server) *testserver.Server {

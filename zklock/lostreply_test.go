@@ -130,15 +130,7 @@ func readFrame(r io.Reader) ([]byte, error) {
 func TestLostCreateReply(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
 	proxy := newReplyDropper(t, srv.Addr())
-	conn, events, err := zk.Connect([]string{proxy.ln.Addr().String()}, sessionTimeout, zk.WithLogger(quiet{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := zklock.Open(t.Context(), conn, zklock.Options{SessionTimeout: sessionTimeout, Events: events, CloseConn: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := openZK(t, []string{proxy.ln.Addr().String()}, sessionTimeout)
 	direct, _, err := connect(srv.Addr(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -209,15 +201,7 @@ func TestLostCreateReplyKinds(t *testing.T) {
 	for _, kind := range []string{"__WRIT__", "lease-"} {
 		t.Run(kind, func(t *testing.T) {
 			proxy := newReplyDropperFor(t, srv.Addr(), kind)
-			conn, events, err := zk.Connect([]string{proxy.ln.Addr().String()}, sessionTimeout, zk.WithLogger(quiet{}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := zklock.Open(t.Context(), conn, zklock.Options{SessionTimeout: sessionTimeout, Events: events, CloseConn: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c := openZK(t, []string{proxy.ln.Addr().String()}, sessionTimeout)
 			path := "/lostreply/" + strings.Trim(kind, "_-")
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()

@@ -191,7 +191,7 @@
 // digest does not decode to a SHA-1, so a grant never silently names
 // nobody). Create the chroot yourself first if it must carry other
 // entries; ZooKeeper's own "/" stays world-writable unless you change it.
-// The test TestLeastPrivilege runs the conformance suite as such an
+// The conformance suite's LeastPrivilege section runs as such an
 // identity.
 //
 // A refused request (zk.ErrNoAuth) gives an error naming the lock's node
@@ -214,10 +214,6 @@ package zklock
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/dlock/dlock"
@@ -260,87 +256,4 @@ func Open(ctx context.Context, conn *zk.Conn, opts Options) (*dlock.Client, erro
 		return nil, err
 	}
 	return dlock.New(d, Scheme, opts.Client...), nil
-}
-
-func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
-	opts := Options{SessionTimeout: 10 * time.Second, CloseConn: true}
-	var extra []zk.ACL // the acl parameter's entries
-	for k, v := range u.Query() {
-		switch k {
-		case "tls", "ca", "cert", "key", "insecure_skip_verify": // urlTLS
-		case "session_timeout":
-			d, err := time.ParseDuration(v[0])
-			if err != nil || d <= 0 {
-				return nil, fmt.Errorf("zklock: %w: session_timeout %q", dlock.ErrInvalidURL, v[0])
-			}
-			opts.SessionTimeout = d
-		case "acl":
-			raw, err := aclValues(u.RawQuery) // not v: it has '+' as ' '
-			if err != nil {
-				return nil, err
-			}
-			acl, err := parseACL(raw)
-			if err != nil {
-				return nil, err
-			}
-			extra = acl
-		default:
-			return nil, fmt.Errorf("zklock: %w: unknown parameter %q", dlock.ErrInvalidURL, k)
-		}
-	}
-	hosts := driver.Hosts(u)
-	if len(hosts) == 0 {
-		return nil, fmt.Errorf("zklock: %w: want zk://host:2181[,host:2181…][/chroot]", dlock.ErrInvalidURL)
-	}
-	chroot := strings.TrimSuffix(u.Path, "/")
-	td, err := urlTLS(u.Query(), hosts)
-	if err != nil {
-		return nil, err
-	}
-	// A connection refused for good (a certificate, TLS on one side only)
-	// ends the wait for a session at once, with its reason.
-	ctx, refused := context.WithCancelCause(ctx)
-	defer refused(nil)
-	opts.granted = &granted{tls: td, refused: newRefusal(refused)}
-	conn, events, err := zk.Connect(hosts, opts.SessionTimeout, zk.WithLogger(zkLogger{driver.Logger(ctx).With("backend", Scheme)}), zk.WithDialer(opts.granted.dial))
-	if err != nil {
-		return nil, fmt.Errorf("zklock: connect: %w", err)
-	}
-	opts.Events = events
-	if u.User != nil {
-		pw, _ := u.User.Password()
-		if err := addAuth(ctx, conn, []byte(u.User.Username()+":"+pw)); err != nil {
-			conn.Close()
-			return nil, err
-		}
-		opts.ACL = zk.DigestACL(zk.PermAll, u.User.Username(), pw)
-	}
-	if extra != nil {
-		if opts.ACL == nil {
-			opts.ACL = extra
-		} else {
-			opts.ACL = append(opts.ACL, extra...)
-		}
-	}
-	d, err := newDriver(ctx, conn, chroot, opts)
-	if err != nil {
-		conn.Close()
-		if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
-			return nil, fmt.Errorf("zklock: connect: %w", cause)
-		}
-		return nil, err
-	}
-	opts.granted.refused.watch.Stop()
-	return d, nil
-}
-
-// zkLogger sends go-zookeeper's log lines (connections, session events) to
-// the dlock client's logger at debug level: dlock reports what matters to
-// a user (lost leases) itself, at warning level.
-type zkLogger struct{ l *slog.Logger }
-
-func (z zkLogger) Printf(format string, args ...any) {
-	if z.l.Enabled(context.Background(), slog.LevelDebug) {
-		z.l.Debug("zklock: go-zookeeper: " + fmt.Sprintf(format, args...))
-	}
 }

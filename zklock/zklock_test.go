@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/dlock/dlock/zklock"
@@ -42,21 +43,33 @@ func (h *harness) NewClient(ctx context.Context) (*dlock.Client, error) {
 		return nil, err
 	}
 	c, err := zklock.Open(ctx, conn, zklock.Options{SessionTimeout: sessionTimeout, Events: events, CloseConn: true})
-	if err != nil {
-		conn.Close()
-		return nil, err
-	}
-	h.Track(c, cu)
-	return c, nil
-}
-
-func (h *harness) Remove(ctx context.Context, name string) error {
-	return drivertest.RemoveWith(ctx, h.NewClient, name)
+	return h.Opened(c, cu, err, func() { conn.Close() })
 }
 
 func (h *harness) Caps() drivertest.Caps {
 	// The server expires a dead session within a tick or two of its timeout.
-	return drivertest.Caps{TTL: sessionTimeout, Slack: time.Second, QueueInStore: true, SessionBound: true}
+	return drivertest.Caps{TTL: sessionTimeout, Slack: time.Second, QueueInStore: true, SessionBound: true,
+		List: drivertest.ListCaps{Labels: true, Waiters: true}}
+}
+
+// Driver gives the suite c's driver (drivertest.DriverHarness).
+func (h *harness) Driver(c *dlock.Client) driver.Driver { return zklock.Driver(c) }
+
+// openZK opens a dlock client on a connection to addrs with the session
+// timeout given, closed when t ends.
+func openZK(t *testing.T, addrs []string, timeout time.Duration) *dlock.Client {
+	t.Helper()
+	conn, events, err := zk.Connect(addrs, timeout, zk.WithLogger(quiet{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := zklock.Open(t.Context(), conn, zklock.Options{SessionTimeout: timeout, Events: events, CloseConn: true})
+	if err != nil {
+		conn.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
 func TestConformance(t *testing.T) {
@@ -70,12 +83,7 @@ func TestConformance(t *testing.T) {
 // children, exclude each other on the same path.
 func TestZkLockInterop(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
-	h := &harness{addr: srv.Addr()}
-	c, err := h.NewClient(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := drivertest.Client(t, &harness{addr: srv.Addr()})
 	ctx := t.Context()
 	conn, _, err := connect(srv.Addr(), nil)
 	if err != nil {
@@ -137,12 +145,7 @@ func TestZkLockInterop(t *testing.T) {
 // refuses each of them ("invalid arguments") and accepts the good names.
 func TestBadNames(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
-	h := &harness{addr: srv.Addr()}
-	c, err := h.NewClient(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := drivertest.Client(t, &harness{addr: srv.Addr()})
 	direct, _, err := connect(srv.Addr(), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -14,10 +13,11 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/dlock/dlock/internal/syncbuf"
 )
 
 // Launching the demo's app instances (child processes of dlock) and the
@@ -106,22 +106,7 @@ func startInstances(ctx context.Context, cfg demoConfig, backendURL, storeURL st
 }
 
 // syncBuffer is a bytes.Buffer safe for the writer and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = syncbuf.Buffer
 
 // tail returns the last line of s, an instance's last words.
 func tail(s string) string {

@@ -2,12 +2,12 @@ package sqltest
 
 import (
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 )
 
 // GrantTenant runs the "Least privilege" block of the package doc in file
@@ -17,19 +17,9 @@ import (
 // migrates, as `dlock migrate` does.
 func GrantTenant(t *testing.T, file string, r *strings.Replacer, exec func(stmt string), ownerURL string) {
 	t.Helper()
-	src, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, sec, _ := strings.Cut(string(src), "// # Least privilege\n")
 	var lines []string
-	for _, l := range strings.Split(sec, "\n") {
-		if l, ok := strings.CutPrefix(l, "//\t"); ok {
-			lines = append(lines, r.Replace(l))
-		}
-	}
-	if len(lines) == 0 {
-		t.Fatal("no grant block in the package doc")
+	for _, l := range drivertest.DocLines(t, file, "Least privilege", "") {
+		lines = append(lines, r.Replace(l))
 	}
 	for _, l := range lines {
 		if !strings.HasPrefix(l, "--") {

@@ -30,11 +30,16 @@ func Etcd(t TB) *Server {
 
 // etcdReady asks /health, which says true once the member has a leader.
 func etcdReady(ctx context.Context, addr string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/health", nil)
+	return etcdHealth(ctx, http.DefaultClient, "http://"+addr)
+}
+
+// etcdHealth asks base's /health through hc and wants it healthy.
+func etcdHealth(ctx context.Context, hc *http.Client, base string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/health", nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}

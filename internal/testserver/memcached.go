@@ -27,15 +27,16 @@ func Memcached(t TB) *Server {
 }
 
 func memcachedReady(ctx context.Context, addr string) error {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	conn, err := plainDial(ctx, addr)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(dl)
-	}
+	return memcachedVersion(conn)
+}
+
+// memcachedVersion asks memcached's version on conn and wants an answer.
+func memcachedVersion(conn net.Conn) error {
 	fmt.Fprint(conn, "version\r\n")
 	line, err := bufio.NewReader(conn).ReadString('\n')
 	if err != nil {

@@ -1,12 +1,9 @@
 package testserver
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"net"
 	"strconv"
-	"strings"
 )
 
 // Redis starts a private redis-server with no persistence. extra are more
@@ -29,24 +26,23 @@ func Redis(t TB, extra ...string) *Server {
 // redisReady sends PING and wants PONG, which Redis answers only once it has
 // loaded its data.
 func redisReady(ctx context.Context, addr string) error {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	conn, err := plainDial(ctx, addr)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
+	return redisPing(conn)
+}
+
+// plainDial dials addr over TCP, the connection bounded by ctx's deadline.
+func plainDial(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(dl)
 	}
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if !strings.HasPrefix(line, "+PONG") {
-		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
-	}
-	return nil
+	return conn, nil
 }

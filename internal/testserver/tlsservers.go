@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -199,20 +198,7 @@ func EtcdTLS(t TB, c *TLS, clientCertAuth bool) *Server {
 	s.ready = func(ctx context.Context, addr string) error {
 		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: c.ClientConfig(t)}}
 		defer hc.CloseIdleConnections()
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+"/health", nil)
-		if err != nil {
-			return err
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if !strings.Contains(string(body), `"health":"true"`) {
-			return fmt.Errorf("etcd health: %s", body)
-		}
-		return nil
+		return etcdHealth(ctx, hc, "https://"+addr)
 	}
 	s.start(t)
 	return s
@@ -237,15 +223,7 @@ func MemcachedTLS(t TB, c *TLS) *Server {
 			return err
 		}
 		defer conn.Close()
-		fmt.Fprint(conn, "version\r\n")
-		line, err := bufio.NewReader(conn).ReadString('\n')
-		if err != nil {
-			return err
-		}
-		if !strings.HasPrefix(line, "VERSION") {
-			return fmt.Errorf("version answered %q", strings.TrimSpace(line))
-		}
-		return nil
+		return memcachedVersion(conn)
 	}
 	s.start(t)
 	return s

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
 	"github.com/go-zookeeper/zk"
 )
@@ -228,4 +229,142 @@ func (d *zkDriver) pause(ctx context.Context, lost <-chan struct{}) error {
 	case <-lost:
 		return fmt.Errorf("zklock: %w: session expired", errRetry)
 	}
+}
+
+// lockPath maps a lock name to its node path, refusing names the server
+// would refuse (with "invalid arguments") or that would put the lock on a
+// node it reserves.
+func (d *zkDriver) lockPath(name string) (string, error) {
+	if err := validName(d.root, name); err != nil {
+		return "", fmt.Errorf("zklock: %w: %q: %s", dlock.ErrInvalidName, name, err)
+	}
+	return d.root + "/" + strings.TrimPrefix(name, "/"), nil
+}
+
+// CanonicalName returns the spelling of name that names its node: without
+// a leading "/", so "/a" and "a" (one lock) compare equal in dlock.LockAll.
+func (d *zkDriver) CanonicalName(name string) string { return strings.TrimPrefix(name, "/") }
+
+// CheckName implements driver.NameChecker, so a bad name is refused when the
+// Mutex is made.
+func (d *zkDriver) CheckName(name string) error {
+	_, err := d.lockPath(name)
+	return err
+}
+
+// validName reports why the path root/name is not one ZooKeeper accepts,
+// or returns nil. The rules are those of ZooKeeper's PathUtils.validatePath,
+// applied to the name's components (a leading "/" is dropped). The server
+// checks characters as Java's UTF-16 units, so a rune above U+FFFF (such as
+// an emoji), written as a surrogate pair, is refused too.
+func validName(root, name string) error {
+	name = strings.TrimPrefix(name, "/")
+	segs := strings.Split(name, "/")
+	for _, seg := range segs {
+		switch {
+		case seg == "":
+			return fmt.Errorf("an empty path component")
+		case seg == "." || seg == "..":
+			return fmt.Errorf("a %q path component", seg)
+		}
+	}
+	if root == "" && name == "zookeeper" {
+		return fmt.Errorf("/zookeeper is ZooKeeper's own node")
+	}
+	for i, r := range name {
+		if badRune(r) {
+			return fmt.Errorf("character %U at byte %d is not allowed in a ZooKeeper path", r, i)
+		}
+	}
+	return nil
+}
+
+// badRune reports the characters PathUtils.validatePath refuses.
+func badRune(r rune) bool {
+	return r <= 0x1f || r >= 0x7f && r <= 0x9f || r >= 0xd800 && r <= 0xf8ff || r >= 0xfff0
+}
+
+func (d *zkDriver) Release(ctx context.Context, h driver.Held, _ int) (err error) {
+	defer func() { err = d.permErr(err, h.Name) }()
+	l, ok := h.Handle.(*Lease)
+	if !ok {
+		return fmt.Errorf("zklock: release %q: %w", h.Name, dlock.ErrLeaseLost)
+	}
+	// The path carries this contender's GUID: no one else's node can have
+	// it, so an unconditional delete only ever removes our own.
+	p, err := d.call(ctx, nil, func() error { return d.conn.Delete(l.Path, -1) })
+	switch {
+	case errors.Is(err, errNoReply) || transient(err):
+		// A lease dlock gave up as lost, or an Unlock with the connection
+		// down: the node would hold the lock for the rest of the session.
+		d.remove(l.Path, p)
+		return fmt.Errorf("zklock: release %q: %w (deleting again once reconnected, until the node is gone)", h.Name, err)
+	case errors.Is(err, zk.ErrNoNode):
+		return fmt.Errorf("zklock: release %q: %w: the node is gone", h.Name, dlock.ErrLeaseLost)
+	case err != nil:
+		return fmt.Errorf("zklock: release %q: %w", h.Name, err)
+	}
+	return nil
+}
+
+func (d *zkDriver) holder(ctx context.Context, name string) (string, *zk.Stat, []byte, int, error) {
+	path, err := d.lockPath(name)
+	if err != nil {
+		return "", nil, nil, 0, err
+	}
+	c := d.readChildren(ctx, nil, path)
+	children, err := c.names, c.err
+	if errors.Is(err, zk.ErrNoNode) || (err == nil && len(children) == 0) {
+		return "", nil, nil, 0, nil
+	}
+	if err != nil {
+		return "", nil, nil, 0, err
+	}
+	node := path + "/" + children[0]
+	var (
+		data []byte
+		stat *zk.Stat
+	)
+	_, err = d.call(ctx, nil, func() (err error) { data, stat, err = d.conn.Get(node); return err })
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", nil, nil, 0, nil
+	}
+	return node, stat, data, len(children) - 1, err
+}
+
+// holderData is the data of a contender's node: its owner id, a NUL, and its
+// label (dlock forbids NUL in both). Curator keeps the client's address
+// there and never reads it back, nor does zk.Lock.
+func holderData(owner, label string) []byte { return []byte(owner + "\x00" + label) }
+
+// parseHolderData splits a node's data into owner id and label. Data without
+// a NUL (a Curator holder's address, an older dlock's owner id) is all owner.
+func parseHolderData(data []byte) (owner, label string) {
+	owner, label, _ = strings.Cut(string(data), "\x00")
+	return owner, label
+}
+
+func (d *zkDriver) Inspect(ctx context.Context, name string) (_ driver.Info, err error) {
+	defer func() { err = d.permErr(err, name) }()
+	info := driver.Info{Name: name}
+	node, stat, data, waiters, err := d.holder(ctx, name)
+	if err != nil || node == "" {
+		return info, err
+	}
+	info.Owner, info.Label = parseHolderData(data)
+	info.Held, info.Holds, info.Token, info.Waiters = true, 1, uint64(stat.Czxid), waiters
+	info.Notes = []string{"holder node " + node}
+	return info, nil
+}
+
+func (d *zkDriver) ForceRelease(ctx context.Context, name string) (err error) {
+	defer func() { err = d.permErr(err, name) }()
+	node, _, _, _, err := d.holder(ctx, name)
+	if err != nil || node == "" {
+		return err
+	}
+	if _, err := d.call(ctx, nil, func() error { return d.conn.Delete(node, -1) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return fmt.Errorf("zklock: force release %q: %w", name, err)
+	}
+	return nil
 }

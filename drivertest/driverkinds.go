@@ -1,8 +1,4 @@
-// Package kindtest holds the read-write lock and semaphore tests that the
-// backends keeping their kinds in a store-side queue (etcdlock, zklock) run
-// alike, at the driver level and through dlock's API, and the driver-level
-// helpers their own kinds tests use.
-package kindtest
+package drivertest
 
 import (
 	"context"
@@ -15,25 +11,41 @@ import (
 	"github.com/dlock/dlock/driver"
 )
 
-// Open opens a client of the backend under test, closed when t ends, and
-// returns it with its driver.
-type Open func(t *testing.T) (*dlock.Client, driver.Driver)
+// DriverHarness is a Harness that gives the suite its clients' drivers, for
+// the driver-level tests of read-write locks and semaphores (section
+// DriverKinds): the backends whose kinds keep a queue in the store (etcd,
+// ZooKeeper, Redis) implement it, from their package's export_test.go.
+type DriverHarness interface {
+	Harness
+	// Driver returns c's driver; c is a client from NewClient.
+	Driver(c *dlock.Client) driver.Driver
+}
 
-// Opener is the Open of a harness's clients, whose driver driverOf gets
-// (the backend's DriverOf).
-func Opener(h interface {
-	NewClient(ctx context.Context) (*dlock.Client, error)
-}, driverOf func(*dlock.Client) driver.Driver) Open {
-	return func(t *testing.T) (*dlock.Client, driver.Driver) {
+// driverKinds runs the driver-level section: read-write locks and
+// semaphores asked of the driver itself, and two clients' cancelled waits.
+func (s *suite) driverKinds(t *testing.T, h DriverHarness) {
+	open := func(t *testing.T) (*dlock.Client, driver.Driver) {
 		t.Helper()
-		c, err := h.NewClient(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c, driverOf(c)
+		c := s.client(t)
+		return c, h.Driver(c)
+	}
+	for _, tc := range []struct {
+		name string
+		fn   func(t *testing.T)
+	}{
+		{"RWLock", func(t *testing.T) { driverRWLock(t, open) }},
+		{"Semaphore", func(t *testing.T) { driverSemaphore(t, open) }},
+		{"SemaphoreLaterHolderReleases", func(t *testing.T) { driverSemaphoreLaterHolderReleases(t, open) }},
+		{"SemaphoreContention", func(t *testing.T) { driverSemaphoreContention(t, open) }},
+		{"CancelledPermitWaiters", func(t *testing.T) { cancelledPermitWaiters(t, s.client(t), s.client(t)) }},
+		{"CancelledWriterFreesReaders", func(t *testing.T) { cancelledWriterFreesReaders(t, s.client(t), s.client(t)) }},
+	} {
+		t.Run(tc.name, tc.fn)
 	}
 }
+
+// openDriver opens a client and returns it with its driver.
+type openDriver func(t *testing.T) (*dlock.Client, driver.Driver)
 
 // Hold is a driver-level grant: the request and what the driver answered.
 type Hold struct {
@@ -42,9 +54,9 @@ type Hold struct {
 	G driver.Grant
 }
 
-// Acquire asks d for a hold of kind on name (limit permits for a Permit),
+// AcquireHold asks d for a hold of kind on name (limit permits for a Permit),
 // waiting if wait, and returns it, or nil when refused.
-func Acquire(t *testing.T, d driver.Driver, name string, kind driver.Kind, limit int, wait bool) *Hold {
+func AcquireHold(t *testing.T, d driver.Driver, name string, kind driver.Kind, limit int, wait bool) *Hold {
 	t.Helper()
 	r := driver.Request{Name: name, Owner: dlock.NewOwnerID(), TTL: 10 * time.Second, Kind: kind, Limit: limit, Label: "test", Wait: wait}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
@@ -59,20 +71,20 @@ func Acquire(t *testing.T, d driver.Driver, name string, kind driver.Kind, limit
 	return &Hold{D: d, R: r, G: g}
 }
 
-// Must takes a hold without waiting, or fails the test.
-func Must(t *testing.T, d driver.Driver, name string, kind driver.Kind, limit int) *Hold {
+// MustHold takes a hold without waiting, or fails the test.
+func MustHold(t *testing.T, d driver.Driver, name string, kind driver.Kind, limit int) *Hold {
 	t.Helper()
-	h := Acquire(t, d, name, kind, limit, false)
+	h := AcquireHold(t, d, name, kind, limit, false)
 	if h == nil {
 		t.Fatalf("try %v of %q: not acquired", kind, name)
 	}
 	return h
 }
 
-// Refused fails the test unless a try of kind on name is refused.
-func Refused(t *testing.T, d driver.Driver, name string, kind driver.Kind, limit int) {
+// WantRefused fails the test unless a try of kind on name is refused.
+func WantRefused(t *testing.T, d driver.Driver, name string, kind driver.Kind, limit int) {
 	t.Helper()
-	if h := Acquire(t, d, name, kind, limit, false); h != nil {
+	if h := AcquireHold(t, d, name, kind, limit, false); h != nil {
 		h.Release(t)
 		t.Fatalf("try %v of %q: acquired; want refused", kind, name)
 	}
@@ -87,9 +99,9 @@ func (h *Hold) Release(t *testing.T) {
 	}
 }
 
-// Wait starts a waiting acquire and returns the channel its hold
+// WaitHold starts a waiting acquire and returns the channel its hold
 // arrives on.
-func Wait(t *testing.T, d driver.Driver, name string, kind driver.Kind, limit int) <-chan *Hold {
+func WaitHold(t *testing.T, d driver.Driver, name string, kind driver.Kind, limit int) <-chan *Hold {
 	ch := make(chan *Hold, 1)
 	go func() {
 		r := driver.Request{Name: name, Owner: dlock.NewOwnerID(), TTL: 10 * time.Second, Kind: kind, Limit: limit, Label: "test", Wait: true}
@@ -106,9 +118,9 @@ func Wait(t *testing.T, d driver.Driver, name string, kind driver.Kind, limit in
 	return ch
 }
 
-// NotYet fails the test if the hold on ch (from Wait) arrives within
+// WantNotYet fails the test if the hold on ch (from WaitHold) arrives within
 // 300ms.
-func NotYet(t *testing.T, ch <-chan *Hold, what string) {
+func WantNotYet(t *testing.T, ch <-chan *Hold, what string) {
 	t.Helper()
 	select {
 	case h := <-ch:
@@ -120,9 +132,9 @@ func NotYet(t *testing.T, ch <-chan *Hold, what string) {
 	}
 }
 
-// Granted returns the hold on ch (from Wait), or fails the test if it does
+// WantGranted returns the hold on ch (from WaitHold), or fails the test if it does
 // not come within 15s.
-func Granted(t *testing.T, ch <-chan *Hold, what string) *Hold {
+func WantGranted(t *testing.T, ch <-chan *Hold, what string) *Hold {
 	t.Helper()
 	select {
 	case h := <-ch:
@@ -136,21 +148,21 @@ func Granted(t *testing.T, ch <-chan *Hold, what string) *Hold {
 	return nil
 }
 
-// RWLock: readers hold together, a writer waits for them and keeps later
+// driverRWLock: readers hold together, a writer waits for them and keeps later
 // readers out while it waits, and its token exceeds every earlier grant's.
-func RWLock(t *testing.T, open Open) {
+func driverRWLock(t *testing.T, open openDriver) {
 	_, d1 := open(t)
 	_, d2 := open(t)
-	const name = "kinds/rw"
+	name := lockName(t)
 
-	r1 := Must(t, d1, name, driver.Shared, 0)
-	r2 := Must(t, d2, name, driver.Shared, 0) // two readers at once
-	Refused(t, d2, name, driver.Write, 0)
-	w := Wait(t, d2, name, driver.Write, 0)
-	NotYet(t, w, "a writer while readers hold")
+	r1 := MustHold(t, d1, name, driver.Shared, 0)
+	r2 := MustHold(t, d2, name, driver.Shared, 0) // two readers at once
+	WantRefused(t, d2, name, driver.Write, 0)
+	w := WaitHold(t, d2, name, driver.Write, 0)
+	WantNotYet(t, w, "a writer while readers hold")
 	// The queued writer keeps a new reader out.
 	for end := time.Now().Add(5 * time.Second); ; {
-		h := Acquire(t, d1, name, driver.Shared, 0, false)
+		h := AcquireHold(t, d1, name, driver.Shared, 0, false)
 		if h == nil {
 			break
 		}
@@ -160,23 +172,23 @@ func RWLock(t *testing.T, open Open) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	r3 := Wait(t, d1, name, driver.Shared, 0)
+	r3 := WaitHold(t, d1, name, driver.Shared, 0)
 	r1.Release(t)
-	NotYet(t, w, "a writer while a reader holds")
+	WantNotYet(t, w, "a writer while a reader holds")
 	r2.Release(t)
-	wh := Granted(t, w, "the writer")
+	wh := WantGranted(t, w, "the writer")
 	if wh.G.Token <= r1.G.Token || wh.G.Token <= r2.G.Token {
 		t.Errorf("write token %d not above the read tokens %d, %d", wh.G.Token, r1.G.Token, r2.G.Token)
 	}
-	NotYet(t, r3, "a reader while the writer holds")
-	Refused(t, d1, name, driver.Write, 0)
+	WantNotYet(t, r3, "a reader while the writer holds")
+	WantRefused(t, d1, name, driver.Write, 0)
 	ki := d1.(driver.KindInspector)
 	info, err := ki.InspectKind(t.Context(), name, driver.Shared)
 	if err != nil || !info.Held || info.Kind != driver.Write || len(info.Holders) != 1 || info.Token != wh.G.Token || info.Label != "test" || info.Waiters != 1 {
 		t.Fatalf("InspectKind while the writer holds = %+v, %v", info, err)
 	}
 	wh.Release(t)
-	rh := Granted(t, r3, "the reader after the writer")
+	rh := WantGranted(t, r3, "the reader after the writer")
 	if rh.G.Token <= wh.G.Token {
 		t.Errorf("read token %d not above the write token %d", rh.G.Token, wh.G.Token)
 	}
@@ -186,24 +198,24 @@ func RWLock(t *testing.T, open Open) {
 	if err != nil || !l.Acquired {
 		t.Fatalf("mutex of the read-write lock's name: %v, %v", l.Acquired, err)
 	}
-	wh2 := Must(t, d2, name, driver.Write, 0)
+	wh2 := MustHold(t, d2, name, driver.Write, 0)
 	wh2.Release(t)
 }
 
-// Semaphore: a semaphore never grants more than its limit, wakes a waiter on a
+// driverSemaphore: a semaphore never grants more than its limit, wakes a waiter on a
 // release, refuses another limit while it has holders, takes a new one
 // when it has none, and frees the permits of a client that dies.
-func Semaphore(t *testing.T, open Open) {
+func driverSemaphore(t *testing.T, open openDriver) {
 	_, d1 := open(t)
 	c2, d2 := open(t)
-	const name = "kinds/sem"
+	name := lockName(t)
 
-	p1 := Must(t, d1, name, driver.Permit, 2)
-	p2 := Must(t, d2, name, driver.Permit, 2)
+	p1 := MustHold(t, d1, name, driver.Permit, 2)
+	p2 := MustHold(t, d2, name, driver.Permit, 2)
 	if p2.G.Token <= p1.G.Token {
 		t.Errorf("tokens %d then %d", p1.G.Token, p2.G.Token)
 	}
-	Refused(t, d1, name, driver.Permit, 2)
+	WantRefused(t, d1, name, driver.Permit, 2)
 	_, err := d1.Acquire(t.Context(), driver.Request{Name: name, Owner: "x", TTL: 10 * time.Second, Kind: driver.Permit, Limit: 3})
 	if !errors.Is(err, dlock.ErrLimitMismatch) {
 		t.Fatalf("acquire with another limit while held: %v; want ErrLimitMismatch", err)
@@ -213,54 +225,52 @@ func Semaphore(t *testing.T, open Open) {
 	if err != nil || !info.Held || info.Limit != 2 || len(info.Holders) != 2 || info.Token != p2.G.Token {
 		t.Fatalf("InspectKind = %+v, %v", info, err)
 	}
-	w := Wait(t, d1, name, driver.Permit, 2)
-	NotYet(t, w, "a third permit")
+	w := WaitHold(t, d1, name, driver.Permit, 2)
+	WantNotYet(t, w, "a third permit")
 	p1.Release(t)
-	p3 := Granted(t, w, "the waiting permit")
+	p3 := WantGranted(t, w, "the waiting permit")
 	if p3.G.Token <= p2.G.Token {
 		t.Errorf("token %d after %d", p3.G.Token, p2.G.Token)
 	}
 	// A client that dies frees its permit: its session ends with it.
-	w2 := Wait(t, d1, name, driver.Permit, 2)
-	NotYet(t, w2, "a permit while two are held")
+	w2 := WaitHold(t, d1, name, driver.Permit, 2)
+	WantNotYet(t, w2, "a permit while two are held")
 	c2.Close()
-	p4 := Granted(t, w2, "the permit freed by a closed client")
+	p4 := WantGranted(t, w2, "the permit freed by a closed client")
 	p3.Release(t)
 	p4.Release(t)
 	// No holders: a new limit replaces the old.
 	var hs []*Hold
 	for range 3 {
-		hs = append(hs, Must(t, d1, name, driver.Permit, 3))
+		hs = append(hs, MustHold(t, d1, name, driver.Permit, 3))
 	}
-	Refused(t, d1, name, driver.Permit, 3)
+	WantRefused(t, d1, name, driver.Permit, 3)
 	for _, h := range hs {
 		h.Release(t)
 	}
 }
 
-// SemaphoreLaterHolderReleases: a waiter gets the permit of whichever holder
+// driverSemaphoreLaterHolderReleases: a waiter gets the permit of whichever holder
 // releases first, not only the oldest's.
-func SemaphoreLaterHolderReleases(t *testing.T, open Open) {
+func driverSemaphoreLaterHolderReleases(t *testing.T, open openDriver) {
 	_, d := open(t)
-	const name = "kinds/sem-later"
-	a := Must(t, d, name, driver.Permit, 2)
-	b := Must(t, d, name, driver.Permit, 2)
-	w := Wait(t, d, name, driver.Permit, 2)
-	NotYet(t, w, "a third permit")
+	name := lockName(t)
+	a := MustHold(t, d, name, driver.Permit, 2)
+	b := MustHold(t, d, name, driver.Permit, 2)
+	w := WaitHold(t, d, name, driver.Permit, 2)
+	WantNotYet(t, w, "a third permit")
 	b.Release(t)
-	Granted(t, w, "the permit freed by the later holder").Release(t)
+	WantGranted(t, w, "the permit freed by the later holder").Release(t)
 	a.Release(t)
 }
 
-// SemaphoreContention: under contention by 8 holders over 2 clients, never
+// driverSemaphoreContention: under contention by 8 holders over 2 clients, never
 // more than the limit hold at once, and every contender gets its permit.
-func SemaphoreContention(t *testing.T, open Open) {
+func driverSemaphoreContention(t *testing.T, open openDriver) {
 	_, d1 := open(t)
 	_, d2 := open(t)
-	const (
-		name  = "kinds/sem-contention"
-		limit = 3
-	)
+	name := lockName(t)
+	const limit = 3
 	var (
 		mu       sync.Mutex
 		in, most int
@@ -275,7 +285,7 @@ func SemaphoreContention(t *testing.T, open Open) {
 		go func() {
 			defer wg.Done()
 			for range 5 {
-				ch := Wait(t, d, name, driver.Permit, limit)
+				ch := WaitHold(t, d, name, driver.Permit, limit)
 				hd := <-ch
 				if hd == nil {
 					return
@@ -301,18 +311,18 @@ func SemaphoreContention(t *testing.T, open Open) {
 	}
 }
 
-// CancelledPermitWaiters: cancelled permit waiters must leave nothing
+// cancelledPermitWaiters: cancelled permit waiters must leave nothing
 // behind: with one permit, a holder, and waiters whose ctx ends while they
 // wait, the permit is free again for a try once the holder unlocks.
-func CancelledPermitWaiters(t *testing.T, a, b *dlock.Client) {
-	ctx := t.Context()
-	h, err := a.Semaphore("adv/sem", 1).Acquire(ctx)
+func cancelledPermitWaiters(t *testing.T, a, b *dlock.Client) {
+	ctx, name := t.Context(), lockName(t)
+	h, err := a.Semaphore(name, 1).Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
 		wctx, cancel := context.WithTimeout(ctx, time.Duration(300+200*i)*time.Millisecond)
-		if l, err := b.Semaphore("adv/sem", 1).Acquire(wctx); err == nil {
+		if l, err := b.Semaphore(name, 1).Acquire(wctx); err == nil {
 			cancel()
 			t.Fatalf("second permit of one granted (token %d)", l.Token())
 		}
@@ -323,7 +333,7 @@ func CancelledPermitWaiters(t *testing.T, a, b *dlock.Client) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		l, err := b.Semaphore("adv/sem", 1).TryAcquire(ctx)
+		l, err := b.Semaphore(name, 1).TryAcquire(ctx)
 		if err == nil {
 			_ = l.Unlock(ctx)
 			return
@@ -335,25 +345,25 @@ func CancelledPermitWaiters(t *testing.T, a, b *dlock.Client) {
 	}
 }
 
-// CancelledWriterFreesReaders: a writer that gives up waiting must not keep
+// cancelledWriterFreesReaders: a writer that gives up waiting must not keep
 // later readers out: once its ctx ends, a new reader gets in beside the
 // reader that held all along.
-func CancelledWriterFreesReaders(t *testing.T, a, b *dlock.Client) {
-	ctx := t.Context()
-	r, err := a.RWMutex("adv/rw").RLock(ctx)
+func cancelledWriterFreesReaders(t *testing.T, a, b *dlock.Client) {
+	ctx, name := t.Context(), lockName(t)
+	r, err := a.RWMutex(name).RLock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Unlock(ctx)
 	wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	if w, err := b.RWMutex("adv/rw").Lock(wctx); err == nil {
+	if w, err := b.RWMutex(name).Lock(wctx); err == nil {
 		cancel()
 		t.Fatalf("writer granted beside a reader (token %d)", w.Token())
 	}
 	cancel()
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	r2, err := b.RWMutex("adv/rw").RLock(rctx)
+	r2, err := b.RWMutex(name).RLock(rctx)
 	if err != nil {
 		t.Fatalf("reader kept out by a writer that gave up: %v", err)
 	}
