@@ -16,9 +16,9 @@ import (
 type subscription struct {
 	w      jetstream.KeyWatcher
 	cancel context.CancelFunc // ends nats.go's goroutine that waits on the watch's ctx
-	c    chan struct{}
-	done chan struct{}
-	once sync.Once
+	c      chan struct{}
+	done   chan struct{}
+	once   sync.Once
 }
 
 // Subscribe implements driver.Notifier. The watch's consumer exists when
@@ -93,4 +93,3 @@ func (d *natsDriver) List(ctx context.Context, prefix string) ([]driver.Info, er
 		}
 	}
 }
-
