@@ -17,6 +17,31 @@
 // case `dlock migrate` (Migrate) creates it. dlock's buckets keep one
 // revision per key and allow per-message TTLs with limit markers.
 //
+// # TLS and authentication
+//
+// tls:// speaks TLS to every server and verifies its certificate against
+// the host in the URL, with the system's CAs or the PEM file ca= names;
+// cert= and key= give a client certificate (for servers with verify:
+// true). nats:// refuses these parameters rather than ignore them. A
+// refused certificate, a missing client certificate or a plaintext URL
+// against a TLS-only server fails Open with nats.go's reason. Users log in
+// with user:password@ (or password_file=), a token (TOKEN@ or token_file=),
+// an nkey seed file (nkey=) or a credentials file (creds=). Errors never
+// show a password, token or seed.
+//
+// # Least privilege
+//
+// Permissions(bucket) is the nats-server permissions block a dlock user
+// needs for one bucket made beforehand (`dlock migrate`, or Open, as a user
+// who may create streams): publish on the bucket's keys and on the
+// JetStream API calls for that bucket's stream (info, direct reads, the
+// ordered consumers of watches), subscribe on reply inboxes. A user with
+// the block of another bucket can neither open, read, write nor purge this
+// bucket's locks (TestLeastPrivilege runs the core of the contract as such
+// a user, and the other user's own client against its subjects). Within a
+// bucket, NATS permissions cannot tell holders apart: any user of the bucket
+// can purge any lock in it, so give each tenant a bucket.
+//
 // # Open checks
 //
 // Open refuses, with the reason and wrapping dlock.ErrInvalidConfig, a

@@ -175,8 +175,8 @@ func natsReady(ctx context.Context, addr string) error {
 	nc, err := nats.Connect("nats://"+addr, nats.Timeout(time.Second), nats.NoReconnect(),
 		nats.UserInfo("ready", "ready")) // ignored without auth; refused with it: still up
 	if err != nil {
-		if strings.Contains(err.Error(), "Authorization") {
-			return nil
+		if e := strings.ToLower(err.Error()); strings.Contains(e, "authorization") || strings.Contains(e, "tls") {
+			return nil // up, and it refused a client without credentials
 		}
 		return err
 	}
