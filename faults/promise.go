@@ -34,6 +34,7 @@ type Promise struct {
 const (
 	etcdElection = time.Second
 	zkElection   = 2 * time.Second
+	natsElection = 9 * time.Second // nats-server's longest Raft election timeout
 )
 
 func promiseOf(b *Backend, f *Fault, ttl time.Duration, st *Store) Promise {
@@ -49,6 +50,8 @@ func promiseOf(b *Backend, f *Fault, ttl time.Duration, st *Store) Promise {
 	case KillLeader:
 		if strings.HasPrefix(b.Store, "etcd") {
 			p.Recovery = etcdElection + 2*time.Second
+		} else if strings.HasPrefix(b.Store, "nats") {
+			p.Recovery = natsElection + 2*time.Second
 		} else {
 			p.Recovery = zkElection + 2*time.Second
 		}

@@ -7,7 +7,9 @@
 //	tls://…/BUCKET?ca=ca.pem[&cert=client.pem&key=client-key.pem]     TLS (files)
 //	nats://host:4222/BUCKET?creds=app.creds | ?nkey=app.nk | ?token_file=t
 //
-// The path names the bucket (default "dlock"). password_file= works as for
+// The path names the bucket (default "dlock"). discovered=false keeps
+// the client to the servers in the URL (it otherwise also reconnects to
+// the cluster's servers the server announces, as NATS clients do). password_file= works as for
 // every backend; token_file= reads a token the same way; creds= names a
 // credentials file (JWT and nkey seed, from nsc) and nkey= a file holding an
 // nkey seed. Users with a connection already use Open.
@@ -206,6 +208,14 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 				opts.Storage = jetstream.MemoryStorage
 			default:
 				return nil, badURL("storage %q: want file or memory", v)
+			}
+		case "discovered":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, badURL("discovered %q: want true or false", v)
+			}
+			if !b {
+				nopts = append(nopts, nats.IgnoreDiscoveredServers())
 			}
 		case "create":
 			b, err := strconv.ParseBool(v)

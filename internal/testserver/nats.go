@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,8 +48,9 @@ var natsBin struct {
 	err  error
 }
 
-// natsBinary builds nats-server from the module in go.mod, once per test
-// binary, into the user's cache dir (reused while the version is the same).
+// natsBinary builds nats-server at the version this binary was built with
+// (go.mod's), once per process, into the user's cache dir (reused while
+// the version is the same).
 func natsBinary(t TB) string {
 	t.Helper()
 	natsBin.once.Do(func() {
@@ -57,26 +59,50 @@ func natsBinary(t TB) string {
 			dir = os.TempDir()
 		}
 		dir = filepath.Join(dir, "dlock-testserver")
-		out, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", natsModule).Output()
-		if err != nil {
-			natsBin.err = fmt.Errorf("go list %s: %v", natsModule, err)
-			return
+		version := ""
+		if bi, ok := debug.ReadBuildInfo(); ok {
+			for _, m := range bi.Deps {
+				if m.Path == natsModule {
+					version = m.Version
+					if m.Replace != nil {
+						version = m.Replace.Version
+					}
+				}
+			}
 		}
-		path := filepath.Join(dir, "nats-server-"+strings.TrimSpace(string(out)))
+		if version == "" { // test binaries carry no module list: ask go.mod
+			out, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", natsModule).Output()
+			if err != nil {
+				natsBin.err = fmt.Errorf("go list -m %s: %v", natsModule, err)
+				return
+			}
+			version = strings.TrimSpace(string(out))
+		}
+		path := filepath.Join(dir, "nats-server-"+version)
 		if _, err := os.Stat(path); err == nil {
 			natsBin.path = path
 			return
 		}
+		// go install works in any directory (a worker process of the fault
+		// suite runs outside the module), from the module cache or proxy.
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			natsBin.err = err
 			return
 		}
-		tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
-		if b, err := exec.Command("go", "build", "-o", tmp, natsModule).CombinedOutput(); err != nil {
-			natsBin.err = fmt.Errorf("go build %s: %v: %s", natsModule, err, tail(string(b)))
+		tmp, err := os.MkdirTemp(dir, "build-")
+		if err != nil {
+			natsBin.err = err
 			return
 		}
-		natsBin.err = os.Rename(tmp, path)
+		defer os.RemoveAll(tmp)
+		cmd := exec.Command("go", "install", natsModule+"@"+version)
+		cmd.Env = append(os.Environ(), "GOBIN="+tmp)
+		cmd.Dir = tmp
+		if b, err := cmd.CombinedOutput(); err != nil {
+			natsBin.err = fmt.Errorf("go install %s@%s: %v: %s", natsModule, version, err, tail(string(b)))
+			return
+		}
+		natsBin.err = os.Rename(filepath.Join(tmp, "nats-server"), path)
 		natsBin.path = path
 	})
 	if natsBin.err != nil {
@@ -189,4 +215,33 @@ func natsReady(ctx context.Context, addr string) error {
 	}
 	_, err = js.AccountInfo(ctx)
 	return err
+}
+
+// NATSStreamLeader returns the node of a NATSCluster that leads the stream
+// (a bucket's stream is "KV_<bucket>"), or nil if none can say.
+func NATSStreamLeader(ctx context.Context, nodes []*Server, stream string) *Server {
+	for _, s := range nodes {
+		nc, err := nats.Connect("nats://"+s.Addr(), nats.Timeout(time.Second), nats.NoReconnect())
+		if err != nil {
+			continue
+		}
+		js, err := jetstream.New(nc)
+		if err != nil {
+			nc.Close()
+			continue
+		}
+		ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := js.Stream(ictx, stream)
+		cancel()
+		nc.Close()
+		if err != nil || st.CachedInfo().Cluster == nil {
+			continue
+		}
+		for _, n := range nodes {
+			if strings.HasSuffix(n.Name, " "+st.CachedInfo().Cluster.Leader) {
+				return n
+			}
+		}
+	}
+	return nil
 }
