@@ -50,6 +50,7 @@ type value struct {
 	ID    string `json:"id"`          // the hold's random id
 	TTL   int64  `json:"ttl"`         // ms
 	Token uint64 `json:"t,omitempty"` // the grant's revision, once renewed
+	W     bool   `json:"w,omitempty"` // waiters are queued: release hands over
 }
 
 // hold is the driver's state of a held lock.
@@ -173,7 +174,8 @@ func nameOf(k string) (string, bool) {
 func (d *natsDriver) Caps() driver.Caps {
 	// The longest name whose key fits a subject well inside the server's
 	// 4 KiB control line.
-	return driver.Caps{MaxNameLen: 1024, MinTTL: time.Second, TTLResolution: time.Second, KindsNote: kindsNote}
+	return driver.Caps{MaxNameLen: 1024, MinTTL: time.Second, TTLResolution: time.Second, Blocking: true,
+		KindsNote: kindsNote}
 }
 
 func newID() string {
@@ -219,6 +221,14 @@ func (d *natsDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gran
 		return driver.Grant{}, fmt.Errorf("natslock: %w: %s", dlock.ErrUnsupported, kindsNote)
 	}
 	h := &hold{key: key(r.Name), val: value{Owner: r.Owner, Label: r.Label, ID: newID(), TTL: r.TTL.Milliseconds()}}
+	if r.Wait {
+		return d.acquireWait(ctx, r, h) // queue.go
+	}
+	return d.tryCreate(ctx, r, h)
+}
+
+// tryCreate makes one attempt: create the lock's key if absent.
+func (d *natsDriver) tryCreate(ctx context.Context, r driver.Request, h *hold) (driver.Grant, error) {
 	b, _ := json.Marshal(h.val)
 	rev, err := d.kv.Create(ctx, h.key, b, jetstream.KeyTTL(r.TTL))
 	switch {
@@ -239,8 +249,12 @@ func (d *natsDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gran
 		_ = d.kv.Purge(context.WithoutCancel(ctx), h.key, jetstream.LastRevision(rev), jetstream.PurgeTTL(markerTTL))
 		return driver.Grant{}, err
 	}
+	return d.granted(h, rev), nil
+}
+
+func (d *natsDriver) granted(h *hold, rev uint64) driver.Grant {
 	h.rev, h.val.Token = rev, rev
-	return driver.Grant{Acquired: true, Token: rev, Holds: 1, Handle: h}, nil
+	return driver.Grant{Acquired: true, Token: rev, Holds: 1, Handle: h}
 }
 
 // undo removes h's key if a create that failed (a deadline, a lost reply)
@@ -268,8 +282,8 @@ func (d *natsDriver) undo(ctx context.Context, h *hold) {
 func (d *natsDriver) write(ctx context.Context, h *hold, ttl time.Duration) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	b, _ := json.Marshal(h.val)
 	for range 2 {
+		b, _ := json.Marshal(h.val)
 		pa, err := d.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + d.bucket + "." + h.key, Data: b},
 			jetstream.WithExpectLastSequencePerSubject(h.rev), jetstream.WithMsgTTL(ttl))
 		if err == nil {
@@ -301,6 +315,7 @@ func (d *natsDriver) ownRevision(ctx context.Context, h *hold) (uint64, error) {
 	if json.Unmarshal(e.Value(), &v) != nil || v.ID != h.val.ID {
 		return 0, fmt.Errorf("%w: the key belongs to another hold", dlock.ErrLeaseLost)
 	}
+	h.val.W = v.W // a waiter flagged itself: keep the flag
 	return e.Revision(), nil
 }
 
@@ -344,8 +359,13 @@ func (d *natsDriver) Release(ctx context.Context, hd driver.Held, _ int) (int, e
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for range 2 {
-		err := d.kv.Purge(ctx, h.key, jetstream.LastRevision(h.rev), jetstream.PurgeTTL(markerTTL))
+	for range 3 {
+		var err error
+		if h.val.W {
+			err = d.handOver(ctx, hd.Name, h)
+		} else {
+			err = d.kv.Purge(ctx, h.key, jetstream.LastRevision(h.rev), jetstream.PurgeTTL(markerTTL))
+		}
 		if err == nil {
 			return 0, nil
 		}
@@ -392,7 +412,11 @@ func (d *natsDriver) Inspect(ctx context.Context, name string) (driver.Info, err
 	if err != nil {
 		return info, fmt.Errorf("natslock: inspect %q: %w", name, d.noteErr(err))
 	}
-	return describe(name, e), nil
+	info = describe(name, e)
+	if _, n, err := d.queue(ctx, name); err == nil {
+		info.Waiters = n
+	}
+	return info, nil
 }
 
 func describe(name string, e jetstream.KeyValueEntry) driver.Info {

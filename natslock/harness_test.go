@@ -54,7 +54,7 @@ func (h *harness) Remove(ctx context.Context, name string) error {
 
 func (h *harness) Caps() drivertest.Caps {
 	// TTLs are whole seconds; the server expires a key on a timer of its own.
-	return drivertest.Caps{TTL: 2 * time.Second, Slack: time.Second}
+	return drivertest.Caps{TTL: 2 * time.Second, Slack: time.Second, QueueInStore: true}
 }
 
 func newHarness(url string) drivertest.NewHarness {

@@ -54,7 +54,8 @@
 // # Layout
 //
 // A mutex is the key "m.<name in unpadded base64url>" holding, as JSON, the
-// owner id, holder label, a random hold id and the hold's TTL and token.
+// owner id, holder label, a random hold id, the hold's TTL and token, and
+// whether waiters are queued (see Waiting).
 // Acquire is a create-if-absent with the TTL as the message's own TTL;
 // renewal is a write that expects the key's last revision (compare-and-set)
 // and carries the TTL again; release is a purge that expects the last
@@ -83,14 +84,29 @@
 // that opens the new bucket cannot know the old one's tokens: re-creating a
 // bucket resets fencing, so do not, while fenced resources keep tokens.
 //
-// # Waiting
+// # Waiting: a fair queue in the bucket
 //
-// Waiters watch the lock's key (a KV watch, one ordered consumer per
-// waiting name per client) and try again when it is purged, deleted or
-// expires (the server writes a limit marker when a key's TTL ends). Every
-// waiter of a name wakes on a release: waiting is not first-in-first-out
-// across clients, and a release wakes each waiting client once. Within one
-// client, dlock queues contenders in order.
+// A Lock that finds the key taken queues: it puts a key of its own,
+// "q.<name>.<hold id>", under its own TTL (rewritten every TTL/3 while it
+// waits), watches the lock's key, and sets a flag in the holder's value
+// (a compare-and-set that keeps the holder's TTL). A release that finds
+// the flag hands the lock over instead of purging it: it rewrites the key,
+// at the holder's revision, with the value and TTL of the waiter whose
+// queue key has the lowest revision. Every waiter's watch sees that write,
+// but only the waiter it names sends anything (one wake-up per release, no
+// herd of reads); it confirms with a compare-and-set of its own, counts its
+// lease from that write and drops its queue key. The handover's revision
+// is its token. When the lock's key is removed instead (an expiry, a force
+// release, a release that raced a waiter's flag), the waiter at the head of
+// the queue creates it. A waiter whose ctx ends drops its queue key and, if
+// it was handed the lock meanwhile, hands it on. A waiter that dies leaves
+// a queue key that expires within its TTL; one handed the lock as it died
+// holds it until its TTL ends. TryLock never queues; it can take a lock
+// whose key was just removed ahead of the head of the queue.
+//
+// Reading the queue (at a handover, and when the head looks for the lock)
+// creates a short-lived ordered consumer on the queue's subjects, so a
+// handover costs more than an uncontended release, which is one purge.
 //
 // # Guarantees and non-guarantees
 //
