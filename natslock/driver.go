@@ -51,6 +51,7 @@ type value struct {
 	TTL   int64  `json:"ttl"`         // ms
 	Token uint64 `json:"t,omitempty"` // the grant's revision, once renewed
 	W     bool   `json:"w,omitempty"` // waiters are queued: release hands over
+	Q     uint64 `json:"q,omitempty"` // a queue key's place: the revision of its first write
 }
 
 // hold is the driver's state of a held lock.

@@ -24,6 +24,9 @@ import (
 // that raced a waiter's flag), the waiter at the head of the queue creates
 // it.
 
+// attemptTimeout bounds each store call of a wait.
+const attemptTimeout = 2 * time.Second
+
 func queuePrefix(name string) string {
 	return "q." + base64.RawURLEncoding.EncodeToString([]byte(name)) + "."
 }
@@ -42,15 +45,24 @@ func (d *natsDriver) acquireWait(ctx context.Context, r driver.Request, h *hold)
 	}
 	defer func() { _ = w.Stop() }()
 	qkey := queuePrefix(r.Name) + h.val.ID
-	qval, _ := json.Marshal(h.val)
-	if err := d.putTTL(ctx, qkey, qval, r.TTL); err != nil {
+	qv := h.val
+	qval, _ := json.Marshal(qv)
+	qrev, err := d.putTTL(ctx, qkey, qval, r.TTL)
+	if err != nil {
 		d.leaveQueue(ctx, r, h, qkey)
 		return driver.Grant{}, fmt.Errorf("natslock: queue %q: %w", r.Name, d.noteErr(err))
 	}
+	// Keepalives rewrite the key (a new revision): its place is the first.
+	qv.Q = qrev
+	qval, _ = json.Marshal(qv)
 	tick := time.NewTicker(r.TTL / 3)
 	defer tick.Stop()
 	for {
-		g, err := d.step(ctx, r, h, qkey)
+		// Each attempt is bounded: a watch or a read lost with a restarted
+		// server must not stall the wait; the tick tries again.
+		sctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		g, err := d.step(sctx, r, h, qkey)
+		cancel()
 		if err == nil && g.Acquired {
 			d.dropQueueKey(ctx, qkey)
 			return g, nil
@@ -76,7 +88,10 @@ func (d *natsDriver) acquireWait(ctx context.Context, r driver.Request, h *hold)
 				}
 			}
 		case <-tick.C:
-			if err := d.putTTL(ctx, qkey, qval, r.TTL); err != nil && ctx.Err() == nil {
+			pctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+			_, err := d.putTTL(pctx, qkey, qval, r.TTL)
+			cancel()
+			if err != nil && ctx.Err() == nil {
 				driver.Logger(ctx).Debug("natslock: queue keepalive", "name", r.Name, "err", err)
 			}
 		case <-ctx.Done():
@@ -148,23 +163,39 @@ func (d *natsDriver) queueHead(ctx context.Context, name string) (string, bool, 
 // queue returns the queue key of name with the lowest revision and the
 // number of queued waiters.
 func (d *natsDriver) queue(ctx context.Context, name string) (string, int, error) {
-	ctx, cancel := context.WithCancel(ctx)
+	// Bounded: a watch whose consumer lost its state (a restarted server)
+	// may never send the end of its initial values.
+	ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	defer cancel()
-	w, err := d.kv.Watch(ctx, queuePrefix(name)+"*", jetstream.IgnoreDeletes(), jetstream.MetaOnly())
+	w, err := d.kv.Watch(ctx, queuePrefix(name)+"*", jetstream.IgnoreDeletes())
 	if err != nil {
 		return "", 0, err
 	}
 	defer func() { _ = w.Stop() }()
-	head, rev, n := "", uint64(0), 0
+	head, place, n := "", uint64(0), 0
 	for {
 		select {
 		case e, ok := <-w.Updates():
 			if !ok || e == nil {
 				return head, n, nil
 			}
+			var v value
+			if json.Unmarshal(e.Value(), &v) != nil {
+				continue
+			}
+			// A key not rewritten within its TTL is a waiter gone (its TTL
+			// should have removed it): skip it, and remove it.
+			if time.Since(e.Created()) > time.Duration(v.TTL)*time.Millisecond+time.Second {
+				_ = d.kv.Purge(ctx, e.Key(), jetstream.LastRevision(e.Revision()), jetstream.PurgeTTL(markerTTL))
+				continue
+			}
+			p := v.Q
+			if p == 0 {
+				p = e.Revision()
+			}
 			n++
-			if head == "" || e.Revision() < rev {
-				head, rev = e.Key(), e.Revision()
+			if head == "" || p < place {
+				head, place = e.Key(), p
 			}
 		case <-ctx.Done():
 			return "", 0, ctx.Err()
@@ -201,10 +232,14 @@ func (d *natsDriver) handOver(ctx context.Context, name string, h *hold) error {
 	return err
 }
 
-// putTTL writes key with its own TTL, whatever it held.
-func (d *natsDriver) putTTL(ctx context.Context, key string, val []byte, ttl time.Duration) error {
-	_, err := d.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + d.bucket + "." + key, Data: val}, jetstream.WithMsgTTL(ttl))
-	return err
+// putTTL writes key with its own TTL, whatever it held, and returns the
+// write's revision.
+func (d *natsDriver) putTTL(ctx context.Context, key string, val []byte, ttl time.Duration) (uint64, error) {
+	pa, err := d.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + d.bucket + "." + key, Data: val}, jetstream.WithMsgTTL(ttl))
+	if err != nil {
+		return 0, err
+	}
+	return pa.Sequence, nil
 }
 
 func (d *natsDriver) dropQueueKey(ctx context.Context, qkey string) {

@@ -80,3 +80,56 @@ func TestFIFOAcrossClients(t *testing.T) {
 		t.Fatalf("served in order %v; want %v", order, want)
 	}
 }
+
+// A server restart (file storage keeps the keys) while a waiter is queued:
+// the holder's lease is lost and the waiter gets the lock once its key has
+// expired, within the TTL plus a few seconds.
+func TestQueueSurvivesRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	srv := testserver.NATSProcess(t)
+	h := &harness{url: "nats://" + srv.Addr(), bucket: "restart"}
+	a, err := h.NewClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := h.NewClient(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const ttl = 2 * time.Second
+	la, err := a.Mutex("r", dlock.WithTTL(ttl)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		l, err := b.Mutex("r", dlock.WithTTL(ttl)).Lock(ctx)
+		if err == nil {
+			defer l.Unlock(ctx)
+		}
+		got <- err
+	}()
+	for {
+		if info, err := a.Inspect(ctx, "r"); err == nil && info.Waiters == 1 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	srv.Stop()
+	time.Sleep(ttl + time.Second) // the holder's renewals fail meanwhile
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	<-la.Done()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2*ttl + 5*time.Second):
+		t.Fatal("the waiter did not get the lock after the restart")
+	}
+}
