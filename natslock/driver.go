@@ -65,7 +65,7 @@ type hold struct {
 // Lease is the NATS view of a held lock, reached with dlock's Lease.As.
 type Lease struct {
 	Key   string // the lock's key in the bucket
-	Token uint64 // the revision of the create that granted it
+	Token uint64 // the revision of the write that granted it (create or handover)
 }
 
 func newDriver(ctx context.Context, nc *nats.Conn, opts Options) (*natsDriver, error) {

@@ -66,8 +66,8 @@
 //
 // # Fencing tokens
 //
-// The token is the stream sequence (revision) of the create that granted
-// the hold. A stream's sequence strictly increases for the stream's life,
+// The token is the stream sequence (revision) of the write that granted
+// the hold: the create, or the release's handover to a waiter. A stream's sequence strictly increases for the stream's life,
 // over every key of the bucket: a later grant is a later message and has a
 // greater sequence. It survives restarts with file storage (and on an R3
 // bucket, the loss of a minority of servers and leader changes, since the
