@@ -95,7 +95,7 @@ func newDriver(ctx context.Context, nc *nats.Conn, opts Options) (*natsDriver, e
 		kv, err = d.create(ctx, opts)
 	}
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, fmt.Errorf("natslock: %w: bucket %q does not exist: run dlock migrate, or drop create=false",
+		return nil, fmt.Errorf("natslock: %w: bucket %q does not exist (create=false): make it with dlock migrate and a URL without create=false, as a user who may create streams",
 			dlock.ErrInvalidConfig, opts.Bucket)
 	}
 	if err != nil {

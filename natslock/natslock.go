@@ -15,8 +15,10 @@
 // nkey seed. Users with a connection already use Open.
 //
 // When the bucket is missing, Open creates it (replicas=, 1 by default;
-// storage=file or memory, file by default) unless create=false, in which
-// case `dlock migrate` (Migrate) creates it. dlock's buckets keep one
+// storage=file or memory, file by default), and so does `dlock migrate`
+// with such a URL. With create=false Open refuses a missing bucket
+// instead: workers whose users may not create streams (see Least
+// privilege) use it, after an operator made the bucket. dlock's buckets keep one
 // revision per key and allow per-message TTLs with limit markers.
 //
 // # TLS and authentication
