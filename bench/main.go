@@ -95,7 +95,7 @@ type run struct {
 func main() {
 	dur := flag.Duration("duration", 3*time.Second, "length of each run")
 	runs := flag.Int("runs", 3, "runs per scenario (the median is reported)")
-	only := flag.String("only", "redis,etcd,zookeeper", "stores to measure (also: nats)")
+	only := flag.String("only", "redis,etcd,zookeeper,nats", "stores to measure")
 	docs := flag.String("docs", "../docs", "where to write results")
 	leases := flag.Int("leases", 10000, "leases held in the many-leases scenario (0 skips it)")
 	kinds := flag.Bool("kinds", false, "measure only read-write locks and semaphores against the mutex (kinds.go), print a table, write nothing")
