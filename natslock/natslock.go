@@ -94,7 +94,8 @@
 // (a compare-and-set that keeps the holder's TTL). A release that finds
 // the flag hands the lock over instead of purging it: it rewrites the key,
 // at the holder's revision, with the value and TTL of the waiter whose
-// queue key has the lowest revision. Every waiter's watch sees that write,
+// queue key came first (by the revision of its first write, which the key
+// keeps as its place across keepalives). Every waiter's watch sees that write,
 // but only the waiter it names sends anything (one wake-up per release, no
 // herd of reads); it confirms with a compare-and-set of its own, counts its
 // lease from that write and drops its queue key. The handover's revision
@@ -102,8 +103,10 @@
 // release, a release that raced a waiter's flag), the waiter at the head of
 // the queue creates it. A waiter whose ctx ends drops its queue key and, if
 // it was handed the lock meanwhile, hands it on. A waiter that dies leaves
-// a queue key that expires within its TTL; one handed the lock as it died
-// holds it until its TTL ends. TryLock never queues; it can take a lock
+// a queue key that expires within its TTL (and one not rewritten within
+// its TTL plus 1 s, by the server's timestamps against the reader's clock,
+// is skipped and removed, as a server restarted by kill -9 may keep it);
+// one handed the lock as it died holds it until its TTL ends. TryLock never queues; it can take a lock
 // whose key was just removed ahead of the head of the queue.
 //
 // Reading the queue (at a handover, and when the head looks for the lock)
@@ -121,9 +124,11 @@
 //     counted from the sending of the last write the server acknowledged, and
 //     the server counts the TTL from when it stored the write.
 //   - A leader change on an R3 bucket does not end a lease: the key and its
-//     TTL are replicated; writes stall until a new leader is elected (a few
-//     seconds), and a renewal that cannot get through within the lease's
-//     margin makes dlock declare the lease lost, as with any store.
+//     TTL are replicated; writes stall until a new leader is elected
+//     (nats-server's election timeout is 4-9 s; the fault suite's leader
+//     kill saw the next grant 4.7-8 s after the kill), and a renewal that
+//     cannot get through within the lease's margin makes dlock declare the
+//     lease lost, as with any store: use TTLs well above 10 s on R3.
 //   - Re-entry by owner is counted within a client, not in the store.
 //   - TTLs are whole seconds, at least 1 s (the server's TTL unit).
 //   - No read-write locks or semaphores (see kindsNote); elections are
