@@ -360,7 +360,12 @@ func (d *natsDriver) Release(ctx context.Context, hd driver.Held, _ int) (int, e
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for range 3 {
+	// Retried for at most the TTL (a leader election, a reconnect): past
+	// it the key has expired anyway.
+	ctx, cancel := context.WithTimeout(ctx, hd.TTL)
+	defer cancel()
+	uncertain, conflicts, pause := false, 0, 50*time.Millisecond
+	for {
 		var err error
 		if h.val.W {
 			err = d.handOver(ctx, hd.Name, h)
@@ -371,15 +376,28 @@ func (d *natsDriver) Release(ctx context.Context, hd driver.Held, _ int) (int, e
 			return 0, nil
 		}
 		if !wrongRevision(err) && !errors.Is(err, jetstream.ErrKeyExists) {
-			return 0, fmt.Errorf("natslock: release %q: %w", hd.Name, d.noteErr(err))
+			// Uncertain: it may have been applied. Try again after a pause.
+			uncertain = true
+			select {
+			case <-ctx.Done():
+				return 0, fmt.Errorf("natslock: release %q: %w", hd.Name, d.noteErr(err))
+			case <-time.After(pause):
+			}
+			pause = min(2*pause, time.Second)
+			continue
 		}
 		rev, err := d.ownRevision(ctx, h)
 		if err != nil {
+			if uncertain && errors.Is(err, dlock.ErrLeaseLost) {
+				return 0, nil // gone or handed over: most likely by our own earlier attempt
+			}
 			return 0, fmt.Errorf("natslock: release %q: %w", hd.Name, err)
 		}
 		h.rev = rev
+		if conflicts++; conflicts > 10 { // each waiter flags the key once
+			return 0, fmt.Errorf("natslock: release %q: the key kept changing", hd.Name)
+		}
 	}
-	return 0, fmt.Errorf("natslock: release %q: %w: the key changed while it was released", hd.Name, dlock.ErrLeaseLost)
 }
 
 func tokenOf(e jetstream.KeyValueEntry, v value) uint64 {

@@ -207,10 +207,10 @@ func (d *natsDriver) queue(ctx context.Context, name string) (string, int, error
 // of the queue, or purges it if the queue is empty.
 func (d *natsDriver) handOver(ctx context.Context, name string, h *hold) error {
 	head, others, err := d.queueHead(ctx, name)
-	if err != nil {
-		return err
-	}
-	if head == "" {
+	if err != nil || head == "" {
+		// No queue to read (a consumer cannot be made, as for a while after a
+		// leader change): free the lock; the waiters wake on the purge and
+		// the head of the queue takes it.
 		return d.kv.Purge(ctx, h.key, jetstream.LastRevision(h.rev), jetstream.PurgeTTL(markerTTL))
 	}
 	e, err := d.kv.Get(ctx, head)
