@@ -29,7 +29,7 @@ import (
 
 // servers are the addresses of the stores the runs use.
 type servers struct {
-	Redis, Etcd, ZooKeeper string
+	Redis, Etcd, ZooKeeper, NATS string
 }
 
 // startServers starts the stores of only: Redis and ZooKeeper as processes
@@ -50,6 +50,8 @@ func startServers(e *env, only []string) servers {
 			s.Etcd = m.ClientURL
 		case "zookeeper":
 			s.ZooKeeper = testserver.ZooKeeper(e).Addr()
+		case "nats":
+			s.NATS = testserver.NATSProcess(e).Addr()
 		default:
 			e.Fatalf("unknown store %q", store)
 		}
@@ -68,6 +70,8 @@ func libsOf(e *env, srv servers, only []string) []lib {
 			libs = append(libs, etcdLibs(e, srv.Etcd)...)
 		case "zookeeper":
 			libs = append(libs, zkLibs(e, srv.ZooKeeper)...)
+		case "nats":
+			libs = append(libs, natsLibs(e, srv.NATS)...)
 		}
 	}
 	return libs
@@ -196,7 +200,7 @@ func spawn(ctx context.Context, srv servers, scenario, store, library string, d,
 	defer cancel()
 	args := append([]string{"-child", scenario, "-store", store, "-lib", library,
 		"-duration", d.String(), "-warm", warm.String(),
-		"-redis", srv.Redis, "-etcd", srv.Etcd, "-zk", srv.ZooKeeper}, extra...)
+		"-redis", srv.Redis, "-etcd", srv.Etcd, "-zk", srv.ZooKeeper, "-nats", srv.NATS}, extra...)
 	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Stderr = os.Stderr
 	s0, known := serverCPU(srv, store)

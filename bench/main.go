@@ -95,7 +95,7 @@ type run struct {
 func main() {
 	dur := flag.Duration("duration", 3*time.Second, "length of each run")
 	runs := flag.Int("runs", 3, "runs per scenario (the median is reported)")
-	only := flag.String("only", "redis,etcd,zookeeper", "stores to measure")
+	only := flag.String("only", "redis,etcd,zookeeper,nats", "stores to measure")
 	docs := flag.String("docs", "../docs", "where to write results")
 	leases := flag.Int("leases", 10000, "leases held in the many-leases scenario (0 skips it)")
 	kinds := flag.Bool("kinds", false, "measure only read-write locks and semaphores against the mutex (kinds.go), print a table, write nothing")
@@ -118,6 +118,7 @@ func main() {
 	flag.StringVar(&childSrv.Redis, "redis", "", "internal: the child's Redis address")
 	flag.StringVar(&childSrv.Etcd, "etcd", "", "internal: the child's etcd client URL")
 	flag.StringVar(&childSrv.ZooKeeper, "zk", "", "internal: the child's ZooKeeper address")
+	flag.StringVar(&childSrv.NATS, "nats", "", "internal: the child's nats-server address")
 	flag.Parse()
 	if *bounds {
 		printBounds(os.Stdout)

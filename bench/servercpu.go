@@ -19,7 +19,7 @@ func serverCPU(srv servers, store string) (time.Duration, bool) {
 	if store == "etcd" {
 		return cpuTime(), true
 	}
-	addr := map[string]string{"redis": srv.Redis, "zookeeper": srv.ZooKeeper}[store]
+	addr := map[string]string{"redis": srv.Redis, "zookeeper": srv.ZooKeeper, "nats": srv.NATS}[store]
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return 0, false

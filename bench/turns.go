@@ -110,7 +110,7 @@ func turnsRun(ctx context.Context, srv servers, libs []lib, scenario string, d, 
 			continue
 		}
 		cmd := exec.CommandContext(ctx, exe, "-child", scenario, "-serve", "-store", l.store, "-lib", l.name,
-			"-redis", srv.Redis, "-etcd", srv.Etcd, "-zk", srv.ZooKeeper)
+			"-redis", srv.Redis, "-etcd", srv.Etcd, "-zk", srv.ZooKeeper, "-nats", srv.NATS)
 		cmd.Stderr = os.Stderr
 		in, err1 := cmd.StdinPipe()
 		out, err2 := cmd.StdoutPipe()

@@ -105,6 +105,9 @@ func Backends() []*Backend {
 		bs = append(bs, &Backend{Name: "mysql/" + m, Store: "mariadb", TokensSafe: true, SQLMode: m,
 			URL: func(a []string, _ time.Duration) string { return "mysql://root@" + a[0] + "/dlock?mode=" + m }})
 	}
+	bs = append(bs, &Backend{Name: "nats", Store: "nats", TokensSafe: true, URL: func(a []string, _ time.Duration) string {
+		return "nats://" + a[0] + "/dlockfaults"
+	}})
 	bs = append(bs, &Backend{Name: "memcached", Store: "memcached", URL: func(a []string, _ time.Duration) string { return "memcached://" + a[0] }})
 	return bs
 }
@@ -114,6 +117,10 @@ func ClusterBackends() []*Backend {
 	return []*Backend{
 		{Name: "etcd×3", Store: "etcd3", TokensSafe: true, URL: func(a []string, _ time.Duration) string { return "etcd://" + strings.Join(a, ",") }},
 		{Name: "zk×3", Store: "zk3", TokensSafe: true, URL: zkURL},
+		// discovered=false: workers reach the servers only through their proxies.
+		{Name: "nats×3", Store: "nats3", TokensSafe: true, URL: func(a []string, _ time.Duration) string {
+			return "nats://" + strings.Join(a, ",") + "/dlockfaults?replicas=3&discovered=false"
+		}},
 	}
 }
 
@@ -153,6 +160,10 @@ func startStore(t testserver.TB, kind string) *Store {
 			killConns: func(ctx context.Context, ports []int) error { return mysqlKill(ctx, dsn, ports) }}
 	case "memcached":
 		return &Store{Kind: kind, Servers: []*testserver.Server{testserver.Memcached(t)}}
+	case "nats":
+		return &Store{Kind: kind, Persistent: true, Servers: []*testserver.Server{testserver.NATSProcess(t)}}
+	case "nats3":
+		return &Store{Kind: kind, Persistent: true, Servers: testserver.NATSCluster(t, 3)}
 	}
 	t.Fatalf("faults: unknown store %q", kind)
 	return nil

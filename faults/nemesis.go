@@ -23,7 +23,7 @@ func sameStore(b *Backend) string { return b.Store }
 // notCluster keeps the 3-member clusters to the faults that need them (the
 // single-member runs cover the rest), to bound the suite's time.
 func notCluster(b *Backend) string {
-	if b.Store == "etcd3" || b.Store == "zk3" {
+	if b.Store == "etcd3" || b.Store == "zk3" || b.Store == "nats3" {
 		return ""
 	}
 	return b.Store
@@ -31,7 +31,7 @@ func notCluster(b *Backend) string {
 
 func singleServer(b *Backend) string {
 	switch b.Store {
-	case "redis3", "etcd3", "zk3":
+	case "redis3", "etcd3", "zk3", "nats3":
 		return ""
 	}
 	return b.Store
@@ -188,15 +188,18 @@ var KillConn = &Fault{Name: "kill-connection",
 var KillLeader = &Fault{Name: "kill-leader",
 	StoreFor: func(b *Backend) string {
 		switch b.Store {
-		case "etcd3", "zk3":
+		case "etcd3", "zk3", "nats3":
 			return b.Store
 		}
 		return ""
 	},
 	Inject: func(ctx context.Context, r *run) error {
 		var leader *testserver.Server
+		if r.store.Kind == "nats3" { // the leader of the bucket's stream
+			leader = testserver.NATSStreamLeader(ctx, r.store.Servers, "KV_dlockfaults")
+		}
 		for _, s := range r.store.Servers {
-			if isLeader(r.store.Kind, s) {
+			if leader == nil && r.store.Kind != "nats3" && isLeader(r.store.Kind, s) {
 				leader = s
 			}
 		}

@@ -34,6 +34,7 @@ type Promise struct {
 const (
 	etcdElection = time.Second
 	zkElection   = 2 * time.Second
+	natsElection = 9 * time.Second // nats-server's longest Raft election timeout
 )
 
 func promiseOf(b *Backend, f *Fault, ttl time.Duration, st *Store) Promise {
@@ -49,6 +50,12 @@ func promiseOf(b *Backend, f *Fault, ttl time.Duration, st *Store) Promise {
 	case KillLeader:
 		if strings.HasPrefix(b.Store, "etcd") {
 			p.Recovery = etcdElection + 2*time.Second
+		} else if strings.HasPrefix(b.Store, "nats") {
+			// The killed node comes back at TTL + 1 s, often before the
+			// stream's new leader is elected (4–9 s): the next grant is
+			// judged against the election, from the kill, not the restart.
+			p.Recovery = natsElection + 2*time.Second
+			p.Progress = max(p.Progress, p.Recovery)
 		} else {
 			p.Recovery = zkElection + 2*time.Second
 		}

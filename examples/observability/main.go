@@ -35,6 +35,7 @@ import (
 	_ "github.com/dlock/dlock/etcdlock"
 	_ "github.com/dlock/dlock/memlock"
 	_ "github.com/dlock/dlock/mysqllock"
+	_ "github.com/dlock/dlock/natslock"
 	_ "github.com/dlock/dlock/pglock"
 	_ "github.com/dlock/dlock/redislock"
 	_ "github.com/dlock/dlock/zklock"

@@ -1,0 +1,39 @@
+package natslock
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Permissions returns the least-privilege nats-server permissions block for
+// a dlock user of bucket (created beforehand, by `dlock migrate` as another
+// user or by an operator): publish on the bucket's keys and the JetStream
+// API calls dlock makes for it (account info, the bucket's stream info,
+// direct reads, and the ordered consumers of watches), subscribe on reply
+// inboxes. Nothing of any other bucket or stream, and no stream create,
+// update or delete. Use it as a user's permissions in an authorization
+// block, or in an account's users.
+func Permissions(bucket string) string {
+	s := "KV_" + bucket
+	pub := []string{
+		"$JS.API.INFO",
+		"$JS.API.STREAM.INFO." + s,
+		"$KV." + bucket + ".>",
+		"$JS.API.DIRECT.GET." + s + ".>",
+		"$JS.API.STREAM.MSG.GET." + s,
+		"$JS.API.CONSUMER.CREATE." + s + ".>",
+		"$JS.API.CONSUMER.CREATE." + s,
+		"$JS.API.CONSUMER.DELETE." + s + ".>",
+		"$JS.API.CONSUMER.INFO." + s + ".>",
+		"$JS.FC." + s + ".>",
+	}
+	return fmt.Sprintf("{\n  publish: { allow: [%s] }\n  subscribe: { allow: [\"_INBOX.>\"] }\n}", quoteAll(pub))
+}
+
+func quoteAll(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
+}

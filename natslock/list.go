@@ -1,0 +1,42 @@
+package natslock
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/dlock/dlock/driver"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// List implements driver.Lister: the bucket's mutex keys under prefix, in
+// name order. Names are stored encoded, so every key is read.
+func (d *natsDriver) List(ctx context.Context, prefix string) ([]driver.Info, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := d.kv.Watch(ctx, mutexPrefix+">", jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("natslock: list: %w", d.noteErr(err))
+	}
+	defer func() { _ = w.Stop() }()
+	var out []driver.Info
+	for {
+		select {
+		case e := <-w.Updates():
+			if e == nil { // all current values seen
+				sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+				return out, nil
+			}
+			name, ok := nameOf(e.Key())
+			if !ok || !strings.HasPrefix(name, prefix) {
+				continue
+			}
+			if info := describe(name, e); info.Held {
+				out = append(out, info)
+			}
+		case <-ctx.Done():
+			return nil, fmt.Errorf("natslock: list: %w", ctx.Err())
+		}
+	}
+}

@@ -1,0 +1,311 @@
+// Package natslock is the dlock backend for NATS JetStream key-value
+// buckets, through github.com/nats-io/nats.go and its jetstream package.
+//
+// # URLs
+//
+//	nats://[user:password@]host:4222[,host2:4222…]/BUCKET[?replicas=3&storage=file]
+//	tls://…/BUCKET?ca=ca.pem[&cert=client.pem&key=client-key.pem]     TLS (files)
+//	nats://host:4222/BUCKET?creds=app.creds | ?nkey=app.nk | ?token_file=t
+//
+// The path names the bucket (default "dlock"). discovered=false keeps
+// the client to the servers in the URL (it otherwise also reconnects to
+// the cluster's servers the server announces, as NATS clients do). password_file= works as for
+// every backend; token_file= reads a token the same way; creds= names a
+// credentials file (JWT and nkey seed, from nsc) and nkey= a file holding an
+// nkey seed. Users with a connection already use Open.
+//
+// When the bucket is missing, Open creates it (replicas=, 1 by default;
+// storage=file or memory, file by default), and so does `dlock migrate`
+// with such a URL. With create=false Open refuses a missing bucket
+// instead: workers whose users may not create streams (see Least
+// privilege) use it, after an operator made the bucket. dlock's buckets keep one
+// revision per key and allow per-message TTLs with limit markers.
+//
+// # TLS and authentication
+//
+// tls:// speaks TLS to every server and verifies its certificate against
+// the host in the URL, with the system's CAs or the PEM file ca= names;
+// cert= and key= give a client certificate (for servers with verify:
+// true). nats:// refuses these parameters rather than ignore them. A
+// refused certificate, a missing client certificate or a plaintext URL
+// against a TLS-only server fails Open with nats.go's reason. Users log in
+// with user:password@ (or password_file=), a token (TOKEN@ or token_file=),
+// an nkey seed file (nkey=) or a credentials file (creds=). Errors never
+// show a password, token or seed.
+//
+// # Least privilege
+//
+// Permissions(bucket) is the nats-server permissions block a dlock user
+// needs for one bucket made beforehand (`dlock migrate`, or Open, as a user
+// who may create streams): publish on the bucket's keys and on the
+// JetStream API calls for that bucket's stream (info, direct reads, the
+// ordered consumers of watches), subscribe on reply inboxes. A user with
+// the block of another bucket can neither open, read, write nor purge this
+// bucket's locks (TestLeastPrivilege runs the core of the contract as such
+// a user, and the other user's own client against its subjects). Within a
+// bucket, NATS permissions cannot tell holders apart: any user of the bucket
+// can purge any lock in it, so give each tenant a bucket.
+//
+// # Open checks
+//
+// Open refuses, with the reason and wrapping dlock.ErrInvalidConfig, a
+// server without JetStream, a server older than 2.11 (per-key TTLs came in
+// 2.11) and a bucket made without limit markers (LimitMarkerTTL: its keys
+// could not expire one by one, and waiters would not hear of an expiry).
+//
+// # Layout
+//
+// A mutex is the key "m.<name in unpadded base64url>" holding, as JSON, the
+// owner id, holder label, a random hold id, the hold's TTL and token, and
+// whether waiters are queued (see Waiting).
+// Acquire is a create-if-absent with the TTL as the message's own TTL;
+// renewal is a write that expects the key's last revision (compare-and-set)
+// and carries the TTL again; release is a purge that expects the last
+// revision, so it never removes another owner's key. A renewal whose reply
+// was lost leaves the key at a revision the holder did not see: the next
+// renewal or the release reads the key and carries on if the hold id is
+// still its own.
+//
+// # Fencing tokens
+//
+// The token is the stream sequence (revision) of the write that granted
+// the hold: the create, or the release's handover to a waiter. A stream's sequence strictly increases for the stream's life,
+// over every key of the bucket: a later grant is a later message and has a
+// greater sequence. It survives restarts with file storage (and on an R3
+// bucket, the loss of a minority of servers and leader changes, since the
+// sequence is assigned by the stream's Raft leader and replicated with the
+// message). With memory storage a restart of an R1 bucket's server empties
+// the stream and its sequence starts over: use file storage where tokens
+// fence anything.
+//
+// A bucket deleted and created again starts its sequence at 1. A running
+// client notices (it keeps the stream's creation time from Open and reads
+// it again when a grant's token is not above every token it has seen, or
+// after the bucket was reported missing) and then refuses to grant, with an
+// error wrapping dlock.ErrInvalidConfig, until it is opened again. A process
+// that opens the new bucket cannot know the old one's tokens: re-creating a
+// bucket resets fencing, so do not, while fenced resources keep tokens.
+//
+// # Waiting: a fair queue in the bucket
+//
+// A Lock that finds the key taken queues: it puts a key of its own,
+// "q.<name>.<hold id>", under its own TTL (rewritten every TTL/3 while it
+// waits), watches the lock's key, and sets a flag in the holder's value
+// (a compare-and-set that keeps the holder's TTL). A release that finds
+// the flag hands the lock over instead of purging it: it rewrites the key,
+// at the holder's revision, with the value and TTL of the waiter whose
+// queue key came first (by the revision of its first write, which the key
+// keeps as its place across keepalives). Every waiter's watch sees that write,
+// but only the waiter it names sends anything (one wake-up per release, no
+// herd of reads); it confirms with a compare-and-set of its own, counts its
+// lease from that write and drops its queue key. The handover's revision
+// is its token. When the lock's key is removed instead (an expiry, a force
+// release, a release that raced a waiter's flag), the waiter at the head of
+// the queue creates it. A waiter whose ctx ends drops its queue key and, if
+// it was handed the lock meanwhile, hands it on. A waiter that dies leaves
+// a queue key that expires within its TTL (and one not rewritten within
+// its TTL plus 1 s, by the server's timestamps against the reader's clock,
+// is skipped and removed, as a server restarted by kill -9 may keep it);
+// one handed the lock as it died holds it until its TTL ends. TryLock never queues; it can take a lock
+// whose key was just removed ahead of the head of the queue.
+//
+// Reading the queue (at a handover, and when the head looks for the lock)
+// creates a short-lived ordered consumer on the queue's subjects, so a
+// handover costs more than an uncontended release, which is one purge.
+//
+// # Guarantees and non-guarantees
+//
+//   - Mutual exclusion holds through JetStream's per-subject
+//     compare-and-set: on an R3 (or R5) bucket it is decided by the stream's
+//     Raft group and survives the loss of a minority of servers; on an R1
+//     bucket it lives on one server, and if that server loses its store
+//     (memory storage, a lost disk) every lock on it is freed.
+//   - A lease is declared lost before its key can expire: validity is
+//     counted from the sending of the last write the server acknowledged, and
+//     the server counts the TTL from when it stored the write.
+//   - A leader change on an R3 bucket does not end a lease: the key and its
+//     TTL are replicated; writes stall until a new leader is elected
+//     (nats-server's election timeout is 4-9 s; the fault suite's leader
+//     kill saw the next grant 4.7-8 s after the kill), and a renewal that
+//     cannot get through within the lease's margin makes dlock declare the
+//     lease lost, as with any store: use TTLs well above 10 s on R3.
+//   - Re-entry by owner is counted within a client, not in the store.
+//   - TTLs are whole seconds, at least 1 s (the server's TTL unit).
+//   - No read-write locks or semaphores (see kindsNote); elections are
+//     dlock's portable ones, on a mutex.
+package natslock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/tlsurl"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// URL schemes of the backend.
+const (
+	Scheme    = "nats"
+	SchemeTLS = "tls"
+)
+
+// DefaultBucket is the bucket of a URL without a path.
+const DefaultBucket = "dlock"
+
+func init() {
+	dlock.Register(Scheme, driver.OpenerFunc(openURL))
+	dlock.Register(SchemeTLS, driver.OpenerFunc(openURL))
+}
+
+// Options configure Open.
+type Options struct {
+	// Bucket is the key-value bucket of the locks (DefaultBucket if empty).
+	Bucket string
+	// Replicas and Storage are used when the bucket is created (1 and
+	// file storage by default).
+	Replicas int
+	Storage  jetstream.StorageType
+	// NoCreate makes Open fail on a missing bucket instead of creating it
+	// (Migrate creates it).
+	NoCreate bool
+	// Client are options for the dlock client.
+	Client []dlock.ClientOption
+	// CloseConn makes Close of the dlock client close the connection too.
+	CloseConn bool
+}
+
+// Open returns a dlock client over an existing NATS connection.
+func Open(ctx context.Context, nc *nats.Conn, opts Options) (*dlock.Client, error) {
+	d, err := newDriver(ctx, nc, opts)
+	if err != nil {
+		return nil, err
+	}
+	return dlock.New(d, Scheme, opts.Client...), nil
+}
+
+func badURL(format string, args ...any) error {
+	return fmt.Errorf("natslock: %w: "+format, append([]any{dlock.ErrInvalidURL}, args...)...)
+}
+
+func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
+	q := u.Query()
+	opts := Options{Bucket: strings.Trim(u.Path, "/"), CloseConn: true}
+	nopts := []nats.Option{nats.Name("dlock"), nats.Timeout(5 * time.Second), nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond), nats.PingInterval(5 * time.Second), nats.MaxPingsOutstanding(2),
+		// No buffering while disconnected: a renewal fails at once rather
+		// than wait in a queue past the lease.
+		nats.ReconnectBufSize(-1)}
+	if u.Scheme == SchemeTLS {
+		tc, err := tlsurl.Config(q)
+		if err != nil {
+			return nil, badURL("%v", err)
+		}
+		nopts = append(nopts, nats.Secure(tc))
+	} else if tlsurl.Has(q) {
+		return nil, badURL("ca, cert, key and insecure_skip_verify need TLS: use tls://")
+	}
+	for k := range q {
+		v := q.Get(k)
+		switch k {
+		case "ca", "cert", "key", "insecure_skip_verify":
+		case "replicas":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 5 {
+				return nil, badURL("replicas %q: want 1 to 5", v)
+			}
+			opts.Replicas = n
+		case "storage":
+			switch v {
+			case "file":
+				opts.Storage = jetstream.FileStorage
+			case "memory":
+				opts.Storage = jetstream.MemoryStorage
+			default:
+				return nil, badURL("storage %q: want file or memory", v)
+			}
+		case "discovered":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, badURL("discovered %q: want true or false", v)
+			}
+			if !b {
+				nopts = append(nopts, nats.IgnoreDiscoveredServers())
+			}
+		case "create":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, badURL("create %q: want true or false", v)
+			}
+			opts.NoCreate = !b
+		case "creds":
+			if _, err := os.Stat(v); err != nil {
+				return nil, badURL("creds %s: %v", v, errors.Unwrap(err))
+			}
+			nopts = append(nopts, nats.UserCredentials(v))
+		case "nkey":
+			o, err := nats.NkeyOptionFromSeed(v)
+			if err != nil {
+				return nil, badURL("nkey %s: cannot read a seed from it", v)
+			}
+			nopts = append(nopts, o)
+		case "token_file":
+			b, err := os.ReadFile(v)
+			if err != nil {
+				return nil, badURL("token_file %s: %v", v, errors.Unwrap(err))
+			}
+			tok := strings.TrimSpace(string(b))
+			if tok == "" || strings.ContainsAny(tok, "\r\n") {
+				return nil, badURL("token_file %s: want the token alone on one line", v)
+			}
+			nopts = append(nopts, nats.Token(tok))
+		default:
+			return nil, badURL("unknown parameter %q", k)
+		}
+	}
+	if opts.Bucket == "" {
+		opts.Bucket = DefaultBucket
+	}
+	if u.User != nil {
+		pw, ok := u.User.Password()
+		if !ok { // nats://TOKEN@host, as NATS clients read it
+			nopts = append(nopts, nats.Token(u.User.Username()))
+		} else {
+			nopts = append(nopts, nats.UserInfo(u.User.Username(), pw))
+		}
+	}
+	var servers []string
+	scheme := "nats://"
+	if u.Scheme == SchemeTLS {
+		scheme = "tls://"
+	}
+	for _, h := range driver.Hosts(u) {
+		if h == "" || strings.ContainsAny(h, "/ @") {
+			return nil, badURL("bad host")
+		}
+		servers = append(servers, scheme+h)
+	}
+	if len(servers) == 0 {
+		return nil, badURL("want nats://host:4222[,host:4222…]/BUCKET")
+	}
+	nopts = append(nopts, logHandlers(driver.Logger(ctx))...)
+	nc, err := nats.Connect(strings.Join(servers, ","), nopts...)
+	if err != nil {
+		// nats.go's errors name neither the URL nor its password.
+		return nil, fmt.Errorf("natslock: connect: %w", err)
+	}
+	d, err := newDriver(ctx, nc, opts)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return d, nil
+}
