@@ -345,16 +345,16 @@ func (d *natsDriver) Renew(ctx context.Context, batch []driver.Held) []driver.Re
 // Release purges the holder's key, expecting the revision the hold last
 // wrote. Without a handle (a hold dlock found after a lost reply), it
 // purges the key if it holds the owner and token.
-func (d *natsDriver) Release(ctx context.Context, hd driver.Held, _ int) (int, error) {
+func (d *natsDriver) Release(ctx context.Context, hd driver.Held, _ int) error {
 	h, ok := hd.Handle.(*hold)
 	if !ok {
 		e, err := d.kv.Get(ctx, key(hd.Name))
 		if err != nil {
-			return 0, fmt.Errorf("natslock: release %q: %w", hd.Name, dlock.ErrLeaseLost)
+			return fmt.Errorf("natslock: release %q: %w", hd.Name, dlock.ErrLeaseLost)
 		}
 		var v value
 		if json.Unmarshal(e.Value(), &v) != nil || v.Owner != hd.Owner || tokenOf(e, v) != hd.Token {
-			return 0, fmt.Errorf("natslock: release %q: %w", hd.Name, dlock.ErrLeaseLost)
+			return fmt.Errorf("natslock: release %q: %w", hd.Name, dlock.ErrLeaseLost)
 		}
 		h = &hold{key: e.Key(), rev: e.Revision(), val: v}
 	}
@@ -373,14 +373,14 @@ func (d *natsDriver) Release(ctx context.Context, hd driver.Held, _ int) (int, e
 			err = d.kv.Purge(ctx, h.key, jetstream.LastRevision(h.rev), jetstream.PurgeTTL(markerTTL))
 		}
 		if err == nil {
-			return 0, nil
+			return nil
 		}
 		if !wrongRevision(err) && !errors.Is(err, jetstream.ErrKeyExists) {
 			// Uncertain: it may have been applied. Try again after a pause.
 			uncertain = true
 			select {
 			case <-ctx.Done():
-				return 0, fmt.Errorf("natslock: release %q: %w", hd.Name, d.noteErr(err))
+				return fmt.Errorf("natslock: release %q: %w", hd.Name, d.noteErr(err))
 			case <-time.After(pause):
 			}
 			pause = min(2*pause, time.Second)
@@ -389,13 +389,13 @@ func (d *natsDriver) Release(ctx context.Context, hd driver.Held, _ int) (int, e
 		rev, err := d.ownRevision(ctx, h)
 		if err != nil {
 			if uncertain && errors.Is(err, dlock.ErrLeaseLost) {
-				return 0, nil // gone or handed over: most likely by our own earlier attempt
+				return nil // gone or handed over: most likely by our own earlier attempt
 			}
-			return 0, fmt.Errorf("natslock: release %q: %w", hd.Name, err)
+			return fmt.Errorf("natslock: release %q: %w", hd.Name, err)
 		}
 		h.rev = rev
 		if conflicts++; conflicts > 10 { // each waiter flags the key once
-			return 0, fmt.Errorf("natslock: release %q: the key kept changing", hd.Name)
+			return fmt.Errorf("natslock: release %q: the key kept changing", hd.Name)
 		}
 	}
 }

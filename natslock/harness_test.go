@@ -54,7 +54,8 @@ func (h *harness) Remove(ctx context.Context, name string) error {
 
 func (h *harness) Caps() drivertest.Caps {
 	// TTLs are whole seconds; the server expires a key on a timer of its own.
-	return drivertest.Caps{TTL: 2 * time.Second, Slack: time.Second, QueueInStore: true}
+	return drivertest.Caps{TTL: 2 * time.Second, Slack: time.Second, QueueInStore: true,
+		List: drivertest.ListCaps{Labels: true, TTL: true}}
 }
 
 func newHarness(url string) drivertest.NewHarness {
@@ -63,6 +64,9 @@ func newHarness(url string) drivertest.NewHarness {
 	}
 }
 
+// TestConformance runs the whole suite, elections, LockAll and List
+// included, then its TLS section (TLS) and again as a user with only the
+// package doc's Permissions (LeastPrivilege).
 func TestConformance(t *testing.T) {
 	srv := testserver.NATSProcess(t)
 	drivertest.Run(t, newHarness("nats://"+srv.Addr()))

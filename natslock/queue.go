@@ -263,5 +263,5 @@ func (d *natsDriver) leaveQueue(ctx context.Context, r driver.Request, h *hold, 
 		return
 	}
 	h.rev, h.val.W = e.Revision(), v.W
-	_, _ = d.Release(ctx, driver.Held{Name: r.Name, Owner: r.Owner, TTL: r.TTL, Handle: h}, 1)
+	_ = d.Release(ctx, driver.Held{Name: r.Name, Owner: r.Owner, TTL: r.TTL, Handle: h}, 1)
 }

@@ -21,10 +21,11 @@ import (
 
 var caps = drivertest.Caps{TTL: 2 * time.Second, Slack: time.Second}
 
-// TLS with a CA and client certificates (verify: true): the core of the
-// contract over tls://; no client certificate, a certificate for another
-// name and a plaintext URL are refused with the reason.
-func TestTLS(t *testing.T) {
+// TLS describes the TLS section (drivertest.TLSHarness): a CA and client
+// certificates (verify: true); the core of the contract over tls://; no
+// client certificate, a certificate for another name and a plaintext URL
+// are refused with the reason.
+func (h *harness) TLS(t *testing.T) drivertest.TLSCase {
 	c := testserver.NewTLS(t)
 	srv := testserver.NATSProcess(t, testserver.NATSConfig(`tls {
   cert_file: "`+c.CertFile+`"
@@ -36,27 +37,46 @@ func TestTLS(t *testing.T) {
 	port := strings.Split(srv.Addr(), ":")[1]
 	ca := "ca=" + url.QueryEscape(c.CAFile)
 	cert := "&cert=" + url.QueryEscape(c.ClientCertFile) + "&key=" + url.QueryEscape(c.ClientKeyFile)
-	good := "tls://" + srv.Addr() + "/tlsb?" + ca + cert
-	t.Run("Core", func(t *testing.T) { drivertest.RunCore(t, drivertest.URLOpener(good), caps) })
-	t.Run("NoClientCertificate", func(t *testing.T) {
-		drivertest.WantOpenError(t, "tls://"+srv.Addr()+"/tlsb?"+ca, "natslock: connect")
-	})
-	t.Run("OtherName", func(t *testing.T) {
-		other := "tls://localhost:" + port + "/tlsb?" + ca + cert
-		drivertest.WantOpenError(t, other, "certificate")
-	})
-	t.Run("Plaintext", func(t *testing.T) {
-		drivertest.WantOpenError(t, "nats://"+srv.Addr()+"/tlsb", "natslock: connect")
-	})
-	t.Run("TLSParamsNeedTLS", func(t *testing.T) {
-		drivertest.WantInvalidURL(t, "nats://"+srv.Addr()+"?"+ca, "", "tls://")
-	})
+	return drivertest.TLSCase{
+		URL:           "tls://" + srv.Addr() + "/tlsb?" + ca + cert,
+		Caps:          caps,
+		Plaintext:     "nats://" + srv.Addr() + "/tlsb",
+		PlaintextSays: []string{"natslock: connect"},
+		NeedTLS:       "nats://" + srv.Addr() + "?" + ca,
+		NeedTLSSays:   "tls://",
+		More: map[string]func(t *testing.T){
+			"NoClientCertificate": func(t *testing.T) {
+				drivertest.WantOpenError(t, "tls://"+srv.Addr()+"/tlsb?"+ca, "natslock: connect")
+			},
+			"OtherName": func(t *testing.T) {
+				drivertest.WantOpenError(t, "tls://localhost:"+port+"/tlsb?"+ca+cert, "certificate")
+			},
+		},
+	}
+}
+
+// LeastPrivilege gives the suite clients of a user with exactly the
+// package doc's Permissions on its bucket, which an admin made
+// (drivertest.ACLHarness).
+func (h *harness) LeastPrivilege(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
+	srv := testserver.NATSProcess(t, testserver.NATSConfig(`authorization {
+  users = [
+    {user: admin, password: adminpw}
+    {user: a, password: apw, permissions: `+natslock.Permissions("bucket-a")+`}
+  ]
+}`))
+	c, err := dlock.Open(ctx, "nats://admin:adminpw@"+srv.Addr()+"/bucket-a")
+	if err != nil {
+		return nil, err
+	}
+	_ = c.Close()
+	return &harness{url: "nats://a:apw@" + srv.Addr(), bucket: "bucket-a"}, nil
 }
 
 // Two users with Permissions of their own bucket, and an admin who made
-// the buckets: each user runs the core of the contract on its bucket with
-// nothing more, and cannot open, read, take or purge the other's locks.
-func TestLeastPrivilege(t *testing.T) {
+// the buckets: neither can open, read, take or purge the other's locks
+// (the suite's LeastPrivilege section runs the contract under the grant).
+func TestTenantIsolation(t *testing.T) {
 	ctx := t.Context()
 	srv := testserver.NATSProcess(t, testserver.NATSConfig(`authorization {
   users = [
@@ -73,7 +93,6 @@ func TestLeastPrivilege(t *testing.T) {
 		_ = c.Close()
 	}
 	aURL := "nats://a:apw@" + srv.Addr() + "/bucket-a?create=false"
-	t.Run("Core", func(t *testing.T) { drivertest.RunCore(t, drivertest.URLOpener(aURL), caps) })
 
 	a, err := dlock.Open(ctx, aURL)
 	if err != nil {
