@@ -177,7 +177,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"net/url"
+	"strings"
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
@@ -238,6 +240,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		cfg.DBName = u.Path[1:]
 	}
 	cfg.ParseTime = true
+	cfg.Logger = mysqlLogger{driver.Logger(ctx).With("backend", Scheme)}
 	for k, v := range q {
 		switch k {
 		case "mode", "max_held":
@@ -271,4 +274,14 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// mysqlLogger sends go-sql-driver's own log lines ("unexpected EOF" after
+// a server restart, bad idle connections) to the dlock client's logger as
+// warnings, as redislock does with go-redis's, instead of to stderr.
+type mysqlLogger struct{ l *slog.Logger }
+
+// Print implements mysql.Logger.
+func (m mysqlLogger) Print(v ...any) {
+	m.l.Warn("mysqllock: go-sql-driver: " + strings.TrimSpace(fmt.Sprint(v...)))
 }
