@@ -131,6 +131,23 @@
 // A failed release of a read hold or permit is not settled as a Mutex's
 // is: the hold stays until its TTL.
 //
+// # Per-name state that stays
+//
+// A name's token counter stays after its last release: table mode's
+// dlock_locks row (its token column is the counter; rows are never
+// deleted), dlock_tokens rows in row and session modes, and dlock_kinds
+// rows (one per family used). Deleting one would let tokens start again at
+// 1. That is one row of about 40 bytes plus the name (twice, with the
+// primary key) per name ever locked. Lock a bounded set of names, or
+// retire counters as docs/design.md ("Per-name state that stays")
+// describes.
+//
+// # Logs
+//
+// go-sql-driver's own log lines ("unexpected EOF" after a server restart,
+// bad idle connections) go to the dlock client's logger as warnings for a
+// client opened from a URL; with Open, set mysql.Config.Logger yourself.
+//
 // # Least privilege
 //
 // Let an owner account make the tables, once (`dlock migrate --backend

@@ -185,6 +185,12 @@
 //   - TryLock and ctx cancellation delete the contender's node.
 //   - Re-entry by owner is counted within a client, not in ZooKeeper.
 //
+// # Per-name state
+//
+// No token counter: tokens are zxids. A name's lock node (and the parents
+// of a name with slashes) are container nodes, which the server removes
+// once they have been empty for a while.
+//
 // # Least privilege
 //
 // ZooKeeper has no accounts to grant: each node carries an ACL, set by the
