@@ -46,10 +46,12 @@ func (s *staleGrants) pause(ctx context.Context, c *Client, err error) error {
 }
 
 // explain adds what the too-late grants were to err, the error of a Lock
-// that gave up after some; err itself when there were none.
+// whose wait ended (ctx, or a refusal) after some; err itself when there
+// were none, or when err is of another kind (a closed client, an invalid
+// request), which the grants did not cause.
 func (s *staleGrants) explain(err error) error {
 	var already *staleError
-	if s.n == 0 || err == nil || errors.Is(err, ErrClosed) || errors.As(err, &already) {
+	if s.n == 0 || err == nil || errors.Is(err, ErrClosed) || errors.As(err, &already) || permanent(err) {
 		return err
 	}
 	return &staleError{n: s.n, last: s.last, err: err}
