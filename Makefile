@@ -1,7 +1,7 @@
 # The commands a new user runs. `make test` installs missing servers first.
 GO ?= go
 
-.PHONY: test deps tidy vet lint demo bench faults
+.PHONY: test test-busy deps tidy vet lint demo bench faults
 
 deps:
 	./scripts/install-deps.sh
@@ -24,6 +24,12 @@ test: deps tidy lint
 	cd bench && $(GO) mod tidy -diff # the benchmark tool is compiled and linted (lint), not run
 	$(GO) test -race -count=1 ./...
 	$(GO) test -count=1 -run '^TestEnsemble$$' ./zklock/ # not under -race: see zklock/ensemble_test.go
+
+# The same suite on a busy machine: one busy loop per core runs beside it
+# (scripts/busy.sh stops them when the suite ends, fails or is interrupted).
+# Timing-sensitive tests leave room for a starved process; see the README.
+test-busy:
+	./scripts/busy.sh $(MAKE) test
 
 # Runs every backend beside its peers and rewrites docs/benchmarks.md's table
 # and charts (a few minutes).

@@ -69,6 +69,14 @@ func (c *Client) acquireHold(ctx context.Context, op string, s lockSpec, try boo
 	}
 	began := time.Now()
 	var l *Lease
+	var stale staleGrants // grants that came too late: paced, counted, told
+	refused := func(err error) (*Lease, error) {
+		err = gaveUp(ctx, stale.explain(err))
+		if c.hooks.Refused != nil && errors.Is(err, ErrNotAcquired) {
+			c.hooks.Refused(ctx, newEvent(c, s.Name, req.Kind, 0, time.Since(began), err))
+		}
+		return nil, c.wrap(op, s.Name, err)
+	}
 	for {
 		g, sent, err := c.obtain(ctx, t, req, try, fresh)
 		if err == nil && fresh && g.Holds > 1 && c.caps.Reentrant {
@@ -78,18 +86,17 @@ func (c *Client) acquireHold(ctx context.Context, op string, s lockSpec, try boo
 			c.dropCounts(ctx, req, g, g.Holds-1)
 		}
 		if err != nil {
-			err = gaveUp(ctx, err)
-			if c.hooks.Refused != nil && errors.Is(err, ErrNotAcquired) {
-				c.hooks.Refused(ctx, newEvent(c, s.Name, req.Kind, 0, time.Since(began), err))
-			}
-			return nil, c.wrap(op, s.Name, err)
+			return refused(err)
 		}
 		l, err = c.grant(ctx, k, req, g, sent, !s.opts.noRenewal, fresh)
 		switch {
 		case errors.Is(err, errStaleGrant) && try:
 			return nil, c.wrap(op, s.Name, fmt.Errorf("%w: %w", ErrNotAcquired, err))
-		case errors.Is(err, errStaleGrant):
-			continue // released; wait again
+		case errors.Is(err, errStaleGrant): // released; wait again, paced
+			if err := stale.pause(ctx, c, err); err != nil {
+				return refused(err)
+			}
+			continue
 		case err != nil:
 			return nil, c.wrap(op, s.Name, err)
 		}

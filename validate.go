@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/keepalive"
 )
 
 const (
@@ -61,13 +62,22 @@ func defaultLabel() string {
 
 func (c *Client) validateTTL(ttl time.Duration) error {
 	caps := c.caps
+	note := ""
+	if caps.TTLNote != "" {
+		note = ": " + caps.TTLNote
+	}
 	switch {
 	case ttl <= 0:
 		return fmt.Errorf("%w: %v is not positive", ErrInvalidTTL, ttl)
 	case caps.MinTTL > 0 && ttl < caps.MinTTL:
-		return fmt.Errorf("%w: %v is shorter than the backend's minimum %v", ErrInvalidTTL, ttl, caps.MinTTL)
+		return fmt.Errorf("%w: %v is shorter than the backend's minimum %v%s", ErrInvalidTTL, ttl, caps.MinTTL, note)
 	case caps.MaxTTL > 0 && ttl > caps.MaxTTL:
-		return fmt.Errorf("%w: %v is longer than the backend's maximum %v", ErrInvalidTTL, ttl, caps.MaxTTL)
+		return fmt.Errorf("%w: %v is longer than the backend's maximum %v%s", ErrInvalidTTL, ttl, caps.MaxTTL, note)
+	case keepalive.GrantMargin(ttl) > ttl/2:
+		// No grant could be returned: each must have keepalive.GrantMargin left when
+		// it arrives, and a round trip takes some of the TTL too.
+		return fmt.Errorf("%w: %v is too short to be granted: a grant must arrive with %v of it left, and half of it is kept for the round trip",
+			ErrInvalidTTL, ttl, keepalive.GrantMargin(ttl))
 	case caps.TTLResolution > 0 && ttl%caps.TTLResolution != 0:
 		return fmt.Errorf("%w: %v is finer than the backend's resolution %v", ErrInvalidTTL, ttl, caps.TTLResolution)
 	}

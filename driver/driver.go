@@ -273,6 +273,11 @@ type Caps struct {
 	// MinTTL, MaxTTL and TTLResolution bound the TTLs the store can keep.
 	// A TTL that is not a multiple of TTLResolution is rejected.
 	MinTTL, MaxTTL, TTLResolution time.Duration
+	// TTLNote, when MinTTL or MaxTTL is a limit of the store's setup
+	// rather than of its protocol, says where the limit comes from and
+	// how to change it; dlock puts it in the ErrInvalidTTL error of a TTL
+	// out of bounds.
+	TTLNote string
 	// Reentrant reports that the store keeps a hold count per owner, so that
 	// re-entries by one owner from several processes are counted there.
 	// Otherwise dlock counts re-entries within one client.

@@ -132,6 +132,12 @@
 //   - TTLs are whole seconds, at least 2 s (etcd raises shorter leases to its
 //     minimum).
 //
+// # Per-name state that stays
+//
+// No token counter: tokens are the cluster's revisions, and a mutex's keys
+// go with its holds. A semaphore's permit-count key stays once the
+// semaphore is idle (see above): one small key per semaphore name used.
+//
 // # Least privilege
 //
 // With authentication on, dlock needs a user whose role may read and write

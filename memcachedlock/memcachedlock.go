@@ -48,6 +48,12 @@
 //   - No read-write locks or semaphores: Client.RWMutex and Client.Semaphore
 //     report ErrUnsupported (see kindsNote for why).
 //
+// # Per-name state that stays
+//
+// Each name's "<key>:token" counter item stays after its last release
+// until memcached evicts it (which resets the token: see above); it takes
+// memory only while memcached has room for it.
+//
 // # Least privilege
 //
 // Memcached has no rights to grant. Debian's build can authenticate

@@ -24,6 +24,10 @@
 //
 // Guarantees: mutual exclusion, expiry and tokens are exact within the
 // process. There is no persistence: nothing survives the process.
+//
+// Per-name state that stays: each name's token counter (a map entry of the
+// name plus 8 bytes, per family used) outlives its locks for the life of
+// the store, so that tokens never go backwards.
 package memlock
 
 import (

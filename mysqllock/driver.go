@@ -172,11 +172,14 @@ func (d *myDriver) acquireRow(ctx context.Context, r driver.Request) (driver.Gra
 	if err := d.holds.Settle(ctx, r.Name, r.Owner, d.releaseStmt(r.Name, r.Owner)); err != nil {
 		return driver.Grant{}, myErr("settle a failed release", err)
 	}
-	res, err := d.db.ExecContext(ctx, acquireSQL, r.Name, r.Owner, r.TTL.Microseconds(), r.Label)
-	if err != nil {
-		return driver.Grant{}, myErr("acquire", err)
-	}
-	token, err := res.LastInsertId()
+	var token int64
+	err := d.onConn(ctx, func(ctx context.Context, c *sql.Conn) error {
+		res, err := c.ExecContext(ctx, acquireSQL, r.Name, r.Owner, r.TTL.Microseconds(), r.Label)
+		if err == nil {
+			token, err = res.LastInsertId()
+		}
+		return err
+	})
 	if err != nil {
 		return driver.Grant{}, myErr("acquire", err)
 	}

@@ -90,16 +90,19 @@ func (d *myDriver) acquireKind(ctx context.Context, r driver.Request) (driver.Gr
 }
 
 // tryKind runs one acquire transaction.
-func (d *myDriver) tryKind(ctx context.Context, r driver.Request, fam int) (driver.Grant, sqlbase.Verdict, int, error) {
-	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
-		return driver.Grant{}, 0, 0, err
-	}
-	defer tx.Rollback()
-	g, verdict, limit, err := d.decideKind(ctx, tx, r, fam)
-	if err == nil {
-		err = tx.Commit()
-	}
+func (d *myDriver) tryKind(ctx context.Context, r driver.Request, fam int) (g driver.Grant, verdict sqlbase.Verdict, limit int, err error) {
+	err = d.onConn(ctx, func(ctx context.Context, c *sql.Conn) error {
+		tx, err := c.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		g, verdict, limit, err = d.decideKind(ctx, tx, r, fam)
+		if err == nil {
+			err = tx.Commit()
+		}
+		return err
+	})
 	return g, verdict, limit, err
 }
 

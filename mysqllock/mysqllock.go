@@ -131,6 +131,23 @@
 // A failed release of a read hold or permit is not settled as a Mutex's
 // is: the hold stays until its TTL.
 //
+// # Per-name state that stays
+//
+// A name's token counter stays after its last release: table mode's
+// dlock_locks row (its token column is the counter; rows are never
+// deleted), dlock_tokens rows in row and session modes, and dlock_kinds
+// rows (one per family used). Deleting one would let tokens start again at
+// 1. That is one row of about 40 bytes plus the name (twice, with the
+// primary key) per name ever locked. Lock a bounded set of names, or
+// retire counters as docs/design.md ("Per-name state that stays")
+// describes.
+//
+// # Logs
+//
+// go-sql-driver's own log lines ("unexpected EOF" after a server restart,
+// bad idle connections) go to the dlock client's logger as warnings for a
+// client opened from a URL; with Open, set mysql.Config.Logger yourself.
+//
 // # Least privilege
 //
 // Let an owner account make the tables, once (`dlock migrate --backend
@@ -177,7 +194,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"net/url"
+	"strings"
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
@@ -238,6 +257,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		cfg.DBName = u.Path[1:]
 	}
 	cfg.ParseTime = true
+	cfg.Logger = mysqlLogger{driver.Logger(ctx).With("backend", Scheme)}
 	for k, v := range q {
 		switch k {
 		case "mode", "max_held":
@@ -271,4 +291,14 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// mysqlLogger sends go-sql-driver's own log lines ("unexpected EOF" after
+// a server restart, bad idle connections) to the dlock client's logger as
+// warnings, as redislock does with go-redis's, instead of to stderr.
+type mysqlLogger struct{ l *slog.Logger }
+
+// Print implements mysql.Logger.
+func (m mysqlLogger) Print(v ...any) {
+	m.l.Warn("mysqllock: go-sql-driver: " + strings.TrimSpace(fmt.Sprint(v...)))
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/dlock/dlock/internal/sqlbase"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Read-write locks and semaphores, table mode (see the package doc).
@@ -89,73 +90,74 @@ func (d *pgDriver) tryKind(ctx context.Context, r driver.Request) (driver.Grant,
 	var g driver.Grant
 	var verdict sqlbase.Verdict
 	var limit int
-	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO dlock_kinds (name, family) VALUES ($1, $2) ON CONFLICT DO NOTHING`, r.Name, fam); err != nil {
-			return err
-		}
-		var seqCounter int64
-		if err := tx.QueryRow(ctx, `SELECT seq, lim FROM dlock_kinds WHERE name = $1 AND family = $2 FOR UPDATE`,
-			r.Name, fam).Scan(&seqCounter, &limit); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM dlock_holds WHERE name = $1 AND family = $2 AND expires_at <= clock_timestamp()`, r.Name, fam); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM dlock_waits WHERE name = $1 AND family = $2 AND expires_at <= clock_timestamp()`, r.Name, fam); err != nil {
-			return err
-		}
-		holds, err := d.kindHolds(ctx, tx, r.Name, fam)
-		if err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, `SELECT owner, kind, seq FROM dlock_waits WHERE name = $1 AND family = $2`, r.Name, fam)
-		if err != nil {
-			return err
-		}
-		waits, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (sqlbase.KindWait, error) {
-			var w sqlbase.KindWait
-			var kind int16
-			var seq int64
-			err := row.Scan(&w.Owner, &kind, &seq)
-			w.Kind, w.Seq = driver.Kind(kind), uint64(seq)
-			return w, err
-		})
-		if err != nil {
-			return err
-		}
-		verdict = sqlbase.Decide(r, holds, waits, limit)
-		ttl := r.TTL.Milliseconds()
-		switch verdict {
-		case sqlbase.Grant:
-			var tok int64
-			if err := tx.QueryRow(ctx, `UPDATE dlock_kinds SET token = token + 1, lim = CASE WHEN $3 > 0 THEN $3 ELSE lim END
+	err := d.onConn(ctx, func(c *pgxpool.Conn) error {
+		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO dlock_kinds (name, family) VALUES ($1, $2) ON CONFLICT DO NOTHING`, r.Name, fam); err != nil {
+				return err
+			}
+			var seqCounter int64
+			if err := tx.QueryRow(ctx, `SELECT seq, lim FROM dlock_kinds WHERE name = $1 AND family = $2 FOR UPDATE`,
+				r.Name, fam).Scan(&seqCounter, &limit); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM dlock_holds WHERE name = $1 AND family = $2 AND expires_at <= clock_timestamp()`, r.Name, fam); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM dlock_waits WHERE name = $1 AND family = $2 AND expires_at <= clock_timestamp()`, r.Name, fam); err != nil {
+				return err
+			}
+			holds, err := d.kindHolds(ctx, tx, r.Name, fam)
+			if err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, `SELECT owner, kind, seq FROM dlock_waits WHERE name = $1 AND family = $2`, r.Name, fam)
+			if err != nil {
+				return err
+			}
+			waits, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (sqlbase.KindWait, error) {
+				var w sqlbase.KindWait
+				var kind int16
+				var seq int64
+				err := row.Scan(&w.Owner, &kind, &seq)
+				w.Kind, w.Seq = driver.Kind(kind), uint64(seq)
+				return w, err
+			})
+			if err != nil {
+				return err
+			}
+			verdict = sqlbase.Decide(r, holds, waits, limit)
+			ttl := r.TTL.Milliseconds()
+			switch verdict {
+			case sqlbase.Grant:
+				var tok int64
+				if err := tx.QueryRow(ctx, `UPDATE dlock_kinds SET token = token + 1, lim = CASE WHEN $3 > 0 THEN $3 ELSE lim END
 WHERE name = $1 AND family = $2 RETURNING token`, r.Name, fam, r.Limit).Scan(&tok); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, `INSERT INTO dlock_holds (name, family, owner, kind, holds, token, expires_at, label)
+					return err
+				}
+				if _, err := tx.Exec(ctx, `INSERT INTO dlock_holds (name, family, owner, kind, holds, token, expires_at, label)
 VALUES ($1, $2, $3, $4, 1, $5, clock_timestamp() + $6 * interval '1 millisecond', $7)`,
-				r.Name, fam, r.Owner, int16(r.Kind), tok, ttl, r.Label); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, `DELETE FROM dlock_waits WHERE name = $1 AND family = $2 AND owner = $3`, r.Name, fam, r.Owner); err != nil {
-				return err
-			}
-			g = driver.Grant{Acquired: true, Token: uint64(tok), Holds: 1}
-		case sqlbase.Reenter:
-			var tok int64
-			if err := tx.QueryRow(ctx, `UPDATE dlock_holds SET holds = holds + 1,
+					r.Name, fam, r.Owner, int16(r.Kind), tok, ttl, r.Label); err != nil {
+					return err
+				}
+				if _, err := tx.Exec(ctx, `DELETE FROM dlock_waits WHERE name = $1 AND family = $2 AND owner = $3`, r.Name, fam, r.Owner); err != nil {
+					return err
+				}
+				g = driver.Grant{Acquired: true, Token: uint64(tok), Holds: 1}
+			case sqlbase.Reenter:
+				var tok int64
+				if err := tx.QueryRow(ctx, `UPDATE dlock_holds SET holds = holds + 1,
   expires_at = greatest(expires_at, clock_timestamp() + $4 * interval '1 millisecond')
 WHERE name = $1 AND family = $2 AND owner = $3 RETURNING token, holds`, r.Name, fam, r.Owner, ttl).Scan(&tok, &g.Holds); err != nil {
-				return err
-			}
-			g.Acquired, g.Token = true, uint64(tok)
-		case sqlbase.Refuse:
-			g.Retry = sqlbase.Retry(r, holds)
-			if r.Kind == driver.Permit || r.Try { // a single attempt keeps no place
-				return nil
-			}
-			// Keep our place in line: our record's number, or the next one.
-			_, err := tx.Exec(ctx, `WITH s AS (
+					return err
+				}
+				g.Acquired, g.Token = true, uint64(tok)
+			case sqlbase.Refuse:
+				g.Retry = sqlbase.Retry(r, holds)
+				if r.Kind == driver.Permit || r.Try { // a single attempt keeps no place
+					return nil
+				}
+				// Keep our place in line: our record's number, or the next one.
+				_, err := tx.Exec(ctx, `WITH s AS (
   UPDATE dlock_kinds SET seq = seq + 1 WHERE name = $1 AND family = $2
     AND NOT EXISTS (SELECT 1 FROM dlock_waits WHERE name = $1 AND family = $2 AND owner = $3)
   RETURNING seq
@@ -163,14 +165,15 @@ WHERE name = $1 AND family = $2 AND owner = $3 RETURNING token, holds`, r.Name, 
 INSERT INTO dlock_waits (name, family, owner, kind, seq, expires_at)
 SELECT $1, $2, $3, $4, s.seq, clock_timestamp() + $5 * interval '1 millisecond' FROM s
 ON CONFLICT (name, family, owner) DO NOTHING`, r.Name, fam, r.Owner, int16(r.Kind), sqlbase.WaitLife(r.TTL).Milliseconds())
-			if err != nil {
+				if err != nil {
+					return err
+				}
+				_, err = tx.Exec(ctx, `UPDATE dlock_waits SET expires_at = clock_timestamp() + $4 * interval '1 millisecond'
+WHERE name = $1 AND family = $2 AND owner = $3`, r.Name, fam, r.Owner, sqlbase.WaitLife(r.TTL).Milliseconds())
 				return err
 			}
-			_, err = tx.Exec(ctx, `UPDATE dlock_waits SET expires_at = clock_timestamp() + $4 * interval '1 millisecond'
-WHERE name = $1 AND family = $2 AND owner = $3`, r.Name, fam, r.Owner, sqlbase.WaitLife(r.TTL).Milliseconds())
-			return err
-		}
-		return nil
+			return nil
+		})
 	})
 	return g, verdict, limit, err
 }

@@ -160,6 +160,17 @@
 // hold stays until its TTL (it is not re-entered, as owners are fresh per
 // call unless WithOwner).
 //
+// # Per-name state that stays
+//
+// A name's token counter stays after its last release: its dlock_tokens
+// row (table mode's mutexes, row and session modes), its dlock_kinds rows
+// (one per family used: read-write lock, semaphore), and in row mode its
+// dlock_rows row. Deleting one would let tokens start again at 1. That is
+// one row of about 40 bytes plus the name (twice, with the primary key's
+// index entry) per name ever locked: 10,000 names locked once leave 10,000
+// dlock_tokens rows. Lock a bounded set of names, or retire counters as
+// docs/design.md ("Per-name state that stays") describes.
+//
 // # Least privilege
 //
 // Let an owner account make the tables, once: `dlock migrate --backend

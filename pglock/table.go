@@ -8,6 +8,7 @@ import (
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/internal/sqlbase"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // acquireSQL grants a free or expired lock, or re-enters the owner's live
@@ -45,7 +46,9 @@ func (d *pgDriver) acquireRow(ctx context.Context, r driver.Request) (driver.Gra
 		return driver.Grant{}, pgErr("settle a failed release", err)
 	}
 	var token, holds, left int64
-	err := d.pool.QueryRow(ctx, acquireSQL, r.Name, r.Owner, r.TTL.Milliseconds(), r.Label).Scan(&token, &holds, &left)
+	err := d.onConn(ctx, func(c *pgxpool.Conn) error {
+		return c.QueryRow(ctx, acquireSQL, r.Name, r.Owner, r.TTL.Milliseconds(), r.Label).Scan(&token, &holds, &left)
+	})
 	if err != nil {
 		return driver.Grant{}, pgErr("acquire", err)
 	}

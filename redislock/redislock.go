@@ -187,6 +187,18 @@
 //     the lock would outlive each later Unlock. Meanwhile, the forgotten
 //     hold ends with its TTL.
 //
+// # Per-name state that stays
+//
+// Each name keeps its token counter "<prefix>:{<name>}:token" (one per
+// family used: mutex, read-write lock, semaphore) after its last release,
+// with no expiry: deleting it would let tokens start again at 1 and go
+// backwards. That is one small key per name ever locked (the key's name
+// plus a small integer, about 60 to 100 bytes of memory), so 10,000 names
+// locked once leave 10,000 keys. Locking per request id grows Redis
+// without bound: lock a bounded set of names instead (a hash of the id
+// into N buckets), or retire counters as docs/design.md ("Per-name state
+// that stays") describes.
+//
 // # Least privilege
 //
 // dlock needs these commands (those it sends, and those its scripts call:

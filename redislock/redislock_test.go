@@ -35,16 +35,43 @@ func rawClient(t *testing.T, srv *testserver.Server) *redis.Client {
 // EVALSHA), release and acquire all keep working.
 func TestScriptFlushRecovers(t *testing.T) {
 	srv := testserver.Redis(t)
-	c := openURL(t, srv)
+	// Renewals are counted, not slept for: a short TTL and a sleep made
+	// this test lose its lease to a starved process (physics, not the
+	// flush) on a busy machine. The TTL leaves a starved process room.
+	renewed := make(chan error, 64)
+	c, err := dlock.Open(t.Context(), "redis://"+srv.Addr(), dlock.WithHooks(dlock.Hooks{
+		Renewed: func(_ context.Context, e dlock.Event) {
+			select {
+			case renewed <- e.Err:
+			default:
+			}
+		},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
 	ctx := t.Context()
-	l, err := c.Mutex("flush", dlock.WithTTL(300*time.Millisecond)).Lock(ctx)
+	l, err := c.Mutex("flush", dlock.WithTTL(3*time.Second)).Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := rawClient(t, srv).ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(600 * time.Millisecond) // two renewals after the flush
+	for len(renewed) > 0 { // renewals before the flush
+		<-renewed
+	}
+	for i := range 2 { // two renewals after the flush
+		select {
+		case err := <-renewed:
+			if err != nil {
+				t.Fatalf("renewal %d after SCRIPT FLUSH failed: %v", i+1, err)
+			}
+		case <-l.Done():
+			t.Fatalf("lease lost after SCRIPT FLUSH: %v", l.Err())
+		}
+	}
 	if l.Err() != nil {
 		t.Fatalf("lease lost after SCRIPT FLUSH: %v", l.Err())
 	}

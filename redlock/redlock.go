@@ -76,6 +76,13 @@
 // validity; where that cannot be assumed, use a consensus store (etcd,
 // ZooKeeper) and fencing tokens.
 //
+// # Per-name state that stays
+//
+// Each node keeps each name's token counter after its last release, with
+// no expiry (deleting it would let tokens go backwards): one small key per
+// name ever locked, on every node. See docs/design.md ("Per-name state
+// that stays") for the growth and a safe way out.
+//
 // # Least privilege
 //
 // Each node needs the ACL user of package redislock's doc (the same

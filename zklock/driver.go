@@ -95,7 +95,28 @@ func newDriver(ctx context.Context, conn *zk.Conn, root string, opts Options) (*
 
 func (d *zkDriver) Caps() driver.Caps {
 	return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Millisecond, Blocking: true,
+		MaxTTL: maxTTL(d.valid()),
+		TTLNote: fmt.Sprintf("a ZooKeeper hold lasts as long as its session, proven for %v (the session timeout %v, less slack) after each answer, "+
+			"and dlock needs a hold to be proven for well over TTL/100 + 1s; raise session_timeout (the server's maxSessionTimeout, "+
+			"20 ticks by default, caps it) for a longer TTL", d.valid(), d.sessionTimeout()),
 		Kinds: []driver.Kind{driver.Shared, driver.Write, driver.Permit}}
+}
+
+// maxTTL is the longest TTL a hold proven for valid at a time can be given:
+// dlock returns a grant only with TTL/100 + 2ms + min(TTL/10, 1s) of its
+// validity left, and declares a lease lost TTL/100 + 2ms before its proof
+// runs out, so a longer TTL would have every grant released as too late,
+// or every lease lost at once. A quarter of valid is kept for the round
+// trip and for scheduling.
+func maxTTL(valid time.Duration) time.Duration {
+	budget := valid*3/4 - 2*time.Millisecond // for TTL/100 + min(TTL/10, 1s)
+	var ttl time.Duration
+	if budget >= 1100*time.Millisecond { // TTL ≥ 10s: TTL/100 + 1s
+		ttl = (budget - time.Second) * 100
+	} else { // TTL/100 + TTL/10 = 11·TTL/100
+		ttl = budget * 100 / 11
+	}
+	return max(ttl.Truncate(time.Second), time.Second)
 }
 
 // ensure creates path and its parents as container nodes if missing.

@@ -133,6 +133,18 @@
 // with the timeout the server granted when it is shorter than the one
 // asked for; with Open, Options.SessionTimeout must not exceed it.
 //
+// # TTL limits
+//
+// A hold lasts as long as the session, so it is proven for session_timeout
+// (less the slack) after each answer, whatever the TTL. dlock returns a
+// grant only with TTL/100 + 2ms + min(TTL/10, 1s) of its proof left and
+// declares a lease lost TTL/100 + 2ms before the proof runs out, so a TTL
+// can be at most about 100 × (¾ × session_timeout − 1s): 10 min with the
+// default 10s session, 41s with 2s. A longer TTL is refused when the lock
+// is made (ErrInvalidTTL, naming the session timeout); raise
+// session_timeout (up to the server's maxSessionTimeout, 20 ticks by
+// default) to allow it. Within the limit the TTL sets the renewal pace.
+//
 // Connection loss is not the end of a wait: the waiter keeps its node (and
 // its place) and goes on once go-zookeeper reconnects, unless the session
 // may have expired meanwhile. An attempt at a lock belongs to one session:
@@ -172,6 +184,12 @@
 //     increasing with each new holder; safe for fencing.
 //   - TryLock and ctx cancellation delete the contender's node.
 //   - Re-entry by owner is counted within a client, not in ZooKeeper.
+//
+// # Per-name state
+//
+// No token counter: tokens are zxids. A name's lock node (and the parents
+// of a name with slashes) are container nodes, which the server removes
+// once they have been empty for a while.
 //
 // # Least privilege
 //

@@ -18,7 +18,12 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-const sessionTimeout = 2 * time.Second
+// sessionTimeout is the tests' session timeout. The server expires a
+// session it has not heard from for that long, so a client starved of CPU
+// for most of it (a busy CI machine) loses its session and every lease in
+// it: physics, not a renewal dlock scheduled late. 4s (the test servers
+// allow up to 5s) leaves a starved process room that 2s did not.
+const sessionTimeout = 4 * time.Second
 
 type quiet struct{}
 
