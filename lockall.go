@@ -36,7 +36,8 @@ type Group struct {
 // are released and the error (naming that lock) is returned; nothing is
 // left held. ctx bounds the wait only. Naming one name twice on one backend
 // (even through two clients: each Lock is a holder of its own, so the group
-// would wait for itself) is refused with ErrInvalidName.
+// would wait for itself) is refused with ErrInvalidName, as is a nil
+// locker.
 //
 // Every backend takes the locks in order, one store operation (or wait) per
 // lock; none takes them in one operation.
@@ -69,6 +70,9 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 	}
 	items := make([]item, len(lockers))
 	for i, lk := range lockers {
+		if isNilLocker(lk) {
+			return nil, fmt.Errorf("dlock: lock all: %w: locker %d of %d is nil", ErrInvalidName, i+1, len(lockers))
+		}
 		it := item{i: i, name: lk.Name()}
 		var c *Client
 		switch m := lk.(type) {
@@ -123,6 +127,20 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 		g.stops = append(g.stops, context.AfterFunc(l.ctx, func() { g.memberEnded(l) }))
 	}
 	return g, nil
+}
+
+// isNilLocker reports whether lk is nil, or a nil *Mutex or *RWMutex,
+// which LockAll refuses rather than panicking on.
+func isNilLocker(lk NamedLocker) bool {
+	switch m := lk.(type) {
+	case nil:
+		return true
+	case *Mutex:
+		return m == nil
+	case *RWMutex:
+		return m == nil
+	}
+	return false
 }
 
 // memberEnded ends the group when one of its leases ends other than by the

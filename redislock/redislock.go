@@ -209,6 +209,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -216,6 +217,7 @@ import (
 	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/internal/redisnode"
 	"github.com/dlock/dlock/internal/tlsurl"
+	"github.com/dlock/dlock/internal/urlparam"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -276,6 +278,13 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		return nil, err
 	}
 	tlsurl.Del(q)
+	if err := urlparam.Check(q, redisInts); err != nil {
+		return nil, fmt.Errorf("redislock: %w: %v", dlock.ErrInvalidURL, err)
+	}
+	hosts := driver.Hosts(u)
+	if len(hosts) == 0 || slices.Contains(hosts, "") {
+		return nil, fmt.Errorf("redislock: %w: no host; want %s://host:6379[/db]", dlock.ErrInvalidURL, u.Scheme)
+	}
 	// A plaintext URL against a TLS-only server: say so at once, where
 	// go-redis would retry (for Sentinel, some 12 s) and report EOF.
 	ctx, refused := context.WithCancelCause(ctx)
@@ -289,7 +298,6 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	base, _ := strings.CutSuffix(u.Scheme, "+sentinel")
 	base, _ = strings.CutSuffix(base, "+cluster")
 	v.Scheme = base
-	hosts := driver.Hosts(u)
 	v.Host = hosts[0]
 	for _, h := range hosts[1:] {
 		q.Add("addr", h)
@@ -358,6 +366,25 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	}
 	watch.Stop()
 	return d, nil
+}
+
+// redisInts are go-redis's integer URL parameters with the values dlock
+// lets through: go-redis trusts them (pool_size=-1 panicked in make, a
+// pool_size of 10⁸ exhausted memory).
+var redisInts = map[string]urlparam.Int{
+	"pool_size":                  urlparam.Pool,
+	"min_idle_conns":             urlparam.Pool,
+	"max_idle_conns":             urlparam.Pool,
+	"max_active_conns":           urlparam.Pool,
+	"max_concurrent_dials":       urlparam.Pool,
+	"pipeline_pool_size":         urlparam.Pool,
+	"pipeline_read_buffer_size":  urlparam.Between(0, 64<<20),
+	"pipeline_write_buffer_size": urlparam.Between(0, 64<<20),
+	"max_retries":                urlparam.Between(-1, 100),
+	"max_redirects":              urlparam.Between(-1, 100),
+	"dialer_retries":             urlparam.Between(0, 100),
+	"protocol":                   urlparam.Between(0, 3),
+	"failing_timeout_seconds":    urlparam.Between(0, 86400),
 }
 
 // Default I/O bounds of the clients built from URLs. Calls with a deadline
