@@ -214,6 +214,7 @@ import (
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/internal/sqlbase"
+	"github.com/dlock/dlock/internal/urlparam"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -268,6 +269,9 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	opts := Options{Mode: Mode(mode), MaxHeld: maxHeld, ClosePool: true}
 	q.Del("mode")
 	q.Del("max_held")
+	if err := urlparam.Check(q, pgInts); err != nil {
+		return nil, fmt.Errorf("pglock: %w: %v", dlock.ErrInvalidURL, err)
+	}
 	v := *u
 	v.Scheme = "postgres"
 	v.RawQuery = q.Encode()
@@ -288,4 +292,12 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// pgInts are pgxpool's pool sizes, which dlock bounds like every backend's
+// (see internal/urlparam); pgx checks the rest.
+var pgInts = map[string]urlparam.Int{
+	"pool_max_conns":      urlparam.Between(1, urlparam.MaxConns),
+	"pool_min_conns":      urlparam.Pool,
+	"pool_min_idle_conns": urlparam.Pool,
 }

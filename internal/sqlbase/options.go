@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/urlparam"
 )
 
 // The modes of both SQL backends, as their Mode types spell them: table
@@ -36,18 +37,20 @@ func CheckOptions[M ~string](pkg string, mode M, maxHeld int) (M, int, error) {
 	if maxHeld <= 0 {
 		maxHeld = DefaultMaxHeld
 	}
+	if maxHeld > urlparam.MaxConns { // each slot is allocated up front
+		return "", 0, fmt.Errorf("%s: %w: MaxHeld %d: want at most %d", pkg, driver.ErrInvalidConfig, maxHeld, urlparam.MaxConns)
+	}
 	return mode, maxHeld, nil
 }
 
 // URLOptions reads the parameters both backends' URLs take: mode and
-// max_held (0 if absent, else a positive number). pkg prefixes the error.
+// max_held (0 if absent, else 1 to urlparam.MaxConns). pkg prefixes the error.
 func URLOptions(pkg string, q url.Values) (mode string, maxHeld int, err error) {
+	if err := urlparam.Check(q, map[string]urlparam.Int{"max_held": urlparam.Between(1, urlparam.MaxConns)}); err != nil {
+		return "", 0, fmt.Errorf("%s: %w: %v", pkg, driver.ErrInvalidURL, err)
+	}
 	if v := q.Get("max_held"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return "", 0, fmt.Errorf("%s: %w: max_held %q", pkg, driver.ErrInvalidURL, v)
-		}
-		maxHeld = n
+		maxHeld, _ = strconv.Atoi(v) // checked above
 	}
 	return q.Get("mode"), maxHeld, nil
 }
