@@ -251,8 +251,21 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		cfg.Username = u.User.Username()
 		cfg.Password, _ = u.User.Password()
 	}
+	// With a user, clientv3.New authenticates before it returns, for up to
+	// DialTimeout whatever Open's ctx says: give the client a context that
+	// ends if ctx ends while New runs, and only then.
+	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	cfg.Context = life
+	stop := context.AfterFunc(ctx, cancel)
 	cli, err := clientv3.New(cfg)
+	if !stop() {
+		if err == nil {
+			_ = cli.Close()
+		}
+		return nil, fmt.Errorf("etcdlock: connect: %w", context.Cause(ctx))
+	}
 	if err != nil {
+		cancel()
 		return nil, permErr(fmt.Errorf("etcdlock: connect: %w", err), strings.TrimPrefix(u.Path, "/"))
 	}
 	if err := connectionRefusal(ctx, cli, cfg.TLS, q.Has("cert")); err != nil {

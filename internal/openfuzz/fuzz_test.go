@@ -98,3 +98,50 @@ func FuzzOpenNoPanic(f *testing.F) {
 		}
 	})
 }
+
+// FuzzOpenNoSecret: whatever the password holds (a / ? # @ % unescaped
+// included) and whatever follows it, no error of Open shows it, or a piece
+// of it, for any registered scheme.
+func FuzzOpenNoSecret(f *testing.F) {
+	for i := range dlock.Schemes() {
+		for _, pw := range []string{"Pa55/word9", "Pa55#word9", "Pa55?word9", "1234/word9", "Pa55@word9", "S3cr%zzet", "Pa55 word9", "Pa55:word9"} {
+			for _, rest := range []string{"127.0.0.1:1/db", "127.0.0.1:1", "127.0.0.1:1,127.0.0.1:2/m?x=1", "", "/m", "[::1]:1?prefix=a"} {
+				f.Add(uint8(i), pw, rest)
+			}
+		}
+	}
+	schemes := dlock.Schemes()
+	f.Fuzz(func(t *testing.T, si uint8, pw, rest string) {
+		if !utf8.ValidString(pw) || !utf8.ValidString(rest) || len(pw) == 0 {
+			return
+		}
+		scheme := schemes[int(si)%len(schemes)]
+		rawURL := scheme + "://app:" + pw + "@" + rest
+		err, ok := openSafely(t, rawURL)
+		if !ok || err == nil {
+			return
+		}
+		// The same URL with every letter and digit of the password turned
+		// to Q: a piece of the password its error shows too is the error's
+		// own text (or the rest of the URL's), not a leak.
+		masked := strings.Map(func(r rune) rune {
+			if strings.ContainsRune("/?#@%:", r) {
+				return r
+			}
+			return 'Q'
+		}, pw)
+		other, _ := openSafely(t, scheme+"://app:"+masked+"@"+rest)
+		otherText := ""
+		if other != nil {
+			otherText = other.Error()
+		}
+		for _, piece := range strings.FieldsFunc(pw, func(r rune) bool { return strings.ContainsRune("/?#@%:", r) }) {
+			if len(piece) < 4 || strings.Contains(rest, piece) || strings.Contains(otherText, piece) || strings.Contains(scheme+"://app:", piece) {
+				continue
+			}
+			if strings.Contains(err.Error(), piece) {
+				t.Fatalf("Open(%q) = %v: shows %q of the password", rawURL, err, piece)
+			}
+		}
+	})
+}
