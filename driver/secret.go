@@ -3,8 +3,9 @@ package driver
 import (
 	"fmt"
 	"net/url"
-	"os"
 	"strings"
+
+	"github.com/dlock/dlock/internal/smallfile"
 )
 
 // PasswordFileParam is the URL parameter that names a file holding the
@@ -29,11 +30,8 @@ func resolvePasswordFile(u *url.URL) error {
 	if path == "" {
 		return fmt.Errorf("%s= is empty", PasswordFileParam)
 	}
-	b, err := os.ReadFile(path)
+	b, err := smallfile.Read(path, smallfile.MaxSecret) // a wrong path may be /dev/zero
 	if err != nil {
-		if pe, ok := err.(*os.PathError); ok {
-			err = pe.Err // the path is in the message already
-		}
 		return fmt.Errorf("%s %s: %v", PasswordFileParam, path, err)
 	}
 	pw := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
