@@ -52,12 +52,6 @@ func TryLockAll(ctx context.Context, lockers ...NamedLocker) (*Group, error) {
 	return lockAll(ctx, lockers, true)
 }
 
-// canonicalNamer is implemented by drivers under which two spellings of a
-// name are one lock (zklock drops a leading "/"): CanonicalName returns the
-// spelling LockAll orders and compares names by, so that one global order
-// holds and a lock given twice is refused rather than waited for.
-type canonicalNamer interface{ CanonicalName(name string) string }
-
 func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, error) {
 	if ctx == nil {
 		return nil, ErrNilContext
@@ -83,9 +77,6 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 		}
 		if c != nil {
 			it.backend = c.scheme
-			if cn, ok := c.drv.(canonicalNamer); ok { // "/a" and "a" are one lock on ZooKeeper
-				it.name = cn.CanonicalName(it.name)
-			}
 		}
 		items[i] = it
 	}
