@@ -17,7 +17,6 @@ func (d *zkDriver) lockPath(name string) (string, error) {
 	return d.root + "/" + name, nil
 }
 
-
 // CheckName implements driver.NameChecker, so a bad name is refused when the
 // Mutex is made.
 func (d *zkDriver) CheckName(name string) error {
