@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/dlock/dlock/driver"
 )
 
 // NamedLocker is a Locker with a name, as LockAll needs to order locks: a
@@ -86,7 +88,7 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 	for i := 1; i < len(items); i++ {
 		a, b := items[i-1], items[i]
 		if a.name == b.name && a.backend == b.backend && a.family == b.family { // one lock twice: the group would wait for itself
-			return nil, fmt.Errorf("dlock: lock all: %w: %q is given twice", ErrInvalidName, a.name)
+			return nil, fmt.Errorf("dlock: lock all: %w: %s is given twice", ErrInvalidName, driver.QuoteName(a.name))
 		}
 	}
 	g := &Group{leases: make([]*Lease, len(lockers))}
@@ -110,7 +112,7 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 		if l.h.checkDeadline(); l.Err() != nil {
 			err := l.Err()
 			g.release(context.WithoutCancel(ctx))
-			return nil, fmt.Errorf("dlock: lock all: %q was lost while the others were taken: %w", l.Name(), err)
+			return nil, fmt.Errorf("dlock: lock all: %s was lost while the others were taken: %w", driver.QuoteName(l.Name()), err)
 		}
 	}
 	g.ctx, g.cancel = context.WithCancelCause(context.Background())
@@ -145,7 +147,7 @@ func (g *Group) memberEnded(l *Lease) {
 	}
 	cause := l.Err()
 	if cause == nil {
-		cause = fmt.Errorf("dlock: lock %q of the group was unlocked: %w", l.Name(), ErrLeaseLost)
+		cause = fmt.Errorf("dlock: lock %s of the group was unlocked: %w", driver.QuoteName(l.Name()), ErrLeaseLost)
 	}
 	g.cancel(cause)
 }
