@@ -76,7 +76,7 @@ func (d *myDriver) CheckName(name string) error {
 
 func (d *myDriver) acquireConn(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	if ok, err := d.slots.Take(ctx, r.Wait); !ok { // bound the connections held
-		return driver.Grant{}, err
+		return driver.Grant{}, d.slots.Full(err)
 	}
 	l, ok, err := d.lockConn(ctx, r)
 	if err != nil || !ok {
