@@ -265,6 +265,9 @@ func Open(ctx context.Context, conn *zk.Conn, opts Options) (*dlock.Client, erro
 	return dlock.New(d, Scheme, opts.Client...), nil
 }
 
+// minSessionTimeout is the shortest session_timeout a URL may ask for.
+const minSessionTimeout = 100 * time.Millisecond
+
 func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	opts := Options{SessionTimeout: 10 * time.Second, CloseConn: true}
 	var extra []zk.ACL // the acl parameter's entries
@@ -275,6 +278,12 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 			d, err := time.ParseDuration(v[0])
 			if err != nil || d <= 0 {
 				return nil, fmt.Errorf("zklock: %w: session_timeout %q", dlock.ErrInvalidURL, v[0])
+			}
+			if d < minSessionTimeout {
+				// go-zookeeper times its reads by it: with 1ns it never
+				// got a session, and Open said "no answer within 5s".
+				return nil, fmt.Errorf("zklock: %w: session_timeout=%v is shorter than %v (and ZooKeeper grants at least 2×tickTime, 4s with its default tickTime)",
+					dlock.ErrInvalidURL, d, minSessionTimeout)
 			}
 			opts.SessionTimeout = d
 		case "acl":
