@@ -3,6 +3,7 @@ package sqlbase
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/url"
 	"strconv"
 
@@ -18,6 +19,10 @@ const (
 	ModeRow     = "row"
 	ModeSession = "session"
 )
+
+// MaxLimit is the largest semaphore permit count both backends store (their
+// lim columns are 32-bit).
+const MaxLimit = math.MaxInt32
 
 // DefaultMaxHeld is how many connections row and session modes hold at
 // most when Options.MaxHeld is not set.
@@ -66,6 +71,9 @@ type AcquireFunc func(context.Context, driver.Request) (driver.Grant, error)
 func Acquire(ctx context.Context, pkg string, caps driver.Caps, table bool, r driver.Request, row, kind, conn AcquireFunc) (driver.Grant, error) {
 	if r.Kind != driver.Exclusive && !caps.Supports(r.Kind) {
 		return driver.Grant{}, fmt.Errorf("%s: %w: %s", pkg, driver.ErrUnsupported, caps.KindsNote)
+	}
+	if r.Kind == driver.Permit && r.Limit > MaxLimit { // else a raw out-of-range error from the driver
+		return driver.Grant{}, fmt.Errorf("%s: %w: %d permits: the permit count is kept in a 32-bit column, at most %d", pkg, driver.ErrInvalidConfig, r.Limit, MaxLimit)
 	}
 	if !table {
 		return conn(ctx, r)
