@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -70,5 +71,16 @@ func TestLongNamesAreCutInErrors(t *testing.T) {
 	// Short names are shown whole, quoted.
 	if s := (&dlock.Error{Op: "lock", Backend: "x", Name: "job", Err: dlock.ErrLeaseLost}).Error(); !strings.Contains(s, `"job"`) {
 		t.Errorf("Error() = %q; want the name whole", s)
+	}
+}
+
+// A TTL of MaxInt64 said "finer than the backend's resolution"; it says it
+// is too long.
+func TestHugeTTLSaysTooLong(t *testing.T) {
+	c := memlock.Open()
+	t.Cleanup(func() { _ = c.Close() })
+	_, err := c.Mutex("huge-ttl", dlock.WithTTL(math.MaxInt64)).TryLock(t.Context())
+	if !errors.Is(err, dlock.ErrInvalidTTL) || !strings.Contains(err.Error(), "longer than") {
+		t.Errorf("TryLock with a MaxInt64 TTL: %v; want ErrInvalidTTL saying it is too long", err)
 	}
 }
