@@ -247,6 +247,11 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	if len(cfg.Endpoints) == 0 {
 		return nil, fmt.Errorf("etcdlock: %w: want etcd://host:2379[,host:2379…]", dlock.ErrInvalidURL)
 	}
+	if cfg.TLS != nil { // a TLS URL against a plaintext server: say so at once
+		if err := tlsurl.PlaintextServer(ctx, driver.Hosts(u)[0], "etcd://", nil); err != nil {
+			return nil, fmt.Errorf("etcdlock: connect: %w", err)
+		}
+	}
 	if u.User != nil {
 		cfg.Username = u.User.Username()
 		cfg.Password, _ = u.User.Password()

@@ -285,6 +285,11 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	if len(hosts) == 0 || slices.Contains(hosts, "") {
 		return nil, fmt.Errorf("redislock: %w: no host; want %s://host:6379[/db]", dlock.ErrInvalidURL, u.Scheme)
 	}
+	if tc != nil { // a TLS URL against a plaintext server: say so at once
+		if err := tlsurl.PlaintextServer(ctx, hosts[0], strings.Replace(u.Scheme, SchemeTLS, Scheme, 1)+"://", []byte("PING\r\n")); err != nil {
+			return nil, fmt.Errorf("redislock: connect: %w", err)
+		}
+	}
 	// A plaintext URL against a TLS-only server: say so at once, where
 	// go-redis would retry (for Sentinel, some 12 s) and report EOF.
 	ctx, refused := context.WithCancelCause(ctx)

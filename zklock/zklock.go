@@ -225,6 +225,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/tlsurl"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -304,6 +305,11 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	td, err := urlTLS(u.Query(), hosts)
 	if err != nil {
 		return nil, err
+	}
+	if td != nil { // a TLS URL against a plaintext server: say so at once
+		if err := tlsurl.PlaintextServer(ctx, hosts[0], "tls=false", nil); err != nil {
+			return nil, fmt.Errorf("zklock: connect: %w", err)
+		}
 	}
 	// A connection refused for good (a certificate, TLS on one side only)
 	// ends the wait for a session at once, with its reason.
