@@ -15,6 +15,8 @@ func TestBadSizesAreErrors(t *testing.T) {
 		{"postgres://127.0.0.1:1/x?max_held=-1", "max_held"},
 		{"postgres://127.0.0.1:1/x?pool_max_conns=100000000", "pool_max_conns=100000000"},
 		{"postgres://127.0.0.1:1/x?pool_min_conns=-1", "pool_min_conns=-1"},
+		{"postgres://127.0.0.1:1/x?statement_cache_capacity=-1", "statement_cache_capacity=-1"},
+		{"postgres://127.0.0.1:1/x?description_cache_capacity=1000000000", "description_cache_capacity=1000000000"},
 	} {
 		t.Run(tc.url, func(t *testing.T) { drivertest.WantInvalidURL(t, tc.url, "", tc.want) })
 	}

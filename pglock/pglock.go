@@ -294,10 +294,14 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	return d, nil
 }
 
-// pgInts are pgxpool's pool sizes, which dlock bounds like every backend's
-// (see internal/urlparam); pgx checks the rest.
+// pgInts are pgx's sizes that it trusts (pool sizes, cache capacities),
+// which dlock bounds like every backend's (see internal/urlparam); pgx
+// checks the rest.
 var pgInts = map[string]urlparam.Int{
 	"pool_max_conns":      urlparam.Between(1, urlparam.MaxConns),
 	"pool_min_conns":      urlparam.Pool,
 	"pool_min_idle_conns": urlparam.Pool,
+	// pgx makes a map of this many entries per connection.
+	"statement_cache_capacity":   urlparam.Between(0, 100_000),
+	"description_cache_capacity": urlparam.Between(0, 100_000),
 }
