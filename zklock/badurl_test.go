@@ -10,4 +10,5 @@ import (
 // within 5s"; it is now refused at once, with the reason.
 func TestTinySessionTimeoutIsRefused(t *testing.T) {
 	drivertest.WantInvalidURL(t, "zk://127.0.0.1:1?session_timeout=1ns", "", "session_timeout=1ns is shorter than")
+	drivertest.WantInvalidURL(t, "zk://127.0.0.1:1?session_timeout=1000h", "", "session_timeout=1000h0m0s is longer than")
 }

@@ -266,8 +266,11 @@ func Open(ctx context.Context, conn *zk.Conn, opts Options) (*dlock.Client, erro
 	return dlock.New(d, Scheme, opts.Client...), nil
 }
 
-// minSessionTimeout is the shortest session_timeout a URL may ask for.
-const minSessionTimeout = 100 * time.Millisecond
+// The shortest and longest session_timeout a URL may ask for.
+const (
+	minSessionTimeout = 100 * time.Millisecond
+	maxSessionTimeout = 24 * time.Hour
+)
 
 func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	opts := Options{SessionTimeout: 10 * time.Second, CloseConn: true}
@@ -279,6 +282,10 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 			d, err := time.ParseDuration(v[0])
 			if err != nil || d <= 0 {
 				return nil, fmt.Errorf("zklock: %w: session_timeout %q", dlock.ErrInvalidURL, v[0])
+			}
+			if d > maxSessionTimeout { // go-zookeeper sends it as int32 milliseconds
+				return nil, fmt.Errorf("zklock: %w: session_timeout=%v is longer than %v (and ZooKeeper grants at most 20×tickTime, 40s with its default tickTime)",
+					dlock.ErrInvalidURL, d, maxSessionTimeout)
 			}
 			if d < minSessionTimeout {
 				// go-zookeeper times its reads by it: with 1ns it never
