@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/dlock/dlock/driver"
@@ -59,9 +60,16 @@ type Error struct {
 	Err     error  // the cause; wraps a sentinel error
 }
 
-// Error implements error.
+// Error implements error. A name over 128 bytes is cut, in the message
+// and wherever the cause repeats it, to its start and a hash (see
+// driver.QuoteName); e.Name keeps it whole.
 func (e *Error) Error() string {
-	return fmt.Sprintf("dlock: %s %q (%s): %s", e.Op, e.Name, e.Backend, strings.TrimPrefix(e.Err.Error(), "dlock: "))
+	cause := strings.TrimPrefix(e.Err.Error(), "dlock: ")
+	if len(e.Name) > driver.MaxNameShown {
+		short := driver.QuoteName(e.Name)
+		cause = strings.ReplaceAll(strings.ReplaceAll(cause, strconv.Quote(e.Name), short), e.Name, short)
+	}
+	return fmt.Sprintf("dlock: %s %s (%s): %s", e.Op, driver.QuoteName(e.Name), e.Backend, cause)
 }
 
 // Unwrap returns the cause.

@@ -38,7 +38,8 @@ type Group struct {
 // are released and the error (naming that lock) is returned; nothing is
 // left held. ctx bounds the wait only. Naming one name twice on one backend
 // (even through two clients: each Lock is a holder of its own, so the group
-// would wait for itself) is refused with ErrInvalidName.
+// would wait for itself) is refused with ErrInvalidName, as is a nil
+// locker.
 //
 // Every backend takes the locks in order, one store operation (or wait) per
 // lock; none takes them in one operation.
@@ -65,6 +66,9 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 	}
 	items := make([]item, len(lockers))
 	for i, lk := range lockers {
+		if isNilLocker(lk) {
+			return nil, fmt.Errorf("dlock: lock all: %w: locker %d of %d is nil", ErrInvalidName, i+1, len(lockers))
+		}
 		it := item{i: i, name: lk.Name()}
 		var c *Client
 		switch m := lk.(type) {
@@ -75,9 +79,6 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 		}
 		if c != nil {
 			it.backend = c.scheme
-			if cn, ok := c.drv.(driver.NameCanonicalizer); ok { // "/a" and "a" are one lock on ZooKeeper
-				it.name = cn.CanonicalName(it.name)
-			}
 		}
 		items[i] = it
 	}
@@ -87,7 +88,7 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 	for i := 1; i < len(items); i++ {
 		a, b := items[i-1], items[i]
 		if a.name == b.name && a.backend == b.backend && a.family == b.family { // one lock twice: the group would wait for itself
-			return nil, fmt.Errorf("dlock: lock all: %w: %q is given twice", ErrInvalidName, a.name)
+			return nil, fmt.Errorf("dlock: lock all: %w: %s is given twice", ErrInvalidName, driver.QuoteName(a.name))
 		}
 	}
 	g := &Group{leases: make([]*Lease, len(lockers))}
@@ -111,7 +112,7 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 		if l.h.checkDeadline(); l.Err() != nil {
 			err := l.Err()
 			g.release(context.WithoutCancel(ctx))
-			return nil, fmt.Errorf("dlock: lock all: %q was lost while the others were taken: %w", l.Name(), err)
+			return nil, fmt.Errorf("dlock: lock all: %s was lost while the others were taken: %w", driver.QuoteName(l.Name()), err)
 		}
 	}
 	g.ctx, g.cancel = context.WithCancelCause(context.Background())
@@ -119,6 +120,20 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 		g.stops = append(g.stops, context.AfterFunc(l.ctx, func() { g.memberEnded(l) }))
 	}
 	return g, nil
+}
+
+// isNilLocker reports whether lk is nil, or a nil *Mutex or *RWMutex,
+// which LockAll refuses rather than panicking on.
+func isNilLocker(lk NamedLocker) bool {
+	switch m := lk.(type) {
+	case nil:
+		return true
+	case *Mutex:
+		return m == nil
+	case *RWMutex:
+		return m == nil
+	}
+	return false
 }
 
 // memberEnded ends the group when one of its leases ends other than by the
@@ -132,7 +147,7 @@ func (g *Group) memberEnded(l *Lease) {
 	}
 	cause := l.Err()
 	if cause == nil {
-		cause = fmt.Errorf("dlock: lock %q of the group was unlocked: %w", l.Name(), ErrLeaseLost)
+		cause = fmt.Errorf("dlock: lock %s of the group was unlocked: %w", driver.QuoteName(l.Name()), ErrLeaseLost)
 	}
 	g.cancel(cause)
 }

@@ -23,7 +23,8 @@ type mutexOptions struct {
 }
 
 // WithTTL sets the lease TTL: how long the lock outlives a holder that stops
-// renewing it (a crashed process). The default is DefaultTTL.
+// renewing it (a crashed process). The default is DefaultTTL. A TTL over
+// ten years, or one the backend cannot keep, is refused with ErrInvalidTTL.
 func WithTTL(d time.Duration) Option { return func(o *mutexOptions) { o.ttl = d } }
 
 // WithoutRenewal makes leases fixed: they are not renewed and end at their

@@ -15,6 +15,9 @@ import (
 const (
 	defaultMaxNameLen = 1024 // bytes, when a driver does not say
 	maxOwnerLen       = 256  // bytes
+	// maxAnyTTL bounds every TTL, whatever the backend: stores count expiry
+	// in milliseconds or seconds and overflow long before MaxInt64.
+	maxAnyTTL = 10 * 365 * 24 * time.Hour
 )
 
 // NewOwnerID returns a fresh random owner id: 128 bits from crypto/rand, in
@@ -78,6 +81,8 @@ func (c *Client) validateTTL(ttl time.Duration) error {
 		// it arrives, and a round trip takes some of the TTL too.
 		return fmt.Errorf("%w: %v is too short to be granted: a grant must arrive with %v of it left, and half of it is kept for the round trip",
 			ErrInvalidTTL, ttl, keepalive.GrantMargin(ttl))
+	case ttl > maxAnyTTL: // MaxInt64 said "finer than the backend's resolution"
+		return fmt.Errorf("%w: %v is longer than any lease dlock keeps (%v); a lease is renewed until Unlock, so a TTL of seconds to minutes holds a lock as long", ErrInvalidTTL, ttl, maxAnyTTL)
 	case caps.TTLResolution > 0 && ttl%caps.TTLResolution != 0:
 		return fmt.Errorf("%w: %v is finer than the backend's resolution %v", ErrInvalidTTL, ttl, caps.TTLResolution)
 	}

@@ -3,10 +3,10 @@ package driver
 import (
 	"fmt"
 	"net/url"
-	"os"
 	"strings"
 
 	"github.com/dlock/dlock/internal/urlsecret"
+	"github.com/dlock/dlock/internal/smallfile"
 )
 
 // PasswordFileParam is the URL parameter that names a file holding the
@@ -31,11 +31,8 @@ func resolvePasswordFile(u *url.URL) error {
 	if path == "" {
 		return fmt.Errorf("%s= is empty", PasswordFileParam)
 	}
-	b, err := os.ReadFile(path)
+	b, err := smallfile.Read(path, smallfile.MaxSecret) // a wrong path may be /dev/zero
 	if err != nil {
-		if pe, ok := err.(*os.PathError); ok {
-			err = pe.Err // the path is in the message already
-		}
 		return fmt.Errorf("%s %s: %v", PasswordFileParam, path, err)
 	}
 	pw := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")

@@ -33,6 +33,14 @@ func ParseURL(rawURL string) (*url.URL, error) {
 	bad := func(msg string) error {
 		return fmt.Errorf("%w (%s URL): %s", ErrInvalidURL, strings.ToLower(scheme), redactString(msg, rawURL))
 	}
+	if userinfo == "" && splitUserinfo(authority, rest[end:]) {
+		// "redis://app:Pa55/word9@host/db": the password's "/" ended the
+		// authority early, so a part of it would be taken for a host and a
+		// port, and the rest for a path, and be quoted by whatever then
+		// refused them.
+		return nil, fmt.Errorf("%w (%s URL): the user info seems to hold a / ? or #: percent-encode them in a password (%%2F %%3F %%23)",
+			ErrInvalidURL, strings.ToLower(scheme))
+	}
 	for _, h := range hosts[1:] {
 		if _, err := url.Parse("x://" + h); err != nil || h == "" {
 			return nil, bad("bad host in host list")
@@ -43,6 +51,11 @@ func ParseURL(rawURL string) (*url.URL, error) {
 		msg := "malformed"
 		if ue, ok := err.(*url.Error); ok {
 			msg = ue.Err.Error()
+		}
+		if strings.Contains(rawURL, "@") {
+			// url.Parse quotes the part it refused, which can be a piece of
+			// the password: say what was wrong, not where.
+			msg = dropQuoted(msg) + " (percent-encode any of : / ? # @ % in the user info)"
 		}
 		return nil, bad(msg)
 	}
@@ -60,6 +73,37 @@ func Hosts(u *url.URL) []string {
 		return nil
 	}
 	return strings.Split(u.Host, ",")
+}
+
+// splitUserinfo reports whether the first "@" of a URL whose authority
+// (up to the first / ? or #) holds none comes before any query value and
+// after an authority with a ":" in it: then the "@" most likely ends user
+// info with a password that holds a / ? or # (an "@" in a query value, as in
+// "?user=a@b", does not count).
+func splitUserinfo(authority, after string) bool {
+	j := strings.Index(after, "@")
+	return j >= 0 && strings.Contains(authority, ":") && !strings.Contains(after[:j], "=")
+}
+
+// dropQuoted removes the quoted parts of an error message ("invalid port
+// \":Pa55\" after host" becomes "invalid port after host").
+func dropQuoted(msg string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(msg, '"')
+		if i < 0 {
+			b.WriteString(msg)
+			break
+		}
+		j := strings.IndexByte(msg[i+1:], '"')
+		if j < 0 {
+			b.WriteString(msg[:i])
+			break
+		}
+		b.WriteString(strings.TrimRight(msg[:i], " "))
+		msg = msg[i+1+j+1:]
+	}
+	return b.String()
 }
 
 func redactString(s, rawURL string) string {

@@ -280,12 +280,30 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	if len(cfg.Endpoints) == 0 {
 		return nil, fmt.Errorf("etcdlock: %w: want etcd://host:2379[,host:2379…]", dlock.ErrInvalidURL)
 	}
+	if cfg.TLS != nil { // a TLS URL against a plaintext server: say so at once
+		if err := tlsurl.PlaintextServer(ctx, driver.Hosts(u)[0], "etcd://", nil); err != nil {
+			return nil, fmt.Errorf("etcdlock: connect: %w", err)
+		}
+	}
 	if u.User != nil {
 		cfg.Username = u.User.Username()
 		cfg.Password, _ = u.User.Password()
 	}
+	// With a user, clientv3.New authenticates before it returns, for up to
+	// DialTimeout whatever Open's ctx says: give the client a context that
+	// ends if ctx ends while New runs, and only then.
+	life, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	cfg.Context = life
+	stop := context.AfterFunc(ctx, cancel)
 	cli, err := clientv3.New(cfg)
+	if !stop() {
+		if err == nil {
+			_ = cli.Close()
+		}
+		return nil, fmt.Errorf("etcdlock: connect: %w", context.Cause(ctx))
+	}
 	if err != nil {
+		cancel()
 		return nil, permErr(fmt.Errorf("etcdlock: connect: %w", err), strings.TrimPrefix(u.Path, "/"))
 	}
 	if err := connectionRefusal(ctx, cli, cfg.TLS, q.Has("cert")); err != nil {

@@ -37,6 +37,9 @@ type value struct {
 }
 
 func newDriver(mc *memcache.Client, opts Options) (*mcDriver, error) {
+	if err := checkPrefix(opts.KeyPrefix); err != nil {
+		return nil, fmt.Errorf("memcachedlock: %w: KeyPrefix %v", dlock.ErrInvalidConfig, err)
+	}
 	if err := mc.Ping(); err != nil {
 		return nil, fmt.Errorf("memcachedlock: connect: %w", err)
 	}
@@ -45,6 +48,25 @@ func newDriver(mc *memcache.Client, opts Options) (*mcDriver, error) {
 		d.prefix = "dlock"
 	}
 	return d, nil
+}
+
+// maxPrefix is the longest key prefix: a key is the prefix, ":" and 32 hex
+// digits, and memcached takes keys of at most 250 bytes.
+const maxPrefix = 250 - 33
+
+// checkPrefix says why memcached would refuse keys that start with p, or
+// returns nil: a prefix with a space or a control character was taken at
+// Open, and then every Lock failed.
+func checkPrefix(p string) error {
+	if len(p) > maxPrefix {
+		return fmt.Errorf("is %d bytes: memcached keys hold at most %d bytes of prefix", len(p), maxPrefix)
+	}
+	for i := 0; i < len(p); i++ {
+		if c := p[i]; c <= ' ' || c == 0x7f {
+			return fmt.Errorf("%q: memcached keys cannot hold spaces or control characters", p)
+		}
+	}
+	return nil
 }
 
 // key maps any name to a valid memcached key (≤ 250 bytes, no spaces or

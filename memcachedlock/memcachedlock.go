@@ -109,6 +109,9 @@ func Open(ctx context.Context, mc *memcache.Client, opts Options) (*dlock.Client
 func openURL(_ context.Context, u *url.URL) (driver.Driver, error) {
 	q := u.Query()
 	opts := Options{KeyPrefix: q.Get("prefix"), CloseClient: true}
+	if err := checkPrefix(opts.KeyPrefix); err != nil {
+		return nil, fmt.Errorf("memcachedlock: %w: prefix %v", dlock.ErrInvalidURL, err)
+	}
 	timeout := 500 * time.Millisecond
 	useTLS := false
 	for k, v := range q {

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dlock/dlock/driver"
@@ -46,12 +47,36 @@ func lockName(name string) string {
 		return name
 	}
 	sum := sha256.Sum256([]byte(name))
-	return "dlock:" + hex.EncodeToString(sum[:])[:58]
+	return hashedPrefix + hex.EncodeToString(sum[:])[:58]
+}
+
+const hashedPrefix = "dlock:"
+
+// hashedForm reports whether name is itself of the form lockName gives
+// long names ("dlock:" and 58 hex digits), which would make it one
+// GET_LOCK with the long name it is the hash of.
+func hashedForm(name string) bool {
+	h, ok := strings.CutPrefix(name, hashedPrefix)
+	if !ok || len(h) != 58 {
+		return false
+	}
+	_, err := hex.DecodeString(h)
+	return err == nil
+}
+
+// CheckName implements driver.NameChecker: in session mode a name of the
+// form lockName gives long names is refused, so two distinct names are
+// never one GET_LOCK.
+func (d *myDriver) CheckName(name string) error {
+	if d.mode == ModeSession && hashedForm(name) {
+		return fmt.Errorf("mysqllock: %w: %q: session mode keeps names of this form (\"dlock:\" and 58 hex digits) for names over 64 characters", driver.ErrInvalidName, name)
+	}
+	return nil
 }
 
 func (d *myDriver) acquireConn(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	if ok, err := d.slots.Take(ctx, r.Wait); !ok { // bound the connections held
-		return driver.Grant{}, err
+		return driver.Grant{}, d.slots.Full(err)
 	}
 	l, ok, err := d.lockConn(ctx, r)
 	if err != nil || !ok {

@@ -55,7 +55,8 @@
 //	  - session: GET_LOCK(name, -1) on a dedicated connection, so plain SQL
 //	    users take the same lock with SELECT GET_LOCK('orders/sku-42', 10).
 //	    Names over 64 characters (MySQL's limit) become "dlock:" followed by
-//	    the first 58 hex digits of their SHA-256. Not available on Galera
+//	    the first 58 hex digits of their SHA-256, so a name of that form is
+//	    refused (ErrInvalidName): it would be a long name's lock. Not available on Galera
 //	    clusters (GET_LOCK is not replicated there): Open refuses it.
 //
 // row and session modes have no room for a holder label: Inspect reports

@@ -117,7 +117,7 @@ const rowLockSQL = setBounds + "SELECT r.name FROM bounds, dlock_rows r WHERE r.
 
 func (d *pgDriver) acquireConn(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	if ok, err := d.slots.Take(ctx, r.Wait); !ok { // bound the connections held
-		return driver.Grant{}, err
+		return driver.Grant{}, d.slots.Full(err)
 	}
 	l, ok, err := d.lockConn(ctx, r)
 	if err != nil || !ok {

@@ -237,6 +237,7 @@ import (
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/internal/sqlbase"
+	"github.com/dlock/dlock/internal/urlparam"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -291,6 +292,9 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	opts := Options{Mode: Mode(mode), MaxHeld: maxHeld, ClosePool: true}
 	q.Del("mode")
 	q.Del("max_held")
+	if err := urlparam.Check(q, pgInts); err != nil {
+		return nil, fmt.Errorf("pglock: %w: %v", dlock.ErrInvalidURL, err)
+	}
 	v := *u
 	v.Scheme = "postgres"
 	v.RawQuery = q.Encode()
@@ -311,4 +315,16 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// pgInts are pgx's sizes that it trusts (pool sizes, cache capacities),
+// which dlock bounds like every backend's (see internal/urlparam); pgx
+// checks the rest.
+var pgInts = map[string]urlparam.Int{
+	"pool_max_conns":      urlparam.Between(1, urlparam.MaxConns),
+	"pool_min_conns":      urlparam.Pool,
+	"pool_min_idle_conns": urlparam.Pool,
+	// pgx makes a map of this many entries per connection.
+	"statement_cache_capacity":   urlparam.Between(0, 100_000),
+	"description_cache_capacity": urlparam.Between(0, 100_000),
 }

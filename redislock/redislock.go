@@ -252,12 +252,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/internal/tlsurl"
+	"github.com/dlock/dlock/internal/urlparam"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -330,6 +332,18 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		return nil, err
 	}
 	tlsurl.Del(q)
+	if err := urlparam.Check(q, redisInts); err != nil {
+		return nil, fmt.Errorf("redislock: %w: %v", dlock.ErrInvalidURL, err)
+	}
+	hosts := driver.Hosts(u)
+	if len(hosts) == 0 || slices.Contains(hosts, "") {
+		return nil, fmt.Errorf("redislock: %w: no host; want %s://host:6379[/db]", dlock.ErrInvalidURL, u.Scheme)
+	}
+	if tc != nil { // a TLS URL against a plaintext server: say so at once
+		if err := tlsurl.PlaintextServer(ctx, hosts[0], strings.Replace(u.Scheme, SchemeTLS, Scheme, 1)+"://", []byte("PING\r\n")); err != nil {
+			return nil, fmt.Errorf("redislock: connect: %w", err)
+		}
+	}
 	// A plaintext URL against a TLS-only server: say so at once, where
 	// go-redis would retry (for Sentinel, some 12 s) and report EOF.
 	ctx, refused := context.WithCancelCause(ctx)
@@ -343,7 +357,6 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	base, _ := strings.CutSuffix(u.Scheme, "+sentinel")
 	base, _ = strings.CutSuffix(base, "+cluster")
 	v.Scheme = base
-	hosts := driver.Hosts(u)
 	v.Host = hosts[0]
 	for _, h := range hosts[1:] {
 		q.Add("addr", h)
@@ -412,6 +425,25 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	}
 	watch.Stop()
 	return d, nil
+}
+
+// redisInts are go-redis's integer URL parameters with the values dlock
+// lets through: go-redis trusts them (pool_size=-1 panicked in make, a
+// pool_size of 10⁸ exhausted memory).
+var redisInts = map[string]urlparam.Int{
+	"pool_size":                  urlparam.Pool,
+	"min_idle_conns":             urlparam.Pool,
+	"max_idle_conns":             urlparam.Pool,
+	"max_active_conns":           urlparam.Pool,
+	"max_concurrent_dials":       urlparam.Pool,
+	"pipeline_pool_size":         urlparam.Pool,
+	"pipeline_read_buffer_size":  urlparam.Between(0, 64<<20),
+	"pipeline_write_buffer_size": urlparam.Between(0, 64<<20),
+	"max_retries":                urlparam.Between(-1, 100),
+	"max_redirects":              urlparam.Between(-1, 100),
+	"dialer_retries":             urlparam.Between(0, 100),
+	"protocol":                   urlparam.Between(0, 3),
+	"failing_timeout_seconds":    urlparam.Between(0, 86400),
 }
 
 // Default I/O bounds of the clients built from URLs. Calls with a deadline

@@ -209,6 +209,11 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	if err := checkNodes(ctx, hosts); err != nil {
 		return nil, err
 	}
+	if base.TLSConfig != nil { // a TLS URL against a plaintext server: say so at once
+		if err := tlsurl.PlaintextServer(ctx, hosts[0], "tls=false", []byte("PING\r\n")); err != nil {
+			return nil, fmt.Errorf("redlock: connect: %w", err)
+		}
+	}
 	clients := make([]redis.UniversalClient, len(hosts))
 	for i, h := range hosts {
 		o := base

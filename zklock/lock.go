@@ -238,12 +238,8 @@ func (d *zkDriver) lockPath(name string) (string, error) {
 	if err := validName(d.root, name); err != nil {
 		return "", fmt.Errorf("zklock: %w: %q: %s", dlock.ErrInvalidName, name, err)
 	}
-	return d.root + "/" + strings.TrimPrefix(name, "/"), nil
+	return d.root + "/" + name, nil
 }
-
-// CanonicalName returns the spelling of name that names its node: without
-// a leading "/", so "/a" and "a" (one lock) compare equal in dlock.LockAll.
-func (d *zkDriver) CanonicalName(name string) string { return strings.TrimPrefix(name, "/") }
 
 // CheckName implements driver.NameChecker, so a bad name is refused when the
 // Mutex is made.
@@ -258,14 +254,21 @@ func (d *zkDriver) CheckName(name string) error {
 // checks characters as Java's UTF-16 units, so a rune above U+FFFF (such as
 // an emoji), written as a surrogate pair, is refused too.
 func validName(root, name string) error {
-	name = strings.TrimPrefix(name, "/")
+	if strings.HasPrefix(name, "/") {
+		// "/a" and "a" would be one node, so one lock under two names.
+		return fmt.Errorf(`a leading "/": names are paths under the chroot, write %q`, strings.TrimLeft(name, "/"))
+	}
 	segs := strings.Split(name, "/")
-	for _, seg := range segs {
+	for i, seg := range segs {
 		switch {
 		case seg == "":
 			return fmt.Errorf("an empty path component")
 		case seg == "." || seg == "..":
 			return fmt.Errorf("a %q path component", seg)
+		case i > 0 && (strings.HasPrefix(seg, "_c_") || seq(seg) >= 0 || strings.Contains(seg, readBase) || strings.Contains(seg, writeBase)):
+			// A node named like a contender's would be counted as one by
+			// the lock of the parent name: a phantom holder.
+			return fmt.Errorf("path component %q is named like a contender node (_c_…, …lock-N, …latch-N, __READ__, __WRIT__)", seg)
 		}
 	}
 	if root == "" && name == "zookeeper" {

@@ -44,7 +44,7 @@ const tryMutexRounds = 50
 // permit) it tries the mutex again a moment later, a few times.
 func (d *zkDriver) runPermit(ctx context.Context, r driver.Request, path string) (driver.Grant, error) {
 	leases := path + "/" + leaseChild
-	mreq := driver.Request{Name: strings.TrimPrefix(r.Name, "/") + "/" + locksChild, Owner: r.Owner, Label: r.Label,
+	mreq := driver.Request{Name: r.Name + "/" + locksChild, Owner: r.Owner, Label: r.Label,
 		TTL: r.TTL, Kind: driver.Exclusive, Wait: r.Wait}
 	var mg driver.Grant
 	for round := 0; ; round++ {

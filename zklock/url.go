@@ -19,6 +19,12 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
+// The shortest and longest session_timeout a URL may ask for.
+const (
+	minSessionTimeout = 100 * time.Millisecond
+	maxSessionTimeout = 24 * time.Hour
+)
+
 func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	opts := Options{SessionTimeout: 10 * time.Second, CloseConn: true}
 	var extra []zk.ACL // the acl parameter's entries
@@ -29,6 +35,16 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 			d, err := time.ParseDuration(v[0])
 			if err != nil || d <= 0 {
 				return nil, fmt.Errorf("zklock: %w: session_timeout %q", dlock.ErrInvalidURL, v[0])
+			}
+			if d > maxSessionTimeout { // go-zookeeper sends it as int32 milliseconds
+				return nil, fmt.Errorf("zklock: %w: session_timeout=%v is longer than %v (and ZooKeeper grants at most 20×tickTime, 40s with its default tickTime)",
+					dlock.ErrInvalidURL, d, maxSessionTimeout)
+			}
+			if d < minSessionTimeout {
+				// go-zookeeper times its reads by it: with 1ns it never
+				// got a session, and Open said "no answer within 5s".
+				return nil, fmt.Errorf("zklock: %w: session_timeout=%v is shorter than %v (and ZooKeeper grants at least 2×tickTime, 4s with its default tickTime)",
+					dlock.ErrInvalidURL, d, minSessionTimeout)
 			}
 			opts.SessionTimeout = d
 		case "acl":
@@ -53,6 +69,11 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	td, err := urlTLS(u.Query(), hosts)
 	if err != nil {
 		return nil, err
+	}
+	if td != nil { // a TLS URL against a plaintext server: say so at once
+		if err := tlsurl.PlaintextServer(ctx, hosts[0], "tls=false", nil); err != nil {
+			return nil, fmt.Errorf("zklock: connect: %w", err)
+		}
 	}
 	// A connection refused for good (a certificate, TLS on one side only)
 	// ends the wait for a session at once, with its reason.

@@ -37,7 +37,13 @@
 // or ".." components and none of the characters it refuses (controls
 // U+0001–U+001F and U+007F–U+009F, U+D800–U+F8FF, U+FFF0–U+FFFF, and every
 // character above U+FFFF, such as emoji); Lock and TryLock refuse others
-// with ErrInvalidName before sending anything. A contender creates an EPHEMERAL_SEQUENTIAL child named
+// with ErrInvalidName before sending anything. Two distinct names are
+// always two locks, so names that would share a node, or whose node would
+// pass for a contender of another lock, are refused too: a leading "/"
+// ("/a" would be the node of "a"), and a component after the first named
+// like a contender node (starting with "_c_", ending in "lock-" or
+// "latch-" and digits, or holding "__READ__" or "__WRIT__"), which the
+// lock of the parent name would count as a holder. A contender creates an EPHEMERAL_SEQUENTIAL child named
 // _c_<guid>-lock-<sequence>; the lowest sequence holds the lock and each
 // waiter watches only the child just before its own, so a release wakes one
 // waiter. That is Curator's InterProcessMutex layout (and go-zookeeper's

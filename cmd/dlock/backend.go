@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/internal/urlsecret"
+	"github.com/dlock/dlock/internal/smallfile"
 	"github.com/spf13/cobra"
 )
 
@@ -65,19 +67,25 @@ func backendURL() (string, error) {
 		return "", fail(exitUsage, "give --backend or --backend-file, not both")
 	case global.backend != "":
 		warnArgvSecret("--backend", global.backend)
+		warnPasswordFile(global.backend)
 		return global.backend, nil
 	case global.backendFile != "":
-		b, err := os.ReadFile(global.backendFile)
+		b, err := smallfile.Read(global.backendFile, smallfile.MaxSecret) // a wrong path may be /dev/zero
 		if err != nil {
-			return "", fail(exitUsage, "--backend-file: %v", err)
+			return "", fail(exitUsage, "--backend-file %s: %v", global.backendFile, err)
 		}
 		u := strings.TrimSpace(string(b))
 		if u == "" {
 			return "", fail(exitUsage, "--backend-file %s is empty", global.backendFile)
 		}
+		if urlsecret.HasSecret(u) {
+			warnReadable("--backend-file", global.backendFile)
+		}
+		warnPasswordFile(u)
 		return u, nil
 	}
 	if u := os.Getenv("DLOCK_URL"); u != "" {
+		warnPasswordFile(u)
 		return u, nil
 	}
 	return "", fail(exitUsage, "no backend: give --backend URL, --backend-file PATH or set DLOCK_URL")
@@ -90,6 +98,25 @@ func warnArgvSecret(flag, rawURL string) {
 		return
 	}
 	fmt.Fprintf(os.Stderr, "dlock: warning: the %s URL holds a password, which every local user can read in the process list; use DLOCK_URL, --backend-file PATH or password_file=PATH in the URL\n", flag)
+}
+
+// warnReadable warns on stderr when the file at path, which holds a
+// secret, is readable by every user of the machine (the README asks for
+// mode 0600).
+func warnReadable(what, path string) {
+	if smallfile.OthersCanRead(path) {
+		fmt.Fprintf(os.Stderr, "dlock: warning: %s %s holds a password and every local user can read it: chmod 600 it\n", what, path)
+	}
+}
+
+// warnPasswordFile applies warnReadable to the password_file= of rawURL,
+// if it has one.
+func warnPasswordFile(rawURL string) {
+	if i := strings.IndexByte(rawURL, '?'); i >= 0 {
+		if q, err := url.ParseQuery(rawURL[i+1:]); err == nil && q.Get(driver.PasswordFileParam) != "" {
+			warnReadable(driver.PasswordFileParam, q.Get(driver.PasswordFileParam))
+		}
+	}
 }
 
 // clientLogger is the client's logger: warnings only with -v. Without it

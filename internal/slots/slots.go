@@ -2,7 +2,12 @@
 // row- and session-mode locks.
 package slots
 
-import "context"
+import (
+	"context"
+	"fmt"
+
+	"github.com/dlock/dlock/driver"
+)
 
 // Slots is a counting semaphore of held connections.
 type Slots chan struct{}
@@ -31,3 +36,24 @@ func (s Slots) Take(ctx context.Context, wait bool) (bool, error) {
 
 // Give returns a slot taken with Take.
 func (s Slots) Give() { <-s }
+
+// Full returns the error of a Take that got no slot (cause is Take's
+// error, nil for a Take without wait): it says that every slot holds a
+// lock of this client, and matches driver.ErrNotAcquired. Without it, a
+// client out of slots said "held by another owner" of a free lock.
+func (s Slots) Full(cause error) error { return &fullError{n: cap(s), cause: cause} }
+
+type fullError struct {
+	n     int
+	cause error
+}
+
+func (e *fullError) Error() string {
+	msg := fmt.Sprintf("lock not acquired: all %d connections of max_held hold this client's locks (raise max_held)", e.n)
+	if e.cause != nil {
+		msg += " (" + e.cause.Error() + ")"
+	}
+	return msg
+}
+
+func (e *fullError) Is(target error) bool { return target == driver.ErrNotAcquired }

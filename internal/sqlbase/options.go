@@ -3,10 +3,12 @@ package sqlbase
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/url"
 	"strconv"
 
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/urlparam"
 )
 
 // The modes of both SQL backends, as their Mode types spell them: table
@@ -17,6 +19,10 @@ const (
 	ModeRow     = "row"
 	ModeSession = "session"
 )
+
+// MaxLimit is the largest semaphore permit count both backends store (their
+// lim columns are 32-bit).
+const MaxLimit = math.MaxInt32
 
 // DefaultMaxHeld is how many connections row and session modes hold at
 // most when Options.MaxHeld is not set.
@@ -36,18 +42,20 @@ func CheckOptions[M ~string](pkg string, mode M, maxHeld int) (M, int, error) {
 	if maxHeld <= 0 {
 		maxHeld = DefaultMaxHeld
 	}
+	if maxHeld > urlparam.MaxConns { // each slot is allocated up front
+		return "", 0, fmt.Errorf("%s: %w: MaxHeld %d: want at most %d", pkg, driver.ErrInvalidConfig, maxHeld, urlparam.MaxConns)
+	}
 	return mode, maxHeld, nil
 }
 
 // URLOptions reads the parameters both backends' URLs take: mode and
-// max_held (0 if absent, else a positive number). pkg prefixes the error.
+// max_held (0 if absent, else 1 to urlparam.MaxConns). pkg prefixes the error.
 func URLOptions(pkg string, q url.Values) (mode string, maxHeld int, err error) {
+	if err := urlparam.Check(q, map[string]urlparam.Int{"max_held": urlparam.Between(1, urlparam.MaxConns)}); err != nil {
+		return "", 0, fmt.Errorf("%s: %w: %v", pkg, driver.ErrInvalidURL, err)
+	}
 	if v := q.Get("max_held"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return "", 0, fmt.Errorf("%s: %w: max_held %q", pkg, driver.ErrInvalidURL, v)
-		}
-		maxHeld = n
+		maxHeld, _ = strconv.Atoi(v) // checked above
 	}
 	return q.Get("mode"), maxHeld, nil
 }
@@ -63,6 +71,9 @@ type AcquireFunc func(context.Context, driver.Request) (driver.Grant, error)
 func Acquire(ctx context.Context, pkg string, caps driver.Caps, table bool, r driver.Request, row, kind, conn AcquireFunc) (driver.Grant, error) {
 	if r.Kind != driver.Exclusive && !caps.Supports(r.Kind) {
 		return driver.Grant{}, fmt.Errorf("%s: %w: %s", pkg, driver.ErrUnsupported, caps.KindsNote)
+	}
+	if r.Kind == driver.Permit && r.Limit > MaxLimit { // else a raw out-of-range error from the driver
+		return driver.Grant{}, fmt.Errorf("%s: %w: %d permits: the permit count is kept in a 32-bit column, at most %d", pkg, driver.ErrInvalidConfig, r.Limit, MaxLimit)
 	}
 	if !table {
 		return conn(ctx, r)

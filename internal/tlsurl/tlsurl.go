@@ -16,12 +16,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/dlock/dlock/internal/smallfile"
 )
 
 // Params are the query parameters Config reads.
@@ -92,12 +92,8 @@ func read(p, path string) ([]byte, error) {
 	if path == "" {
 		return nil, fmt.Errorf("%s: empty file name", p)
 	}
-	b, err := os.ReadFile(path)
+	b, err := smallfile.Read(path, smallfile.MaxPEM)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
 		return nil, fmt.Errorf("%s: cannot read the file: %v", p, err)
 	}
 	return b, nil

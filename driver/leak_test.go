@@ -1,0 +1,46 @@
+package driver_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/dlock/dlock/driver"
+)
+
+// A password holding / ? # or @ unescaped must not leak, in whole or in
+// part, through ParseURL's error: url.Parse took "app:Pa55" for a host and
+// said `invalid port ":Pa55" after host`.
+func TestParseURLNeverQuotesUserinfo(t *testing.T) {
+	for _, tc := range []struct{ url, secret string }{
+		{"redis://app:Pa55/word9@host:1/db", "Pa55"},
+		{"redis://app:Pa55/word9@host:1/db", "word9"},
+		{"redis://app:1234/word9@host:1/db", "1234"},
+		{"redis://app:1234/word9@host:1/db", "word9"},
+		{"postgres://app:Pa55#word9@host:1/db", "Pa55"},
+		{"postgres://app:Pa55#word9@host:1/db", "word9"},
+		{"mysql://app:Pa55?word9@host:1/db", "Pa55"},
+		{"mysql://app:12?word9@host:1/db", "word9"},
+		{"zk://app:Pa%zz55@host:1/db", "Pa"},
+		{"etcd://app:Pa55 x@host:1", "Pa55"},
+		{"etcd://app:Pa55@h st:1", "Pa55"},
+		{"memcached://app:S3cr%t@127.0.0.1:1", "S3cr"},
+	} {
+		_, err := driver.ParseURL(tc.url)
+		if !errors.Is(err, driver.ErrInvalidURL) {
+			t.Errorf("ParseURL(%s) = %v; want ErrInvalidURL", tc.url, err)
+			continue
+		}
+		if strings.Contains(err.Error(), tc.secret) {
+			t.Errorf("ParseURL(%s) = %v; shows %q", tc.url, err, tc.secret)
+		}
+	}
+	// A "@" in a query value is not user info, and a URL without user info
+	// still says what was wrong where.
+	if _, err := driver.ParseURL("mysql://127.0.0.1:1/db?user=a@b"); err != nil {
+		t.Errorf("ParseURL with @ in a query value: %v", err)
+	}
+	if _, err := driver.ParseURL("redis://host:port/0"); err == nil || !strings.Contains(err.Error(), `":port"`) {
+		t.Errorf("ParseURL(redis://host:port/0) = %v; want it to quote the bad port", err)
+	}
+}

@@ -1,0 +1,86 @@
+package dlock_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/memlock"
+)
+
+// LockAll and TryLockAll refuse nil lockers (an untyped nil, or a nil
+// *Mutex or *RWMutex) with ErrInvalidName: they panicked in Name.
+func TestLockAllRefusesNil(t *testing.T) {
+	c := memlock.Open()
+	t.Cleanup(func() { _ = c.Close() })
+	good := c.Mutex("lockall-nil-good")
+	var nilMutex *dlock.Mutex
+	var nilRW *dlock.RWMutex
+	for _, set := range [][]dlock.NamedLocker{{nil}, {good, nil}, {nilMutex}, {good, nilRW}} {
+		for _, try := range []bool{false, true} {
+			f := dlock.LockAll
+			if try {
+				f = dlock.TryLockAll
+			}
+			g, err := f(t.Context(), set...)
+			if !errors.Is(err, dlock.ErrInvalidName) {
+				t.Errorf("LockAll(%v) = %v, %v; want ErrInvalidName", set, g, err)
+			}
+		}
+	}
+	// Nothing was left held by the refused calls.
+	l, err := good.TryLock(t.Context())
+	if err != nil {
+		t.Fatalf("TryLock after refused LockAll: %v", err)
+	}
+	_ = l.Unlock(t.Context())
+}
+
+// A 1 MB name gave a 1 MB error: names over 128 bytes are cut to a prefix
+// and a hash, in the message and where the cause repeats them, and two
+// long names stay apart.
+func TestLongNamesAreCutInErrors(t *testing.T) {
+	c := memlock.Open()
+	t.Cleanup(func() { _ = c.Close() })
+	huge := strings.Repeat("n", 1<<20)
+	_, err := c.Mutex(huge).Lock(t.Context())
+	if !errors.Is(err, dlock.ErrInvalidName) || len(err.Error()) > 400 {
+		t.Fatalf("Lock of a 1 MB name: %d-byte error %.300q; want ErrInvalidName in under 400 bytes", len(err.Error()), err)
+	}
+	var de *dlock.Error
+	if !errors.As(err, &de) || de.Name != huge {
+		t.Errorf("the dlock.Error does not keep the whole name")
+	}
+	// A cause that repeats the name (as backends' errors do) is cut too.
+	long := strings.Repeat("é", 200)
+	e := &dlock.Error{Op: "lock", Backend: "x", Name: long, Err: fmt.Errorf("x: release %q: %w", long, dlock.ErrLeaseLost)}
+	if len(e.Error()) > 400 || strings.Contains(e.Error(), long[:200]) || !errors.Is(e, dlock.ErrLeaseLost) {
+		t.Errorf("Error() = %d bytes: %q", len(e.Error()), e.Error())
+	}
+	other := &dlock.Error{Op: "lock", Backend: "x", Name: long + "x", Err: dlock.ErrLeaseLost}
+	if e.Error() == other.Error() {
+		t.Errorf("two long names give one message: %q", e.Error())
+	}
+	if !utf8.ValidString(e.Error()) {
+		t.Errorf("Error() cut a character: %q", e.Error())
+	}
+	// Short names are shown whole, quoted.
+	if s := (&dlock.Error{Op: "lock", Backend: "x", Name: "job", Err: dlock.ErrLeaseLost}).Error(); !strings.Contains(s, `"job"`) {
+		t.Errorf("Error() = %q; want the name whole", s)
+	}
+}
+
+// A TTL of MaxInt64 said "finer than the backend's resolution"; it says it
+// is too long.
+func TestHugeTTLSaysTooLong(t *testing.T) {
+	c := memlock.Open()
+	t.Cleanup(func() { _ = c.Close() })
+	_, err := c.Mutex("huge-ttl", dlock.WithTTL(math.MaxInt64)).TryLock(t.Context())
+	if !errors.Is(err, dlock.ErrInvalidTTL) || !strings.Contains(err.Error(), "longer than") {
+		t.Errorf("TryLock with a MaxInt64 TTL: %v; want ErrInvalidTTL saying it is too long", err)
+	}
+}

@@ -1,0 +1,27 @@
+package redislock_test
+
+import (
+	"testing"
+
+	"github.com/dlock/dlock/drivertest"
+)
+
+// TestBadURLsAreErrors: URLs that made Open panic (no host: index out of
+// range; pool_size=-1: makechan) or run out of memory (a pool of 10⁸) are
+// ErrInvalidURL with the reason. No server is needed: Open refuses them
+// before it dials.
+func TestBadURLsAreErrors(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"redis://", "no host"},
+		{"redis:///", "no host"},
+		{"rediss:///", "no host"},
+		{"redis+sentinel:///m", "no host"},
+		{"redis+cluster:///", "no host"},
+		{"redis://127.0.0.1:1/0?pool_size=-1", "pool_size=-1"},
+		{"redis://127.0.0.1:1/0?pool_size=100000000", "pool_size=100000000"},
+		{"redis+cluster://127.0.0.1:1?max_active_conns=-1", "max_active_conns=-1"},
+		{"redis+sentinel://127.0.0.1:1/m?min_idle_conns=x", "min_idle_conns: want an integer"},
+	} {
+		t.Run(tc.url, func(t *testing.T) { drivertest.WantInvalidURL(t, tc.url, "", tc.want) })
+	}
+}
