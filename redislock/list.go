@@ -3,11 +3,12 @@ package redislock
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/listing"
+	"github.com/dlock/dlock/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -21,23 +22,31 @@ var (
 )
 
 // List implements driver.Lister: it SCANs for the lock keys under the
-// prefix (on every master of a Cluster) and inspects each.
+// prefix (on every master of a Cluster): "<prefix>:{<name>}" is a Mutex's
+// (or an election's), "…:rw" a read-write lock's, "…:sem" a semaphore's,
+// and inspects each.
 func (d *redisDriver) List(ctx context.Context, prefix string) ([]driver.Info, error) {
 	head := d.prefix + ":{"
-	match := globEscaper.Replace(head+listTag.Replace(prefix)) + "*}"
+	match := globEscaper.Replace(head+listTag.Replace(prefix)) + "*}*"
+	families := map[string]driver.Kind{"": driver.Exclusive, ":rw": driver.Shared, ":sem": driver.Permit}
 	var (
-		mu    sync.Mutex
-		names = map[string]bool{}
+		mu   sync.Mutex
+		refs []listing.Ref
 	)
 	scan := func(ctx context.Context, c redis.Cmdable) error {
 		it := c.Scan(ctx, 0, match, 1000).Iterator()
 		for it.Next(ctx) {
-			key := it.Val()
-			if !strings.HasPrefix(key, head) || !strings.HasSuffix(key, "}") {
+			rest, ok := strings.CutPrefix(it.Val(), head)
+			i := strings.IndexByte(rest, '}') // names are escaped: the first } ends the tag
+			if !ok || i < 0 {
 				continue
 			}
+			fam, ok := families[rest[i+1:]]
+			if !ok {
+				continue // a token counter, queue or channel key
+			}
 			mu.Lock()
-			names[listUntag.Replace(key[len(head):len(key)-1])] = true
+			refs = append(refs, listing.Ref{Name: listUntag.Replace(rest[:i]), Family: fam})
 			mu.Unlock()
 		}
 		return it.Err()
@@ -49,22 +58,11 @@ func (d *redisDriver) List(ctx context.Context, prefix string) ([]driver.Info, e
 		err = scan(ctx, d.rdb)
 	}
 	if err != nil {
+		return nil, fmt.Errorf("redislock: list: %w", redisnode.PermissionError(err, d.prefix))
+	}
+	out, err := listing.Inspect(ctx, refs, listing.For(d))
+	if err != nil {
 		return nil, fmt.Errorf("redislock: list: %w", err)
-	}
-	sorted := make([]string, 0, len(names))
-	for n := range names {
-		sorted = append(sorted, n)
-	}
-	sort.Strings(sorted)
-	out := make([]driver.Info, 0, len(sorted))
-	for _, name := range sorted {
-		info, err := d.Inspect(ctx, name)
-		if err != nil {
-			return nil, fmt.Errorf("redislock: list: %w", err)
-		}
-		if info.Held {
-			out = append(out, info)
-		}
 	}
 	return out, nil
 }
