@@ -88,16 +88,7 @@ func inspectKinds(ctx context.Context, c *dlock.Client, name string) (kindsJSON,
 	case err != nil:
 		return k, err
 	case rw.Held || rw.Waiters > 0:
-		j := &kindInfoJSON{Held: rw.Held, Waiters: rw.Waiters}
-		for _, h := range rw.Holders {
-			if h.Kind == dlock.KindWrite {
-				hj := toHolderJSON(h)
-				j.Writer = &hj
-			} else {
-				j.Readers = append(j.Readers, toHolderJSON(h))
-			}
-		}
-		k.RWMutex = j
+		k.RWMutex = kindInfoOf(rw)
 	}
 	sem, err := c.InspectSemaphore(ctx, name)
 	switch {
@@ -105,13 +96,31 @@ func inspectKinds(ctx context.Context, c *dlock.Client, name string) (kindsJSON,
 	case err != nil:
 		return k, err
 	case sem.Held || sem.Waiters > 0:
-		j := &kindInfoJSON{Held: sem.Held, Permits: sem.Limit, Waiters: sem.Waiters}
-		for _, h := range sem.Holders {
-			j.Holders = append(j.Holders, toHolderJSON(h))
-		}
-		k.Semaphore = j
+		k.Semaphore = kindInfoOf(sem)
 	}
 	return k, nil
+}
+
+// kindInfoOf is the JSON of a read-write lock's (KindShared, KindWrite) or
+// a semaphore's (KindPermit) Info.
+func kindInfoOf(i dlock.Info) *kindInfoJSON {
+	j := &kindInfoJSON{Held: i.Held, Waiters: i.Waiters}
+	if i.Kind == dlock.KindPermit {
+		j.Permits = i.Limit
+		for _, h := range i.Holders {
+			j.Holders = append(j.Holders, toHolderJSON(h))
+		}
+		return j
+	}
+	for _, h := range i.Holders {
+		if h.Kind == dlock.KindWrite {
+			hj := toHolderJSON(h)
+			j.Writer = &hj
+		} else {
+			j.Readers = append(j.Readers, toHolderJSON(h))
+		}
+	}
+	return j
 }
 
 func who(h holderJSON) string {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -246,4 +247,104 @@ func rate(rows []map[string]string, name string) float64 {
 		}
 	}
 	return -1
+}
+
+// TestLsKinds holds every kind of lock on each store that lists (a mutex,
+// an election's term, two readers of a read-write lock, two of three
+// permits of a semaphore, a writer) and reads them back through the built
+// binary: ls -o json, ls and top each name the kind and its holds.
+func TestLsKinds(t *testing.T) {
+	for _, b := range []struct {
+		name string
+		url  func(t *testing.T) string
+	}{
+		{"redis", redisURL},
+		{"etcd", func(t *testing.T) string { return "etcd://" + testserver.Etcd(t).Addr() }},
+		{"zk", func(t *testing.T) string { return "zk://" + testserver.ZooKeeper(t).Addr() }},
+		{"postgres", func(t *testing.T) string { return testserver.PostgresURL(testserver.Postgres(t)) }},
+		{"mysql", func(t *testing.T) string { return testserver.MariaDBURL(t, testserver.MariaDB(t), "dlock") }},
+	} {
+		t.Run(b.name, func(t *testing.T) { testLsKinds(t, b.url(t)) })
+	}
+}
+
+func testLsKinds(t *testing.T, u string) {
+	c := client(t, u)
+	ctx := t.Context()
+	term, err := c.Election("k/el").Campaign(ctx, "leader-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Mutex("k/mx", dlock.WithLabel("worker-mx")).Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for n := range 2 {
+		who := fmt.Sprintf("reader-%d", n)
+		if _, err := c.RWMutex("k/rw", dlock.WithOwner(who), dlock.WithLabel(who)).RLock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		who = fmt.Sprintf("permit-%d", n)
+		if _, err := c.Semaphore("k/sem", 3, dlock.WithOwner(who), dlock.WithLabel(who)).Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.RWMutex("k/wr", dlock.WithLabel("writer")).Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	r := dlockCmd(t, nil, "ls", "--backend", u, "-o", "json", "k/")
+	type holder struct {
+		Label string `json:"label"`
+	}
+	var got []struct {
+		Name     string `json:"name"`
+		Label    string `json:"label"`
+		Kind     string `json:"kind"`
+		Token    uint64 `json:"token"`
+		Election *struct {
+			Leader string `json:"leader"`
+			Term   uint64 `json:"term"`
+		} `json:"election"`
+		RWMutex *struct {
+			Writer  *holder  `json:"writer"`
+			Readers []holder `json:"readers"`
+		} `json:"rwmutex"`
+		Semaphore *struct {
+			Permits int      `json:"permits"`
+			Holders []holder `json:"holders"`
+		} `json:"semaphore"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &got) != nil {
+		t.Fatalf("ls -o json: exit %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	kinds := []string{}
+	for _, g := range got {
+		kinds = append(kinds, g.Name+" "+g.Kind)
+	}
+	want := []string{"k/el election", "k/mx exclusive", "k/rw rw-readers:2", "k/sem semaphore:2/3", "k/wr rw-writer"}
+	if strings.Join(kinds, ", ") != strings.Join(want, ", ") {
+		t.Fatalf("ls -o json k/ lists %q, want %q\n%s", kinds, want, r.stdout)
+	}
+	switch el, rw, sem, wr := got[0], got[2], got[3], got[4]; {
+	case el.Election == nil || el.Election.Leader != "leader-1" || el.Election.Term != term.Token():
+		t.Errorf("election: %+v, want leader-1 in term %d", el.Election, term.Token())
+	case rw.RWMutex == nil || len(rw.RWMutex.Readers) != 2 || rw.RWMutex.Writer != nil:
+		t.Errorf("rwmutex: %+v, want two readers", rw.RWMutex)
+	case sem.Semaphore == nil || sem.Semaphore.Permits != 3 || len(sem.Semaphore.Holders) != 2:
+		t.Errorf("semaphore: %+v, want 2 of 3 permits held", sem.Semaphore)
+	case wr.RWMutex == nil || wr.RWMutex.Writer == nil || wr.RWMutex.Writer.Label != "writer":
+		t.Errorf("writer: %+v", wr.RWMutex)
+	}
+	for _, args := range [][]string{{"ls", "k/"}, {"top", "-n", "1", "k/"}} {
+		r := dlockCmd(t, nil, append(args, "--backend", u)...)
+		if r.code != 0 || !strings.Contains(r.stdout, "5 held") && args[0] == "top" {
+			t.Fatalf("%v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+		}
+		for _, w := range want {
+			name, kind, _ := strings.Cut(w, " ")
+			if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\s.*\s` + regexp.QuoteMeta(kind) + `\s`).MatchString(r.stdout) {
+				t.Errorf("%v: no row of %s as %s:\n%s", args, name, kind, r.stdout)
+			}
+		}
+	}
 }

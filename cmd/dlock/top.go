@@ -144,10 +144,10 @@ func (s *topState) update(infos []dlock.Info, now time.Time) []topRow {
 	}
 	rows := make([]topRow, 0, len(infos))
 	for _, i := range infos {
-		l := s.locks[i.Name]
+		l := s.locks[topKey(i)]
 		if l == nil {
 			l = &topLock{}
-			s.locks[i.Name] = l
+			s.locks[topKey(i)] = l
 			if !s.first { // appeared since the last sample: at least one acquisition
 				l.total = 1
 			}
@@ -193,9 +193,21 @@ func (s *topState) update(infos []dlock.Info, now time.Time) []topRow {
 		if ra.rate != rb.rate {
 			return ra.rate > rb.rate
 		}
-		return ra.info.Name < rb.info.Name
+		return topKey(ra.info) < topKey(rb.info)
 	})
 	return rows
+}
+
+// topKey tells a name's locks apart: its Mutex (or election), read-write
+// lock and semaphore are three locks, with their own tokens.
+func topKey(i dlock.Info) string {
+	switch i.Kind {
+	case dlock.KindShared, dlock.KindWrite:
+		return i.Name + "\x00rw"
+	case dlock.KindPermit:
+		return i.Name + "\x00sem"
+	}
+	return i.Name
 }
 
 func renderTop(w io.Writer, backend, prefix string, interval time.Duration, now time.Time, rows []topRow, err error) {
