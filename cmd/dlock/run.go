@@ -46,7 +46,8 @@ tokens older than the newest it has seen (fencing).
 
 Exit status: CMD's own (128+N if signal N killed it); 3 if the lock was not
 acquired (--no-wait, or --wait elapsed; the error names the holder); 4 if
-the lease was lost; 2 for a bad or unreachable backend; 128+N if signal N
+the lease was lost, while CMD ran or found at the final unlock (CMD's
+status is then in the message); 2 for a bad or unreachable backend; 128+N if signal N
 came before CMD started (while waiting for the lock).
 
 A cron job that must not run twice, the URL (and its password) kept off the
@@ -126,7 +127,12 @@ func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.D
 	case err != nil:
 		return fail(exitFailed, "%v", err)
 	}
-	defer l.Unlock(context.WithoutCancel(ctx))
+	unlocked := false
+	defer func() {
+		if !unlocked {
+			_ = l.Unlock(context.WithoutCancel(ctx))
+		}
+	}()
 
 	res, err := superviseChild(childSpec{
 		Argv:    argv,
@@ -156,10 +162,37 @@ func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.D
 	if res.Stopped {
 		return &exitError{code: exitLeaseLost, err: errors.New("")}
 	}
+	// The final unlock may learn that the lock was gone before the command
+	// ended (force-released, or expired before the next renewal could tell):
+	// the run was not protected to its end, which a cron wrapper must be
+	// able to tell from a clean run.
+	unlocked = true
+	if err := l.Unlock(context.WithoutCancel(ctx)); errors.Is(err, dlock.ErrLeaseLost) {
+		reportLostAtUnlock(name, argv[0], res.Code, err)
+		return &exitError{code: exitLeaseLost, err: errors.New("")}
+	}
 	if res.Code != 0 {
 		return &exitError{code: res.Code, err: errors.New("")}
 	}
 	return nil
+}
+
+// reportLostAtUnlock says on stderr (as a JSON event with -o json) that
+// the lease on name was found lost when the command cmd had ended with
+// status code.
+func reportLostAtUnlock(name, cmd string, code int, err error) {
+	cause := strings.TrimPrefix(err.Error(), "dlock: ")
+	if jsonOutput() {
+		_ = json.NewEncoder(os.Stderr).Encode(struct {
+			Event      string `json:"event"`
+			Name       string `json:"name"`
+			Error      string `json:"error"`
+			ChildState int    `json:"child_status"`
+		}{"lease_lost_at_unlock", name, cause, code})
+		return
+	}
+	fmt.Fprintf(os.Stderr, "dlock: lease on %q was lost before %s ended (exit status %d), so it ran unprotected at the end: %s\n",
+		name, cmd, code, cause)
 }
 
 // heldBy names the holder of a lock that was not acquired, as " (held by

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dlock/dlock/internal/testserver"
 )
 
 // startRun starts `dlock run` with args and waits until its command has
@@ -231,5 +234,35 @@ func TestRunLeaseLostJSON(t *testing.T) {
 	}
 	if events != 1 {
 		t.Errorf("%d loss reports, want one JSON event:\n%s", events, out.String())
+	}
+}
+
+// A lock force-released while the command runs, found gone only by the
+// final unlock (the TTL is long, so no renewal sees it first): run says so
+// on stderr and exits 4, on every store.
+func TestRunLostAtUnlock(t *testing.T) {
+	for _, b := range []struct {
+		name string
+		url  func(t *testing.T) string
+	}{
+		{"redis", redisURL},
+		{"etcd", func(t *testing.T) string { return "etcd://" + testserver.Etcd(t).Addr() }},
+		{"postgres", func(t *testing.T) string { return testserver.PostgresURL(testserver.Postgres(t)) }},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			u := b.url(t)
+			done := filepath.Join(t.TempDir(), "done")
+			cmd, out, _ := startRun(t, "run", "--backend", u, "--ttl", "60s", "gone", "--",
+				"sh", "-c", `echo started; while [ ! -e "$0" ]; do sleep 0.05; done`, done)
+			if err := client(t, u).ForceUnlock(t.Context(), "gone"); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(done, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if code := waitExit(t, cmd, 30*time.Second, out); code != 4 || !strings.Contains(out.String(), `lease on "gone" was lost before sh ended (exit status 0)`) {
+				t.Fatalf("exit %d, want 4 and the loss on stderr:\n%s", code, out.String())
+			}
+		})
 	}
 }
