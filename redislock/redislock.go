@@ -202,6 +202,20 @@
 // needs no right beyond the worker grant of the lock's prefix; an operator
 // who force-unlocks across tenants needs the patterns of each (~* &* for
 // all).
+//
+// # Listing
+//
+// Client.List (dlock ls, dlock top) reads an index the tenant owns, the
+// sorted set "<prefix>:index", with ZRANGE: no SCAN, which ignores key
+// patterns and would show every tenant's key names. A client adds each lock
+// it acquires (a member "m:", "r:" or "s:" and the name, for a Mutex or
+// election, a read-write lock, a semaphore) with one ZADD, at most once per
+// name every 30 minutes; List drops the members of locks that are free and
+// were last added over an hour ago. The index thus holds one member per
+// name locked since the last List (or within the last hour): a program that
+// locks per request id and never lists grows it by one member per name, as
+// it grows the ":token" counters. Locks held by clients older than the
+// index are listed once they are taken again. The grant above covers it.
 package redislock
 
 import (
