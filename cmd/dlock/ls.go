@@ -130,8 +130,8 @@ func left(d time.Duration) string {
 	if d <= 0 {
 		return "-"
 	}
-	if d < 10*time.Second {
-		return d.Round(10 * time.Millisecond).String()
+	if d < time.Minute { // one precision for every row: 8.1s, 24.0s
+		return fmt.Sprintf("%.1fs", d.Seconds())
 	}
 	return d.Round(time.Second).String()
 }

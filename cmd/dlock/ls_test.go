@@ -348,3 +348,38 @@ func testLsKinds(t *testing.T, u string) {
 		}
 	}
 }
+
+// TestTopJSONAndUnsupported: top -o json prints one JSON object per
+// sample; top on a store that cannot list exits 1 before drawing anything.
+func TestTopJSONAndUnsupported(t *testing.T) {
+	u := redisURL(t)
+	c := client(t, u)
+	if _, err := c.Semaphore("tj/sem", 2, dlock.WithLabel("w")).Acquire(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	r := dlockCmd(t, nil, "top", "--backend", u, "-o", "json", "-n", "2", "--interval", "100ms", "tj/")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != 0 || len(lines) != 2 {
+		t.Fatalf("top -o json -n 2: exit %d, want 2 lines:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, l := range lines {
+		var s struct {
+			Backend string `json:"backend"`
+			Held    int    `json:"held"`
+			Locks   []struct {
+				Name    string   `json:"name"`
+				Kind    string   `json:"kind"`
+				AcqPerS *float64 `json:"acq_per_s"`
+			} `json:"locks"`
+		}
+		if err := json.Unmarshal([]byte(l), &s); err != nil || s.Backend != "redis" || s.Held != 1 || len(s.Locks) != 1 ||
+			s.Locks[0].Name != "tj/sem" || s.Locks[0].Kind != "semaphore:1/2" || s.Locks[0].AcqPerS == nil {
+			t.Errorf("sample %s: %+v, %v", l, s, err)
+		}
+	}
+	mc := "memcached://" + testserver.Memcached(t).Addr()
+	r = dlockCmd(t, nil, "top", "--backend", mc, "-n", "1")
+	if r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "cannot enumerate") {
+		t.Fatalf("top on memcached: exit %d, stdout %q, stderr %q; want 1, nothing drawn, the reason", r.code, r.stdout, r.stderr)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -34,7 +35,14 @@ change of holder counts once however many came between samples.
 WAIT is the waiters divided by the acquisition rate (Little's law: the mean
 time a waiter spends in the queue); ">12s" means waiters have been queued
 for 12 s with no acquisition. Stores without a queue (the SQL table modes,
-mem) show no waiters and no wait.`,
+mem) show no waiters and no wait.
+
+With -o json, top prints one JSON object per sample, on one line: time,
+backend, prefix, held, waiting, and locks (each as in ls -o json, with
+acq_per_s and wait_ms; wait_at_least is true when wait_ms is how long
+waiters have gone unserved), or error when a sample failed. A first sample
+that fails (a backend that cannot list, a missing right) ends top with
+exit status 1 before anything is drawn.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if interval < 100*time.Millisecond {
@@ -70,10 +78,21 @@ mem) show no waiters and no wait.`,
 				if ctx.Err() != nil {
 					return nil
 				}
+				if err != nil && n == 0 {
+					// Nothing drawn yet: fail as ls does (an unsupported
+					// backend, a missing right, no answer).
+					return fail(exitFailed, "%v", err)
+				}
 				now := time.Now()
 				var rows []topRow
 				if err == nil {
 					rows = st.update(infos, now)
+				}
+				if jsonOutput() {
+					if err := printTopJSON(w, c.Backend(), prefix, now, rows, err); err != nil {
+						return err
+					}
+					continue
 				}
 				if tty {
 					fmt.Fprint(w, "\x1b[H\x1b[2J") // home, clear
@@ -233,8 +252,8 @@ func renderTop(w io.Writer, backend, prefix string, interval time.Duration, now 
 	fmt.Fprintln(tw, "NAME\tHOLDER\tKIND\tTOKEN\tLEFT\tWAITERS\tACQ/S\tWAIT")
 	for _, r := range rows {
 		wait := "-"
-		if r.info.Waiters > 0 {
-			wait = r.wait.Round(10 * time.Millisecond).String()
+		if r.info.Waiters > 0 && r.wait > 0 {
+			wait = left(r.wait)
 			if r.waitMin {
 				wait = ">" + left(r.wait)
 			}
@@ -243,4 +262,42 @@ func renderTop(w io.Writer, backend, prefix string, interval time.Duration, now 
 			r.info.Token, left(r.info.TTL), r.info.Waiters, r.rate, wait)
 	}
 	_ = tw.Flush()
+}
+
+// topJSON is one sample of `dlock top -o json`.
+type topJSON struct {
+	Time    time.Time     `json:"time"`
+	Backend string        `json:"backend"`
+	Prefix  string        `json:"prefix"`
+	Held    int           `json:"held"`
+	Waiting int           `json:"waiting"`
+	Locks   []topLockJSON `json:"locks"`
+	Error   string        `json:"error,omitempty"`
+}
+
+// topLockJSON is a lock of a top sample: ls -o json's fields, the
+// acquisition rate and the estimated wait.
+type topLockJSON struct {
+	lsJSON
+	AcqPerS     float64 `json:"acq_per_s"`
+	WaitMs      int64   `json:"wait_ms"`
+	WaitAtLeast bool    `json:"wait_at_least"`
+}
+
+func printTopJSON(w io.Writer, backend, prefix string, now time.Time, rows []topRow, err error) error {
+	j := topJSON{Time: now.UTC(), Backend: backend, Prefix: prefix, Locks: []topLockJSON{}}
+	if err != nil {
+		j.Error = err.Error()
+	}
+	infos := make([]dlock.Info, len(rows))
+	for i, r := range rows {
+		infos[i] = r.info
+	}
+	for i, l := range lsJSONOf(infos) {
+		r := rows[i]
+		j.Locks = append(j.Locks, topLockJSON{lsJSON: l, AcqPerS: r.rate, WaitMs: r.wait.Milliseconds(), WaitAtLeast: r.waitMin})
+		j.Waiting += r.info.Waiters
+	}
+	j.Held = len(rows)
+	return json.NewEncoder(w).Encode(j)
 }
