@@ -27,3 +27,15 @@ const ElectionOwnerPrefix = "election:"
 
 // IsElectionOwner reports whether owner is a portable election candidate's.
 func IsElectionOwner(owner string) bool { return strings.HasPrefix(owner, ElectionOwnerPrefix) }
+
+// waitersNote starts the note a Lister adds to an Info whose Waiters it
+// cannot count.
+const waitersNote = "waiters not counted: "
+
+// WaitersUncounted is the note a Lister adds to each Info when the store
+// keeps no record of waiters to count (Waiters is then 0 whoever waits),
+// saying why.
+func WaitersUncounted(why string) string { return waitersNote + why }
+
+// IsWaitersUncounted reports whether note is a WaitersUncounted note.
+func IsWaitersUncounted(note string) bool { return strings.HasPrefix(note, waitersNote) }

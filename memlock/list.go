@@ -30,5 +30,11 @@ func (d *Driver) List(ctx context.Context, prefix string) ([]driver.Info, error)
 		}
 	}
 	s.mu.Unlock()
-	return listing.Inspect(ctx, refs, listing.For(d))
+	out, err := listing.Inspect(ctx, refs, listing.For(d))
+	for i := range out {
+		if out[i].Kind == driver.Exclusive {
+			out[i].Notes = append(out[i].Notes, driver.WaitersUncounted("mem waiters poll and keep no queue"))
+		}
+	}
+	return out, err
 }

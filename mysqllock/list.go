@@ -32,6 +32,15 @@ func (d *myDriver) List(ctx context.Context, prefix string) ([]driver.Info, erro
 	if err != nil {
 		return nil, myErr("list", err)
 	}
+	why := "dlock does not count the sessions waiting for a MySQL GET_LOCK or row lock"
+	if d.mode == ModeTable {
+		why = "table-mode waiters poll the table and leave no record in it"
+	}
+	for i := range out {
+		if out[i].Kind == driver.Exclusive {
+			out[i].Notes = append(out[i].Notes, driver.WaitersUncounted(why+" (dlockotel's dlock.lock.waiting counts each process's own)"))
+		}
+	}
 	return out, nil
 }
 

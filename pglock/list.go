@@ -44,6 +44,14 @@ func (d *pgDriver) List(ctx context.Context, prefix string) ([]driver.Info, erro
 	if err != nil {
 		return nil, pgErr("list", err)
 	}
+	if d.mode == ModeTable {
+		for i := range out {
+			if out[i].Kind == driver.Exclusive {
+				out[i].Notes = append(out[i].Notes, driver.WaitersUncounted(
+					"table-mode waiters poll the table and leave no record in it (dlockotel's dlock.lock.waiting counts each process's own)"))
+			}
+		}
+	}
 	return out, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
 	"github.com/spf13/cobra"
 )
 
@@ -144,7 +145,32 @@ func printLs(w io.Writer, infos []dlock.Info) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tHOLDER\tKIND\tTOKEN\tLEFT\tWAITERS")
 	for _, i := range infos {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\n", i.Name, holderOf(i), kindOf(i), i.Token, left(i.TTL), i.Waiters)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", i.Name, holderOf(i), kindOf(i), i.Token, left(i.TTL), waitersOf(i))
 	}
 	_ = tw.Flush()
+	printUncounted(w, infos)
+}
+
+// waitersOf is the WAITERS column: the count, or "—" where the store keeps
+// no record of waiters to count (printUncounted says why).
+func waitersOf(i dlock.Info) string {
+	for _, n := range i.Notes {
+		if driver.IsWaitersUncounted(n) {
+			return "—"
+		}
+	}
+	return strconv.Itoa(i.Waiters)
+}
+
+// printUncounted explains a "—" under WAITERS, once per reason.
+func printUncounted(w io.Writer, infos []dlock.Info) {
+	seen := map[string]bool{}
+	for _, i := range infos {
+		for _, n := range i.Notes {
+			if driver.IsWaitersUncounted(n) && !seen[n] {
+				seen[n] = true
+				fmt.Fprintf(w, "WAITERS —: %s\n", n)
+			}
+		}
+	}
 }

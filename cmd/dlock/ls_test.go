@@ -176,9 +176,9 @@ func testTop(t *testing.T, u string, queue bool) {
 	if out, err := tm.run("new-session", "-d", "-s", "top", "-x", "160", "-y", "30", cmd); err != nil {
 		t.Fatalf("tmux new-session: %v %s", err, out)
 	}
-	waiting := "0"
+	waiting, column := "0", "—" // no record of waiters: "—" and a line saying why
 	if queue {
-		waiting = "2"
+		waiting, column = "2", "2"
 	}
 	var screen string
 	var rows []map[string]string
@@ -187,7 +187,7 @@ func testTop(t *testing.T, u string, queue bool) {
 		screen = tm.screen()
 		rows = topRows(screen)
 		hot := row(rows, "jobs/hot")
-		if len(rows) == 3 && hot != nil && hot["WAITERS"] == waiting && rate(rows, "jobs/busy") > 0 && (!queue || hot["WAIT"] != "-") {
+		if len(rows) == 3 && hot != nil && hot["WAITERS"] == column && rate(rows, "jobs/busy") > 0 && (!queue || hot["WAIT"] != "-") {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -197,6 +197,9 @@ func testTop(t *testing.T, u string, queue bool) {
 	}
 	if want := fmt.Sprintf(`prefix "jobs/" - 3 held, %s waiting`, waiting); !strings.Contains(screen, want) {
 		t.Errorf("header: want %q in\n%s", want, screen)
+	}
+	if !queue && !strings.Contains(screen, "WAITERS —: waiters not counted: table-mode waiters poll") {
+		t.Errorf("no line says why WAITERS is —:\n%s", screen)
 	}
 	if strings.Count(screen, "NAME") != 1 {
 		t.Errorf("the terminal is not redrawn in place:\n%s", screen)

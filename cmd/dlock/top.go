@@ -34,8 +34,10 @@ counts; etcd's and ZooKeeper's tokens are store-wide revisions, so there a
 change of holder counts once however many came between samples.
 WAIT is the waiters divided by the acquisition rate (Little's law: the mean
 time a waiter spends in the queue); ">12s" means waiters have been queued
-for 12 s with no acquisition. Stores without a queue (the SQL table modes,
-mem) show no waiters and no wait.
+for 12 s with no acquisition. Where the store keeps no record of waiters
+(the SQL table modes, MySQL, mem) WAITERS shows "—", and a line under the
+table says why; dlockotel's dlock.lock.waiting gauge counts each process's
+own waiting calls.
 
 With -o json, top prints one JSON object per sample, on one line: time,
 backend, prefix, held, waiting, and locks (each as in ls -o json, with
@@ -258,10 +260,15 @@ func renderTop(w io.Writer, backend, prefix string, interval time.Duration, now 
 				wait = ">" + left(r.wait)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%.1f\t%s\n", r.info.Name, holderOf(r.info), kindOf(r.info),
-			r.info.Token, left(r.info.TTL), r.info.Waiters, r.rate, wait)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%.1f\t%s\n", r.info.Name, holderOf(r.info), kindOf(r.info),
+			r.info.Token, left(r.info.TTL), waitersOf(r.info), r.rate, wait)
 	}
 	_ = tw.Flush()
+	infos := make([]dlock.Info, len(rows))
+	for i, r := range rows {
+		infos[i] = r.info
+	}
+	printUncounted(w, infos)
 }
 
 // topJSON is one sample of `dlock top -o json`.
