@@ -23,7 +23,7 @@ var global struct {
 	backendFile    string        // --backend-file
 	output         string        // -o
 	connectTimeout time.Duration // --connect-timeout
-	verbose        bool          // -v
+	verbose        int           // -v (warnings), -vv (debug)
 }
 
 func addGlobalFlags(root *cobra.Command) {
@@ -32,7 +32,7 @@ func addGlobalFlags(root *cobra.Command) {
 	f.StringVar(&global.backendFile, "backend-file", "", "read the backend URL from this file")
 	f.StringVarP(&global.output, "output", "o", "text", "output format: text or json")
 	f.DurationVar(&global.connectTimeout, "connect-timeout", 5*time.Second, "how long to wait for the backend to answer when connecting")
-	f.BoolVarP(&global.verbose, "verbose", "v", false, "log the client's warnings (renewal trouble, retries) on stderr")
+	f.CountVarP(&global.verbose, "verbose", "v", "log the client's warnings (renewal trouble, retries) on stderr; -vv adds debug lines (every retry of every request)")
 }
 
 func checkGlobalFlags() error {
@@ -91,12 +91,16 @@ func warnArgvSecret(flag, rawURL string) {
 	fmt.Fprintf(os.Stderr, "dlock: warning: the %s URL holds a password, which every local user can read in the process list; use DLOCK_URL, --backend-file PATH or password_file=PATH in the URL\n", flag)
 }
 
-// clientLogger is the client's logger: warnings only with -v. Without it
-// dlock reports what matters (a lost lease, a failure) itself, once.
+// clientLogger is the client's logger: warnings with -v, debug lines too
+// with -vv. Without them dlock reports what matters (a lost lease, a
+// failure) itself, once.
 func clientLogger() *slog.Logger {
 	level := slog.LevelError
-	if global.verbose {
+	switch {
+	case global.verbose >= 2:
 		level = slog.LevelDebug
+	case global.verbose == 1:
+		level = slog.LevelWarn
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -192,5 +193,11 @@ func signalExitCode(sig os.Signal) int {
 
 // startError words a failure to start the command.
 func startError(argv []string, err error) error {
+	switch {
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+		return fail(exitNotFound, "start %s: %v", argv[0], err)
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ENOEXEC), errors.Is(err, syscall.EISDIR):
+		return fail(exitNotExecutable, "start %s: %v", argv[0], err)
+	}
 	return fail(exitFailed, "start %s: %v", argv[0], err)
 }

@@ -17,10 +17,11 @@ import (
 type kindFlags struct {
 	shared, write bool
 	permits       int
+	cmd           *cobra.Command // to tell --permits 0 from no --permits
 }
 
 func addKindFlags(cmd *cobra.Command) *kindFlags {
-	k := &kindFlags{}
+	k := &kindFlags{cmd: cmd}
 	cmd.Flags().BoolVar(&k.shared, "shared", false, "take a read hold of the read-write lock NAME (as flock -s): any number of --shared runs together, none with a --write run")
 	cmd.Flags().BoolVar(&k.write, "write", false, "take the write hold of the read-write lock NAME: alone, excluding --shared runs")
 	cmd.Flags().IntVar(&k.permits, "permits", 0, "take one of N permits of the semaphore NAME (as consul lock -n): at most N runs at once")
@@ -30,7 +31,8 @@ func addKindFlags(cmd *cobra.Command) *kindFlags {
 // locker is what the flags ask to hold on name.
 func (k *kindFlags) locker(c *dlock.Client, name string, opts []dlock.Option) (dlock.Locker, error) {
 	n := 0
-	for _, set := range []bool{k.shared, k.write, k.permits != 0} {
+	permitsSet := k.permits != 0 || k.cmd != nil && k.cmd.Flags().Changed("permits")
+	for _, set := range []bool{k.shared, k.write, permitsSet} {
 		if set {
 			n++
 		}
@@ -38,7 +40,7 @@ func (k *kindFlags) locker(c *dlock.Client, name string, opts []dlock.Option) (d
 	switch {
 	case n > 1:
 		return nil, fail(exitUsage, "--shared, --write and --permits are exclusive")
-	case k.permits < 0:
+	case permitsSet && k.permits < 1:
 		return nil, fail(exitUsage, "--permits must be at least 1")
 	case k.shared:
 		return c.RWMutex(name, opts...).RLocker(), nil

@@ -47,8 +47,10 @@ tokens older than the newest it has seen (fencing).
 Exit status: CMD's own (128+N if signal N killed it); 3 if the lock was not
 acquired (--no-wait, or --wait elapsed; the error names the holder); 4 if
 the lease was lost, while CMD ran or found at the final unlock (CMD's
-status is then in the message); 2 for a bad or unreachable backend; 128+N if signal N
-came before CMD started (while waiting for the lock).
+status is then in the message); 2 for a bad or unreachable backend or bad
+flags; 127 if CMD was not found, 126 if it could not be executed (as env,
+timeout and nohup say); 128+N if signal N came before CMD started (while
+waiting for the lock).
 
 A cron job that must not run twice, the URL (and its password) kept off the
 command line:
@@ -58,10 +60,13 @@ command line:
 as with flock -s) and --write its write hold; --permits N one of N permits of
 the semaphore NAME (as consul lock -n). A Mutex, a read-write lock and a
 semaphore of one name are three different locks.`,
-		Args: cobra.MinimumNArgs(2),
+		Args: cobra.ArbitraryArgs, // checked below, with our usage line
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if cmd.ArgsLenAtDash() != 1 {
+			if len(args) < 2 || cmd.ArgsLenAtDash() != 1 {
 				return fail(exitUsage, "usage: dlock run [flags] NAME -- CMD [ARGS...]")
+			}
+			if noWait && cmd.Flags().Changed("wait") {
+				return fail(exitUsage, "--wait and --no-wait are exclusive: --no-wait tries once, --wait waits at most that long")
 			}
 			return runLocked(cmd.Context(), args[0], args[1:], ttl, wait, noWait, owner, label, grace, kinds)
 		},

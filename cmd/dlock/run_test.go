@@ -266,3 +266,46 @@ func TestRunLostAtUnlock(t *testing.T) {
 		})
 	}
 }
+
+// TestRunUsage: a command that cannot start exits 127 (not found) or 126
+// (not executable), as env and timeout do; flags that contradict each
+// other, --permits 0 and a missing command are usage errors (2) with our
+// usage line, before anything is locked.
+func TestRunUsage(t *testing.T) {
+	u := redisURL(t)
+	notExec := filepath.Join(t.TempDir(), "script")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\necho ran\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"x", "--", "/nonexistent/cmd"}, 127, "start /nonexistent/cmd"},
+		{[]string{"x", "--", "no-such-command-dlock"}, 127, "executable file not found"},
+		{[]string{"x", "--", notExec}, 126, "permission denied"},
+		{[]string{"--permits", "0", "x", "--", "true"}, 2, "--permits must be at least 1"},
+		{[]string{"--wait", "1s", "--no-wait", "x", "--", "true"}, 2, "--wait and --no-wait are exclusive"},
+		{[]string{"x"}, 2, "usage: dlock run [flags] NAME -- CMD"},
+	} {
+		r := dlockCmd(t, nil, append([]string{"run", "--backend", u}, tc.args...)...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stdout, "ran") {
+			t.Errorf("run %q: exit %d, stderr %q; want %d and %q", tc.args, r.code, r.stderr, tc.code, tc.want)
+		}
+	}
+}
+
+// TestVerbosityLevels: on etcd, -v shows warnings only, not a debug line
+// for every normal RPC; -vv shows the debug lines too.
+func TestVerbosityLevels(t *testing.T) {
+	u := "etcd://" + testserver.Etcd(t).Addr()
+	r := dlockCmd(t, nil, "run", "--backend", u, "-v", "v1", "--", "true")
+	if r.code != 0 || strings.Contains(r.stderr, "DEBUG") {
+		t.Errorf("-v: exit %d, stderr %q; want no debug lines", r.code, r.stderr)
+	}
+	r = dlockCmd(t, nil, "run", "--backend", u, "-vv", "v2", "--", "true")
+	if r.code != 0 || !strings.Contains(r.stderr, "level=DEBUG") {
+		t.Errorf("-vv: exit %d, stderr %q; want debug lines", r.code, r.stderr)
+	}
+}
