@@ -58,6 +58,7 @@ JSON object per line with -o json) until interrupted.
 	cmd.Flags().DurationVar(&wait, "wait", 0, "how long to campaign (0: until leading)")
 	cmd.Flags().StringVar(&label, "label", "", "holder label, where the store keeps one apart from the value (default: host:pid)")
 	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the term is lost")
+	addPassURLFlag(cmd)
 	cmd.Flags().BoolVar(&observe, "observe", false, "print each change of leader instead of campaigning")
 	return cmd
 }
@@ -104,6 +105,7 @@ func runElected(ctx context.Context, name, value string, argv []string, ttl, wai
 	res, err := superviseChild(childSpec{
 		Argv:    argv,
 		Env:     []string{"DLOCK_NAME=" + name, "DLOCK_VALUE=" + value, "DLOCK_TOKEN=" + strconv.FormatUint(term.Token(), 10)},
+		PassURL: passURL,
 		Signals: sigs,
 		Stop:    term.Done(),
 		Grace:   grace,

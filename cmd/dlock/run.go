@@ -28,7 +28,8 @@ func runCmd() *cobra.Command {
 		Use:   "run [flags] NAME -- CMD [ARGS...]",
 		Short: "Run a command while holding a lock (like flock(1), across machines)",
 		Long: `Run takes the lock NAME, runs CMD with DLOCK_NAME and DLOCK_TOKEN (the fencing
-token) in its environment, forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to it,
+token) in its environment (without DLOCK_URL, whose password CMD has no need
+of, unless --pass-url), forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to it,
 and unlocks when it exits. If the lease is lost while CMD runs, CMD gets
 SIGTERM, then SIGKILL after --grace.
 
@@ -78,6 +79,7 @@ semaphore of one name are three different locks.`,
 	cmd.Flags().StringVar(&owner, "owner", "", "owner id (default: random)")
 	cmd.Flags().StringVar(&label, "label", "", "holder label shown by inspect (default: host:pid)")
 	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lease is lost")
+	addPassURLFlag(cmd)
 	return cmd
 }
 
@@ -142,6 +144,7 @@ func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.D
 	res, err := superviseChild(childSpec{
 		Argv:    argv,
 		Env:     []string{"DLOCK_NAME=" + name, "DLOCK_TOKEN=" + strconv.FormatUint(l.Token(), 10)},
+		PassURL: passURL,
 		Signals: sigs,
 		Stop:    l.Done(),
 		Grace:   grace,

@@ -309,3 +309,25 @@ func TestVerbosityLevels(t *testing.T) {
 		t.Errorf("-vv: exit %d, stderr %q; want debug lines", r.code, r.stderr)
 	}
 }
+
+// TestChildEnvWithoutURL: run and elect do not pass DLOCK_URL (and its
+// password) to the command unless --pass-url.
+func TestChildEnvWithoutURL(t *testing.T) {
+	u := redisURL(t)
+	env := []string{"DLOCK_URL=" + u}
+	show := []string{"--", "sh", "-c", `echo "url=[${DLOCK_URL-unset}] name=[$DLOCK_NAME]"`}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{append([]string{"run", "envjob"}, show...), "url=[unset] name=[envjob]"},
+		{append([]string{"run", "--pass-url", "envjob"}, show...), "url=[" + u + "] name=[envjob]"},
+		{append([]string{"elect", "envel", "v1"}, show...), "url=[unset] name=[envel]"},
+		{append([]string{"elect", "--pass-url", "envel", "v1"}, show...), "url=[" + u + "] name=[envel]"},
+	} {
+		r := dlockCmd(t, env, tc.args...)
+		if r.code != 0 || !strings.Contains(r.stdout, tc.want) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want %q", tc.args, r.code, r.stdout, r.stderr, tc.want)
+		}
+	}
+}
