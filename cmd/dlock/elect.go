@@ -155,7 +155,7 @@ func observeLeaders(cmd *cobra.Command, name string) error {
 				return fail(exitFailed, "%v", err)
 			}
 		default:
-			fmt.Fprintf(out, "term %d: %s\n", l.Term, l.Value)
+			fmt.Fprintf(out, "term %d: %s\n", l.Term, esc(l.Value))
 		}
 	}
 	return nil

@@ -68,17 +68,17 @@ func inspectJSON(i dlock.Info) infoJSON {
 func printInfo(cmd *cobra.Command, i dlock.Info) {
 	w := cmd.OutOrStdout()
 	if !i.Held {
-		fmt.Fprintf(w, "%s: free\n", i.Name)
+		fmt.Fprintf(w, "%s: free\n", esc(i.Name))
 	} else {
 		who := i.Owner
 		if i.Label != "" {
 			who = i.Label + " (owner " + i.Owner + ")"
 		}
 		fmt.Fprintf(w, "%s: held by %s (holds %d, token %d, %v left, %d waiting)\n",
-			i.Name, who, i.Holds, i.Token, i.TTL.Round(time.Millisecond), i.Waiters)
+			esc(i.Name), esc(who), i.Holds, i.Token, i.TTL.Round(time.Millisecond), i.Waiters)
 	}
 	for _, n := range i.Notes {
-		fmt.Fprintln(w, "note:", n)
+		fmt.Fprintln(w, "note:", esc(n))
 	}
 }
 
@@ -157,9 +157,9 @@ func unlockCmd() *cobra.Command {
 			case jsonOutput():
 				return printJSON(cmd.OutOrStdout(), res)
 			case res.Released:
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: released (holder %s will find out at its next renewal)\n", name, info.Owner)
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: released (holder %s will find out at its next renewal)\n", esc(name), esc(info.Owner))
 			default:
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: not held\n", name)
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: not held\n", esc(name))
 			}
 			return nil
 		},
@@ -179,5 +179,5 @@ func holderText(i dlock.Info) string {
 	if who == "" {
 		who = "an owner the backend does not name"
 	}
-	return fmt.Sprintf("%s, token %d, %v left", who, i.Token, i.TTL.Round(time.Millisecond))
+	return fmt.Sprintf("%s, token %d, %v left", esc(who), i.Token, i.TTL.Round(time.Millisecond))
 }

@@ -127,9 +127,9 @@ func kindInfoOf(i dlock.Info) *kindInfoJSON {
 
 func who(h holderJSON) string {
 	if h.Label != "" {
-		return fmt.Sprintf("%s (owner %s, token %d, %v left)", h.Label, h.Owner, h.Token, (time.Duration(h.TTLMs) * time.Millisecond).Round(time.Millisecond))
+		return fmt.Sprintf("%s (owner %s, token %d, %v left)", esc(h.Label), esc(h.Owner), h.Token, (time.Duration(h.TTLMs) * time.Millisecond).Round(time.Millisecond))
 	}
-	return fmt.Sprintf("%s (token %d, %v left)", h.Owner, h.Token, (time.Duration(h.TTLMs) * time.Millisecond).Round(time.Millisecond))
+	return fmt.Sprintf("%s (token %d, %v left)", esc(h.Owner), h.Token, (time.Duration(h.TTLMs) * time.Millisecond).Round(time.Millisecond))
 }
 
 func whoAll(hs []holderJSON) string {
@@ -141,6 +141,7 @@ func whoAll(hs []holderJSON) string {
 }
 
 func printKinds(w io.Writer, name string, k kindsJSON) {
+	name = esc(name)
 	if rw := k.RWMutex; rw != nil {
 		switch {
 		case rw.Writer != nil:

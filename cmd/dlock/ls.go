@@ -120,6 +120,7 @@ func holderOf(i dlock.Info) string {
 	case i.Owner != "":
 		who = i.Owner
 	}
+	who = esc(who)
 	if n := len(i.Holders); n > 1 {
 		who += fmt.Sprintf(" +%d", n-1)
 	}
@@ -145,7 +146,7 @@ func printLs(w io.Writer, infos []dlock.Info) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tHOLDER\tKIND\tTOKEN\tLEFT\tWAITERS")
 	for _, i := range infos {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", i.Name, holderOf(i), kindOf(i), i.Token, left(i.TTL), waitersOf(i))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", esc(i.Name), holderOf(i), kindOf(i), i.Token, left(i.TTL), waitersOf(i))
 	}
 	_ = tw.Flush()
 	printUncounted(w, infos)
@@ -169,7 +170,7 @@ func printUncounted(w io.Writer, infos []dlock.Info) {
 		for _, n := range i.Notes {
 			if driver.IsWaitersUncounted(n) && !seen[n] {
 				seen[n] = true
-				fmt.Fprintf(w, "WAITERS —: %s\n", n)
+				fmt.Fprintf(w, "WAITERS —: %s\n", esc(n))
 			}
 		}
 	}

@@ -386,3 +386,34 @@ func TestTopJSONAndUnsupported(t *testing.T) {
 		t.Fatalf("top on memcached: exit %d, stdout %q, stderr %q; want 1, nothing drawn, the reason", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestTerminalEscapes: a name and a label holding ESC, BEL, CR, newline
+// and an OSC 52 sequence reach ls, top, inspect and the unlock prompt
+// escaped, never raw; ls -o json keeps them exact.
+func TestTerminalEscapes(t *testing.T) {
+	u := redisURL(t)
+	c := client(t, u)
+	name := "esc/a\nFAKE-ROW\r\x1b[2J"
+	label := "w\x1b]52;c;ZXZpbA==\x07\u009b"
+	if _, err := c.Mutex(name, dlock.WithLabel(label)).Lock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"ls", "esc/"}, {"top", "-n", "1", "esc/"}, {"inspect", name}, {"unlock", "--force", name}} {
+		r := dlockCmd(t, nil, append(args, "--backend", u)...)
+		out := r.stdout + r.stderr
+		if strings.ContainsAny(out, "\x1b\x07\r") || strings.Contains(out, "\u009b") || regexp.MustCompile(`(?m)^FAKE-ROW`).MatchString(out) {
+			t.Errorf("%s: raw control characters reach the terminal: %q", args[0], out)
+		}
+		if !strings.Contains(out, `esc/a\nFAKE-ROW\r\x1b[2J`) {
+			t.Errorf("%s: the name is not shown escaped: %q", args[0], out)
+		}
+	}
+	r := dlockCmd(t, nil, "ls", "--backend", u, "-o", "json", "esc/")
+	var got []struct {
+		Name  string `json:"name"`
+		Label string `json:"label"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || len(got) != 1 || got[0].Name != name || got[0].Label != label {
+		t.Errorf("ls -o json: %+v, %v; want the exact name and label", got, err)
+	}
+}

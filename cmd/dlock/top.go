@@ -243,7 +243,7 @@ func renderTop(w io.Writer, backend, prefix string, interval time.Duration, now 
 	fmt.Fprintf(w, "dlock top - %s - %s - %d held, %d waiting - %s (every %v; Ctrl-C quits)\n\n",
 		backend, scope, len(rows), waiting, now.Format("15:04:05"), interval)
 	if err != nil {
-		fmt.Fprintf(w, "error: %v\n", err)
+		fmt.Fprintf(w, "error: %s\n", esc(err.Error()))
 		return
 	}
 	if len(rows) == 0 {
@@ -260,7 +260,7 @@ func renderTop(w io.Writer, backend, prefix string, interval time.Duration, now 
 				wait = ">" + left(r.wait)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%.1f\t%s\n", r.info.Name, holderOf(r.info), kindOf(r.info),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%.1f\t%s\n", esc(r.info.Name), holderOf(r.info), kindOf(r.info),
 			r.info.Token, left(r.info.TTL), waitersOf(r.info), r.rate, wait)
 	}
 	_ = tw.Flush()
