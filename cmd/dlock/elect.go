@@ -94,7 +94,7 @@ func runElected(ctx context.Context, name, value string, argv []string, ttl, wai
 	}
 	switch {
 	case errors.Is(err, dlock.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return fail(exitNotAcquired, "election %q not won: %v", name, err)
+		return notAcquired(fmt.Sprintf("election %q not won", name), ledBy(ctx, e), false, wait, err)
 	case errors.Is(err, dlock.ErrInvalidName), errors.Is(err, dlock.ErrInvalidTTL), errors.Is(err, dlock.ErrInvalidLabel),
 		errors.Is(err, dlock.ErrUnsupported):
 		return fail(exitUsage, "%v", err)
@@ -159,4 +159,16 @@ func observeLeaders(cmd *cobra.Command, name string) error {
 		}
 	}
 	return nil
+}
+
+// ledBy names the leader of an election not won, as " (led by VALUE, term
+// N)", or "" if there is none or the store cannot say.
+func ledBy(ctx context.Context, e *dlock.Election) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), global.connectTimeout)
+	defer cancel()
+	l, err := e.Leader(ctx)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf(" (led by %s, term %d)", esc(l.Value), l.Term)
 }

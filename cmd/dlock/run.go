@@ -127,7 +127,7 @@ func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.D
 	}
 	switch {
 	case errors.Is(err, dlock.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return fail(exitNotAcquired, "lock %q not acquired%s: %v", name, heldBy(ctx, c, name), err)
+		return notAcquired(fmt.Sprintf("lock %q not acquired", name), heldBy(ctx, c, name), noWait, wait, err)
 	case errors.Is(err, dlock.ErrInvalidName), errors.Is(err, dlock.ErrInvalidTTL), errors.Is(err, dlock.ErrInvalidOwner),
 		errors.Is(err, dlock.ErrUnsupported), errors.Is(err, dlock.ErrInvalidConfig):
 		return fail(exitUsage, "%v", err)
@@ -213,4 +213,22 @@ func heldBy(ctx context.Context, c *dlock.Client, name string) string {
 		return ""
 	}
 	return " (held by " + holderText(info) + ")"
+}
+
+// notAcquired is the one-statement error of a lock or lead not won: what,
+// who holds it (" (held by …)", "" if the store cannot say) and why the
+// wait ended. The library's error, which says the same again, is kept only
+// when the holder is unknown.
+func notAcquired(what, holder string, noWait bool, wait time.Duration, err error) error {
+	why := "interrupted"
+	switch {
+	case noWait:
+		why = "tried once (--no-wait)"
+	case wait > 0 && errors.Is(err, context.DeadlineExceeded):
+		why = fmt.Sprintf("--wait %v elapsed", wait)
+	}
+	if holder == "" {
+		return fail(exitNotAcquired, "%s: %s: %s", what, why, strings.TrimPrefix(err.Error(), "dlock: "))
+	}
+	return fail(exitNotAcquired, "%s%s: %s", what, holder, why)
 }
