@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dlock/dlock"
 	_ "github.com/dlock/dlock/etcdlock"
@@ -415,5 +416,53 @@ func TestTerminalEscapes(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || len(got) != 1 || got[0].Name != name || got[0].Label != label {
 		t.Errorf("ls -o json: %+v, %v; want the exact name and label", got, err)
+	}
+}
+
+// TestTopWidth runs top in tmux at 60 and 200 columns: at 60 the rows are
+// cut at the terminal's edge (no row wraps, the title stays on the first
+// line); at 200 they are shown whole.
+func TestTopWidth(t *testing.T) {
+	u := redisURL(t)
+	c := client(t, u)
+	label := "a-rather-long-holder-label-" + strings.Repeat("x", 40)
+	for _, n := range []string{"w/first-lock-with-a-long-name", "w/second-lock-with-a-long-name"} {
+		if _, err := c.Mutex(n, dlock.WithLabel(label)).Lock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, width := range []int{60, 200} {
+		t.Run(strconv.Itoa(width), func(t *testing.T) {
+			tm := newTmux(t)
+			cmd := fmt.Sprintf("env DLOCK_URL='%s' %s top --interval 200ms w/", u, bin)
+			if out, err := tm.run("new-session", "-d", "-s", "top", "-x", strconv.Itoa(width), "-y", "20", cmd); err != nil {
+				t.Fatalf("tmux new-session: %v %s", err, out)
+			}
+			var screen string
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				screen = tm.screen()
+				if strings.Count(screen, "w/") >= 2 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("top never showed the locks:\n%s", screen)
+				}
+			}
+			lines := strings.Split(strings.TrimRight(screen, "\n"), "\n")
+			if !strings.HasPrefix(lines[0], "dlock top - redis") {
+				t.Errorf("the title is not on the first line:\n%s", screen)
+			}
+			for _, l := range lines[1:] {
+				if l != "" && !strings.HasPrefix(l, "NAME") && !strings.HasPrefix(l, "w/") {
+					t.Errorf("a row wrapped (line %q):\n%s", l, screen)
+				}
+				if utf8.RuneCountInString(l) > width {
+					t.Errorf("line wider than %d: %q", width, l)
+				}
+			}
+			if whole := strings.Contains(screen, label); whole != (width == 200) {
+				t.Errorf("at %d columns the label shown whole: %v\n%s", width, whole, screen)
+			}
+		})
 	}
 }

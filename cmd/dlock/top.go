@@ -8,9 +8,11 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dlock/dlock"
 	"github.com/spf13/cobra"
@@ -97,7 +99,14 @@ exit status 1 before anything is drawn.`,
 					continue
 				}
 				if tty {
-					fmt.Fprint(w, "\x1b[H\x1b[2J") // home, clear
+					// Home, clear, and a frame cut to the terminal's width
+					// and height, as top and htop do: a row that wrapped
+					// would scroll the title away.
+					var frame strings.Builder
+					renderTop(&frame, c.Backend(), prefix, interval, now, rows, err)
+					cols, lines := terminalSize(w.(*os.File))
+					fmt.Fprint(w, "\x1b[H\x1b[2J"+fitScreen(frame.String(), cols, lines))
+					continue
 				} else if n > 0 {
 					fmt.Fprintln(w)
 				}
@@ -307,4 +316,22 @@ func printTopJSON(w io.Writer, backend, prefix string, now time.Time, rows []top
 	}
 	j.Held = len(rows)
 	return json.NewEncoder(w).Encode(j)
+}
+
+// fitScreen cuts text to cols columns (counting runes: top's text has no
+// wide characters, and what comes from the store is escaped) and to the
+// first rows-1 lines, leaving the last row for the cursor; 0 leaves that
+// side as it is.
+func fitScreen(text string, cols, rows int) string {
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	if rows > 1 && len(lines) > rows-1 {
+		lines = lines[:rows-1]
+	}
+	for i, l := range lines {
+		if cols > 0 && utf8.RuneCountInString(l) > cols {
+			r := []rune(l)
+			lines[i] = string(r[:cols])
+		}
+	}
+	return strings.Join(lines, "\n") + "\n"
 }
