@@ -3,7 +3,6 @@ package redislock
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -119,15 +118,7 @@ func (d *redisDriver) List(ctx context.Context, prefix string) ([]driver.Info, e
 	}
 	if len(back) > 0 {
 		out = append(out, back...)
-		slices.SortStableFunc(out, func(a, b driver.Info) int {
-			if a.Name != b.Name {
-				if a.Name < b.Name {
-					return -1
-				}
-				return 1
-			}
-			return familyOrder(a.Kind) - familyOrder(b.Kind)
-		})
+		listing.Sort(out)
 	}
 	return out, nil
 }
@@ -137,7 +128,11 @@ func (d *redisDriver) List(ctx context.Context, prefix string) ([]driver.Info, e
 func (d *redisDriver) prune(ctx context.Context, stale []listing.Ref, held []driver.Info) ([]driver.Info, error) {
 	isHeld := map[listing.Ref]bool{}
 	for _, i := range held {
-		isHeld[listing.Ref{Name: i.Name, Family: familyOf(i.Kind)}] = true
+		r := listing.Ref{Name: i.Name, Family: i.Kind}
+		if i.Kind == driver.Write {
+			r.Family = driver.Shared
+		}
+		isHeld[r] = true
 	}
 	var gone []listing.Ref
 	var members []any
@@ -165,23 +160,4 @@ func (d *redisDriver) prune(ctx context.Context, stale []listing.Ref, held []dri
 		}
 	}
 	return back, nil
-}
-
-// familyOf is the family a listed kind belongs to, as in listing.Ref.
-func familyOf(k driver.Kind) driver.Kind {
-	if k == driver.Write {
-		return driver.Shared
-	}
-	return k
-}
-
-// familyOrder orders a name's locks as driver.Lister says.
-func familyOrder(k driver.Kind) int {
-	switch k {
-	case driver.Shared, driver.Write:
-		return 1
-	case driver.Permit:
-		return 2
-	}
-	return 0
 }

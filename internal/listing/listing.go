@@ -37,9 +37,9 @@ func For(d driver.Driver) Inspector {
 	return in
 }
 
-// family orders a name's locks as driver.Lister says: Mutex, read-write
-// lock, semaphore.
-func family(k driver.Kind) int {
+// Family orders a name's locks as driver.Lister says: Mutex (0),
+// read-write lock (1), semaphore (2).
+func Family(k driver.Kind) int {
 	switch k {
 	case driver.Shared, driver.Write:
 		return 1
@@ -57,12 +57,12 @@ func family(k driver.Kind) int {
 func Inspect(ctx context.Context, refs []Ref, in Inspector) ([]driver.Info, error) {
 	refs = slices.Clone(refs)
 	for i := range refs {
-		if family(refs[i].Family) == 1 {
+		if Family(refs[i].Family) == 1 {
 			refs[i].Family = driver.Shared
 		}
 	}
 	slices.SortFunc(refs, func(a, b Ref) int {
-		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(family(a.Family), family(b.Family)))
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(Family(a.Family), Family(b.Family)))
 	})
 	refs = slices.Compact(refs)
 	out := make([]driver.Info, 0, len(refs))
@@ -108,4 +108,12 @@ func kindOf(info driver.Info, fam driver.Kind) driver.Kind {
 		}
 	}
 	return driver.Shared
+}
+
+// Sort puts infos in driver.Lister's order: by name, then Mutex,
+// read-write lock, semaphore.
+func Sort(infos []driver.Info) {
+	slices.SortStableFunc(infos, func(a, b driver.Info) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(Family(a.Kind), Family(b.Kind)))
+	})
 }
