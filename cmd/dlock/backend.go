@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -118,12 +119,21 @@ func openBackend(ctx context.Context, url string) (*dlock.Client, error) {
 	}
 	octx, cancel := context.WithTimeout(ctx, global.connectTimeout)
 	defer cancel()
+	began := time.Now()
 	c, err := dlock.Open(octx, url, dlock.WithLogger(clientLogger()))
 	if err == nil {
 		return c, nil
 	}
-	if octx.Err() != nil && ctx.Err() == nil || errors.Is(err, context.DeadlineExceeded) {
+	var ne net.Error
+	if octx.Err() != nil && ctx.Err() == nil || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
 		if u, perr := driver.ParseURL(url); perr == nil {
+			// One message for every store, whichever timeout ended the wait:
+			// ours, or a client's own (memcached's timeout= applies to
+			// every request, connecting included).
+			if waited := time.Since(began); waited < global.connectTimeout {
+				return nil, fail(exitUsage, "no answer from %s at %s within %v (the client's own timeout, before --connect-timeout %v)",
+					u.Scheme, u.Host, waited.Round(100*time.Millisecond), global.connectTimeout)
+			}
 			return nil, fail(exitUsage, "no answer from %s at %s within %v (--connect-timeout)", u.Scheme, u.Host, global.connectTimeout)
 		}
 	}

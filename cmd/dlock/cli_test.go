@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -194,5 +195,36 @@ func TestNotAcquiredSaysItOnce(t *testing.T) {
 		if r.code != 3 || !strings.Contains(r.stderr, tc.want) || strings.Count(r.stderr, "dlock:") != 1 || strings.Count(r.stderr, "not acquired") > 1 {
 			t.Errorf("%q: exit %d, stderr %q; want 3 and %q, said once", tc.args, r.code, r.stderr, tc.want)
 		}
+	}
+}
+
+// TestConnectTimeoutMemcached: a memcached that accepts and never answers
+// gets the same message as every store, not a raw "i/o timeout".
+func TestConnectTimeoutMemcached(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { // accept and stay silent; the connections close with the test
+		defer close(done)
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	defer func() { _ = ln.Close(); <-done }()
+	r := dlockCmd(t, nil, "ls", "--backend", "memcached://"+ln.Addr().String(), "--connect-timeout", "2s")
+	if r.code != 2 || !strings.Contains(r.stderr, "no answer from memcached at "+ln.Addr().String()+" within ") || strings.Contains(r.stderr, "i/o timeout") {
+		t.Errorf("exit %d, stderr %q; want 2 and the uniform message", r.code, r.stderr)
 	}
 }
