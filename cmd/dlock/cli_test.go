@@ -2,9 +2,9 @@ package main_test
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
-	"net"
 	"strings"
 	"testing"
 	"time"
