@@ -102,7 +102,7 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
 	if e.el == nil { // portable: a lock whose label is the value
 		o := e.opts
 		o.label = value
-		o.owner, o.ownerSet, o.fresh = NewOwnerID(), true, true // every Campaign is a candidate of its own
+		o.owner, o.ownerSet, o.fresh = driver.ElectionOwnerPrefix+NewOwnerID(), true, true // every Campaign is a candidate of its own, marked for List
 		if err := c.validate(e.name, o); err != nil {
 			return nil, c.wrap("campaign", e.name, fmt.Errorf("value: %w", err))
 		}

@@ -27,6 +27,9 @@ type Info struct {
 	// those, Owner, Label, Holds, Token and TTL describe the write hold if
 	// there is one, else the hold with the greatest token.
 	Holders []Holder
+	// Election reports that the hold is an election's term (Client.List
+	// only): Label is then the leader's value and Token its term.
+	Election bool
 }
 
 // Kind is the kind of a hold: a Mutex's, a read or write hold of an

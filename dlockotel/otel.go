@@ -15,6 +15,8 @@
 //	dlock.lock.acquisitions      counter           new holds granted (re-entries are not counted)
 //	dlock.lock.refusals          counter           TryLocks that found the lock held, Lock waits that ended without it (contention)
 //	dlock.lock.held              up-down counter   holds this process has now
+//	dlock.lock.waiting           up-down counter   blocking Lock calls of this process waiting now (sum it over
+//	                                               processes for the waiters of a lock, where the store keeps no queue)
 //	dlock.lock.renewals          counter           renewals that came back; failed ones carry error.type
 //	dlock.lock.renewal.duration  histogram, s      a renewal's round trip; failed ones carry error.type
 //	dlock.lock.lost              counter           holds lost, by dlock.lock.lost.cause
@@ -101,6 +103,7 @@ type instruments struct {
 	renewals     metric.Int64Counter
 	lost         metric.Int64Counter
 	held         metric.Int64UpDownCounter
+	waiting      metric.Int64UpDownCounter
 
 	mu    sync.Mutex
 	holds map[holdKey]int // live holds, by lease count: the held gauge counts holds, not leases
@@ -148,6 +151,9 @@ func Hooks(opts ...Option) (dlock.Hooks, error) {
 	var err error
 	in.held, err = m.Int64UpDownCounter("dlock.lock.held", metric.WithUnit("{hold}"),
 		metric.WithDescription("Holds this process has now."))
+	errs = append(errs, err)
+	in.waiting, err = m.Int64UpDownCounter("dlock.lock.waiting", metric.WithUnit("{call}"),
+		metric.WithDescription("Lock calls of this process waiting now (blocking Lock, RLock, Acquire)."))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return dlock.Hooks{}, err
@@ -240,8 +246,14 @@ func (in *instruments) call(ctx context.Context, c dlock.Call) (context.Context,
 	}
 	ctx, span := in.tracer.Start(ctx, "dlock."+c.Op, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	acquire := c.Op == "lock" || c.Op == "trylock"
+	if c.Op == "lock" { // a blocking call: waiting until it returns
+		in.waiting.Add(ctx, 1, in.attrs(c.Backend, c.Name, c.Kind))
+	}
 	return ctx, func(token uint64, err error) {
 		defer span.End()
+		if c.Op == "lock" {
+			in.waiting.Add(ctx, -1, in.attrs(c.Backend, c.Name, c.Kind))
+		}
 		if acquire && err == nil {
 			span.SetAttributes(AttrToken.Int64(int64(token)), AttrOutcome.String("acquired"))
 			in.mu.Lock()

@@ -307,3 +307,48 @@ func attrs(s sdktrace.ReadOnlySpan) map[string]any {
 	}
 	return a
 }
+
+// TestWaitingGauge: dlock.lock.waiting counts the Lock calls waiting now,
+// with the usual bounded attributes (the name only WithLockNames).
+func TestWaitingGauge(t *testing.T) {
+	ctx := context.Background()
+	c, reader, _, _ := setup(t)
+	m := c.Mutex("orders/2")
+	l, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := collect(t, reader).sums[ser("dlock.lock.waiting", "")]; got != 0 {
+		t.Errorf("waiting with nobody waiting = %d, want 0", got)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Mutex("orders/2").Lock(wctx)
+		done <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if got := collect(t, reader).sums[ser("dlock.lock.waiting", "")]; got == 1 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("waiting = %d while a Lock waits, want 1", got)
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("waiter: %v", err)
+	}
+	p := collect(t, reader)
+	if got := p.sums[ser("dlock.lock.waiting", "")]; got != 0 {
+		t.Errorf("waiting after the waiter gave up = %d, want 0", got)
+	}
+	if p.units["dlock.lock.waiting"] != "{call}" {
+		t.Errorf("unit %q", p.units["dlock.lock.waiting"])
+	}
+	for k := range p.sums {
+		if strings.Contains(k, "orders/2") {
+			t.Errorf("lock name in a metric without WithLockNames: %s", k)
+		}
+	}
+	_ = l.Unlock(ctx)
+}

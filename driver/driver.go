@@ -264,6 +264,9 @@ type Info struct {
 	// Token and TTL describe the write hold if there is one, else the hold
 	// with the greatest token.
 	Holders []Holder
+	// Election reports that the hold is an election's term (Lister only):
+	// Label is then the leader's value and Token its term.
+	Election bool
 }
 
 // Caps describes what a driver's store can do and keep.

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -114,5 +115,105 @@ func (s *suite) testList(t *testing.T) {
 	}
 	if !seen[p+"a"] || !seen["other-"+hex.EncodeToString(b)+"/z"] {
 		t.Errorf("List(\"\") misses locks: %v", all)
+	}
+	listKinds(ctx, t, c, "lsk-"+hex.EncodeToString(b)+"/", caps)
+}
+
+// listKinds checks that List shows every kind the backend has under prefix
+// q, each as what it is: an election's term (leader value and term), a
+// Mutex, a read-write lock's readers, a semaphore's permits used of its
+// count, a read-write lock's writer.
+func listKinds(ctx context.Context, t *testing.T, c *dlock.Client, q string, caps ListCaps) {
+	t.Helper()
+	ttl := dlock.WithTTL(10 * time.Second)
+	type want struct {
+		name    string
+		kind    dlock.Kind
+		holders int
+		check   func(dlock.Info) string
+	}
+	var wants []want
+	term, err := c.Election(q+"el", ttl).Campaign(ctx, "leader-1")
+	switch {
+	case errors.Is(err, dlock.ErrUnsupported):
+	case err != nil:
+		t.Fatalf("campaign: %v", err)
+	default:
+		wants = append(wants, want{q + "el", dlock.KindExclusive, 0, func(i dlock.Info) string {
+			switch {
+			case !i.Election:
+				return "not marked as an election"
+			case i.Token != term.Token():
+				return fmt.Sprintf("term %d, want %d", i.Token, term.Token())
+			case caps.Labels && i.Label != "leader-1":
+				return fmt.Sprintf("leader value %q, want leader-1", i.Label)
+			}
+			return ""
+		}})
+	}
+	mx, err := c.Mutex(q+"mx", ttl).Lock(ctx)
+	if err != nil {
+		t.Fatalf("lock: %v", err)
+	}
+	wants = append(wants, want{q + "mx", dlock.KindExclusive, 0, func(i dlock.Info) string {
+		if i.Election || i.Token != mx.Token() {
+			return fmt.Sprintf("election %v token %d, want a Mutex hold with token %d", i.Election, i.Token, mx.Token())
+		}
+		return ""
+	}})
+	rw := func(n int) *dlock.RWMutex {
+		return c.RWMutex(q+"rw", ttl, dlock.WithOwner(fmt.Sprintf("%sreader-%d", q, n)), dlock.WithLabel(fmt.Sprintf("reader-%d", n)))
+	}
+	if err := rw(0).Err(); !errors.Is(err, dlock.ErrUnsupported) {
+		for n := range 2 {
+			if _, err := rw(n).RLock(ctx); err != nil {
+				t.Fatalf("rlock %d: %v", n, err)
+			}
+		}
+		wants = append(wants, want{q + "rw", dlock.KindShared, 2, nil})
+	}
+	sem := func(n int) *dlock.Semaphore {
+		return c.Semaphore(q+"sem", 3, ttl, dlock.WithOwner(fmt.Sprintf("%spermit-%d", q, n)))
+	}
+	if err := sem(0).Err(); !errors.Is(err, dlock.ErrUnsupported) {
+		for n := range 2 {
+			if _, err := sem(n).Acquire(ctx); err != nil {
+				t.Fatalf("acquire %d: %v", n, err)
+			}
+		}
+		wants = append(wants, want{q + "sem", dlock.KindPermit, 2, func(i dlock.Info) string {
+			if i.Limit != 3 {
+				return fmt.Sprintf("%d permits in all, want 3", i.Limit)
+			}
+			return ""
+		}})
+	}
+	if w := c.RWMutex(q+"wr", ttl); !errors.Is(w.Err(), dlock.ErrUnsupported) {
+		if _, err := w.Lock(ctx); err != nil {
+			t.Fatalf("write lock: %v", err)
+		}
+		wants = append(wants, want{q + "wr", dlock.KindWrite, 1, nil})
+	}
+	got, err := c.List(ctx, q)
+	if err != nil {
+		t.Fatalf("List(%q): %v", q, err)
+	}
+	if len(got) != len(wants) {
+		t.Fatalf("List(%q) = %+v, want %d locks: %+v", q, got, len(wants), wants)
+	}
+	for i, w := range wants {
+		g := got[i]
+		msg := ""
+		switch {
+		case g.Name != w.name || g.Kind != w.kind || !g.Held:
+			msg = fmt.Sprintf("%q kind %v held %v, want %q kind %v held", g.Name, g.Kind, g.Held, w.name, w.kind)
+		case w.holders > 0 && len(g.Holders) != w.holders:
+			msg = fmt.Sprintf("%d holders, want %d", len(g.Holders), w.holders)
+		case w.check != nil:
+			msg = w.check(g)
+		}
+		if msg != "" {
+			t.Errorf("List[%d] %q: %s", i, w.name, msg)
+		}
 	}
 }

@@ -79,7 +79,7 @@ func newDriver(ctx context.Context, pool *pgxpool.Pool, opts Options) (*pgDriver
 func (d *pgDriver) Migrate(ctx context.Context) error {
 	tx, err := d.pool.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("pglock: connect: %w", err)
+		return fmt.Errorf("pglock: connect: %w", causeFirst(err))
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('dlock schema', 0))"); err != nil {
@@ -160,6 +160,7 @@ func pgErr(op string, err error) error {
 	if err == nil {
 		return nil
 	}
+	err = causeFirst(err)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "42501" { // insufficient_privilege
 		return fmt.Errorf("pglock: %s: permission denied (%s): the user needs the grant in the pglock package doc: SELECT, INSERT, UPDATE and DELETE on dlock_locks, dlock_kinds, dlock_holds and dlock_waits, SELECT, INSERT and UPDATE on dlock_tokens and dlock_rows, and CREATE on the schema to make them (or run dlock migrate as a user who can) (%w): %w",
@@ -299,3 +300,24 @@ func (d *pgDriver) Subscribe(ctx context.Context, name string) (driver.Subscript
 	}
 	return d.hub.subscribe(ctx, name)
 }
+
+// causeFirst words a connect error that pgx made of two attempts, TLS
+// refused (sslmode=prefer's first try) and then the server's real answer,
+// with that answer alone, first: "tls error: server refused TLS connection"
+// led every error, even for a missing role. The error still wraps pgx's.
+func causeFirst(err error) error {
+	var pe *pgconn.PgError
+	if !strings.Contains(err.Error(), "tls error: server refused TLS connection") || !errors.As(err, &pe) {
+		return err
+	}
+	return &causeFirstError{msg: fmt.Sprintf("server error: %s: %s (SQLSTATE %s) (after a refused TLS attempt: sslmode=prefer)",
+		pe.Severity, pe.Message, pe.Code), err: err}
+}
+
+type causeFirstError struct {
+	msg string
+	err error
+}
+
+func (e *causeFirstError) Error() string { return e.msg }
+func (e *causeFirstError) Unwrap() error { return e.err }

@@ -4,13 +4,16 @@ import (
 	"context"
 
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/listing"
 	"github.com/dlock/dlock/internal/sqlbase"
 )
 
 // List implements driver.Lister: table mode reads the live rows of
 // dlock_locks, row and session modes the names in dlock_tokens (every name
-// ever locked), and each name is inspected. In row and session modes it
-// also counts the waiters: the sessions blocked by the holder's.
+// ever locked); the read-write locks and semaphores are the names with
+// rows in dlock_holds, where the mode has them; and each is inspected. In
+// row and session modes it also counts a Mutex's waiters: the sessions
+// blocked by the holder's.
 func (d *pgDriver) List(ctx context.Context, prefix string) ([]driver.Info, error) {
 	q := `SELECT name FROM dlock_tokens WHERE name LIKE $1`
 	if d.mode == ModeTable {
@@ -20,11 +23,36 @@ func (d *pgDriver) List(ctx context.Context, prefix string) ([]driver.Info, erro
 	if err != nil {
 		return nil, pgErr("list", err)
 	}
-	names, err := sqlbase.Names(rows, rows.Close)
+	refs, err := sqlbase.Refs(rows, rows.Close, false)
 	if err != nil {
 		return nil, pgErr("list", err)
 	}
-	return sqlbase.InspectAll(ctx, names, d.inspectWaiters)
+	if d.Caps().Supports(driver.Shared) || d.Caps().Supports(driver.Permit) {
+		rows, err := d.pool.Query(ctx, sqlbase.KindsQuery("$1"), sqlbase.LikePrefix(prefix))
+		if err != nil {
+			return nil, pgErr("list", err)
+		}
+		kinds, err := sqlbase.Refs(rows, rows.Close, true)
+		if err != nil {
+			return nil, pgErr("list", err)
+		}
+		refs = append(refs, kinds...)
+	}
+	in := listing.For(d)
+	in.Inspect = d.inspectWaiters
+	out, err := listing.Inspect(ctx, refs, in)
+	if err != nil {
+		return nil, pgErr("list", err)
+	}
+	if d.mode == ModeTable {
+		for i := range out {
+			if out[i].Kind == driver.Exclusive {
+				out[i].Notes = append(out[i].Notes, driver.WaitersUncounted(
+					"table-mode waiters poll the table and leave no record in it (dlockotel's dlock.lock.waiting counts each process's own)"))
+			}
+		}
+	}
+	return out, nil
 }
 
 // inspectWaiters is Inspect that, in row and session modes, also counts a

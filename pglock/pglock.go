@@ -307,7 +307,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("pglock: connect: %w", err)
+		return nil, fmt.Errorf("pglock: connect: %w", causeFirst(err))
 	}
 	d, err := newDriver(ctx, pool, opts)
 	if err != nil {

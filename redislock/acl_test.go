@@ -50,10 +50,10 @@ func setUser(t *testing.T, srv *testserver.Server, args ...any) {
 }
 
 // LeastPrivilege gives the suite clients of a user with exactly the package
-// doc's grant, plus the +scan it says List needs (drivertest.ACLHarness).
+// doc's grant and nothing more (drivertest.ACLHarness).
 func (h singleHarness) LeastPrivilege(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
 	srv := testserver.Redis(t)
-	setUser(t, srv, append(docGrant(t, "worker", "worker-pw", "dlock"), "+scan")...)
+	setUser(t, srv, docGrant(t, "worker", "worker-pw", "dlock")...)
 	lh := &harness{t: t}
 	lh.newRDB = func(dial func(context.Context, string, string) (net.Conn, error)) redis.UniversalClient {
 		return redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "worker", Password: "worker-pw",

@@ -22,6 +22,7 @@ type redisDriver struct {
 	log    *slog.Logger
 	notes  []string
 	hub    *hub
+	idx    indexer // what this client added to List's index
 }
 
 func newDriver(ctx context.Context, rdb redis.UniversalClient, opts Options, owned bool) (*redisDriver, error) {
@@ -123,9 +124,15 @@ func (d *redisDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gra
 			// script refused.)
 			d.cancel(ctx, k, r.Owner, req)
 		}
+		if err == nil && g.Acquired {
+			d.index(ctx, r.Name, r.Kind)
+		}
 		return g, redisnode.PermissionError(err, d.prefix)
 	}
 	g, err := d.wait(ctx, k, r)
+	if err == nil && g.Acquired {
+		d.index(ctx, r.Name, r.Kind)
+	}
 	return g, redisnode.PermissionError(err, d.prefix)
 }
 

@@ -213,12 +213,11 @@
 // +function|load; see "Scripts"). With scripts=eval, or on Redis before
 // 7.0, write +evalsha +eval instead of +fcall. Optional: +config|get
 // lets Open read maxmemory-policy and warn of eviction (without it Open
-// skips the check); +scan lets Client.List (dlock ls) enumerate the locks,
-// but SCAN is not limited by the key patterns: it names every key of the
-// database (without it List fails with the missing permission named). A
-// Cluster client also needs +cluster|slots +cluster|shards +readonly
-// (untested). The conformance suite's LeastPrivilege section runs as a user
-// made with exactly the line above, plus +scan for List.
+// skips the check). Client.List (dlock ls) needs nothing more: it reads
+// an index under the prefix, never SCAN (see "Listing"). A Cluster client
+// also needs +cluster|slots +cluster|shards +readonly (untested). The
+// conformance suite's LeastPrivilege section, List included, runs as a user
+// made with exactly the line above.
 //
 // A command, key or channel the ACL refuses gives an error that names it
 // ("missing ACL permission for command FCALL", or the keys or channels
@@ -245,6 +244,20 @@
 // needs no right beyond the worker grant of the lock's prefix; an operator
 // who force-unlocks across tenants needs the patterns of each (~* &* for
 // all).
+//
+// # Listing
+//
+// Client.List (dlock ls, dlock top) reads an index the tenant owns, the
+// sorted set "<prefix>:index", with ZRANGE: no SCAN, which ignores key
+// patterns and would show every tenant's key names. A client adds each lock
+// it acquires (a member "m:", "r:" or "s:" and the name, for a Mutex or
+// election, a read-write lock, a semaphore) with one ZADD, at most once per
+// name every 30 minutes; List drops the members of locks that are free and
+// were last added over an hour ago. The index thus holds one member per
+// name locked since the last List (or within the last hour): a program that
+// locks per request id and never lists grows it by one member per name, as
+// it grows the ":token" counters. Locks held by clients older than the
+// index are listed once they are taken again. The grant above covers it.
 package redislock
 
 import (

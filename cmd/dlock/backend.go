@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -26,7 +27,7 @@ var global struct {
 	backendFile    string        // --backend-file
 	output         string        // -o
 	connectTimeout time.Duration // --connect-timeout
-	verbose        bool          // -v
+	verbose        int           // -v (warnings), -vv (debug)
 }
 
 func addGlobalFlags(root *cobra.Command) {
@@ -35,7 +36,7 @@ func addGlobalFlags(root *cobra.Command) {
 	f.StringVar(&global.backendFile, "backend-file", "", "read the backend URL from this file")
 	f.StringVarP(&global.output, "output", "o", "text", "output format: text or json")
 	f.DurationVar(&global.connectTimeout, "connect-timeout", 5*time.Second, "how long to wait for the backend to answer when connecting")
-	f.BoolVarP(&global.verbose, "verbose", "v", false, "log the client's warnings (renewal trouble, retries) on stderr")
+	f.CountVarP(&global.verbose, "verbose", "v", "log the client's warnings (renewal trouble, retries) on stderr; -vv adds debug lines (every retry of every request)")
 }
 
 func checkGlobalFlags() error {
@@ -119,12 +120,16 @@ func warnPasswordFile(rawURL string) {
 	}
 }
 
-// clientLogger is the client's logger: warnings only with -v. Without it
-// dlock reports what matters (a lost lease, a failure) itself, once.
+// clientLogger is the client's logger: warnings with -v, debug lines too
+// with -vv. Without them dlock reports what matters (a lost lease, a
+// failure) itself, once.
 func clientLogger() *slog.Logger {
 	level := slog.LevelError
-	if global.verbose {
+	switch {
+	case global.verbose >= 2:
 		level = slog.LevelDebug
+	case global.verbose == 1:
+		level = slog.LevelWarn
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
@@ -142,12 +147,21 @@ func openBackend(ctx context.Context, url string) (*dlock.Client, error) {
 	}
 	octx, cancel := context.WithTimeout(ctx, global.connectTimeout)
 	defer cancel()
+	began := time.Now()
 	c, err := dlock.Open(octx, url, dlock.WithLogger(clientLogger()))
 	if err == nil {
 		return c, nil
 	}
-	if octx.Err() != nil && ctx.Err() == nil || errors.Is(err, context.DeadlineExceeded) {
+	var ne net.Error
+	if octx.Err() != nil && ctx.Err() == nil || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
 		if u, perr := driver.ParseURL(url); perr == nil {
+			// One message for every store, whichever timeout ended the wait:
+			// ours, or a client's own (memcached's timeout= applies to
+			// every request, connecting included).
+			if waited := time.Since(began); waited < global.connectTimeout {
+				return nil, fail(exitUsage, "no answer from %s at %s within %v (the client's own timeout, before --connect-timeout %v)",
+					u.Scheme, u.Host, waited.Round(100*time.Millisecond), global.connectTimeout)
+			}
 			return nil, fail(exitUsage, "no answer from %s at %s within %v (--connect-timeout)", u.Scheme, u.Host, global.connectTimeout)
 		}
 	}

@@ -3,12 +3,16 @@ package main
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/spf13/cobra"
 )
 
 // forwardedSignals are the signals dlock catches: while it waits for a lock
@@ -59,6 +63,9 @@ func (s *signalCatcher) cancelOnSignal(parent context.Context) (ctx context.Cont
 type childSpec struct {
 	Argv []string // the command and its arguments
 	Env  []string // added to dlock's own environment
+	// PassURL keeps DLOCK_URL (and its password) in the command's
+	// environment; without it the command does not get it.
+	PassURL bool
 	// Signals, if not nil, are forwarded to the child's process group. The
 	// supervisor must be the channel's only receiver (see signalCatcher).
 	Signals *signalCatcher
@@ -95,7 +102,7 @@ func superviseChild(spec childSpec) (childExit, error) {
 	}
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(), spec.Env...)
+	cmd.Env = append(childEnv(os.Environ(), spec.PassURL), spec.Env...)
 	cmd.SysProcAttr = childSysProcAttr()
 	group := cmd.SysProcAttr.Setpgid
 
@@ -192,5 +199,33 @@ func signalExitCode(sig os.Signal) int {
 
 // startError words a failure to start the command.
 func startError(argv []string, err error) error {
+	switch {
+	case errors.Is(err, exec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+		return fail(exitNotFound, "start %s: %v", argv[0], err)
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ENOEXEC), errors.Is(err, syscall.EISDIR):
+		return fail(exitNotExecutable, "start %s: %v", argv[0], err)
+	}
 	return fail(exitFailed, "start %s: %v", argv[0], err)
+}
+
+// childEnv is env without DLOCK_URL, unless pass: the URL may hold the
+// store's password, which the command has no need of.
+func childEnv(env []string, pass bool) []string {
+	if pass {
+		return env
+	}
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "DLOCK_URL=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// passURL is --pass-url of run and elect.
+var passURL bool
+
+func addPassURLFlag(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&passURL, "pass-url", false, "keep DLOCK_URL (and the password in it) in CMD's environment; by default CMD does not get it")
 }

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -168,5 +169,62 @@ func TestDemoProgressOnTerminal(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "[##############################]") {
 		t.Fatalf("demo on a terminal: %v, no progress bar:\n%s", err, out)
+	}
+}
+
+// TestNotAcquiredSaysItOnce: the error names the holder (or the leader)
+// and why the wait ended, once, without the library's restatement.
+func TestNotAcquiredSaysItOnce(t *testing.T) {
+	u := redisURL(t)
+	c := client(t, u)
+	if _, err := c.Mutex("once", dlock.WithLabel("billing-3")).Lock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Election("once-el").Campaign(t.Context(), "node-a"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--no-wait", "once", "--", "true"}, `lock "once" not acquired (held by billing-3 (owner `},
+		{[]string{"run", "--wait", "300ms", "once", "--", "true"}, `: --wait 300ms elapsed`},
+		{[]string{"elect", "--wait", "300ms", "once-el", "node-b", "--", "true"}, `election "once-el" not won (led by node-a, term 1): --wait 300ms elapsed`},
+	} {
+		r := dlockCmd(t, nil, append([]string{tc.args[0], "--backend", u}, tc.args[1:]...)...)
+		if r.code != 3 || !strings.Contains(r.stderr, tc.want) || strings.Count(r.stderr, "dlock:") != 1 || strings.Count(r.stderr, "not acquired") > 1 {
+			t.Errorf("%q: exit %d, stderr %q; want 3 and %q, said once", tc.args, r.code, r.stderr, tc.want)
+		}
+	}
+}
+
+// TestConnectTimeoutMemcached: a memcached that accepts and never answers
+// gets the same message as every store, not a raw "i/o timeout".
+func TestConnectTimeoutMemcached(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { // accept and stay silent; the connections close with the test
+		defer close(done)
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	defer func() { _ = ln.Close(); <-done }()
+	r := dlockCmd(t, nil, "ls", "--backend", "memcached://"+ln.Addr().String(), "--connect-timeout", "2s")
+	if r.code != 2 || !strings.Contains(r.stderr, "no answer from memcached at "+ln.Addr().String()+" within ") || strings.Contains(r.stderr, "i/o timeout") {
+		t.Errorf("exit %d, stderr %q; want 2 and the uniform message", r.code, r.stderr)
 	}
 }

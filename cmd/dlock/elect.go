@@ -58,6 +58,7 @@ JSON object per line with -o json) until interrupted.
 	cmd.Flags().DurationVar(&wait, "wait", 0, "how long to campaign (0: until leading)")
 	cmd.Flags().StringVar(&label, "label", "", "holder label, where the store keeps one apart from the value (default: host:pid)")
 	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the term is lost")
+	addPassURLFlag(cmd)
 	cmd.Flags().BoolVar(&observe, "observe", false, "print each change of leader instead of campaigning")
 	return cmd
 }
@@ -93,7 +94,7 @@ func runElected(ctx context.Context, name, value string, argv []string, ttl, wai
 	}
 	switch {
 	case errors.Is(err, dlock.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return fail(exitNotAcquired, "election %q not won: %v", name, err)
+		return notAcquired(fmt.Sprintf("election %q not won", name), ledBy(ctx, e), false, wait, err)
 	case errors.Is(err, dlock.ErrInvalidName), errors.Is(err, dlock.ErrInvalidTTL), errors.Is(err, dlock.ErrInvalidLabel),
 		errors.Is(err, dlock.ErrUnsupported):
 		return fail(exitUsage, "%v", err)
@@ -104,6 +105,7 @@ func runElected(ctx context.Context, name, value string, argv []string, ttl, wai
 	res, err := superviseChild(childSpec{
 		Argv:    argv,
 		Env:     []string{"DLOCK_NAME=" + name, "DLOCK_VALUE=" + value, "DLOCK_TOKEN=" + strconv.FormatUint(term.Token(), 10)},
+		PassURL: passURL,
 		Signals: sigs,
 		Stop:    term.Done(),
 		Grace:   grace,
@@ -153,8 +155,20 @@ func observeLeaders(cmd *cobra.Command, name string) error {
 				return fail(exitFailed, "%v", err)
 			}
 		default:
-			fmt.Fprintf(out, "term %d: %s\n", l.Term, l.Value)
+			fmt.Fprintf(out, "term %d: %s\n", l.Term, esc(l.Value))
 		}
 	}
 	return nil
+}
+
+// ledBy names the leader of an election not won, as " (led by VALUE, term
+// N)", or "" if there is none or the store cannot say.
+func ledBy(ctx context.Context, e *dlock.Election) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), global.connectTimeout)
+	defer cancel()
+	l, err := e.Leader(ctx)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf(" (led by %s, term %d)", esc(l.Value), l.Term)
 }

@@ -36,7 +36,7 @@ func inspectCmd() *cobra.Command {
 				j.kindsJSON = kinds
 				return printJSON(cmd.OutOrStdout(), j)
 			}
-			printInfo(cmd, info)
+			printInfo(cmd, info, kinds.RWMutex != nil || kinds.Semaphore != nil)
 			printKinds(cmd.OutOrStdout(), args[0], kinds)
 			return nil
 		},
@@ -65,20 +65,23 @@ func inspectJSON(i dlock.Info) infoJSON {
 		TTLMs: i.TTL.Milliseconds(), Waiters: i.Waiters, Notes: i.Notes}
 }
 
-func printInfo(cmd *cobra.Command, i dlock.Info) {
+// printInfo prints the mutex's line of inspect. With kinds (the name's
+// read-write lock or semaphore follow), it says "(mutex)", so that a free
+// mutex does not read as the whole name being free.
+func printInfo(cmd *cobra.Command, i dlock.Info, kinds bool) {
 	w := cmd.OutOrStdout()
+	name := esc(i.Name)
+	if kinds {
+		name += " (mutex)"
+	}
 	if !i.Held {
-		fmt.Fprintf(w, "%s: free\n", i.Name)
+		fmt.Fprintf(w, "%s: free\n", name)
 	} else {
-		who := i.Owner
-		if i.Label != "" {
-			who = i.Label + " (owner " + i.Owner + ")"
-		}
-		fmt.Fprintf(w, "%s: held by %s (holds %d, token %d, %v left, %d waiting)\n",
-			i.Name, who, i.Holds, i.Token, i.TTL.Round(time.Millisecond), i.Waiters)
+		fmt.Fprintf(w, "%s: held by %s (holds %d, token %d, %s, %d waiting)\n",
+			name, esc(holderName(i)), i.Holds, i.Token, timeLeft(i.TTL), i.Waiters)
 	}
 	for _, n := range i.Notes {
-		fmt.Fprintln(w, "note:", n)
+		fmt.Fprintln(w, "note:", esc(n))
 	}
 }
 
@@ -163,9 +166,9 @@ func unlockCmd() *cobra.Command {
 			case jsonOutput():
 				return printJSON(cmd.OutOrStdout(), res)
 			case res.Released:
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: released (holder %s will find out at its next renewal)\n", name, info.Owner)
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: released (holder %s will find out at its next renewal)\n", esc(name), esc(info.Owner))
 			default:
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: not held\n", name)
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: not held\n", esc(name))
 			}
 			return nil
 		},
@@ -178,12 +181,28 @@ func unlockCmd() *cobra.Command {
 // holderText names a lock's holder: its label and owner, token and time
 // left, as far as the backend tells them.
 func holderText(i dlock.Info) string {
-	who := i.Owner
-	if i.Label != "" {
-		who = i.Label + " (owner " + i.Owner + ")"
+	return fmt.Sprintf("%s, token %d, %s", esc(holderName(i)), i.Token, timeLeft(i.TTL))
+}
+
+// holderName names a lock's holder: "LABEL (owner ID)", the label or the
+// owner id alone, or what a foreign holder (etcdctl lock) is.
+func holderName(i dlock.Info) string {
+	switch {
+	case i.Label != "" && i.Owner != "":
+		return i.Label + " (owner " + i.Owner + ")"
+	case i.Label != "":
+		return i.Label
+	case i.Owner != "":
+		return i.Owner
 	}
-	if who == "" {
-		who = "an owner the backend does not name"
+	return "an owner the backend does not name"
+}
+
+// timeLeft says the time left on a lease, or that the store does not tell
+// it (ZooKeeper: a session's, not the hold's), as ls's "-" does.
+func timeLeft(d time.Duration) string {
+	if d <= 0 {
+		return "time left unknown"
 	}
-	return fmt.Sprintf("%s, token %d, %v left", who, i.Token, i.TTL.Round(time.Millisecond))
+	return d.Round(time.Millisecond).String() + " left"
 }

@@ -17,10 +17,11 @@ import (
 type kindFlags struct {
 	shared, write bool
 	permits       int
+	cmd           *cobra.Command // to tell --permits 0 from no --permits
 }
 
 func addKindFlags(cmd *cobra.Command) *kindFlags {
-	k := &kindFlags{}
+	k := &kindFlags{cmd: cmd}
 	cmd.Flags().BoolVar(&k.shared, "shared", false, "take a read hold of the read-write lock NAME (as flock -s): any number of --shared runs together, none with a --write run")
 	cmd.Flags().BoolVar(&k.write, "write", false, "take the write hold of the read-write lock NAME: alone, excluding --shared runs")
 	cmd.Flags().IntVar(&k.permits, "permits", 0, "take one of N permits of the semaphore NAME (as consul lock -n): at most N runs at once")
@@ -30,7 +31,8 @@ func addKindFlags(cmd *cobra.Command) *kindFlags {
 // locker is what the flags ask to hold on name.
 func (k *kindFlags) locker(c *dlock.Client, name string, opts []dlock.Option) (dlock.Locker, error) {
 	n := 0
-	for _, set := range []bool{k.shared, k.write, k.permits != 0} {
+	permitsSet := k.permits != 0 || k.cmd != nil && k.cmd.Flags().Changed("permits")
+	for _, set := range []bool{k.shared, k.write, permitsSet} {
 		if set {
 			n++
 		}
@@ -38,7 +40,7 @@ func (k *kindFlags) locker(c *dlock.Client, name string, opts []dlock.Option) (d
 	switch {
 	case n > 1:
 		return nil, fail(exitUsage, "--shared, --write and --permits are exclusive")
-	case k.permits < 0:
+	case permitsSet && k.permits < 1:
 		return nil, fail(exitUsage, "--permits must be at least 1")
 	case k.shared:
 		return c.RWMutex(name, opts...).RLocker(), nil
@@ -88,16 +90,7 @@ func inspectKinds(ctx context.Context, c *dlock.Client, name string) (kindsJSON,
 	case err != nil:
 		return k, err
 	case rw.Held || rw.Waiters > 0:
-		j := &kindInfoJSON{Held: rw.Held, Waiters: rw.Waiters}
-		for _, h := range rw.Holders {
-			if h.Kind == dlock.KindWrite {
-				hj := toHolderJSON(h)
-				j.Writer = &hj
-			} else {
-				j.Readers = append(j.Readers, toHolderJSON(h))
-			}
-		}
-		k.RWMutex = j
+		k.RWMutex = kindInfoOf(rw)
 	}
 	sem, err := c.InspectSemaphore(ctx, name)
 	switch {
@@ -105,20 +98,38 @@ func inspectKinds(ctx context.Context, c *dlock.Client, name string) (kindsJSON,
 	case err != nil:
 		return k, err
 	case sem.Held || sem.Waiters > 0:
-		j := &kindInfoJSON{Held: sem.Held, Permits: sem.Limit, Waiters: sem.Waiters}
-		for _, h := range sem.Holders {
-			j.Holders = append(j.Holders, toHolderJSON(h))
-		}
-		k.Semaphore = j
+		k.Semaphore = kindInfoOf(sem)
 	}
 	return k, nil
 }
 
+// kindInfoOf is the JSON of a read-write lock's (KindShared, KindWrite) or
+// a semaphore's (KindPermit) Info.
+func kindInfoOf(i dlock.Info) *kindInfoJSON {
+	j := &kindInfoJSON{Held: i.Held, Waiters: i.Waiters}
+	if i.Kind == dlock.KindPermit {
+		j.Permits = i.Limit
+		for _, h := range i.Holders {
+			j.Holders = append(j.Holders, toHolderJSON(h))
+		}
+		return j
+	}
+	for _, h := range i.Holders {
+		if h.Kind == dlock.KindWrite {
+			hj := toHolderJSON(h)
+			j.Writer = &hj
+		} else {
+			j.Readers = append(j.Readers, toHolderJSON(h))
+		}
+	}
+	return j
+}
+
 func who(h holderJSON) string {
 	if h.Label != "" {
-		return fmt.Sprintf("%s (owner %s, token %d, %v left)", h.Label, h.Owner, h.Token, (time.Duration(h.TTLMs) * time.Millisecond).Round(time.Millisecond))
+		return fmt.Sprintf("%s (owner %s, token %d, %v left)", esc(h.Label), esc(h.Owner), h.Token, (time.Duration(h.TTLMs) * time.Millisecond).Round(time.Millisecond))
 	}
-	return fmt.Sprintf("%s (token %d, %v left)", h.Owner, h.Token, (time.Duration(h.TTLMs) * time.Millisecond).Round(time.Millisecond))
+	return fmt.Sprintf("%s (token %d, %v left)", esc(h.Owner), h.Token, (time.Duration(h.TTLMs) * time.Millisecond).Round(time.Millisecond))
 }
 
 func whoAll(hs []holderJSON) string {
@@ -130,6 +141,7 @@ func whoAll(hs []holderJSON) string {
 }
 
 func printKinds(w io.Writer, name string, k kindsJSON) {
+	name = esc(name)
 	if rw := k.RWMutex; rw != nil {
 		switch {
 		case rw.Writer != nil:

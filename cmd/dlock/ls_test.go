@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dlock/dlock"
 	_ "github.com/dlock/dlock/etcdlock"
@@ -175,9 +177,9 @@ func testTop(t *testing.T, u string, queue bool) {
 	if out, err := tm.run("new-session", "-d", "-s", "top", "-x", "160", "-y", "30", cmd); err != nil {
 		t.Fatalf("tmux new-session: %v %s", err, out)
 	}
-	waiting := "0"
+	waiting, column := "0", "—" // no record of waiters: "—" and a line saying why
 	if queue {
-		waiting = "2"
+		waiting, column = "2", "2"
 	}
 	var screen string
 	var rows []map[string]string
@@ -186,7 +188,7 @@ func testTop(t *testing.T, u string, queue bool) {
 		screen = tm.screen()
 		rows = topRows(screen)
 		hot := row(rows, "jobs/hot")
-		if len(rows) == 3 && hot != nil && hot["WAITERS"] == waiting && rate(rows, "jobs/busy") > 0 && (!queue || hot["WAIT"] != "-") {
+		if len(rows) == 3 && hot != nil && hot["WAITERS"] == column && rate(rows, "jobs/busy") > 0 && (!queue || hot["WAIT"] != "-") {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -196,6 +198,9 @@ func testTop(t *testing.T, u string, queue bool) {
 	}
 	if want := fmt.Sprintf(`prefix "jobs/" - 3 held, %s waiting`, waiting); !strings.Contains(screen, want) {
 		t.Errorf("header: want %q in\n%s", want, screen)
+	}
+	if !queue && !strings.Contains(screen, "WAITERS —: waiters not counted: table-mode waiters poll") {
+		t.Errorf("no line says why WAITERS is —:\n%s", screen)
 	}
 	if strings.Count(screen, "NAME") != 1 {
 		t.Errorf("the terminal is not redrawn in place:\n%s", screen)
@@ -246,4 +251,218 @@ func rate(rows []map[string]string, name string) float64 {
 		}
 	}
 	return -1
+}
+
+// TestLsKinds holds every kind of lock on each store that lists (a mutex,
+// an election's term, two readers of a read-write lock, two of three
+// permits of a semaphore, a writer) and reads them back through the built
+// binary: ls -o json, ls and top each name the kind and its holds.
+func TestLsKinds(t *testing.T) {
+	for _, b := range []struct {
+		name string
+		url  func(t *testing.T) string
+	}{
+		{"redis", redisURL},
+		{"etcd", func(t *testing.T) string { return "etcd://" + testserver.Etcd(t).Addr() }},
+		{"zk", func(t *testing.T) string { return "zk://" + testserver.ZooKeeper(t).Addr() }},
+		{"postgres", func(t *testing.T) string { return testserver.PostgresURL(testserver.Postgres(t)) }},
+		{"mysql", func(t *testing.T) string { return testserver.MariaDBURL(t, testserver.MariaDB(t), "dlock") }},
+	} {
+		t.Run(b.name, func(t *testing.T) { testLsKinds(t, b.url(t)) })
+	}
+}
+
+func testLsKinds(t *testing.T, u string) {
+	c := client(t, u)
+	ctx := t.Context()
+	term, err := c.Election("k/el").Campaign(ctx, "leader-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Mutex("k/mx", dlock.WithLabel("worker-mx")).Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for n := range 2 {
+		who := fmt.Sprintf("reader-%d", n)
+		if _, err := c.RWMutex("k/rw", dlock.WithOwner(who), dlock.WithLabel(who)).RLock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		who = fmt.Sprintf("permit-%d", n)
+		if _, err := c.Semaphore("k/sem", 3, dlock.WithOwner(who), dlock.WithLabel(who)).Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.RWMutex("k/wr", dlock.WithLabel("writer")).Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	r := dlockCmd(t, nil, "ls", "--backend", u, "-o", "json", "k/")
+	type holder struct {
+		Label string `json:"label"`
+	}
+	var got []struct {
+		Name     string `json:"name"`
+		Label    string `json:"label"`
+		Kind     string `json:"kind"`
+		Token    uint64 `json:"token"`
+		Election *struct {
+			Leader string `json:"leader"`
+			Term   uint64 `json:"term"`
+		} `json:"election"`
+		RWMutex *struct {
+			Writer  *holder  `json:"writer"`
+			Readers []holder `json:"readers"`
+		} `json:"rwmutex"`
+		Semaphore *struct {
+			Permits int      `json:"permits"`
+			Holders []holder `json:"holders"`
+		} `json:"semaphore"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &got) != nil {
+		t.Fatalf("ls -o json: exit %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	kinds := []string{}
+	for _, g := range got {
+		kinds = append(kinds, g.Name+" "+g.Kind)
+	}
+	want := []string{"k/el election", "k/mx exclusive", "k/rw rw-readers:2", "k/sem semaphore:2/3", "k/wr rw-writer"}
+	if strings.Join(kinds, ", ") != strings.Join(want, ", ") {
+		t.Fatalf("ls -o json k/ lists %q, want %q\n%s", kinds, want, r.stdout)
+	}
+	switch el, rw, sem, wr := got[0], got[2], got[3], got[4]; {
+	case el.Election == nil || el.Election.Leader != "leader-1" || el.Election.Term != term.Token():
+		t.Errorf("election: %+v, want leader-1 in term %d", el.Election, term.Token())
+	case rw.RWMutex == nil || len(rw.RWMutex.Readers) != 2 || rw.RWMutex.Writer != nil:
+		t.Errorf("rwmutex: %+v, want two readers", rw.RWMutex)
+	case sem.Semaphore == nil || sem.Semaphore.Permits != 3 || len(sem.Semaphore.Holders) != 2:
+		t.Errorf("semaphore: %+v, want 2 of 3 permits held", sem.Semaphore)
+	case wr.RWMutex == nil || wr.RWMutex.Writer == nil || wr.RWMutex.Writer.Label != "writer":
+		t.Errorf("writer: %+v", wr.RWMutex)
+	}
+	for _, args := range [][]string{{"ls", "k/"}, {"top", "-n", "1", "k/"}} {
+		r := dlockCmd(t, nil, append(args, "--backend", u)...)
+		if r.code != 0 || !strings.Contains(r.stdout, "5 held") && args[0] == "top" {
+			t.Fatalf("%v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+		}
+		for _, w := range want {
+			name, kind, _ := strings.Cut(w, " ")
+			if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\s.*\s` + regexp.QuoteMeta(kind) + `\s`).MatchString(r.stdout) {
+				t.Errorf("%v: no row of %s as %s:\n%s", args, name, kind, r.stdout)
+			}
+		}
+	}
+}
+
+// TestTopJSONAndUnsupported: top -o json prints one JSON object per
+// sample; top on a store that cannot list exits 1 before drawing anything.
+func TestTopJSONAndUnsupported(t *testing.T) {
+	u := redisURL(t)
+	c := client(t, u)
+	if _, err := c.Semaphore("tj/sem", 2, dlock.WithLabel("w")).Acquire(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	r := dlockCmd(t, nil, "top", "--backend", u, "-o", "json", "-n", "2", "--interval", "100ms", "tj/")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != 0 || len(lines) != 2 {
+		t.Fatalf("top -o json -n 2: exit %d, want 2 lines:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, l := range lines {
+		var s struct {
+			Backend string `json:"backend"`
+			Held    int    `json:"held"`
+			Locks   []struct {
+				Name    string   `json:"name"`
+				Kind    string   `json:"kind"`
+				AcqPerS *float64 `json:"acq_per_s"`
+			} `json:"locks"`
+		}
+		if err := json.Unmarshal([]byte(l), &s); err != nil || s.Backend != "redis" || s.Held != 1 || len(s.Locks) != 1 ||
+			s.Locks[0].Name != "tj/sem" || s.Locks[0].Kind != "semaphore:1/2" || s.Locks[0].AcqPerS == nil {
+			t.Errorf("sample %s: %+v, %v", l, s, err)
+		}
+	}
+	mc := "memcached://" + testserver.Memcached(t).Addr()
+	r = dlockCmd(t, nil, "top", "--backend", mc, "-n", "1")
+	if r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "cannot enumerate") {
+		t.Fatalf("top on memcached: exit %d, stdout %q, stderr %q; want 1, nothing drawn, the reason", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestTerminalEscapes: a name and a label holding ESC, BEL, CR, newline
+// and an OSC 52 sequence reach ls, top, inspect and the unlock prompt
+// escaped, never raw; ls -o json keeps them exact.
+func TestTerminalEscapes(t *testing.T) {
+	u := redisURL(t)
+	c := client(t, u)
+	name := "esc/a\nFAKE-ROW\r\x1b[2J"
+	label := "w\x1b]52;c;ZXZpbA==\x07\u009b"
+	if _, err := c.Mutex(name, dlock.WithLabel(label)).Lock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"ls", "esc/"}, {"top", "-n", "1", "esc/"}, {"inspect", name}, {"unlock", "--force", name}} {
+		r := dlockCmd(t, nil, append(args, "--backend", u)...)
+		out := r.stdout + r.stderr
+		if strings.ContainsAny(out, "\x1b\x07\r") || strings.Contains(out, "\u009b") || regexp.MustCompile(`(?m)^FAKE-ROW`).MatchString(out) {
+			t.Errorf("%s: raw control characters reach the terminal: %q", args[0], out)
+		}
+		if !strings.Contains(out, `esc/a\nFAKE-ROW\r\x1b[2J`) {
+			t.Errorf("%s: the name is not shown escaped: %q", args[0], out)
+		}
+	}
+	r := dlockCmd(t, nil, "ls", "--backend", u, "-o", "json", "esc/")
+	var got []struct {
+		Name  string `json:"name"`
+		Label string `json:"label"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || len(got) != 1 || got[0].Name != name || got[0].Label != label {
+		t.Errorf("ls -o json: %+v, %v; want the exact name and label", got, err)
+	}
+}
+
+// TestTopWidth runs top in tmux at 60 and 200 columns: at 60 the rows are
+// cut at the terminal's edge (no row wraps, the title stays on the first
+// line); at 200 they are shown whole.
+func TestTopWidth(t *testing.T) {
+	u := redisURL(t)
+	c := client(t, u)
+	label := "a-rather-long-holder-label-" + strings.Repeat("x", 40)
+	for _, n := range []string{"w/first-lock-with-a-long-name", "w/second-lock-with-a-long-name"} {
+		if _, err := c.Mutex(n, dlock.WithLabel(label)).Lock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, width := range []int{60, 200} {
+		t.Run(strconv.Itoa(width), func(t *testing.T) {
+			tm := newTmux(t)
+			cmd := fmt.Sprintf("env DLOCK_URL='%s' %s top --interval 200ms w/", u, bin)
+			if out, err := tm.run("new-session", "-d", "-s", "top", "-x", strconv.Itoa(width), "-y", "20", cmd); err != nil {
+				t.Fatalf("tmux new-session: %v %s", err, out)
+			}
+			var screen string
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				screen = tm.screen()
+				if strings.Count(screen, "w/") >= 2 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("top never showed the locks:\n%s", screen)
+				}
+			}
+			lines := strings.Split(strings.TrimRight(screen, "\n"), "\n")
+			if !strings.HasPrefix(lines[0], "dlock top - redis") {
+				t.Errorf("the title is not on the first line:\n%s", screen)
+			}
+			for _, l := range lines[1:] {
+				if l != "" && !strings.HasPrefix(l, "NAME") && !strings.HasPrefix(l, "w/") {
+					t.Errorf("a row wrapped (line %q):\n%s", l, screen)
+				}
+				if utf8.RuneCountInString(l) > width {
+					t.Errorf("line wider than %d: %q", width, l)
+				}
+			}
+			if whole := strings.Contains(screen, label); whole != (width == 200) {
+				t.Errorf("at %d columns the label shown whole: %v\n%s", width, whole, screen)
+			}
+		})
+	}
 }

@@ -56,6 +56,10 @@ const (
 	exitUsage       = 2
 	exitNotAcquired = 3
 	exitLeaseLost   = 4
+	// The command could not be started: not found (127) or not
+	// executable (126), as env, timeout and nohup say.
+	exitNotExecutable = 126
+	exitNotFound      = 127
 )
 
 // exitError carries an exit status and a one-line message.

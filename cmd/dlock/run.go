@@ -28,7 +28,8 @@ func runCmd() *cobra.Command {
 		Use:   "run [flags] NAME -- CMD [ARGS...]",
 		Short: "Run a command while holding a lock (like flock(1), across machines)",
 		Long: `Run takes the lock NAME, runs CMD with DLOCK_NAME and DLOCK_TOKEN (the fencing
-token) in its environment, forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to it,
+token) in its environment (without DLOCK_URL, whose password CMD has no need
+of, unless --pass-url), forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to it,
 and unlocks when it exits. If the lease is lost while CMD runs, CMD gets
 SIGTERM, then SIGKILL after --grace.
 
@@ -46,8 +47,11 @@ tokens older than the newest it has seen (fencing).
 
 Exit status: CMD's own (128+N if signal N killed it); 3 if the lock was not
 acquired (--no-wait, or --wait elapsed; the error names the holder); 4 if
-the lease was lost; 2 for a bad or unreachable backend; 128+N if signal N
-came before CMD started (while waiting for the lock).
+the lease was lost, while CMD ran or found at the final unlock (CMD's
+status is then in the message); 2 for a bad or unreachable backend or bad
+flags; 127 if CMD was not found, 126 if it could not be executed (as env,
+timeout and nohup say); 128+N if signal N came before CMD started (while
+waiting for the lock).
 
 A cron job that must not run twice, the URL (and its password) kept off the
 command line:
@@ -57,10 +61,13 @@ command line:
 as with flock -s) and --write its write hold; --permits N one of N permits of
 the semaphore NAME (as consul lock -n). A Mutex, a read-write lock and a
 semaphore of one name are three different locks.`,
-		Args: cobra.MinimumNArgs(2),
+		Args: cobra.ArbitraryArgs, // checked below, with our usage line
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if cmd.ArgsLenAtDash() != 1 {
+			if len(args) < 2 || cmd.ArgsLenAtDash() != 1 {
 				return fail(exitUsage, "usage: dlock run [flags] NAME -- CMD [ARGS...]")
+			}
+			if noWait && cmd.Flags().Changed("wait") {
+				return fail(exitUsage, "--wait and --no-wait are exclusive: --no-wait tries once, --wait waits at most that long")
 			}
 			return runLocked(cmd.Context(), args[0], args[1:], ttl, wait, noWait, owner, label, grace, kinds)
 		},
@@ -72,6 +79,7 @@ semaphore of one name are three different locks.`,
 	cmd.Flags().StringVar(&owner, "owner", "", "owner id (default: random)")
 	cmd.Flags().StringVar(&label, "label", "", "holder label shown by inspect (default: host:pid)")
 	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lease is lost")
+	addPassURLFlag(cmd)
 	return cmd
 }
 
@@ -119,18 +127,24 @@ func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.D
 	}
 	switch {
 	case errors.Is(err, dlock.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return fail(exitNotAcquired, "lock %q not acquired%s: %v", name, heldBy(ctx, c, name), err)
+		return notAcquired(fmt.Sprintf("lock %q not acquired", name), heldBy(ctx, c, name), noWait, wait, err)
 	case errors.Is(err, dlock.ErrInvalidName), errors.Is(err, dlock.ErrInvalidTTL), errors.Is(err, dlock.ErrInvalidOwner),
 		errors.Is(err, dlock.ErrUnsupported), errors.Is(err, dlock.ErrInvalidConfig):
 		return fail(exitUsage, "%v", err)
 	case err != nil:
 		return fail(exitFailed, "%v", err)
 	}
-	defer l.Unlock(context.WithoutCancel(ctx))
+	unlocked := false
+	defer func() {
+		if !unlocked {
+			_ = l.Unlock(context.WithoutCancel(ctx))
+		}
+	}()
 
 	res, err := superviseChild(childSpec{
 		Argv:    argv,
 		Env:     []string{"DLOCK_NAME=" + name, "DLOCK_TOKEN=" + strconv.FormatUint(l.Token(), 10)},
+		PassURL: passURL,
 		Signals: sigs,
 		Stop:    l.Done(),
 		Grace:   grace,
@@ -156,10 +170,37 @@ func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.D
 	if res.Stopped {
 		return &exitError{code: exitLeaseLost, err: errors.New("")}
 	}
+	// The final unlock may learn that the lock was gone before the command
+	// ended (force-released, or expired before the next renewal could tell):
+	// the run was not protected to its end, which a cron wrapper must be
+	// able to tell from a clean run.
+	unlocked = true
+	if err := l.Unlock(context.WithoutCancel(ctx)); errors.Is(err, dlock.ErrLeaseLost) {
+		reportLostAtUnlock(name, argv[0], res.Code, err)
+		return &exitError{code: exitLeaseLost, err: errors.New("")}
+	}
 	if res.Code != 0 {
 		return &exitError{code: res.Code, err: errors.New("")}
 	}
 	return nil
+}
+
+// reportLostAtUnlock says on stderr (as a JSON event with -o json) that
+// the lease on name was found lost when the command cmd had ended with
+// status code.
+func reportLostAtUnlock(name, cmd string, code int, err error) {
+	cause := strings.TrimPrefix(err.Error(), "dlock: ")
+	if jsonOutput() {
+		_ = json.NewEncoder(os.Stderr).Encode(struct {
+			Event      string `json:"event"`
+			Name       string `json:"name"`
+			Error      string `json:"error"`
+			ChildState int    `json:"child_status"`
+		}{"lease_lost_at_unlock", name, cause, code})
+		return
+	}
+	fmt.Fprintf(os.Stderr, "dlock: lease on %q was lost before %s ended (exit status %d), so it ran unprotected at the end: %s\n",
+		name, cmd, code, cause)
 }
 
 // heldBy names the holder of a lock that was not acquired, as " (held by
@@ -172,4 +213,22 @@ func heldBy(ctx context.Context, c *dlock.Client, name string) string {
 		return ""
 	}
 	return " (held by " + holderText(info) + ")"
+}
+
+// notAcquired is the one-statement error of a lock or lead not won: what,
+// who holds it (" (held by …)", "" if the store cannot say) and why the
+// wait ended. The library's error, which says the same again, is kept only
+// when the holder is unknown.
+func notAcquired(what, holder string, noWait bool, wait time.Duration, err error) error {
+	why := "interrupted"
+	switch {
+	case noWait:
+		why = "tried once (--no-wait)"
+	case wait > 0 && errors.Is(err, context.DeadlineExceeded):
+		why = fmt.Sprintf("--wait %v elapsed", wait)
+	}
+	if holder == "" {
+		return fail(exitNotAcquired, "%s: %s: %s", what, why, strings.TrimPrefix(err.Error(), "dlock: "))
+	}
+	return fail(exitNotAcquired, "%s%s: %s", what, holder, why)
 }

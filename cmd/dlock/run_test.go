@@ -5,11 +5,14 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dlock/dlock/internal/testserver"
 )
 
 // startRun starts `dlock run` with args and waits until its command has
@@ -231,5 +234,100 @@ func TestRunLeaseLostJSON(t *testing.T) {
 	}
 	if events != 1 {
 		t.Errorf("%d loss reports, want one JSON event:\n%s", events, out.String())
+	}
+}
+
+// A lock force-released while the command runs, found gone only by the
+// final unlock (the TTL is long, so no renewal sees it first): run says so
+// on stderr and exits 4, on every store.
+func TestRunLostAtUnlock(t *testing.T) {
+	for _, b := range []struct {
+		name string
+		url  func(t *testing.T) string
+	}{
+		{"redis", redisURL},
+		{"etcd", func(t *testing.T) string { return "etcd://" + testserver.Etcd(t).Addr() }},
+		{"postgres", func(t *testing.T) string { return testserver.PostgresURL(testserver.Postgres(t)) }},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			u := b.url(t)
+			done := filepath.Join(t.TempDir(), "done")
+			cmd, out, _ := startRun(t, "run", "--backend", u, "--ttl", "60s", "gone", "--",
+				"sh", "-c", `echo started; while [ ! -e "$0" ]; do sleep 0.05; done`, done)
+			if err := client(t, u).ForceUnlock(t.Context(), "gone"); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(done, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if code := waitExit(t, cmd, 30*time.Second, out); code != 4 || !strings.Contains(out.String(), `lease on "gone" was lost before sh ended (exit status 0)`) {
+				t.Fatalf("exit %d, want 4 and the loss on stderr:\n%s", code, out.String())
+			}
+		})
+	}
+}
+
+// TestRunUsage: a command that cannot start exits 127 (not found) or 126
+// (not executable), as env and timeout do; flags that contradict each
+// other, --permits 0 and a missing command are usage errors (2) with our
+// usage line, before anything is locked.
+func TestRunUsage(t *testing.T) {
+	u := redisURL(t)
+	notExec := filepath.Join(t.TempDir(), "script")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\necho ran\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"x", "--", "/nonexistent/cmd"}, 127, "start /nonexistent/cmd"},
+		{[]string{"x", "--", "no-such-command-dlock"}, 127, "executable file not found"},
+		{[]string{"x", "--", notExec}, 126, "permission denied"},
+		{[]string{"--permits", "0", "x", "--", "true"}, 2, "--permits must be at least 1"},
+		{[]string{"--wait", "1s", "--no-wait", "x", "--", "true"}, 2, "--wait and --no-wait are exclusive"},
+		{[]string{"x"}, 2, "usage: dlock run [flags] NAME -- CMD"},
+	} {
+		r := dlockCmd(t, nil, append([]string{"run", "--backend", u}, tc.args...)...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stdout, "ran") {
+			t.Errorf("run %q: exit %d, stderr %q; want %d and %q", tc.args, r.code, r.stderr, tc.code, tc.want)
+		}
+	}
+}
+
+// TestVerbosityLevels: on etcd, -v shows warnings only, not a debug line
+// for every normal RPC; -vv shows the debug lines too.
+func TestVerbosityLevels(t *testing.T) {
+	u := "etcd://" + testserver.Etcd(t).Addr()
+	r := dlockCmd(t, nil, "run", "--backend", u, "-v", "v1", "--", "true")
+	if r.code != 0 || strings.Contains(r.stderr, "DEBUG") {
+		t.Errorf("-v: exit %d, stderr %q; want no debug lines", r.code, r.stderr)
+	}
+	r = dlockCmd(t, nil, "run", "--backend", u, "-vv", "v2", "--", "true")
+	if r.code != 0 || !strings.Contains(r.stderr, "level=DEBUG") {
+		t.Errorf("-vv: exit %d, stderr %q; want debug lines", r.code, r.stderr)
+	}
+}
+
+// TestChildEnvWithoutURL: run and elect do not pass DLOCK_URL (and its
+// password) to the command unless --pass-url.
+func TestChildEnvWithoutURL(t *testing.T) {
+	u := redisURL(t)
+	env := []string{"DLOCK_URL=" + u}
+	show := []string{"--", "sh", "-c", `echo "url=[${DLOCK_URL-unset}] name=[$DLOCK_NAME]"`}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{append([]string{"run", "envjob"}, show...), "url=[unset] name=[envjob]"},
+		{append([]string{"run", "--pass-url", "envjob"}, show...), "url=[" + u + "] name=[envjob]"},
+		{append([]string{"elect", "envel", "v1"}, show...), "url=[unset] name=[envel]"},
+		{append([]string{"elect", "--pass-url", "envel", "v1"}, show...), "url=[" + u + "] name=[envel]"},
+	} {
+		r := dlockCmd(t, env, tc.args...)
+		if r.code != 0 || !strings.Contains(r.stdout, tc.want) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want %q", tc.args, r.code, r.stdout, r.stderr, tc.want)
+		}
 	}
 }

@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dlock/dlock"
 	"github.com/spf13/cobra"
@@ -33,8 +36,17 @@ counts; etcd's and ZooKeeper's tokens are store-wide revisions, so there a
 change of holder counts once however many came between samples.
 WAIT is the waiters divided by the acquisition rate (Little's law: the mean
 time a waiter spends in the queue); ">12s" means waiters have been queued
-for 12 s with no acquisition. Stores without a queue (the SQL table modes,
-mem) show no waiters and no wait.`,
+for 12 s with no acquisition. Where the store keeps no record of waiters
+(the SQL table modes, MySQL, mem) WAITERS shows "—", and a line under the
+table says why; dlockotel's dlock.lock.waiting gauge counts each process's
+own waiting calls.
+
+With -o json, top prints one JSON object per sample, on one line: time,
+backend, prefix, held, waiting, and locks (each as in ls -o json, with
+acq_per_s and wait_ms; wait_at_least is true when wait_ms is how long
+waiters have gone unserved), or error when a sample failed. A first sample
+that fails (a backend that cannot list, a missing right) ends top with
+exit status 1 before anything is drawn.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if interval < 100*time.Millisecond {
@@ -70,13 +82,31 @@ mem) show no waiters and no wait.`,
 				if ctx.Err() != nil {
 					return nil
 				}
+				if err != nil && n == 0 {
+					// Nothing drawn yet: fail as ls does (an unsupported
+					// backend, a missing right, no answer).
+					return fail(exitFailed, "%v", err)
+				}
 				now := time.Now()
 				var rows []topRow
 				if err == nil {
 					rows = st.update(infos, now)
 				}
+				if jsonOutput() {
+					if err := printTopJSON(w, c.Backend(), prefix, now, rows, err); err != nil {
+						return err
+					}
+					continue
+				}
 				if tty {
-					fmt.Fprint(w, "\x1b[H\x1b[2J") // home, clear
+					// Home, clear, and a frame cut to the terminal's width
+					// and height, as top and htop do: a row that wrapped
+					// would scroll the title away.
+					var frame strings.Builder
+					renderTop(&frame, c.Backend(), prefix, interval, now, rows, err)
+					cols, lines := terminalSize(w.(*os.File))
+					fmt.Fprint(w, "\x1b[H\x1b[2J"+fitScreen(frame.String(), cols, lines))
+					continue
 				} else if n > 0 {
 					fmt.Fprintln(w)
 				}
@@ -144,10 +174,10 @@ func (s *topState) update(infos []dlock.Info, now time.Time) []topRow {
 	}
 	rows := make([]topRow, 0, len(infos))
 	for _, i := range infos {
-		l := s.locks[i.Name]
+		l := s.locks[topKey(i)]
 		if l == nil {
 			l = &topLock{}
-			s.locks[i.Name] = l
+			s.locks[topKey(i)] = l
 			if !s.first { // appeared since the last sample: at least one acquisition
 				l.total = 1
 			}
@@ -193,9 +223,21 @@ func (s *topState) update(infos []dlock.Info, now time.Time) []topRow {
 		if ra.rate != rb.rate {
 			return ra.rate > rb.rate
 		}
-		return ra.info.Name < rb.info.Name
+		return topKey(ra.info) < topKey(rb.info)
 	})
 	return rows
+}
+
+// topKey tells a name's locks apart: its Mutex (or election), read-write
+// lock and semaphore are three locks, with their own tokens.
+func topKey(i dlock.Info) string {
+	switch i.Kind {
+	case dlock.KindShared, dlock.KindWrite:
+		return i.Name + "\x00rw"
+	case dlock.KindPermit:
+		return i.Name + "\x00sem"
+	}
+	return i.Name
 }
 
 func renderTop(w io.Writer, backend, prefix string, interval time.Duration, now time.Time, rows []topRow, err error) {
@@ -210,7 +252,7 @@ func renderTop(w io.Writer, backend, prefix string, interval time.Duration, now 
 	fmt.Fprintf(w, "dlock top - %s - %s - %d held, %d waiting - %s (every %v; Ctrl-C quits)\n\n",
 		backend, scope, len(rows), waiting, now.Format("15:04:05"), interval)
 	if err != nil {
-		fmt.Fprintf(w, "error: %v\n", err)
+		fmt.Fprintf(w, "error: %s\n", esc(err.Error()))
 		return
 	}
 	if len(rows) == 0 {
@@ -221,14 +263,75 @@ func renderTop(w io.Writer, backend, prefix string, interval time.Duration, now 
 	fmt.Fprintln(tw, "NAME\tHOLDER\tKIND\tTOKEN\tLEFT\tWAITERS\tACQ/S\tWAIT")
 	for _, r := range rows {
 		wait := "-"
-		if r.info.Waiters > 0 {
-			wait = r.wait.Round(10 * time.Millisecond).String()
+		if r.info.Waiters > 0 && r.wait > 0 {
+			wait = left(r.wait)
 			if r.waitMin {
 				wait = ">" + left(r.wait)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%.1f\t%s\n", r.info.Name, holderOf(r.info), kindOf(r.info),
-			r.info.Token, left(r.info.TTL), r.info.Waiters, r.rate, wait)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%.1f\t%s\n", esc(r.info.Name), holderOf(r.info), kindOf(r.info),
+			r.info.Token, left(r.info.TTL), waitersOf(r.info), r.rate, wait)
 	}
 	_ = tw.Flush()
+	infos := make([]dlock.Info, len(rows))
+	for i, r := range rows {
+		infos[i] = r.info
+	}
+	printUncounted(w, infos)
+}
+
+// topJSON is one sample of `dlock top -o json`.
+type topJSON struct {
+	Time    time.Time     `json:"time"`
+	Backend string        `json:"backend"`
+	Prefix  string        `json:"prefix"`
+	Held    int           `json:"held"`
+	Waiting int           `json:"waiting"`
+	Locks   []topLockJSON `json:"locks"`
+	Error   string        `json:"error,omitempty"`
+}
+
+// topLockJSON is a lock of a top sample: ls -o json's fields, the
+// acquisition rate and the estimated wait.
+type topLockJSON struct {
+	lsJSON
+	AcqPerS     float64 `json:"acq_per_s"`
+	WaitMs      int64   `json:"wait_ms"`
+	WaitAtLeast bool    `json:"wait_at_least"`
+}
+
+func printTopJSON(w io.Writer, backend, prefix string, now time.Time, rows []topRow, err error) error {
+	j := topJSON{Time: now.UTC(), Backend: backend, Prefix: prefix, Locks: []topLockJSON{}}
+	if err != nil {
+		j.Error = err.Error()
+	}
+	infos := make([]dlock.Info, len(rows))
+	for i, r := range rows {
+		infos[i] = r.info
+	}
+	for i, l := range lsJSONOf(infos) {
+		r := rows[i]
+		j.Locks = append(j.Locks, topLockJSON{lsJSON: l, AcqPerS: r.rate, WaitMs: r.wait.Milliseconds(), WaitAtLeast: r.waitMin})
+		j.Waiting += r.info.Waiters
+	}
+	j.Held = len(rows)
+	return json.NewEncoder(w).Encode(j)
+}
+
+// fitScreen cuts text to cols columns (counting runes: top's text has no
+// wide characters, and what comes from the store is escaped) and to the
+// first rows-1 lines, leaving the last row for the cursor; 0 leaves that
+// side as it is.
+func fitScreen(text string, cols, rows int) string {
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	if rows > 1 && len(lines) > rows-1 {
+		lines = lines[:rows-1]
+	}
+	for i, l := range lines {
+		if cols > 0 && utf8.RuneCountInString(l) > cols {
+			r := []rune(l)
+			lines[i] = string(r[:cols])
+		}
+	}
+	return strings.Join(lines, "\n") + "\n"
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -39,5 +40,22 @@ func TestTopState(t *testing.T) {
 	rows = e.update([]dlock.Info{{Name: "x", Token: 250}}, t0.Add(time.Second))
 	if rows[0].rate != 1 {
 		t.Errorf("etcd rate %v, want 1/s", rows[0].rate)
+	}
+}
+
+// TestTopTextFormats: one precision for every LEFT, and no ">-" in WAIT on
+// the first sample (waiters seen, no time yet).
+func TestTopTextFormats(t *testing.T) {
+	for d, want := range map[time.Duration]string{24 * time.Second: "24.0s", 8080 * time.Millisecond: "8.1s", 0: "-", 90 * time.Second: "1m30s"} {
+		if got := left(d); got != want {
+			t.Errorf("left(%v) = %q, want %q", d, got, want)
+		}
+	}
+	st := newTopState("redis")
+	rows := st.update([]dlock.Info{{Name: "a", Held: true, Token: 1, Waiters: 2}}, time.Now())
+	var b strings.Builder
+	renderTop(&b, "redis", "", time.Second, time.Now(), rows, nil)
+	if strings.Contains(b.String(), ">-") {
+		t.Errorf("first sample shows >-:\n%s", b.String())
 	}
 }

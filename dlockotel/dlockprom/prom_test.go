@@ -107,6 +107,10 @@ func TestScrape(t *testing.T) {
 	if fams["dlock_lock_held"].GetType() != dto.MetricType_GAUGE {
 		t.Errorf("dlock_lock_held is a %v", fams["dlock_lock_held"].GetType())
 	}
+	// The Lock above waited and returned: the waiters gauge is there, at 0.
+	if g := find(t, fams, "dlock_lock_waiting", lbl); g.GetGauge().GetValue() != 0 || fams["dlock_lock_waiting"].GetType() != dto.MetricType_GAUGE {
+		t.Errorf("dlock_lock_waiting = %v (%v), want a gauge at 0", g.GetGauge().GetValue(), fams["dlock_lock_waiting"].GetType())
+	}
 
 	time.Sleep(50 * time.Millisecond)
 	if err := l.Unlock(ctx); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"os"
@@ -48,6 +49,16 @@ func TestWorkersAndDashboard(t *testing.T) {
 	fams := scrape(t, "http://"+ln.Addr().String()+"/metrics")
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+
+	for name, f := range fams {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if strings.HasPrefix(l.GetName(), "otel_scope_") {
+					t.Fatalf("%s carries %s: the exporter should be WithoutScopeInfo", name, l.GetName())
+				}
+			}
+		}
 	}
 
 	sum := func(name string) float64 {
@@ -119,4 +130,13 @@ func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 		t.Fatal(err)
 	}
 	return fams
+}
+
+// TestLogOneLine: an error with line breaks is logged as one line.
+func TestLogOneLine(t *testing.T) {
+	var b strings.Builder
+	newLogger(&b).Warn("job failed", "err", errors.Join(errors.New("first"), errors.New("second")))
+	if strings.Count(b.String(), "\n") != 1 || !strings.Contains(b.String(), `first\nsecond`) {
+		t.Errorf("logged %q, want one line with the break escaped", b.String())
+	}
 }

@@ -1,10 +1,8 @@
 package sqlbase
 
 import (
-	"context"
-	"sort"
-
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/listing"
 )
 
 // Rows is what List reads of a result set: database/sql's *sql.Rows and
@@ -15,38 +13,37 @@ type Rows interface {
 	Err() error
 }
 
-// Names reads the one text column of rows, closing them with close, and
-// returns the values sorted.
-func Names(rows Rows, close func()) ([]string, error) {
-	var names []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			close()
-			return nil, err
-		}
-		names = append(names, n)
-	}
-	close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	sort.Strings(names)
-	return names, nil
+// KindsQuery selects the names and families (Family) of the read-write
+// locks and semaphores with a hold row whose name is LIKE the one
+// parameter, in the backend's placeholder (ph: "$1" or "?").
+func KindsQuery(ph string) string {
+	return `SELECT DISTINCT name, family FROM dlock_holds WHERE name LIKE ` + ph
 }
 
-// InspectAll inspects each of names in turn and returns what it found of those
-// held: the heart of both backends' driver.Lister.
-func InspectAll(ctx context.Context, names []string, inspect func(ctx context.Context, name string) (driver.Info, error)) ([]driver.Info, error) {
-	out := make([]driver.Info, 0, len(names))
-	for _, name := range names {
-		info, err := inspect(ctx, name)
+// Refs reads rows, closing them with close, as the locks a backend's
+// driver.Lister inspects: rows of one text column are Mutex names; rows
+// of a name and a family (KindsQuery) are read-write locks or semaphores.
+func Refs(rows Rows, close func(), withFamily bool) ([]listing.Ref, error) {
+	defer close()
+	var refs []listing.Ref
+	for rows.Next() {
+		r := listing.Ref{Family: driver.Exclusive}
+		var err error
+		if withFamily {
+			var fam int
+			err = rows.Scan(&r.Name, &fam)
+			r.Family = driver.Shared
+			if fam == int(driver.FamilySemaphore) {
+				r.Family = driver.Permit
+			}
+		} else {
+			err = rows.Scan(&r.Name)
+		}
 		if err != nil {
 			return nil, err
 		}
-		if info.Held {
-			out = append(out, info)
-		}
+		refs = append(refs, r)
 	}
-	return out, nil
+	close()
+	return refs, rows.Err()
 }
