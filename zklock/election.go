@@ -49,7 +49,7 @@ func (d *zkDriver) Campaign(ctx context.Context, r driver.Request, value string)
 // node's deletion and never take the lead (TestCuratorLeaderLatchInterop
 // saw it).
 func (d *zkDriver) Proclaim(ctx context.Context, h driver.Held, value string) error {
-	return fmt.Errorf("zklock: proclaim %q: %w: a LeaderLatch participant's id is fixed for its term (resign and campaign again)", h.Name, dlock.ErrUnsupported)
+	return fmt.Errorf("%w: a ZooKeeper LeaderLatch participant's id is fixed for its term (resign and campaign again)", dlock.ErrUnsupported)
 }
 
 // Leader implements driver.Elector: the data and czxid of the first child.

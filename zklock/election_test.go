@@ -2,6 +2,7 @@ package zklock_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,6 +78,8 @@ func TestCuratorLeaderLatchInterop(t *testing.T) {
 	// keeps on it, which it does not set again: it would never lead.
 	if err := term.Proclaim(ctx, "dlock-2"); !errors.Is(err, dlock.ErrUnsupported) {
 		t.Fatalf("Proclaim on ZooKeeper: %v; want ErrUnsupported", err)
+	} else if msg := err.Error(); strings.Count(msg, "proclaim") != 1 || strings.Count(msg, "unsupported") != 1 {
+		t.Fatalf("Proclaim on ZooKeeper: %q; want one prefix and one statement of the cause", msg)
 	}
 	if err := term.Resign(ctx); err != nil {
 		t.Fatal(err)
