@@ -15,8 +15,8 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
-	"github.com/dlock/dlock/internal/urlsecret"
 	"github.com/dlock/dlock/internal/smallfile"
+	"github.com/dlock/dlock/internal/urlsecret"
 	"github.com/spf13/cobra"
 )
 

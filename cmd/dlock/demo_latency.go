@@ -89,9 +89,9 @@ func cells(texts []string) string {
 func writeLatencySVG(path string, rows []demoRow) error {
 	const (
 		barW, gap     = 26, 4
-		panelH, plotH = 112, 56
-		left, top     = 10, 40
-		plotTop       = 30 // below the title and the tallest bar's count
+		panelH, plotH = 124, 56
+		left, top     = 10, 54
+		plotTop       = 42 // below the two title lines and the tallest bar's count
 	)
 	panelW := len(latencyLabels)*(barW+gap) + 20
 	width := left*2 + 2*panelW
@@ -101,11 +101,16 @@ func writeLatencySVG(path string, rows []demoRow) error {
 		width, height, width, height)
 	b.WriteString(`<rect width="100%" height="100%" fill="#ffffff"/>` + "\n")
 	b.WriteString(`<text x="10" y="20" font-size="13" font-weight="bold">dlock demo: request latency per mode (ms, log buckets; bars scaled per panel)</text>` + "\n")
+	fmt.Fprintf(&b, `<rect x="10" y="30" width="10" height="10" fill="%s"/><text x="24" y="39" fill="#333333">requests that took a second or more: the tail a buyer notices</text>`+"\n", tailColor)
 	for k, r := range rows {
 		x0 := left + (k%2)*panelW
 		y0 := top + (k/2)*panelH
-		title := fmt.Sprintf("%s · %s · p50 %.1f ms · p99 %.1f ms", r.Backend, r.Mode, r.P50ms, r.P99ms)
+		// The mode and its figures, then the backend on a line of its own,
+		// cut to the panel's width (a URL can be long), whole in a tooltip.
+		title := fmt.Sprintf("%s · p50 %.1f ms · p99 %.1f ms", r.Mode, r.P50ms, r.P99ms)
 		fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", x0, y0+10, html.EscapeString(title))
+		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#555555"><title>%s</title>%s</text>`+"\n", x0, y0+23,
+			html.EscapeString(r.Backend), html.EscapeString(fitText(r.Backend, svgMaxChars(panelW-gap*3))))
 		peak := 0
 		for _, n := range r.Histogram {
 			peak = max(peak, n)
@@ -122,7 +127,7 @@ func writeLatencySVG(path string, rows []demoRow) error {
 			h := max(1, n*plotH/peak)
 			color := "#1f77b4"
 			if latencyBounds[min(i, len(latencyBounds)-1)] >= time.Second {
-				color = "#d62728" // the tail a user would notice
+				color = tailColor // the tail a user would notice
 			}
 			fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="%s"/>`+"\n", x, base-h, barW, h, color)
 			fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" fill="#333333">%d</text>`+"\n", x+barW/2, base-h-3, n)
@@ -130,4 +135,21 @@ func writeLatencySVG(path string, rows []demoRow) error {
 	}
 	b.WriteString("</svg>\n")
 	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// tailColor marks the buckets of a second or more, explained in the legend.
+const tailColor = "#d62728"
+
+// svgMaxChars is how many characters of the panels' 10px text fit in
+// width pixels, counting the widest common glyphs (digits, capitals and
+// URL punctuation average under 7px in DejaVu Sans at 10px).
+func svgMaxChars(width int) int { return width / 7 }
+
+// fitText cuts s to at most n characters, ending it with "…" when cut.
+func fitText(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:max(n-1, 0)]) + "…"
 }

@@ -33,7 +33,7 @@ func checkLatencySVG(t *testing.T, path string, modes []string) {
 	}
 	all := strings.Join(texts, "\n")
 	for _, m := range modes {
-		if !strings.Contains(all, "· "+m+" · p50") {
+		if !strings.Contains(all, m+" · p50") {
 			t.Errorf("no panel for mode %s in %s", m, path)
 		}
 	}
