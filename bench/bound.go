@@ -110,3 +110,16 @@ func printBounds(w io.Writer) {
 		fmt.Fprintf(w, "| %v | %v | %.0f | %.0f | %.2f× | %.0f | %.2f× |\n", c.hold, c.handoff, m, r, r/m, s, s/m)
 	}
 }
+
+// kindsCeiling is the best ratio to the mutex a kinds scenario (scRW or
+// scSem) can give under its rules: its simulation with the benchmark's
+// hold and an instant handoff (0 for another scenario).
+func kindsCeiling(sc string) float64 {
+	kind := map[string]string{scRW: "rw", scSem: "sem"}[sc]
+	if kind == "" {
+		return 0
+	}
+	const hold, span = 1200 * time.Microsecond, 60 * time.Second
+	m := simulate("mutex", hold, 0, 0.1, 4, span)
+	return simulate(kind, hold, 0, 0.1, 4, span) / m
+}

@@ -26,3 +26,17 @@ func TestSimulateBounds(t *testing.T) {
 		t.Fatalf("rw, no writes: %.2f× the mutex, want %d× (every worker inside)", all/m, kindWorkers)
 	}
 }
+
+// The ceiling drawn on bench-kinds.svg is the one docs/benchmarks.md
+// proves: 4.78× for the read-write scenario, 4× for the semaphore of 4.
+func TestKindsCeiling(t *testing.T) {
+	if c := kindsCeiling(scRW); math.Abs(c-4.78) > 0.01 {
+		t.Errorf("read-write ceiling %.3f×, want 4.78×", c)
+	}
+	if c := kindsCeiling(scSem); math.Abs(c-4) > 0.05 {
+		t.Errorf("semaphore ceiling %.3f×, want 4×", c)
+	}
+	if c := kindsCeiling("other"); c != 0 {
+		t.Errorf("ceiling of another scenario %.3f×, want none", c)
+	}
+}

@@ -90,18 +90,34 @@ type bar struct {
 	light float64 // a second, lighter bar's length (0: none)
 }
 
+// mark is a value drawn as a dashed line across a panel's bars, labelled
+// below them (a target, a ceiling).
+type mark struct {
+	value float64
+	label string
+	dash  string // the stroke-dasharray
+}
+
 // panel draws one small multiple at (x, y) and returns its height.
 // A mark > 0 draws a dashed line at that value across the bars, labelled
 // markLabel below them (a target).
-func (d *svgDoc) panel(x, y float64, title string, bars []bar, spare map[string]string, mark float64, markLabel string) float64 {
-	return d.panelW(x, y, title, bars, spare, mark, markLabel, labelW, valueW)
+func (d *svgDoc) panel(x, y float64, title string, bars []bar, spare map[string]string, value float64, markLabel string) float64 {
+	var marks []mark
+	if value > 0 {
+		marks = []mark{{value, markLabel, "4 3"}}
+	}
+	return d.panelW(x, y, title, bars, spare, marks, labelW, valueW)
 }
 
-// panelW is panel with the widths of the names and the values given.
-func (d *svgDoc) panelW(x, y float64, title string, bars []bar, spare map[string]string, mark float64, markLabel string, labelW, valueW float64) float64 {
+// panelW is panel with any number of marks and the widths of the names
+// and the values given.
+func (d *svgDoc) panelW(x, y float64, title string, bars []bar, spare map[string]string, marks []mark, labelW, valueW float64) float64 {
 	d.text(x, y+14, "start", "bold", "#333333", title)
 	top := y + titleH
-	maxV := mark
+	maxV := 0.0
+	for _, m := range marks {
+		maxV = math.Max(maxV, m.value)
+	}
 	for _, b := range bars {
 		maxV = math.Max(maxV, math.Max(b.value, b.light))
 	}
@@ -124,21 +140,24 @@ func (d *svgDoc) panelW(x, y float64, title string, bars []bar, spare map[string
 		}
 		d.rect(x+labelW, by+2, b.value*scale, barH-4, c, 1)
 		lx := x + labelW + math.Max(b.value, b.light)*scale + 4
-		if mx := x + labelW + mark*scale; mark > 0 && lx < mx+4 && lx+textW(b.label) > mx-2 {
-			lx = mx + 4 // past the target's line, not across it
+		for _, m := range marks {
+			if mx := x + labelW + m.value*scale; lx < mx+4 && lx+textW(b.label) > mx-2 {
+				lx = mx + 4 // past the mark's line, not across it
+			}
 		}
 		d.text(lx, by+barH-3, "start", weight, fill, b.label)
 	}
 	h := titleH + float64(len(bars))*(barH+barGap)
-	if mark > 0 {
-		mx := x + labelW + mark*scale
-		fmt.Fprintf(&d.b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#222222" stroke-width="1.2" stroke-dasharray="4 3"/>`+"\n",
-			mx, top-4, mx, y+h)
+	lines := y + h
+	for _, m := range marks { // each label on a line of its own, below the bars
+		mx := x + labelW + m.value*scale
+		fmt.Fprintf(&d.b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#222222" stroke-width="1.2" stroke-dasharray="%s"/>`+"\n",
+			mx, top-4, mx, lines, m.dash)
 		anchor := "end"
 		if mx-x-labelW < 80 {
 			anchor = "start"
 		}
-		d.text(mx, y+h+fontPx+1, anchor, "normal", "#222222", markLabel)
+		d.text(mx, y+h+fontPx+1, anchor, "normal", "#222222", m.label)
 		h += fontPx + 4
 	}
 	return h
@@ -263,15 +282,18 @@ func kindsChart(path string, ks []kindResult, spare map[string]string) error {
 						{lib: kind, value: k.KindOps, label: fmt.Sprintf("%s · %.2f×", humanRate(k.KindOps), k.Ratio)},
 					}
 				}
-				h := d.panelW(10+float64(ci)*(panelW+panelPad), y, st+" · "+sc, bars, spare,
-					k.Target*k.MutexOps, fmt.Sprintf("target %.1f×", k.Target), 72, 96)
+				marks := []mark{{k.Target * k.MutexOps, fmt.Sprintf("target %.1f×", k.Target), "4 3"}}
+				if c := kindsCeiling(sc); c > 0 {
+					marks = append(marks, mark{c * k.MutexOps, fmt.Sprintf("ceiling %.2f×: no fair lock passes it", c), "1 2"})
+				}
+				h := d.panelW(10+float64(ci)*(panelW+panelPad), y, st+" · "+sc, bars, spare, marks, 72, 96)
 				rowH = math.Max(rowH, h)
 			}
 		}
 		y += rowH + 14
 	}
 	return d.save(path, 10+float64(max(len(stores), 2))*(panelW+panelPad), y,
-		"one name, 16 workers, each hold 1 ms: holds/s; × = ratio to the mutex; dashed: the target")
+		"one name, 16 workers, each hold 1 ms: holds/s; × = ratio to the mutex; dashed: target; dotted: ceiling")
 }
 
 // redrawCharts draws the charts from docs/benchmarks.json, measuring nothing.
