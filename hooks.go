@@ -109,6 +109,19 @@ func (o *observer) Lost(ctx context.Context, h *core.Hold, err error) {
 	}
 }
 
+// lock is the Lock, TryLock, RLock, Acquire... of every kind: the engine's
+// acquire path, inside the Call hook.
+func lock(ctx context.Context, c *Client, op string, s core.Spec, o mutexOptions, try bool) (*Lease, error) {
+	ctx, end := c.obs.call(ctx, op, s.Name, s.Kind, 0)
+	l, err := c.e.Acquire(ctx, op, s, o.Opts, try)
+	var token uint64
+	if l != nil {
+		token = l.Hold().Token()
+	}
+	end(token, err)
+	return newLease(c, l), err
+}
+
 // call runs the Call hook, if there is one, for a call beginning with ctx.
 // It returns the ctx the call goes on with and the function to call with its
 // outcome (the granted token, or 0, and the call's error). A nil ctx is

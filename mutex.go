@@ -46,16 +46,3 @@ func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) { return m.acquire(
 func (m *Mutex) acquire(ctx context.Context, op string, try bool) (*Lease, error) {
 	return lock(ctx, m.c, op, core.Spec{Name: m.name, Kind: driver.Exclusive}, m.opts, try)
 }
-
-// lock is the Lock, TryLock, RLock, Acquire... of every kind: the engine's
-// acquire path, inside the Call hook.
-func lock(ctx context.Context, c *Client, op string, s core.Spec, o mutexOptions, try bool) (*Lease, error) {
-	ctx, end := c.obs.call(ctx, op, s.Name, s.Kind, 0)
-	l, err := c.e.Acquire(ctx, op, s, o.Opts, try)
-	var token uint64
-	if l != nil {
-		token = l.Hold().Token()
-	}
-	end(token, err)
-	return newLease(c, l), err
-}
