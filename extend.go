@@ -18,9 +18,4 @@ import (
 // earlier, since the store may have applied it. Concurrent Extends, or an
 // Extend and a watchdog renewal, that overlap keep the earliest expiry
 // either could have left in the store.
-func (l *Lease) Extend(ctx context.Context, ttl time.Duration) (err error) {
-	h := l.l.Hold()
-	ctx, end := l.c.obs.call(ctx, "extend", h.Name(), h.Kind(), h.Token())
-	defer func() { end(h.Token(), err) }()
-	return l.l.Extend(ctx, ttl)
-}
+func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error { return extend(ctx, l, ttl) }

@@ -122,6 +122,22 @@ func lock(ctx context.Context, c *Client, op string, s core.Spec, o mutexOptions
 	return newLease(c, l), err
 }
 
+// unlock is Lease.Unlock: the engine's, inside the Call hook.
+func unlock(ctx context.Context, l *Lease) (err error) {
+	h := l.l.Hold()
+	ctx, end := l.c.obs.call(ctx, "unlock", h.Name(), h.Kind(), h.Token())
+	defer func() { end(h.Token(), err) }()
+	return l.l.Unlock(ctx)
+}
+
+// extend is Lease.Extend: the engine's, inside the Call hook.
+func extend(ctx context.Context, l *Lease, ttl time.Duration) (err error) {
+	h := l.l.Hold()
+	ctx, end := l.c.obs.call(ctx, "extend", h.Name(), h.Kind(), h.Token())
+	defer func() { end(h.Token(), err) }()
+	return l.l.Extend(ctx, ttl)
+}
+
 // call runs the Call hook, if there is one, for a call beginning with ctx.
 // It returns the ctx the call goes on with and the function to call with its
 // outcome (the granted token, or 0, and the call's error). A nil ctx is

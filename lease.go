@@ -67,12 +67,7 @@ func (l *Lease) As(target any) bool {
 // ErrNotHeld if it was already unlocked. If the store cannot be reached, the
 // lease still ends and is no longer renewed, so the lock frees itself at
 // expiry; the error says so.
-func (l *Lease) Unlock(ctx context.Context) (err error) {
-	h := l.l.Hold()
-	ctx, end := l.c.obs.call(ctx, "unlock", h.Name(), h.Kind(), h.Token())
-	defer func() { end(h.Token(), err) }()
-	return l.l.Unlock(ctx)
-}
+func (l *Lease) Unlock(ctx context.Context) error { return unlock(ctx, l) }
 
 // hold is the hold l is a lease on.
 func (l *Lease) hold() *core.Hold { return l.l.Hold() }

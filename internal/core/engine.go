@@ -87,7 +87,7 @@ func NewEngine(d driver.Driver, cfg Config) *Engine {
 	e := &Engine{drv: d, caps: caps, cfg: cfg, log: cfg.Log, obs: cfg.Observer, wrap: cfg.Wrap, holds: map[holdKey]*Hold{}}
 	e.closing, e.cancel = context.WithCancel(context.Background())
 	e.sched = keepalive.NewScheduler(d,
-		func(k *keepalive.Entry) driver.Held { return k.Ref.(*Hold).Held() },
+		heldOf,
 		func(k *keepalive.Entry, err error) { e.Lost(k.Ref.(*Hold), err) },
 		func(k *keepalive.Entry, latency time.Duration, err error) { e.renewed(k.Ref.(*Hold), latency, err) })
 	return e

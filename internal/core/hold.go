@@ -84,6 +84,9 @@ func (h *Hold) Held() driver.Held {
 	return driver.Held{Name: h.name, Owner: h.owner, TTL: h.ka.TTL, Kind: h.kind, Token: h.token, Handle: h.handle}
 }
 
+// heldOf is the hold of a scheduler entry, for its renewals.
+func heldOf(k *keepalive.Entry) driver.Held { return k.Ref.(*Hold).Held() }
+
 // newLease adds a lease to h. e.mu must be held.
 func (h *Hold) newLease() *Lease {
 	l := &Lease{h: h}
