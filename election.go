@@ -115,13 +115,13 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
 		}
 		return &Term{e: e, l: l, value: value}, nil
 	}
-	cl, err := c.e.Campaign(ctx, e.name, e.opts.Opts, func(ctx context.Context, req driver.Request) (driver.Grant, error) {
+	var l *Lease
+	_, err := c.e.Campaign(ctx, e.name, e.opts.Opts, func(ctx context.Context, req driver.Request) (driver.Grant, error) {
 		return e.el.Campaign(ctx, req, value)
-	})
+	}, alloc(c, &l))
 	if err != nil {
 		return nil, c.e.Wrap("campaign", e.name, err)
 	}
-	l := newLease(c, cl)
 	return &Term{e: e, l: l, value: value}, nil
 }
 

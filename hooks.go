@@ -113,13 +113,14 @@ func (o *observer) Lost(ctx context.Context, h *core.Hold, err error) {
 // acquire path, inside the Call hook.
 func lock(ctx context.Context, c *Client, op string, s core.Spec, o mutexOptions, try bool) (*Lease, error) {
 	ctx, end := c.obs.call(ctx, op, s.Name, s.Kind, 0)
-	l, err := c.e.Acquire(ctx, op, s, o.Opts, try)
+	var l *Lease
+	_, err := c.e.Acquire(ctx, op, s, o.Opts, try, alloc(c, &l))
 	var token uint64
-	if l != nil {
-		token = l.Hold().Token()
+	if err == nil { // the engine made l with alloc
+		token = l.hold().Token()
 	}
 	end(token, err)
-	return newLease(c, l), err
+	return l, err
 }
 
 // unlock is Lease.Unlock: the engine's, inside the Call hook.

@@ -13,7 +13,7 @@ var errUnlocked = core.ErrUnlocked
 // Lease is one hold on a lock, returned by Lock or TryLock. Its methods are
 // safe for concurrent use.
 type Lease struct {
-	l *core.Lease
+	l core.Lease // the engine's, made in place (see alloc)
 	c *Client
 }
 
@@ -72,10 +72,12 @@ func (l *Lease) Unlock(ctx context.Context) error { return unlock(ctx, l) }
 // hold is the hold l is a lease on.
 func (l *Lease) hold() *core.Hold { return l.l.Hold() }
 
-// newLease wraps an engine's lease of c, if there is one.
-func newLease(c *Client, l *core.Lease) *Lease {
-	if l == nil {
-		return nil
+// alloc returns an engine lease allocator (for core.Engine.Acquire) that makes
+// the engine's lease inside a Lease of c, which it stores in *out: one
+// allocation for both.
+func alloc(c *Client, out **Lease) func() *core.Lease {
+	return func() *core.Lease {
+		*out = &Lease{c: c}
+		return &(*out).l
 	}
-	return &Lease{l: l, c: c}
 }

@@ -12,5 +12,5 @@ import (
 // to its function, so a nested Do of the same lock re-enters. The returned
 // ctx is not cancelled when l ends; Do's is.
 func ContextWithLease(ctx context.Context, l *Lease) context.Context {
-	return core.ContextWithLease(ctx, l.l)
+	return core.ContextWithLease(ctx, &l.l)
 }

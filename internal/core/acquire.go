@@ -28,8 +28,10 @@ type Opts struct {
 
 // Acquire takes a hold of kind s.Kind on s.Name for operation op (a
 // Lock, TryLock, RLock... of package dlock): the one acquire path of every
-// kind of lock. The caller runs the Call hook around it.
-func (e *Engine) Acquire(ctx context.Context, op string, s Spec, o Opts, try bool) (*Lease, error) {
+// kind of lock. The caller runs the Call hook around it. alloc, if not nil,
+// makes the zero lease it returns (package dlock's Lease holds it, so one
+// allocation makes both); it is called only when Acquire succeeds.
+func (e *Engine) Acquire(ctx context.Context, op string, s Spec, o Opts, try bool, alloc func() *Lease) (*Lease, error) {
 	if ctx == nil {
 		return nil, e.wrap(op, s.Name, ErrNilContext)
 	}
@@ -60,7 +62,7 @@ func (e *Engine) Acquire(ctx context.Context, op string, s Spec, o Opts, try boo
 	}
 	req := driver.Request{Name: s.Name, Owner: owner, Label: label, TTL: o.TTL, Kind: kind, Limit: s.Limit, Try: try}
 
-	if l, err := e.reenter(ctx, k, req); l != nil || err != nil {
+	if l, err := e.reenter(ctx, k, req, alloc); l != nil || err != nil {
 		return l, e.wrap(op, s.Name, err)
 	}
 	if err := e.releases.Await(ctx, k, e.closing.Done()); err != nil { // the owner's last hold is being released
@@ -83,7 +85,7 @@ func (e *Engine) Acquire(ctx context.Context, op string, s Spec, o Opts, try boo
 			}
 			return nil, e.wrap(op, s.Name, err)
 		}
-		l, err = e.grant(ctx, k, req, g, sent, !o.NoRenewal, fresh)
+		l, err = e.grant(ctx, k, req, g, sent, !o.NoRenewal, fresh, alloc)
 		switch {
 		case errors.Is(err, errStaleGrant) && try:
 			return nil, e.wrap(op, s.Name, fmt.Errorf("%w: %w", driver.ErrNotAcquired, err))
@@ -167,7 +169,7 @@ func (e *Engine) bindClose(ctx context.Context) (context.Context, func()) {
 }
 
 // reenter gives the owner a new lease on the hold it has, if it has one.
-func (e *Engine) reenter(ctx context.Context, k holdKey, req driver.Request) (*Lease, error) {
+func (e *Engine) reenter(ctx context.Context, k holdKey, req driver.Request, alloc func() *Lease) (*Lease, error) {
 	e.mu.Lock()
 	h := e.holds[k]
 	e.mu.Unlock()
@@ -206,7 +208,7 @@ func (e *Engine) reenter(ctx context.Context, k holdKey, req driver.Request) (*L
 	if h.detached { // lost meanwhile
 		return nil, nil
 	}
-	return h.newLease(), nil
+	return h.newLease(alloc), nil
 }
 
 // errStaleGrant is the cause of a grant that came too late to be returned.
@@ -221,7 +223,7 @@ var errStaleGrant = errors.New("grant confirmed too late to be safe")
 //
 // fresh says that req.Owner was made for this hold alone: its last Unlock
 // then releases every count the store has under it.
-func (e *Engine) grant(ctx context.Context, k holdKey, req driver.Request, g driver.Grant, sent time.Time, renew, fresh bool) (*Lease, error) {
+func (e *Engine) grant(ctx context.Context, k holdKey, req driver.Request, g driver.Grant, sent time.Time, renew, fresh bool, alloc func() *Lease) (*Lease, error) {
 	if !g.Since.IsZero() { // the driver knows when the grant was proven
 		sent = g.Since
 		if now := time.Now(); now.Before(sent) { // never a time still to come
@@ -261,7 +263,7 @@ func (e *Engine) grant(ctx context.Context, k holdKey, req driver.Request, g dri
 		return nil, errors.Join(driver.ErrClosed, err)
 	}
 	e.holds[k] = h
-	l := h.newLease()
+	l := h.newLease(alloc)
 	e.mu.Unlock()
 	e.sched.Add(&h.ka, sent, validity)
 	return l, nil

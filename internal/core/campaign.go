@@ -11,8 +11,8 @@ import (
 // Campaign is the acquire path for a driver's native election: it runs
 // campaign (the driver's Campaign with the candidate's value) until it is
 // granted, ctx ends or the engine closes; the hold it gets is registered,
-// renewed and released as a lock's.
-func (e *Engine) Campaign(ctx context.Context, name string, o Opts, campaign func(ctx context.Context, req driver.Request) (driver.Grant, error)) (*Lease, error) {
+// renewed and released as a lock's. alloc is Acquire's.
+func (e *Engine) Campaign(ctx context.Context, name string, o Opts, campaign func(ctx context.Context, req driver.Request) (driver.Grant, error), alloc func() *Lease) (*Lease, error) {
 	owner := newOwnerID()
 	k := holdKey{name: name, owner: owner, kind: driver.Exclusive}
 	ent, err := e.enter(ctx, k, false)
@@ -37,7 +37,7 @@ func (e *Engine) Campaign(ctx context.Context, name string, o Opts, campaign fun
 		sent := time.Now()
 		g, err := campaign(wctx, req)
 		if err == nil && g.Acquired {
-			l, err := e.grant(ctx, k, req, g, sent, !o.NoRenewal, true)
+			l, err := e.grant(ctx, k, req, g, sent, !o.NoRenewal, true, alloc)
 			if errors.Is(err, errStaleGrant) {
 				continue
 			}

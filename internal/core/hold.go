@@ -87,9 +87,15 @@ func (h *Hold) Held() driver.Held {
 // heldOf is the hold of a scheduler entry, for its renewals.
 func heldOf(k *keepalive.Entry) driver.Held { return k.Ref.(*Hold).Held() }
 
-// newLease adds a lease to h. e.mu must be held.
-func (h *Hold) newLease() *Lease {
-	l := &Lease{h: h}
+// newLease adds a lease to h, made by alloc if not nil. e.mu must be held.
+func (h *Hold) newLease(alloc func() *Lease) *Lease {
+	var l *Lease
+	if alloc != nil {
+		l = alloc()
+	} else {
+		l = new(Lease)
+	}
+	l.h = h
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
 	if h.leases == nil {
 		h.leases = h.first[:0]
