@@ -123,6 +123,16 @@ func lock(ctx context.Context, c *Client, op string, s core.Spec, o mutexOptions
 	return l, err
 }
 
+// alloc returns an engine lease allocator (for core.Engine.Acquire) that makes
+// the engine's lease inside a Lease of c, which it stores in *out: one
+// allocation for both.
+func alloc(c *Client, out **Lease) func() *core.Lease {
+	return func() *core.Lease {
+		*out = &Lease{c: c}
+		return &(*out).l
+	}
+}
+
 // unlock is Lease.Unlock: the engine's, inside the Call hook.
 func unlock(ctx context.Context, l *Lease) (err error) {
 	h := l.l.Hold()

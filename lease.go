@@ -71,13 +71,3 @@ func (l *Lease) Unlock(ctx context.Context) error { return unlock(ctx, l) }
 
 // hold is the hold l is a lease on.
 func (l *Lease) hold() *core.Hold { return l.l.Hold() }
-
-// alloc returns an engine lease allocator (for core.Engine.Acquire) that makes
-// the engine's lease inside a Lease of c, which it stores in *out: one
-// allocation for both.
-func alloc(c *Client, out **Lease) func() *core.Lease {
-	return func() *core.Lease {
-		*out = &Lease{c: c}
-		return &(*out).l
-	}
-}
