@@ -59,7 +59,8 @@ func Do(ctx context.Context, m Locker, fn func(ctx context.Context, l *Lease) er
 		return err
 	}
 	wctx, cancel := context.WithCancelCause(ContextWithLease(ctx, l))
-	stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
+	lctx := l.l.Context()
+	stop := context.AfterFunc(lctx, func() { cancel(context.Cause(lctx)) })
 	defer func() {
 		stop()
 		cancel(nil)

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/core"
 )
 
 // ErrNoLeader is returned by Election.Leader when the election has no leader.
@@ -44,16 +44,16 @@ type Election struct {
 // from its value, WithoutRenewal makes terms end at their TTL. WithOwner
 // is ignored: every Campaign is a candidate of its own.
 func (c *Client) Election(name string, opts ...Option) *Election {
-	o := mutexOptions{ttl: DefaultTTL}
+	o := mutexOptions{Opts: core.Opts{TTL: DefaultTTL}}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	e := &Election{c: c, name: name, opts: o}
-	e.el, _ = c.drv.(driver.Elector)
-	if c.caps.NoElection != "" {
-		e.err = fmt.Errorf("%w: %s", ErrUnsupported, c.caps.NoElection)
+	e.el, _ = c.e.Driver().(driver.Elector)
+	if no := c.e.Caps().NoElection; no != "" {
+		e.err = fmt.Errorf("%w: %s", ErrUnsupported, no)
 	} else {
-		e.err = c.validate(name, o)
+		e.err = validate(c.e, name, o)
 	}
 	return e
 }
@@ -65,7 +65,7 @@ func (e *Election) Name() string { return e.name }
 // return: invalid arguments, or ErrUnsupported with the reason when the
 // backend cannot hold elections; nil when it is usable. Check it at
 // start-up to fail early.
-func (e *Election) Err() error { return e.c.wrap("election", e.name, e.err) }
+func (e *Election) Err() error { return e.c.e.Wrap("election", e.name, e.err) }
 
 // Leader describes the leader of an election.
 type Leader struct {
@@ -94,17 +94,17 @@ type Term struct {
 func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
 	c := e.c
 	if ctx == nil {
-		return nil, c.wrap("campaign", e.name, ErrNilContext)
+		return nil, c.e.Wrap("campaign", e.name, ErrNilContext)
 	}
 	if e.err != nil {
-		return nil, c.wrap("campaign", e.name, e.err)
+		return nil, c.e.Wrap("campaign", e.name, e.err)
 	}
 	if e.el == nil { // portable: a lock whose label is the value
 		o := e.opts
-		o.label = value
-		o.owner, o.ownerSet, o.fresh = driver.ElectionOwnerPrefix+NewOwnerID(), true, true // every Campaign is a candidate of its own, marked for List
-		if err := c.validate(e.name, o); err != nil {
-			return nil, c.wrap("campaign", e.name, fmt.Errorf("value: %w", err))
+		o.Label = value
+		o.Owner, o.ownerSet, o.Fresh = driver.ElectionOwnerPrefix+NewOwnerID(), true, true // every Campaign is a candidate of its own, marked for List
+		if err := validate(c.e, e.name, o); err != nil {
+			return nil, c.e.Wrap("campaign", e.name, fmt.Errorf("value: %w", err))
 		}
 		l, err := (&Mutex{c: c, name: e.name, opts: o}).Lock(ctx)
 		if de := (*Error)(nil); errors.As(err, &de) {
@@ -115,65 +115,14 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
 		}
 		return &Term{e: e, l: l, value: value}, nil
 	}
-	l, err := e.campaign(ctx, value)
+	var l *Lease
+	_, err := c.e.Campaign(ctx, e.name, e.opts.Opts, func(ctx context.Context, req driver.Request) (driver.Grant, error) {
+		return e.el.Campaign(ctx, req, value)
+	}, alloc(c, &l))
 	if err != nil {
-		return nil, c.wrap("campaign", e.name, err)
+		return nil, c.e.Wrap("campaign", e.name, err)
 	}
 	return &Term{e: e, l: l, value: value}, nil
-}
-
-// campaign is Mutex.acquire for a driver's native election: the hold it
-// gets is registered, renewed and released as a lock's.
-func (e *Election) campaign(ctx context.Context, value string) (*Lease, error) {
-	c := e.c
-	owner := NewOwnerID()
-	k := holdKey{name: e.name, owner: owner, kind: driver.Exclusive}
-	ent, err := c.enter(ctx, k, false)
-	if err != nil {
-		return nil, gaveUp(ctx, err)
-	}
-	defer ent.Done()
-	label := e.opts.label
-	if label == "" {
-		label = c.label
-	}
-	req := driver.Request{Name: e.name, Owner: owner, Label: label, TTL: e.opts.ttl, Kind: driver.Exclusive, Wait: c.caps.Blocking}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(c.closing, cancel)
-	defer stop()
-	ent.Block(true)
-	defer ent.Block(false)
-	began := time.Now()
-	pause := errWait
-	for {
-		sent := time.Now()
-		g, err := e.el.Campaign(wctx, req, value)
-		if err == nil && g.Acquired {
-			l, err := c.grant(ctx, k, req, g, sent, !e.opts.noRenewal, true)
-			if errors.Is(err, errStaleGrant) {
-				continue
-			}
-			if err == nil && c.hooks.Acquired != nil {
-				c.hooks.Acquired(ctx, newEvent(c, e.name, driver.Exclusive, l.h.token, time.Since(began), nil))
-			}
-			return l, err
-		}
-		if err != nil && (permanent(err) || wctx.Err() != nil) {
-			return nil, gaveUp(ctx, c.waitErr(wctx, err))
-		}
-		if err != nil {
-			c.log.Debug("dlock: campaign failed while waiting", "backend", c.scheme, "name", e.name, "err", err)
-		} else {
-			pause = errWait // not the leader yet, without an error: poll
-		}
-		select {
-		case <-time.After(jitter(pause)):
-		case <-wctx.Done():
-			return nil, gaveUp(ctx, c.waitErr(wctx, err))
-		}
-		pause = min(pause*2, pollMax)
-	}
 }
 
 // Token returns the term: strictly greater than every earlier term of the
@@ -209,26 +158,26 @@ func (t *Term) Resign(ctx context.Context) error { return t.l.Unlock(ctx) }
 func (t *Term) Proclaim(ctx context.Context, value string) error {
 	e, c := t.e, t.e.c
 	if ctx == nil {
-		return c.wrap("proclaim", e.name, ErrNilContext)
+		return c.e.Wrap("proclaim", e.name, ErrNilContext)
 	}
 	if e.el == nil {
-		return c.wrap("proclaim", e.name, fmt.Errorf("%w: the value is the hold's label, fixed for the term", ErrUnsupported))
+		return c.e.Wrap("proclaim", e.name, fmt.Errorf("%w: the value is the hold's label, fixed for the term", ErrUnsupported))
 	}
 	if err := t.l.Err(); err != nil {
 		return err
 	}
-	if t.l.ctx.Err() != nil {
-		return c.wrap("proclaim", e.name, ErrNotHeld)
+	if t.l.l.Context().Err() != nil {
+		return c.e.Wrap("proclaim", e.name, ErrNotHeld)
 	}
 	t.proclaiming.Lock()
 	defer t.proclaiming.Unlock()
-	err := e.el.Proclaim(ctx, t.l.h.held(), value)
+	err := e.el.Proclaim(ctx, t.l.hold().Held(), value)
 	if errors.Is(err, ErrLeaseLost) {
-		c.lost(t.l.h, err)
+		c.e.Lost(t.l.hold(), err)
 		return t.l.Err()
 	}
 	if err != nil {
-		return c.wrap("proclaim", e.name, err)
+		return c.e.Wrap("proclaim", e.name, err)
 	}
 	t.mu.Lock()
 	t.value = value
@@ -248,7 +197,8 @@ func (e *Election) Lead(ctx context.Context, value string, fn func(ctx context.C
 		return err
 	}
 	wctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(t.l.ctx, func() { cancel(context.Cause(t.l.ctx)) })
+	lctx := t.l.l.Context()
+	stop := context.AfterFunc(lctx, func() { cancel(context.Cause(lctx)) })
 	defer func() {
 		stop()
 		cancel(nil)

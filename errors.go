@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/core"
 )
 
 // Sentinel errors, for errors.Is. Errors returned by dlock wrap one of these
@@ -49,7 +50,7 @@ var (
 	ErrNilContext = errNilContext
 )
 
-var errNilContext = fmt.Errorf("dlock: nil context")
+var errNilContext = core.ErrNilContext
 
 // Error is the error type of lock operations: it names the operation, the
 // backend and the lock.
@@ -74,10 +75,3 @@ func (e *Error) Error() string {
 
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
-
-func (c *Client) wrap(op, name string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return &Error{Op: op, Backend: c.scheme, Name: name, Err: err}
-}

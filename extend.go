@@ -2,7 +2,6 @@ package dlock
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
@@ -19,29 +18,4 @@ import (
 // earlier, since the store may have applied it. Concurrent Extends, or an
 // Extend and a watchdog renewal, that overlap keep the earliest expiry
 // either could have left in the store.
-func (l *Lease) Extend(ctx context.Context, ttl time.Duration) (err error) {
-	ctx, end := l.h.c.call(ctx, "extend", l.h.name, l.h.kind, l.h.token)
-	defer func() { end(l.h.token, err) }()
-	h, c := l.h, l.h.c
-	if ctx == nil {
-		return c.wrap("extend", h.name, ErrNilContext)
-	}
-	if err := c.validateTTL(ttl); err != nil {
-		return c.wrap("extend", h.name, err)
-	}
-	if err := l.Err(); err != nil {
-		return err
-	}
-	if l.ctx.Err() != nil {
-		return c.wrap("extend", h.name, ErrNotHeld)
-	}
-	removed, err := c.sched.Extend(ctx, &h.ka, ttl)
-	if errors.Is(err, ErrLeaseLost) {
-		c.lost(h, err)
-		return l.Err()
-	}
-	if removed {
-		return l.Err()
-	}
-	return c.wrap("extend", h.name, err)
-}
+func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error { return extend(ctx, l, ttl) }

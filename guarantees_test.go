@@ -94,12 +94,12 @@ func TestUnlockRacingRenewal(t *testing.T) {
 				t.Fatal(err)
 			}
 			close(answer)
-			c.sched.WaitRenewals()
+			c.e.Sched().WaitRenewals()
 			if l.Err() != nil || l.TimeLeft() != 0 || lost.Load() != 0 {
 				t.Errorf("after Unlock and the renewal's answer: Err = %v, TimeLeft = %v, Lost hook calls %d",
 					l.Err(), l.TimeLeft(), lost.Load())
 			}
-			n := c.sched.Len()
+			n := c.e.Sched().Len()
 			if n != 0 {
 				t.Errorf("%d holds still scheduled after Unlock", n)
 			}
@@ -466,7 +466,7 @@ func TestGiveUpMatchesCtxErr(t *testing.T) {
 					defer cancel()
 					go func() { _, _ = m.Lock(bctx) }()
 					for {
-						if c.turns.Blocked(holdKey{name: "giveup", owner: "waiter"}) {
+						if c.e.TurnBlocked("giveup", "waiter", driver.Exclusive) {
 							break
 						}
 						time.Sleep(time.Millisecond)

@@ -134,7 +134,7 @@ func TestErrConsultsDeadline(t *testing.T) {
 			t.Fatal(err)
 		}
 		// as if the process had slept past the deadline
-		c.sched.SetDeadline(&l.h.ka, time.Now().Add(-time.Millisecond))
+		c.e.Sched().SetDeadline(l.hold().Entry(), time.Now().Add(-time.Millisecond))
 		switch call {
 		case "Err":
 			if !errors.Is(l.Err(), ErrLeaseLost) {

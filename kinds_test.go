@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/core"
 )
 
 // kindsFake is the fake store with every kind enabled; it holds each kind
@@ -75,9 +76,9 @@ func TestRWReentryRules(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if r.Token() != w.Token() || r.h != w.h || d.acquires.Load() != before {
+		if r.Token() != w.Token() || r.hold() != w.hold() || d.acquires.Load() != before {
 			t.Errorf("read under write: token %d (write %d), same hold %v, %d store calls",
-				r.Token(), w.Token(), r.h == w.h, d.acquires.Load()-before)
+				r.Token(), w.Token(), r.hold() == w.hold(), d.acquires.Load()-before)
 		}
 		return r.Unlock(ctx)
 	})
@@ -149,11 +150,11 @@ func TestFamiliesApartInClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.h == w.h || w.h == p.h || m.h == p.h {
+	if m.hold() == w.hold() || w.hold() == p.hold() || m.hold() == p.hold() {
 		t.Fatal("holds of different families share a hold")
 	}
 	lctx := ContextWithLease(ctx, m)
-	if l := leaseIn(lctx, c, "x", driver.Write); l != nil {
+	if l := core.LeaseIn(lctx, c.e, "x", driver.Write); l != nil {
 		t.Fatal("a Mutex lease counted as an RWMutex lease")
 	}
 	for _, l := range []*Lease{p, w, m} {
@@ -210,7 +211,7 @@ func TestWaitQueuesPerFamily(t *testing.T) {
 
 // queued reports whether a waiter of name's Mutex is in c's local queue.
 func (c *Client) queued(name string) bool {
-	return c.waiters.Taken(name)
+	return c.e.Queued(name)
 }
 
 // Err reports, at construction, what every method of a lock would refuse

@@ -26,7 +26,7 @@ func storeExpiry(d *fakeDriver, name string) time.Time {
 // clientExpiry is what the client believes of l's hold: its expiry and
 // its loss deadline.
 func clientExpiry(l *Lease) (expiry, deadline time.Time) {
-	st := l.h.c.sched.State(&l.h.ka)
+	st := l.c.e.Sched().State(l.hold().Entry())
 	return st.Expiry, st.Deadline
 }
 
@@ -84,7 +84,7 @@ func TestExtendShorterThenOverlappingRenewal(t *testing.T) {
 	checkNotPastStore(t, d, l)
 	close(answer)
 	for { // wait until the renewal's answer is recorded
-		n := c.sched.State(&l.h.ka).Renewals
+		n := c.e.Sched().State(l.hold().Entry()).Renewals
 		if n > 0 {
 			break
 		}
@@ -147,14 +147,14 @@ func TestNoReentryIntoHoldPastDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	// as if the process had slept past the deadline
-	c.sched.SetDeadline(&outer.h.ka, time.Now().Add(-time.Millisecond))
+	c.e.Sched().SetDeadline(outer.hold().Entry(), time.Now().Add(-time.Millisecond))
 
 	ctx, cancel := context.WithTimeout(ContextWithLease(t.Context(), outer), 300*time.Millisecond)
 	defer cancel()
 	inner, err := m.Lock(ctx)
 	if err == nil {
 		defer inner.Unlock(t.Context())
-		if inner.h == outer.h {
+		if inner.hold() == outer.hold() {
 			t.Fatalf("Lock re-entered a hold past its deadline (inner Err now: %v)", inner.Err())
 		}
 	}
@@ -257,7 +257,7 @@ func TestUnlockDuringLossReportsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go c.lost(l.h, errors.Join(ErrLeaseLost, errors.New("store says another owner has it")))
+	go c.e.Lost(l.hold(), errors.Join(ErrLeaseLost, errors.New("store says another owner has it")))
 	<-inHook
 	errc := make(chan error, 1)
 	go func() { errc <- l.Unlock(t.Context()) }()
@@ -327,7 +327,7 @@ func TestUnlockRacingLoss(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			c.lost(l.h, errors.Join(ErrLeaseLost, errors.New("store says another owner has it")))
+			c.e.Lost(l.hold(), errors.Join(ErrLeaseLost, errors.New("store says another owner has it")))
 		}()
 		close(start)
 		uerr := l.Unlock(ctx)
@@ -346,7 +346,7 @@ func TestUnlockRacingLoss(t *testing.T) {
 			t.Fatalf("round %d: loss declared %v, Err after Unlock = %v", i, wasLost, l.Err())
 		}
 		// The lost hold's best-effort release may still be under way: let it end.
-		c.cleanup.Wait()
+		c.e.WaitCleanup()
 	}
 	t.Logf("%d of 500 rounds declared lost, %d reported by Unlock", declared, reported)
 }

@@ -14,18 +14,18 @@ import (
 // says why.
 func (c *Client) List(ctx context.Context, prefix string) ([]Info, error) {
 	if ctx == nil {
-		return nil, c.wrap("list", prefix, ErrNilContext)
+		return nil, c.e.Wrap("list", prefix, ErrNilContext)
 	}
-	if c.isClosed() {
-		return nil, c.wrap("list", prefix, ErrClosed)
+	if c.e.Closed() {
+		return nil, c.e.Wrap("list", prefix, ErrClosed)
 	}
-	l, ok := c.drv.(driver.Lister)
+	l, ok := c.e.Driver().(driver.Lister)
 	if !ok {
-		return nil, c.wrap("list", prefix, fmt.Errorf("%w: the %s backend cannot enumerate its locks", ErrUnsupported, c.scheme))
+		return nil, c.e.Wrap("list", prefix, fmt.Errorf("%w: the %s backend cannot enumerate its locks", ErrUnsupported, c.obs.scheme))
 	}
 	ds, err := l.List(ctx, prefix)
 	if err != nil {
-		return nil, c.wrap("list", prefix, err)
+		return nil, c.e.Wrap("list", prefix, err)
 	}
 	out := make([]Info, len(ds))
 	for i, d := range ds {

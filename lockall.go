@@ -78,7 +78,7 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 			c, it.family = m.c, driver.FamilyRWMutex
 		}
 		if c != nil {
-			it.backend = c.scheme
+			it.backend = c.obs.scheme
 		}
 		items[i] = it
 	}
@@ -109,7 +109,7 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 	// A member taken early may have been lost while a later one was waited
 	// for: the group is not held then, so it is not returned.
 	for _, l := range g.leases {
-		if l.h.checkDeadline(); l.Err() != nil {
+		if l.hold().CheckDeadline(); l.Err() != nil {
 			err := l.Err()
 			g.release(context.WithoutCancel(ctx))
 			return nil, fmt.Errorf("dlock: lock all: %s was lost while the others were taken: %w", driver.QuoteName(l.Name()), err)
@@ -117,7 +117,7 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 	}
 	g.ctx, g.cancel = context.WithCancelCause(context.Background())
 	for _, l := range g.leases {
-		g.stops = append(g.stops, context.AfterFunc(l.ctx, func() { g.memberEnded(l) }))
+		g.stops = append(g.stops, context.AfterFunc(l.l.Context(), func() { g.memberEnded(l) }))
 	}
 	return g, nil
 }
@@ -173,7 +173,7 @@ func (g *Group) Leases() []*Lease { return slices.Clone(g.leases) }
 // unlocked on its own), at Client.Close, or by the group's Unlock.
 func (g *Group) Done() <-chan struct{} {
 	for _, l := range g.leases {
-		l.h.checkDeadline() // as Lease.Done: a lease past its deadline is lost now
+		l.hold().CheckDeadline() // as Lease.Done: a lease past its deadline is lost now
 	}
 	return g.ctx.Done()
 }
@@ -183,7 +183,7 @@ func (g *Group) Done() <-chan struct{} {
 // ErrClosed).
 func (g *Group) Err() error {
 	for _, l := range g.leases {
-		l.h.checkDeadline()
+		l.hold().CheckDeadline()
 	}
 	if g.ctx.Err() != nil {
 		if cause := context.Cause(g.ctx); cause != errUnlocked {

@@ -14,7 +14,6 @@ type Mutex struct {
 	c    *Client
 	name string
 	opts mutexOptions
-	err  error // invalid arguments, reported by every method
 }
 
 // Name returns the lock's name.
@@ -23,11 +22,11 @@ func (m *Mutex) Name() string { return m.name }
 // Err reports what making the Mutex found wrong (an invalid name, TTL,
 // owner or label), which its methods also return; nil when it is usable.
 // Check it at start-up to fail early.
-func (m *Mutex) Err() error { return m.c.wrap("mutex", m.name, m.err) }
+func (m *Mutex) Err() error { return m.c.e.Wrap("mutex", m.name, m.opts.Invalid) }
 
 // Owner returns the owner id set with WithOwner, or "" when each Lock is a
 // holder of its own (then Lease.Owner tells a lease's id).
-func (m *Mutex) Owner() string { return m.opts.owner }
+func (m *Mutex) Owner() string { return m.opts.Owner }
 
 // Lock blocks until the lock is held and returns its lease. ctx bounds the
 // wait only: the lease lasts until Unlock, Client.Close or its loss. When ctx
@@ -45,13 +44,5 @@ func (m *Mutex) Lock(ctx context.Context) (*Lease, error) { return m.acquire(ctx
 func (m *Mutex) TryLock(ctx context.Context) (*Lease, error) { return m.acquire(ctx, "trylock", true) }
 
 func (m *Mutex) acquire(ctx context.Context, op string, try bool) (*Lease, error) {
-	return m.c.acquire(ctx, op, lockSpec{Spec: core.Spec{Name: m.name, Kind: driver.Exclusive}, opts: m.opts, err: m.err}, try)
-}
-
-// lockSpec is what acquire needs of a Mutex, RWMutex or Semaphore: the
-// kind's rules (core.Spec) and the caller's options.
-type lockSpec struct {
-	core.Spec
-	opts mutexOptions
-	err  error // invalid arguments, reported by every method
+	return lock(ctx, m.c, op, core.Spec{Name: m.name, Kind: driver.Exclusive}, m.opts, try)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/core"
 )
 
 // observePoll is how often Observe reads the leader where the store cannot
@@ -17,20 +18,20 @@ const observePoll = 200 * time.Millisecond
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	c := e.c
 	if ctx == nil {
-		return Leader{}, c.wrap("leader", e.name, ErrNilContext)
+		return Leader{}, c.e.Wrap("leader", e.name, ErrNilContext)
 	}
 	if e.err != nil {
-		return Leader{}, c.wrap("leader", e.name, e.err)
+		return Leader{}, c.e.Wrap("leader", e.name, e.err)
 	}
-	if c.isClosed() {
-		return Leader{}, c.wrap("leader", e.name, ErrClosed)
+	if c.e.Closed() {
+		return Leader{}, c.e.Wrap("leader", e.name, ErrClosed)
 	}
 	ld, err := e.leader(ctx)
 	if err == nil && !ld.Held {
 		err = ErrNoLeader
 	}
 	if err != nil {
-		return Leader{}, c.wrap("leader", e.name, err)
+		return Leader{}, c.e.Wrap("leader", e.name, err)
 	}
 	return Leader{Value: ld.Value, Label: ld.Label, Term: ld.Term}, nil
 }
@@ -39,7 +40,7 @@ func (e *Election) leader(ctx context.Context) (driver.Leader, error) {
 	if e.el != nil {
 		return e.el.Leader(ctx, e.name)
 	}
-	info, err := e.c.drv.Inspect(ctx, e.name)
+	info, err := e.c.e.Driver().Inspect(ctx, e.name)
 	if err != nil {
 		return driver.Leader{}, err
 	}
@@ -67,16 +68,16 @@ func (e *Election) Observe(ctx context.Context) iter.Seq2[Leader, error] {
 	return func(yield func(Leader, error) bool) {
 		c := e.c
 		if ctx == nil {
-			yield(Leader{}, c.wrap("observe", e.name, ErrNilContext))
+			yield(Leader{}, c.e.Wrap("observe", e.name, ErrNilContext))
 			return
 		}
 		if e.err != nil {
-			yield(Leader{}, c.wrap("observe", e.name, e.err))
+			yield(Leader{}, c.e.Wrap("observe", e.name, e.err))
 			return
 		}
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		stop := context.AfterFunc(c.closing, cancel)
+		stop := context.AfterFunc(c.e.Closing(), cancel)
 		defer stop()
 		var wake <-chan struct{}
 		every := observePoll
@@ -84,12 +85,12 @@ func (e *Election) Observe(ctx context.Context) iter.Seq2[Leader, error] {
 		var err error
 		if e.el != nil {
 			sub, err = e.el.WatchLeader(ctx, e.name)
-			every = wakeMax
-		} else if n, ok := c.drv.(driver.Notifier); ok {
+			every = core.WakeMax
+		} else if n, ok := c.e.Driver().(driver.Notifier); ok {
 			sub, err = n.Subscribe(ctx, e.name)
 		}
 		if err != nil { // poll instead
-			c.log.Debug("dlock: observe: watch failed; polling", "backend", c.scheme, "name", e.name, "err", err)
+			c.e.Log().Debug("dlock: observe: watch failed; polling", "backend", c.obs.scheme, "name", e.name, "err", err)
 			every = observePoll
 		} else if sub != nil {
 			defer sub.Close()
@@ -98,29 +99,29 @@ func (e *Election) Observe(ctx context.Context) iter.Seq2[Leader, error] {
 		var last Leader
 		timer := time.NewTimer(0)
 		defer timer.Stop()
-		pause := errWait
+		pause := core.ErrWait
 		for {
 			ld, err := e.leader(ctx)
 			d := every
 			switch {
 			case ctx.Err() != nil:
-				if c.closing.Err() != nil {
-					yield(Leader{}, c.wrap("observe", e.name, ErrClosed))
+				if c.e.Closing().Err() != nil {
+					yield(Leader{}, c.e.Wrap("observe", e.name, ErrClosed))
 				}
 				return
 			case err != nil:
-				if !yield(Leader{}, c.wrap("observe", e.name, err)) {
+				if !yield(Leader{}, c.e.Wrap("observe", e.name, err)) {
 					return
 				}
-				d, pause = pause, min(pause*2, pollMax)
+				d, pause = pause, min(pause*2, core.PollMax)
 			case ld.Held && (ld.Term > last.Term || ld.Term == last.Term && ld.Value != last.Value):
-				pause = errWait
+				pause = core.ErrWait
 				last = Leader{Value: ld.Value, Label: ld.Label, Term: ld.Term}
 				if !yield(last, nil) {
 					return
 				}
 			default:
-				pause = errWait
+				pause = core.ErrWait
 			}
 			if !timer.Stop() {
 				select {
@@ -133,8 +134,8 @@ func (e *Election) Observe(ctx context.Context) iter.Seq2[Leader, error] {
 			case <-wake:
 			case <-timer.C:
 			case <-ctx.Done():
-				if c.closing.Err() != nil {
-					yield(Leader{}, c.wrap("observe", e.name, ErrClosed))
+				if c.e.Closing().Err() != nil {
+					yield(Leader{}, c.e.Wrap("observe", e.name, ErrClosed))
 				}
 				return
 			}

@@ -2,7 +2,6 @@ package dlock
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/internal/core"
@@ -30,8 +29,7 @@ var ErrUpgrade = core.ErrUpgrade
 type RWMutex struct {
 	c    *Client
 	name string
-	opts mutexOptions
-	err  error // invalid arguments or an unsupported backend, reported by every method
+	opts mutexOptions // with Invalid: invalid arguments or an unsupported backend, reported by every method
 }
 
 // RWMutex returns a read-write lock named name, with the Mutex's options.
@@ -39,24 +37,15 @@ type RWMutex struct {
 // cannot hold read-write locks (ErrUnsupported, with the reason), are
 // reported by its methods.
 func (c *Client) RWMutex(name string, opts ...Option) *RWMutex {
-	o := mutexOptions{ttl: DefaultTTL}
+	o := mutexOptions{Opts: core.Opts{TTL: DefaultTTL}}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	rw := &RWMutex{c: c, name: name, opts: o}
-	rw.err = c.validate(name, o)
-	if rw.err == nil && !(c.caps.Supports(driver.Shared) && c.caps.Supports(driver.Write)) {
-		rw.err = c.unsupportedKind("read-write locks")
+	o.Invalid = validate(c.e, name, o)
+	if caps := c.e.Caps(); o.Invalid == nil && !(caps.Supports(driver.Shared) && caps.Supports(driver.Write)) {
+		o.Invalid = c.e.Unsupported("read-write locks")
 	}
-	return rw
-}
-
-// unsupportedKind is the error of a lock kind the backend lacks.
-func (c *Client) unsupportedKind(what string) error {
-	if c.caps.KindsNote != "" {
-		return fmt.Errorf("%w: the %s backend has no %s: %s", ErrUnsupported, c.scheme, what, c.caps.KindsNote)
-	}
-	return fmt.Errorf("%w: the %s backend has no %s", ErrUnsupported, c.scheme, what)
+	return &RWMutex{c: c, name: name, opts: o}
 }
 
 // Name returns the lock's name.
@@ -66,30 +55,30 @@ func (rw *RWMutex) Name() string { return rw.name }
 // return: invalid arguments, or ErrUnsupported with the reason when the
 // backend cannot hold read-write locks; nil when it is usable. Check it at
 // start-up to fail early.
-func (rw *RWMutex) Err() error { return rw.c.wrap("rwmutex", rw.name, rw.err) }
+func (rw *RWMutex) Err() error { return rw.c.e.Wrap("rwmutex", rw.name, rw.opts.Invalid) }
 
 // RLock blocks until the read lock is held and returns its lease; ctx
 // bounds the wait as for Mutex.Lock.
 func (rw *RWMutex) RLock(ctx context.Context) (*Lease, error) {
-	return rw.c.acquire(ctx, "rlock", rw.spec(driver.Shared), false)
+	return lock(ctx, rw.c, "rlock", core.Spec{Name: rw.name, Kind: driver.Shared}, rw.opts, false)
 }
 
 // TryRLock makes one attempt at the read lock: it returns an error wrapping
 // ErrNotAcquired when a writer holds the lock or waits for it.
 func (rw *RWMutex) TryRLock(ctx context.Context) (*Lease, error) {
-	return rw.c.acquire(ctx, "tryrlock", rw.spec(driver.Shared), true)
+	return lock(ctx, rw.c, "tryrlock", core.Spec{Name: rw.name, Kind: driver.Shared}, rw.opts, true)
 }
 
 // Lock blocks until the write lock is held and returns its lease; ctx
 // bounds the wait as for Mutex.Lock.
 func (rw *RWMutex) Lock(ctx context.Context) (*Lease, error) {
-	return rw.c.acquire(ctx, "lock", rw.spec(driver.Write), false)
+	return lock(ctx, rw.c, "lock", core.Spec{Name: rw.name, Kind: driver.Write}, rw.opts, false)
 }
 
 // TryLock makes one attempt at the write lock: it returns an error wrapping
 // ErrNotAcquired when anyone else holds the lock.
 func (rw *RWMutex) TryLock(ctx context.Context) (*Lease, error) {
-	return rw.c.acquire(ctx, "trylock", rw.spec(driver.Write), true)
+	return lock(ctx, rw.c, "trylock", core.Spec{Name: rw.name, Kind: driver.Write}, rw.opts, true)
 }
 
 // RLocker returns a Locker whose Lock and TryLock take the read lock, for Do.
@@ -100,42 +89,19 @@ type rlocker struct{ rw *RWMutex }
 func (r rlocker) Lock(ctx context.Context) (*Lease, error)    { return r.rw.RLock(ctx) }
 func (r rlocker) TryLock(ctx context.Context) (*Lease, error) { return r.rw.TryRLock(ctx) }
 
-func (rw *RWMutex) spec(kind driver.Kind) lockSpec {
-	return lockSpec{Spec: core.Spec{Name: rw.name, Kind: kind}, opts: rw.opts, err: rw.err}
-}
-
 // InspectRWMutex describes the read-write lock named name: Info.Holders
 // lists its readers and writer, and Owner, Token and TTL describe the
 // writer if there is one. Backends without read-write locks return
 // ErrUnsupported.
 func (c *Client) InspectRWMutex(ctx context.Context, name string) (Info, error) {
-	return c.inspectKind(ctx, name, driver.Shared, "read-write locks")
+	di, err := c.e.Inspect(ctx, name, driver.Shared, "read-write locks")
+	return Info(di), err
 }
 
 // InspectSemaphore describes the semaphore named name: Info.Limit is its
 // stored permit count and Info.Holders its permit holders. Backends
 // without semaphores return ErrUnsupported.
 func (c *Client) InspectSemaphore(ctx context.Context, name string) (Info, error) {
-	return c.inspectKind(ctx, name, driver.Permit, "semaphores")
-}
-
-func (c *Client) inspectKind(ctx context.Context, name string, kind driver.Kind, what string) (Info, error) {
-	if ctx == nil {
-		return Info{}, c.wrap("inspect", name, ErrNilContext)
-	}
-	if err := c.validateName(name); err != nil {
-		return Info{}, c.wrap("inspect", name, err)
-	}
-	ki, ok := c.drv.(driver.KindInspector)
-	if !ok || !c.caps.Supports(kind) {
-		return Info{}, c.wrap("inspect", name, c.unsupportedKind(what))
-	}
-	if c.isClosed() {
-		return Info{}, c.wrap("inspect", name, ErrClosed)
-	}
-	di, err := ki.InspectKind(ctx, name, kind)
-	if err != nil {
-		return Info{}, c.wrap("inspect", name, err)
-	}
-	return Info(di), nil
+	di, err := c.e.Inspect(ctx, name, driver.Permit, "semaphores")
+	return Info(di), err
 }

@@ -22,8 +22,7 @@ type Semaphore struct {
 	c     *Client
 	name  string
 	limit int
-	opts  mutexOptions
-	err   error
+	opts  mutexOptions // with Invalid: invalid arguments or an unsupported backend
 }
 
 // Semaphore returns a semaphore named name with n permits, with the
@@ -31,20 +30,19 @@ type Semaphore struct {
 // (n < 1 is ErrInvalidConfig), or a backend without semaphores
 // (ErrUnsupported, with the reason), are reported by its methods.
 func (c *Client) Semaphore(name string, n int, opts ...Option) *Semaphore {
-	o := mutexOptions{ttl: DefaultTTL}
+	o := mutexOptions{Opts: core.Opts{TTL: DefaultTTL}}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	s := &Semaphore{c: c, name: name, limit: n, opts: o}
-	s.err = c.validate(name, o)
+	o.Invalid = validate(c.e, name, o)
 	switch {
-	case s.err != nil:
+	case o.Invalid != nil:
 	case n < 1:
-		s.err = fmt.Errorf("%w: a semaphore needs at least one permit, not %d", ErrInvalidConfig, n)
-	case !c.caps.Supports(driver.Permit):
-		s.err = c.unsupportedKind("semaphores")
+		o.Invalid = fmt.Errorf("%w: a semaphore needs at least one permit, not %d", ErrInvalidConfig, n)
+	case !c.e.Caps().Supports(driver.Permit):
+		o.Invalid = c.e.Unsupported("semaphores")
 	}
-	return s
+	return &Semaphore{c: c, name: name, limit: n, opts: o}
 }
 
 // Name returns the semaphore's name.
@@ -54,7 +52,7 @@ func (s *Semaphore) Name() string { return s.name }
 // also return: invalid arguments, or ErrUnsupported with the reason when
 // the backend cannot hold semaphores; nil when it is usable. Check it at
 // start-up to fail early.
-func (s *Semaphore) Err() error { return s.c.wrap("semaphore", s.name, s.err) }
+func (s *Semaphore) Err() error { return s.c.e.Wrap("semaphore", s.name, s.opts.Invalid) }
 
 // Limit returns the permit count the semaphore was made with.
 func (s *Semaphore) Limit() int { return s.limit }
@@ -62,13 +60,13 @@ func (s *Semaphore) Limit() int { return s.limit }
 // Acquire blocks until a permit is held and returns its lease; ctx bounds
 // the wait as for Mutex.Lock.
 func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {
-	return s.c.acquire(ctx, "acquire", s.spec(), false)
+	return lock(ctx, s.c, "acquire", s.spec(), s.opts, false)
 }
 
 // TryAcquire makes one attempt: it returns an error wrapping ErrNotAcquired
 // when every permit is held.
 func (s *Semaphore) TryAcquire(ctx context.Context) (*Lease, error) {
-	return s.c.acquire(ctx, "tryacquire", s.spec(), true)
+	return lock(ctx, s.c, "tryacquire", s.spec(), s.opts, true)
 }
 
 // Locker returns a Locker whose Lock and TryLock are Acquire and
@@ -80,6 +78,6 @@ type semLocker struct{ s *Semaphore }
 func (l semLocker) Lock(ctx context.Context) (*Lease, error)    { return l.s.Acquire(ctx) }
 func (l semLocker) TryLock(ctx context.Context) (*Lease, error) { return l.s.TryAcquire(ctx) }
 
-func (s *Semaphore) spec() lockSpec {
-	return lockSpec{Spec: core.Spec{Name: s.name, Kind: driver.Permit, Limit: s.limit}, opts: s.opts, err: s.err}
+func (s *Semaphore) spec() core.Spec {
+	return core.Spec{Name: s.name, Kind: driver.Permit, Limit: s.limit}
 }

@@ -79,16 +79,16 @@ func TestClientNeverBelievesPastStore(t *testing.T) {
 		d.mu.Lock() // the store frozen: no write applies while we look
 		defer d.mu.Unlock()
 		now := time.Now()
-		c.sched.Snapshot(func(state func(*keepalive.Entry) keepalive.State) {
+		c.e.Sched().Snapshot(func(state func(*keepalive.Entry) keepalive.State) {
 			for _, l := range ls {
-				h := l.h
-				st := state(&h.ka)
+				h := l.hold()
+				st := state(h.Entry())
 				if st.Removed {
 					continue
 				}
-				sl, ok := d.locks[h.name]
+				sl, ok := d.locks[h.Name()]
 				var storeExp time.Time
-				if ok && sl.token == h.token {
+				if ok && sl.token == h.Token() {
 					storeExp = sl.expires
 				} else {
 					storeExp = now // gone from the store: the client must know it has expired
@@ -96,7 +96,7 @@ func TestClientNeverBelievesPastStore(t *testing.T) {
 				if st.Expiry.After(storeExp) && violations < 5 {
 					violations++
 					t.Errorf("%s (token %d): client expiry %v after the store's (%v left in the store)",
-						h.name, h.token, st.Expiry.Sub(storeExp).Round(time.Microsecond), storeExp.Sub(now).Round(time.Microsecond))
+						h.Name(), h.Token(), st.Expiry.Sub(storeExp).Round(time.Microsecond), storeExp.Sub(now).Round(time.Microsecond))
 				}
 			}
 		})

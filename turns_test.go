@@ -50,10 +50,7 @@ func TestNoStateLeftAfterContention(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	c.mu.Lock()
-	holds, freeing := len(c.holds), c.releases.Len()
-	c.mu.Unlock()
-	if n, w := c.turns.Len(), c.waiters.Len(); n+w+holds+freeing != 0 {
+	if n, w, holds, freeing := c.e.Leftovers(); n+w+holds+freeing != 0 {
 		t.Fatalf("left behind: %d owner turns, %d local wait lines, %d holds, %d releases", n, w, holds, freeing)
 	}
 }

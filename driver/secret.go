@@ -5,8 +5,8 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/dlock/dlock/internal/urlsecret"
 	"github.com/dlock/dlock/internal/smallfile"
+	"github.com/dlock/dlock/internal/urlsecret"
 )
 
 // PasswordFileParam is the URL parameter that names a file holding the

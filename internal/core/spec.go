@@ -1,8 +1,14 @@
-// Package core holds the rules of dlock's acquire path that belong to a
-// kind of lock rather than to a client: which family a request is in, the
-// key of its local wait queue, how an owner's holds of one family combine
-// (re-entry, the refused upgrade) and what a permit's re-entry must match.
-// A new kind of lock changes Spec's methods here, and nothing else in the
+// Package core is dlock's engine: the one acquire path of every kind of
+// lock (acquire.go: enter → re-enter → obtain (attempt, wait, undo:
+// wait.go) → grant), the registry of holds (registry.go, releases.go) and
+// the leases on them (hold.go), with all of its state package-private.
+// Package dlock is its user API: Mutex, RWMutex, Semaphore, Election and
+// Lease build a Spec and Opts and call an Engine, and implement Observer to
+// turn its events into hooks. Spec holds the rules that belong to a kind
+// of lock rather than to a client: which family a request is in, the key
+// of its local wait queue, how an owner's holds of one family combine
+// (re-entry, the refused upgrade) and what a permit's re-entry must match;
+// a new kind of lock changes Spec's methods here, and nothing else in the
 // acquire path.
 package core
 

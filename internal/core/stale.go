@@ -1,4 +1,4 @@
-package dlock
+package core
 
 import (
 	"context"
@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/dlock/dlock/driver"
 )
 
 // staleGrants paces and counts the grants of one Lock that came too late to
-// be safe (see Client.grant). Each was released; the next attempt waits a
+// be safe (see Engine.grant). Each was released; the next attempt waits a
 // capped exponential backoff with jitter, as a poll does, so that a TTL the
 // grants can never meet (a slow store, a starved process, a lease the store
 // keeps shorter than the TTL) costs a few store calls a second, not a tight
@@ -24,25 +26,25 @@ type staleGrants struct {
 // pause counts the refused grant err and waits before the next attempt. It
 // returns nil when the attempt may go ahead, or the error Lock returns when
 // ctx ended or the client closed during the pause.
-func (s *staleGrants) pause(ctx context.Context, c *Client, err error) error {
+func (s *staleGrants) pause(ctx context.Context, e *Engine, err error) error {
 	s.n++
 	s.last = err
 	if s.backoff == 0 {
 		s.backoff = pollMin
 	}
 	d := jitter(s.backoff)
-	s.backoff = min(s.backoff*2, pollMax)
-	c.log.Debug("dlock: retrying after a grant that came too late", "backend", c.scheme, "refused", s.n, "pause", d, "why", err)
+	s.backoff = min(s.backoff*2, PollMax)
+	e.log.Debug("dlock: retrying after a grant that came too late", "backend", e.cfg.Scheme, "refused", s.n, "pause", d, "why", err)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-	case <-c.closing.Done():
-		return ErrClosed
+	case <-e.closing.Done():
+		return driver.ErrClosed
 	}
-	return &staleError{n: s.n, last: s.last, err: c.waitErr(ctx, ctx.Err()), every: true}
+	return &staleError{n: s.n, last: s.last, err: e.waitErr(ctx, ctx.Err()), every: true}
 }
 
 // explain adds what the too-late grants were to err, the error of a Lock
@@ -51,7 +53,7 @@ func (s *staleGrants) pause(ctx context.Context, c *Client, err error) error {
 // request), which the grants did not cause.
 func (s *staleGrants) explain(err error) error {
 	var already *staleError
-	if s.n == 0 || err == nil || errors.Is(err, ErrClosed) || errors.As(err, &already) || permanent(err) {
+	if s.n == 0 || err == nil || errors.Is(err, driver.ErrClosed) || errors.As(err, &already) || permanent(err) {
 		return err
 	}
 	return &staleError{n: s.n, last: s.last, err: err}
@@ -77,5 +79,5 @@ func (e *staleError) Error() string {
 		what, strings.TrimPrefix(e.last.Error(), "dlock: "), e.err)
 }
 
-// Unwrap returns ErrNotAcquired, the wait's error and the last refusal.
-func (e *staleError) Unwrap() []error { return []error{ErrNotAcquired, e.err, e.last} }
+// Unwrap returns driver.ErrNotAcquired, the wait's error and the last refusal.
+func (e *staleError) Unwrap() []error { return []error{driver.ErrNotAcquired, e.err, e.last} }

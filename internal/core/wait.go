@@ -1,4 +1,4 @@
-package dlock
+package core
 
 import (
 	"context"
@@ -8,15 +8,17 @@ import (
 	"time"
 
 	"github.com/dlock/dlock/driver"
-	"github.com/dlock/dlock/internal/core"
 	"github.com/dlock/dlock/internal/turn"
 )
 
 const (
-	pollMin = 5 * time.Millisecond  // first backoff step when polling
-	pollMax = time.Second           // backoff cap when polling
-	wakeMax = 5 * time.Second       // longest wait for a notification before trying again
-	errWait = 50 * time.Millisecond // first pause after a store error while waiting
+	pollMin = 5 * time.Millisecond // first backoff step when polling
+	// PollMax is the backoff cap when polling.
+	PollMax = time.Second
+	// WakeMax is the longest wait for a notification before trying again.
+	WakeMax = 5 * time.Second
+	// ErrWait is the first pause after a store error while waiting.
+	ErrWait = 50 * time.Millisecond
 )
 
 // obtain gets a hold for req: one attempt with try, otherwise waiting until
@@ -27,72 +29,72 @@ const (
 // blocking waits, and an attempt whose reply was lost (an error: it may
 // have been applied), obtain that fails gives back whatever hold the owner
 // has in the store before it returns (see undo).
-func (c *Client) obtain(ctx context.Context, t *turn.Turn[holdKey], req driver.Request, try, fresh bool) (g driver.Grant, sent time.Time, err error) {
+func (e *Engine) obtain(ctx context.Context, t *turn.Turn[holdKey], req driver.Request, try, fresh bool) (g driver.Grant, sent time.Time, err error) {
 	var uncertain bool
-	g, sent, err = c.obtain1(ctx, t, req, try, &uncertain)
-	if err != nil && uncertain && fresh && !c.caps.Blocking {
-		c.undo(req)
+	g, sent, err = e.obtain1(ctx, t, req, try, &uncertain)
+	if err != nil && uncertain && fresh && !e.caps.Blocking {
+		e.undo(req)
 	}
 	return g, sent, err
 }
 
 // attempt is one Acquire of a wait by polling; it sets *uncertain on an
 // error, after which the request may hold the lock.
-func (c *Client) attempt(ctx context.Context, req driver.Request, uncertain *bool) (driver.Grant, error) {
-	g, err := c.drv.Acquire(ctx, req)
+func (e *Engine) attempt(ctx context.Context, req driver.Request, uncertain *bool) (driver.Grant, error) {
+	g, err := e.drv.Acquire(ctx, req)
 	if err != nil && !permanent(err) {
 		*uncertain = true
 	}
 	return g, err
 }
 
-func (c *Client) obtain1(ctx context.Context, t *turn.Turn[holdKey], req driver.Request, try bool, uncertain *bool) (driver.Grant, time.Time, error) {
-	if !try && c.caps.Blocking { // the store queues waiters itself
-		ctx, stop := c.bindClose(ctx)
+func (e *Engine) obtain1(ctx context.Context, t *turn.Turn[holdKey], req driver.Request, try bool, uncertain *bool) (driver.Grant, time.Time, error) {
+	if !try && e.caps.Blocking { // the store queues waiters itself
+		ctx, stop := e.bindClose(ctx)
 		defer stop()
 		t.Block(true)
 		defer t.Block(false)
 		req.Wait = true
-		for errPause := errWait; ; errPause = min(errPause*2, pollMax) {
+		for errPause := ErrWait; ; errPause = min(errPause*2, PollMax) {
 			sent := time.Now()
-			g, err := c.drv.Acquire(ctx, req)
+			g, err := e.drv.Acquire(ctx, req)
 			switch {
 			case err == nil && g.Acquired: // kept even if ctx just ended: it is held
 				return g, sent, nil
 			case err == nil:
-				err = ErrNotAcquired
+				err = driver.ErrNotAcquired
 			}
 			if permanent(err) || ctx.Err() != nil {
-				return g, sent, c.waitErr(ctx, err)
+				return g, sent, e.waitErr(ctx, err)
 			}
 			// The store may come back (a reconnect, a new session) before ctx ends.
-			c.log.Debug("dlock: acquire failed while waiting", "backend", c.scheme, "name", req.Name, "err", err)
+			e.log.Debug("dlock: acquire failed while waiting", "backend", e.cfg.Scheme, "name", req.Name, "err", err)
 			select {
 			case <-time.After(jitter(errPause)):
 			case <-ctx.Done():
-				return g, sent, c.waitErr(ctx, err)
+				return g, sent, e.waitErr(ctx, err)
 			}
 		}
 	}
 	// One attempt first, not bound to Close: a Close meanwhile fails it
 	// (the driver's connections close) or has grant give the hold back.
 	sent := time.Now()
-	g, err := c.attempt(ctx, req, uncertain)
+	g, err := e.attempt(ctx, req, uncertain)
 	switch {
 	case err == nil && g.Acquired:
 		return g, sent, nil
-	case err != nil && (try || permanent(err) || ctx.Err() != nil || c.closing.Err() != nil):
-		return g, sent, c.waitErr(ctx, err)
+	case err != nil && (try || permanent(err) || ctx.Err() != nil || e.closing.Err() != nil):
+		return g, sent, e.waitErr(ctx, err)
 	case try:
-		return g, sent, ErrNotAcquired
+		return g, sent, driver.ErrNotAcquired
 	}
-	ctx, stop := c.bindClose(ctx)
+	ctx, stop := e.bindClose(ctx)
 	defer stop()
 	t.Block(true)
 	defer t.Block(false)
-	g, sent, err = c.wait(ctx, req, g.Retry, uncertain)
+	g, sent, err = e.wait(ctx, req, g.Retry, uncertain)
 	if err != nil && (req.Kind == driver.Shared || req.Kind == driver.Write) {
-		c.forgetWait(req)
+		e.forgetWait(req)
 	}
 	return g, sent, err
 }
@@ -101,27 +103,27 @@ func (c *Client) obtain1(ctx context.Context, t *turn.Turn[holdKey], req driver.
 // taken with an attempt whose reply was lost: the store shows the hold
 // under the owner, which nobody else has, so every count of it is the
 // request's.
-func (c *Client) undo(req driver.Request) {
+func (e *Engine) undo(req driver.Request) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var info driver.Info
 	var err error
 	if req.Kind == driver.Exclusive {
-		info, err = c.drv.Inspect(ctx, req.Name)
+		info, err = e.drv.Inspect(ctx, req.Name)
 		if err == nil && info.Held && info.Owner == req.Owner {
 			info.Holders = []driver.Holder{{Owner: info.Owner, Kind: req.Kind, Token: info.Token, Holds: info.Holds}}
 		}
-	} else if ki, ok := c.drv.(driver.KindInspector); ok {
+	} else if ki, ok := e.drv.(driver.KindInspector); ok {
 		info, err = ki.InspectKind(ctx, req.Name, req.Kind)
 	}
 	if err != nil {
-		c.log.Debug("dlock: cannot check for a hold taken by a failed attempt", "backend", c.scheme, "name", req.Name, "err", err)
+		e.log.Debug("dlock: cannot check for a hold taken by a failed attempt", "backend", e.cfg.Scheme, "name", req.Name, "err", err)
 		return
 	}
 	for _, h := range info.Holders {
 		if h.Owner == req.Owner && h.Kind == req.Kind && h.Token != 0 {
-			c.log.Debug("dlock: a failed attempt took the lock; released", "backend", c.scheme, "name", req.Name, "token", h.Token)
-			_ = c.drv.Release(ctx, driver.Held{Name: req.Name, Owner: req.Owner, TTL: req.TTL, Kind: req.Kind, Token: h.Token},
+			e.log.Debug("dlock: a failed attempt took the lock; released", "backend", e.cfg.Scheme, "name", req.Name, "token", h.Token)
+			_ = e.drv.Release(ctx, driver.Held{Name: req.Name, Owner: req.Owner, TTL: req.TTL, Kind: req.Kind, Token: h.Token},
 				max(h.Holds, 1))
 		}
 	}
@@ -129,12 +131,12 @@ func (c *Client) undo(req driver.Request) {
 
 // dropCounts releases n counts of a fresh owner's grant g that earlier
 // attempts of the same call added (their replies lost).
-func (c *Client) dropCounts(ctx context.Context, req driver.Request, g driver.Grant, n int) {
+func (e *Engine) dropCounts(ctx context.Context, req driver.Request, g driver.Grant, n int) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	held := driver.Held{Name: req.Name, Owner: req.Owner, TTL: req.TTL, Kind: req.Kind, Token: g.Token, Handle: g.Handle}
-	if err := c.drv.Release(ctx, held, n); err != nil {
-		c.log.Debug("dlock: cannot drop counts of lost attempts", "backend", c.scheme, "name", req.Name, "err", err)
+	if err := e.drv.Release(ctx, held, n); err != nil {
+		e.log.Debug("dlock: cannot drop counts of lost attempts", "backend", e.cfg.Scheme, "name", req.Name, "err", err)
 	}
 }
 
@@ -142,33 +144,33 @@ func (c *Client) dropCounts(ctx context.Context, req driver.Request, g driver.Gr
 // so that the record keeping its place in line (see driver.Driver.Release)
 // does not hold back the waiters behind it, nor a later TryLock, for the
 // record's life: a Release of the owner with token 0, which no hold has.
-func (c *Client) forgetWait(req driver.Request) {
+func (e *Engine) forgetWait(req driver.Request) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_ = c.drv.Release(ctx, driver.Held{Name: req.Name, Owner: req.Owner, TTL: req.TTL, Kind: req.Kind}, 1)
+	_ = e.drv.Release(ctx, driver.Held{Name: req.Name, Owner: req.Owner, TTL: req.TTL, Kind: req.Kind}, 1)
 }
 
 // wait queues behind the client's other waiters for req.Name, so that a
 // release wakes one waiter per process, then tries again on every release
 // notification, at the holder's expiry, or with capped exponential backoff and
 // jitter where the store cannot notify.
-func (c *Client) wait(ctx context.Context, req driver.Request, retry time.Duration, uncertain *bool) (driver.Grant, time.Time, error) {
-	first, err := c.waiters.Take(ctx, core.Spec{Name: req.Name, Kind: req.Kind}.QueueKey(), turn.Wait)
+func (e *Engine) wait(ctx context.Context, req driver.Request, retry time.Duration, uncertain *bool) (driver.Grant, time.Time, error) {
+	first, err := e.waiters.Take(ctx, Spec{Name: req.Name, Kind: req.Kind}.QueueKey(), turn.Wait)
 	if err != nil {
-		return driver.Grant{}, time.Time{}, c.waitErr(ctx, nil)
+		return driver.Grant{}, time.Time{}, e.waitErr(ctx, nil)
 	}
 	defer first.Done()
 	var wake <-chan struct{}
-	if n, ok := c.drv.(driver.Notifier); ok {
+	if n, ok := e.drv.(driver.Notifier); ok {
 		sub, err := n.Subscribe(ctx, req.Name)
 		if err != nil {
-			c.log.Debug("dlock: subscribe failed; polling", "backend", c.scheme, "name", req.Name, "err", err)
+			e.log.Debug("dlock: subscribe failed; polling", "backend", e.cfg.Scheme, "name", req.Name, "err", err)
 		} else {
 			defer sub.Close()
 			wake = sub.C()
 		}
 	}
-	backoff, errPause := pollMin, errWait
+	backoff, errPause := pollMin, ErrWait
 	var lastErr error
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -182,29 +184,29 @@ func (c *Client) wait(ctx context.Context, req driver.Request, retry time.Durati
 		var err error
 		sent := time.Now()
 		if !skip {
-			g, err = c.attempt(ctx, req, uncertain)
+			g, err = e.attempt(ctx, req, uncertain)
 		}
 		switch {
 		case skip:
 			skip = false
 		case err != nil: // the store may come back before ctx ends: keep trying
 			if ctx.Err() != nil {
-				return g, sent, c.waitErr(ctx, err)
+				return g, sent, e.waitErr(ctx, err)
 			}
 			lastErr = err
-			c.log.Debug("dlock: acquire failed while waiting", "backend", c.scheme, "name", req.Name, "err", err)
-			retry, errPause = errPause, min(errPause*2, pollMax)
+			e.log.Debug("dlock: acquire failed while waiting", "backend", e.cfg.Scheme, "name", req.Name, "err", err)
+			retry, errPause = errPause, min(errPause*2, PollMax)
 		case g.Acquired:
 			return g, sent, nil
 		default:
-			retry, errPause = g.Retry, errWait
+			retry, errPause = g.Retry, ErrWait
 		}
 		var d time.Duration
 		if wake != nil && err == nil {
-			d = wakeMax
+			d = WakeMax
 		} else {
 			d = jitter(backoff)
-			backoff = min(backoff*2, pollMax)
+			backoff = min(backoff*2, PollMax)
 		}
 		if retry > 0 && retry < d { // the holder's lease ends first
 			d = retry + time.Millisecond
@@ -214,7 +216,7 @@ func (c *Client) wait(ctx context.Context, req driver.Request, retry time.Durati
 		case <-wake:
 		case <-timer.C:
 		case <-ctx.Done():
-			return driver.Grant{}, time.Time{}, c.waitErr(ctx, lastErr)
+			return driver.Grant{}, time.Time{}, e.waitErr(ctx, lastErr)
 		}
 		if !timer.Stop() {
 			select {
@@ -227,7 +229,7 @@ func (c *Client) wait(ctx context.Context, req driver.Request, retry time.Durati
 
 // permanent reports an error that waiting will not cure.
 func permanent(err error) bool {
-	for _, e := range []error{ErrUnsupported, ErrInvalidName, ErrInvalidTTL, ErrInvalidOwner, ErrInvalidConfig, ErrClosed, ErrLimitMismatch} {
+	for _, e := range []error{driver.ErrUnsupported, driver.ErrInvalidName, driver.ErrInvalidTTL, driver.ErrInvalidOwner, driver.ErrInvalidConfig, driver.ErrClosed, driver.ErrLimitMismatch} {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -235,12 +237,12 @@ func permanent(err error) bool {
 	return false
 }
 
-// waitErr turns the end of a wait into the error Lock returns: ErrClosed if
+// waitErr turns the end of a wait into the error Lock returns: driver.ErrClosed if
 // the client closed, ctx's error if it ended, else err.
-func (c *Client) waitErr(ctx context.Context, err error) error {
+func (e *Engine) waitErr(ctx context.Context, err error) error {
 	switch {
-	case c.closing.Err() != nil:
-		return ErrClosed
+	case e.closing.Err() != nil:
+		return driver.ErrClosed
 	case ctx.Err() != nil && err != nil && !errors.Is(err, ctx.Err()):
 		return errors.Join(ctx.Err(), err)
 	case ctx.Err() != nil:
@@ -254,11 +256,11 @@ func jitter(d time.Duration) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// gaveUp makes the error of a wait that ended with ctx match ErrNotAcquired
+// gaveUp makes the error of a wait that ended with ctx match driver.ErrNotAcquired
 // as well as ctx's error, so callers need one check.
 func gaveUp(ctx context.Context, err error) error {
-	if ctx.Err() == nil || errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrClosed) {
+	if ctx.Err() == nil || errors.Is(err, driver.ErrNotAcquired) || errors.Is(err, driver.ErrClosed) {
 		return err
 	}
-	return fmt.Errorf("%w: %w", ErrNotAcquired, err)
+	return fmt.Errorf("%w: %w", driver.ErrNotAcquired, err)
 }

@@ -1,4 +1,4 @@
-package dlock
+package core
 
 // The one acquire path of every kind of lock, top to bottom: enter → re-enter
 // → obtain (attempt, wait, undo: wait.go) → grant.
@@ -12,111 +12,110 @@ import (
 	"time"
 
 	"github.com/dlock/dlock/driver"
-	"github.com/dlock/dlock/internal/core"
 	"github.com/dlock/dlock/internal/keepalive"
 	"github.com/dlock/dlock/internal/turn"
 )
 
-// acquire takes a hold of kind s.Kind on s.Name: the one acquire path of
-// every kind of lock, run inside the Call hook.
-func (c *Client) acquire(ctx context.Context, op string, s lockSpec, try bool) (*Lease, error) {
-	ctx, end := c.call(ctx, op, s.Name, s.Kind, 0)
-	l, err := c.acquireHold(ctx, op, s, try)
-	var token uint64
-	if l != nil {
-		token = l.h.token
-	}
-	end(token, err)
-	return l, err
+// Opts are the caller's options of an acquisition.
+type Opts struct {
+	TTL       time.Duration
+	Label     string // "": the engine's default
+	Owner     string // "": a fresh owner, or the one of a lease ctx carries
+	NoRenewal bool
+	Fresh     bool  // Owner was made for this one call
+	Invalid   error // what making the lock found wrong, reported by every call
 }
 
-func (c *Client) acquireHold(ctx context.Context, op string, s lockSpec, try bool) (*Lease, error) {
+// Acquire takes a hold of kind s.Kind on s.Name for operation op (a
+// Lock, TryLock, RLock... of package dlock): the one acquire path of every
+// kind of lock. The caller runs the Call hook around it. alloc, if not nil,
+// makes the zero lease it returns (package dlock's Lease holds it, so one
+// allocation makes both); it is called only when Acquire succeeds.
+func (e *Engine) Acquire(ctx context.Context, op string, s Spec, o Opts, try bool, alloc func() *Lease) (*Lease, error) {
 	if ctx == nil {
-		return nil, c.wrap(op, s.Name, ErrNilContext)
+		return nil, e.wrap(op, s.Name, ErrNilContext)
 	}
-	if s.err != nil {
-		return nil, c.wrap(op, s.Name, s.err)
+	if o.Invalid != nil {
+		return nil, e.wrap(op, s.Name, o.Invalid)
 	}
-	owner, fresh := s.opts.owner, s.opts.fresh
+	owner, fresh := o.Owner, o.Fresh
 	if owner == "" {
-		if l := leaseIn(ctx, c, s.Name, s.Kind); l != nil {
+		if l := leaseIn(ctx, e, s.Name, s.Kind); l != nil {
 			owner = l.h.owner // a nested Lock re-enters the caller's hold
 		} else {
 			owner, fresh = newOwnerID(), true
 		}
 	}
-	kind, err := c.kindFor(owner, s)
+	kind, err := e.kindFor(owner, s)
 	if err != nil {
-		return nil, c.wrap(op, s.Name, err)
+		return nil, e.wrap(op, s.Name, err)
 	}
 	k := holdKey{s.Name, owner, kind}
-	t, err := c.enter(ctx, k, try)
+	t, err := e.enter(ctx, k, try)
 	if err != nil {
-		return nil, c.wrap(op, s.Name, gaveUp(ctx, err))
+		return nil, e.wrap(op, s.Name, gaveUp(ctx, err))
 	}
 	defer t.Done()
-	label := s.opts.label
+	label := o.Label
 	if label == "" {
-		label = c.label
+		label = e.cfg.Label
 	}
-	req := driver.Request{Name: s.Name, Owner: owner, Label: label, TTL: s.opts.ttl, Kind: kind, Limit: s.Limit, Try: try}
+	req := driver.Request{Name: s.Name, Owner: owner, Label: label, TTL: o.TTL, Kind: kind, Limit: s.Limit, Try: try}
 
-	if l, err := c.reenter(ctx, k, req); l != nil || err != nil {
-		return l, c.wrap(op, s.Name, err)
+	if l, err := e.reenter(ctx, k, req, alloc); l != nil || err != nil {
+		return l, e.wrap(op, s.Name, err)
 	}
-	if err := c.releases.Await(ctx, k, c.closing.Done()); err != nil { // the owner's last hold is being released
-		return nil, c.wrap(op, s.Name, gaveUp(ctx, err))
+	if err := e.releases.Await(ctx, k, e.closing.Done()); err != nil { // the owner's last hold is being released
+		return nil, e.wrap(op, s.Name, gaveUp(ctx, err))
 	}
 	began := time.Now()
 	var l *Lease
 	var stale staleGrants // grants that came too late: paced, counted, told
 	refused := func(err error) (*Lease, error) {
 		err = gaveUp(ctx, stale.explain(err))
-		if c.hooks.Refused != nil && errors.Is(err, ErrNotAcquired) {
-			c.hooks.Refused(ctx, newEvent(c, s.Name, req.Kind, 0, time.Since(began), err))
+		if errors.Is(err, driver.ErrNotAcquired) {
+			e.obs.Refused(ctx, Spec{Name: s.Name, Kind: req.Kind}, time.Since(began), err)
 		}
-		return nil, c.wrap(op, s.Name, err)
+		return nil, e.wrap(op, s.Name, err)
 	}
 	for {
-		g, sent, err := c.obtain(ctx, t, req, try, fresh)
-		if err == nil && fresh && g.Holds > 1 && c.caps.Reentrant {
+		g, sent, err := e.obtain(ctx, t, req, try, fresh)
+		if err == nil && fresh && g.Holds > 1 && e.caps.Reentrant {
 			// Counts added by earlier attempts of this call whose replies
 			// were lost: nobody else has this owner, and no lease would
 			// release them, so the lock would outlive its Unlock.
-			c.dropCounts(ctx, req, g, g.Holds-1)
+			e.dropCounts(ctx, req, g, g.Holds-1)
 		}
 		if err != nil {
 			return refused(err)
 		}
-		l, err = c.grant(ctx, k, req, g, sent, !s.opts.noRenewal, fresh)
+		l, err = e.grant(ctx, k, req, g, sent, !o.NoRenewal, fresh, alloc)
 		switch {
 		case errors.Is(err, errStaleGrant) && try:
-			return nil, c.wrap(op, s.Name, fmt.Errorf("%w: %w", ErrNotAcquired, err))
+			return nil, e.wrap(op, s.Name, fmt.Errorf("%w: %w", driver.ErrNotAcquired, err))
 		case errors.Is(err, errStaleGrant): // released; wait again, paced
-			if err := stale.pause(ctx, c, err); err != nil {
+			if err := stale.pause(ctx, e, err); err != nil {
 				return refused(err)
 			}
 			continue
 		case err != nil:
-			return nil, c.wrap(op, s.Name, err)
+			return nil, e.wrap(op, s.Name, err)
 		}
 		break
 	}
-	if c.hooks.Acquired != nil {
-		c.hooks.Acquired(ctx, newEvent(c, s.Name, req.Kind, l.h.token, time.Since(began), nil))
-	}
+	e.obs.Acquired(ctx, l.h, time.Since(began))
 	return l, nil
 }
 
-// leaseIn returns the innermost live lease of c's lock name that ctx
+// leaseIn returns the innermost live lease of e's lock name that ctx
 // carries, or nil. A lease past its deadline is not live: it is ended as
 // lost here, as Err would.
 // Only leases of kind's family count (a Mutex, RWMutex and Semaphore of one
 // name are three locks).
-func leaseIn(ctx context.Context, c *Client, name string, kind driver.Kind) *Lease {
+func leaseIn(ctx context.Context, e *Engine, name string, kind driver.Kind) *Lease {
 	for x, _ := ctx.Value(leaseKey{}).(*ctxLeases); x != nil; x = x.next {
-		if x.l.h.c == c && x.l.h.name == name && x.l.h.kind.Family() == kind.Family() &&
-			x.l.ctx.Err() == nil && x.l.h.checkDeadline() == nil {
+		if x.l.h.e == e && x.l.h.name == name && x.l.h.kind.Family() == kind.Family() &&
+			x.l.ctx.Err() == nil && x.l.h.CheckDeadline() == nil {
 			return x.l
 		}
 	}
@@ -131,92 +130,92 @@ func newOwnerID() string {
 }
 
 // kindFor is the kind of hold an owner's request gets (see core.Spec.KindFor).
-func (c *Client) kindFor(owner string, s lockSpec) (driver.Kind, error) {
+func (e *Engine) kindFor(owner string, s Spec) (driver.Kind, error) {
 	return s.KindFor(func(k driver.Kind) bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		h := c.holds[holdKey{s.Name, owner, k}]
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		h := e.holds[holdKey{s.Name, owner, k}]
 		return h != nil && !h.detached
 	})
 }
 
 // enter takes the owner's turn on the name, waiting for another acquisition
-// by the same owner to finish. With try, it gives up with ErrNotAcquired when
+// by the same owner to finish. With try, it gives up with driver.ErrNotAcquired when
 // that acquisition is blocked on another owner.
-func (c *Client) enter(ctx context.Context, k holdKey, try bool) (*turn.Turn[holdKey], error) {
-	if c.mu.Lock(); c.closed {
-		c.mu.Unlock()
-		return nil, ErrClosed
+func (e *Engine) enter(ctx context.Context, k holdKey, try bool) (*turn.Turn[holdKey], error) {
+	if e.mu.Lock(); e.closed {
+		e.mu.Unlock()
+		return nil, driver.ErrClosed
 	}
-	c.mu.Unlock()
-	if t, ok := c.turns.TryTake(k); ok { // free: no wait for Close to end
+	e.mu.Unlock()
+	if t, ok := e.turns.TryTake(k); ok { // free: no wait for Close to end
 		return t, nil
 	}
-	ctx, stop := c.bindClose(ctx)
+	ctx, stop := e.bindClose(ctx)
 	defer stop()
 	mode := turn.Wait
 	if try {
 		mode = turn.TryUnlessBlocked
 	}
-	t, err := c.turns.Take(ctx, k, mode)
+	t, err := e.turns.Take(ctx, k, mode)
 	switch {
 	case errors.Is(err, turn.ErrBusy):
-		return nil, ErrNotAcquired
-	case err != nil && c.closing.Err() != nil:
-		return nil, ErrClosed
+		return nil, driver.ErrNotAcquired
+	case err != nil && e.closing.Err() != nil:
+		return nil, driver.ErrClosed
 	}
 	return t, err // as waitErr: an error matches ctx's
 }
 
 // bindClose returns a ctx that also ends when the client closes, for a
 // wait, and the function that lets it go.
-func (c *Client) bindClose(ctx context.Context) (context.Context, func()) {
+func (e *Engine) bindClose(ctx context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(c.closing, cancel)
+	stop := context.AfterFunc(e.closing, cancel)
 	return ctx, func() { stop(); cancel() }
 }
 
 // reenter gives the owner a new lease on the hold it has, if it has one.
-func (c *Client) reenter(ctx context.Context, k holdKey, req driver.Request) (*Lease, error) {
-	c.mu.Lock()
-	h := c.holds[k]
-	c.mu.Unlock()
-	if h == nil || h.checkDeadline() != nil { // none, or past its deadline: lost
+func (e *Engine) reenter(ctx context.Context, k holdKey, req driver.Request, alloc func() *Lease) (*Lease, error) {
+	e.mu.Lock()
+	h := e.holds[k]
+	e.mu.Unlock()
+	if h == nil || h.CheckDeadline() != nil { // none, or past its deadline: lost
 		return nil, nil
 	}
-	if err := (core.Spec{Name: req.Name, Kind: req.Kind, Limit: req.Limit}).CheckReentry(h.limit); err != nil {
+	if err := (Spec{Name: req.Name, Kind: req.Kind, Limit: req.Limit}).CheckReentry(h.limit); err != nil {
 		return nil, err
 	}
-	if c.caps.Reentrant { // the store counts holds: count this one there too
+	if e.caps.Reentrant { // the store counts holds: count this one there too
 		// which sets the store's expiry to req.TTL from when it is applied:
 		// believe no more than that if it is shorter than the hold's.
 		sent := time.Now()
-		c.sched.Lower(&h.ka, sent, req.TTL)
-		g, err := c.drv.Acquire(ctx, req)
+		e.sched.Lower(&h.ka, sent, req.TTL)
+		g, err := e.drv.Acquire(ctx, req)
 		if err != nil {
 			return nil, err
 		}
 		if g.Acquired && g.Validity > 0 {
-			c.sched.Lower(&h.ka, sent, g.Validity)
+			e.sched.Lower(&h.ka, sent, g.Validity)
 		}
 		if !g.Acquired { // the store says another owner has it: ours is gone
-			c.lost(h, fmt.Errorf("%w: re-entry found another holder", ErrLeaseLost))
+			e.Lost(h, fmt.Errorf("%w: re-entry found another holder", driver.ErrLeaseLost))
 			return nil, nil
 		}
 		if g.Token != h.token { // the owner's hold in the store is a later one: ours is gone
-			later := h.held()
+			later := h.Held()
 			later.Token, later.Handle = g.Token, g.Handle
-			_ = c.drv.Release(ctx, later, 1) // the count this attempt added
-			c.lost(h, fmt.Errorf("%w: re-entry found a later hold (token %d, ours %d)", ErrLeaseLost, g.Token, h.token))
+			_ = e.drv.Release(ctx, later, 1) // the count this attempt added
+			e.Lost(h, fmt.Errorf("%w: re-entry found a later hold (token %d, ours %d)", driver.ErrLeaseLost, g.Token, h.token))
 			return nil, nil
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if h.detached { // lost meanwhile
 		return nil, nil
 	}
-	return h.newLease(), nil
+	return h.newLease(alloc), nil
 }
 
 // errStaleGrant is the cause of a grant that came too late to be returned.
@@ -231,7 +230,7 @@ var errStaleGrant = errors.New("grant confirmed too late to be safe")
 //
 // fresh says that req.Owner was made for this hold alone: its last Unlock
 // then releases every count the store has under it.
-func (c *Client) grant(ctx context.Context, k holdKey, req driver.Request, g driver.Grant, sent time.Time, renew, fresh bool) (*Lease, error) {
+func (e *Engine) grant(ctx context.Context, k holdKey, req driver.Request, g driver.Grant, sent time.Time, renew, fresh bool, alloc func() *Lease) (*Lease, error) {
 	if !g.Since.IsZero() { // the driver knows when the grant was proven
 		sent = g.Since
 		if now := time.Now(); now.Before(sent) { // never a time still to come
@@ -242,8 +241,8 @@ func (c *Client) grant(ctx context.Context, k holdKey, req driver.Request, g dri
 	if g.Validity > 0 && g.Validity < validity {
 		validity = g.Validity
 	}
-	h := &hold{
-		c: c, name: req.Name, owner: req.Owner, label: req.Label, kind: req.Kind, limit: req.Limit, fresh: fresh,
+	h := &Hold{
+		e: e, name: req.Name, owner: req.Owner, label: req.Label, kind: req.Kind, limit: req.Limit, fresh: fresh,
 		token: g.Token, handle: g.Handle, acquired: sent,
 		ka: keepalive.Entry{TTL: req.TTL, Renew: renew, Lost: g.Lost},
 	}
@@ -255,24 +254,24 @@ func (c *Client) grant(ctx context.Context, k holdKey, req driver.Request, g dri
 		stale = "the store's session it was granted in has ended"
 	}
 	if stale != "" {
-		c.log.Warn("dlock: grant came too late to be safe; released", "backend", c.scheme, "name", req.Name,
+		e.log.Warn("dlock: grant came too late to be safe; released", "backend", e.cfg.Scheme, "name", req.Name,
 			"token", g.Token, "why", stale)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
-		_ = c.drv.Release(rctx, h.held(), 1)
+		_ = e.drv.Release(rctx, h.Held(), 1)
 		return nil, fmt.Errorf("%w (%s)", errStaleGrant, stale)
 	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		err := c.drv.Release(ctx, h.held(), 1)
-		return nil, errors.Join(ErrClosed, err)
+		err := e.drv.Release(ctx, h.Held(), 1)
+		return nil, errors.Join(driver.ErrClosed, err)
 	}
-	c.holds[k] = h
-	l := h.newLease()
-	c.mu.Unlock()
-	c.sched.Add(&h.ka, sent, validity)
+	e.holds[k] = h
+	l := h.newLease(alloc)
+	e.mu.Unlock()
+	e.sched.Add(&h.ka, sent, validity)
 	return l, nil
 }

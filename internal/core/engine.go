@@ -1,0 +1,252 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/keepalive"
+	"github.com/dlock/dlock/internal/turn"
+)
+
+// ErrNilContext is the error of a call given a nil context (package dlock
+// exports it).
+var ErrNilContext = errors.New("dlock: nil context")
+
+// Observer is told of the engine's events; package dlock turns them into
+// its hooks. The engine calls it holding none of its own locks, so it may
+// call back into the engine (a Lost hook may close the client).
+type Observer interface {
+	Acquired(ctx context.Context, h *Hold, wait time.Duration)
+	Refused(ctx context.Context, s Spec, wait time.Duration, err error)
+	Released(ctx context.Context, h *Hold)
+	Renewed(h *Hold, latency time.Duration, err error)
+	Lost(ctx context.Context, h *Hold, err error)
+}
+
+// Config is what an Engine needs besides its driver.
+type Config struct {
+	Scheme   string // the backend's URL scheme, in logs
+	Label    string // the default holder label
+	Log      *slog.Logger
+	Observer Observer
+	// Wrap makes the error of operation op on the lock name from err (nil
+	// stays nil): package dlock's *Error.
+	Wrap func(op, name string, err error) error
+}
+
+// Engine is the part of a client that holds locks: the one acquire path,
+// the registry of holds and their renewal. Its state is its own; package
+// dlock reaches it through the methods below.
+type Engine struct {
+	drv   driver.Driver
+	caps  driver.Caps
+	cfg   Config
+	log   *slog.Logger
+	obs   Observer
+	wrap  func(op, name string, err error) error
+	sched *keepalive.Scheduler
+
+	// closing is cancelled by Close, which wakes every waiter.
+	closing context.Context
+	cancel  context.CancelFunc
+
+	cleanup sync.WaitGroup // best-effort releases of lost holds
+
+	mu     sync.Mutex
+	closed bool
+	holds  map[holdKey]*Hold // per (name, owner, kind): the live hold, which a re-entry shares
+	// per (name, owner, kind): one acquisition at a time, so a second Lock
+	// by the owner re-enters the hold the first one got
+	turns turn.Set[holdKey]
+	// per queue key: local waiters in arrival order, so a release wakes
+	// one waiter per process
+	waiters turn.Set[string]
+	// per (name, owner, kind): the store release under way of the owner's
+	// detached hold. A Lock by that owner waits for it, or the store would
+	// grant it as a re-entry of the hold the release then deletes.
+	releases Releases[holdKey]
+}
+
+// DefaultMaxNameLen is the longest lock name, in bytes, where the driver
+// does not say.
+const DefaultMaxNameLen = 1024
+
+// NewEngine makes the engine of a client over d.
+func NewEngine(d driver.Driver, cfg Config) *Engine {
+	caps := d.Caps()
+	if caps.MaxNameLen <= 0 {
+		caps.MaxNameLen = DefaultMaxNameLen
+	}
+	e := &Engine{drv: d, caps: caps, cfg: cfg, log: cfg.Log, obs: cfg.Observer, wrap: cfg.Wrap, holds: map[holdKey]*Hold{}}
+	e.closing, e.cancel = context.WithCancel(context.Background())
+	e.sched = keepalive.NewScheduler(d,
+		heldOf,
+		func(k *keepalive.Entry, err error) { e.Lost(k.Ref.(*Hold), err) },
+		func(k *keepalive.Entry, latency time.Duration, err error) { e.renewed(k.Ref.(*Hold), latency, err) })
+	return e
+}
+
+// Driver returns the engine's driver.
+func (e *Engine) Driver() driver.Driver { return e.drv }
+
+// Caps returns the driver's capabilities, with the default name limit.
+func (e *Engine) Caps() driver.Caps { return e.caps }
+
+// Closing is cancelled when the engine closes.
+func (e *Engine) Closing() context.Context { return e.closing }
+
+// Log is the engine's logger.
+func (e *Engine) Log() *slog.Logger { return e.log }
+
+// Wrap is Config.Wrap.
+func (e *Engine) Wrap(op, name string, err error) error { return e.wrap(op, name, err) }
+
+// Closed reports whether Close has begun.
+func (e *Engine) Closed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
+}
+
+// Close releases every hold (their leases end with ErrClosed), stops
+// renewals, wakes waiters with ErrClosed and closes the driver. It returns
+// the first error met; calling it again does nothing.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	var holds []*Hold
+	for _, h := range e.holds {
+		holds = append(holds, h)
+	}
+	e.mu.Unlock()
+	e.cancel()
+	e.sched.Stop()
+	e.cleanup.Wait()
+
+	var errs []error
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, h := range holds {
+		if !e.detach(h) {
+			continue
+		}
+		err := e.drv.Release(ctx, h.Held(), h.storeHolds())
+		e.freed(h)
+		if err != nil && !errors.Is(err, driver.ErrLeaseLost) {
+			errs = append(errs, e.wrap("close", h.name, err))
+		}
+		h.end(driver.ErrClosed)
+	}
+	if err := e.drv.Close(); err != nil {
+		errs = append(errs, e.wrap("close", "", err))
+	}
+	return errors.Join(errs...)
+}
+
+// renewed reports one hold's renewal result, from the scheduler.
+func (e *Engine) renewed(h *Hold, latency time.Duration, err error) {
+	if err != nil && !errors.Is(err, driver.ErrLeaseLost) {
+		e.log.Debug("dlock: renewal failed; retrying", "backend", e.cfg.Scheme, "name", h.name, "err", err)
+	}
+	e.obs.Renewed(h, latency, err)
+}
+
+// CheckName checks a lock name against the portable rules and the driver's.
+func (e *Engine) CheckName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty", driver.ErrInvalidName)
+	case len(name) > e.caps.MaxNameLen:
+		return fmt.Errorf("%w: %d bytes, over the backend's limit of %d", driver.ErrInvalidName, len(name), e.caps.MaxNameLen)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: not valid UTF-8", driver.ErrInvalidName)
+	case strings.ContainsRune(name, 0):
+		return fmt.Errorf("%w: contains a NUL byte", driver.ErrInvalidName)
+	}
+	if nc, ok := e.drv.(driver.NameChecker); ok {
+		return nc.CheckName(name)
+	}
+	return nil
+}
+
+// MaxAnyTTL bounds every TTL, whatever the backend: stores count expiry in
+// milliseconds or seconds and overflow long before MaxInt64.
+const MaxAnyTTL = 10 * 365 * 24 * time.Hour
+
+// CheckTTL checks a TTL against the driver's limits (with Caps.TTLNote,
+// which says why), the margin a grant needs, and MaxAnyTTL.
+func (e *Engine) CheckTTL(ttl time.Duration) error {
+	caps := e.caps
+	note := ""
+	if caps.TTLNote != "" {
+		note = ": " + caps.TTLNote
+	}
+	switch {
+	case ttl <= 0:
+		return fmt.Errorf("%w: %v is not positive", driver.ErrInvalidTTL, ttl)
+	case caps.MinTTL > 0 && ttl < caps.MinTTL:
+		return fmt.Errorf("%w: %v is shorter than the backend's minimum %v%s", driver.ErrInvalidTTL, ttl, caps.MinTTL, note)
+	case caps.MaxTTL > 0 && ttl > caps.MaxTTL:
+		return fmt.Errorf("%w: %v is longer than the backend's maximum %v%s", driver.ErrInvalidTTL, ttl, caps.MaxTTL, note)
+	case keepalive.GrantMargin(ttl) > ttl/2:
+		// No grant could be returned: each must have keepalive.GrantMargin
+		// left when it arrives, and a round trip takes some of the TTL too.
+		return fmt.Errorf("%w: %v is too short to be granted: a grant must arrive with %v of it left, and half of it is kept for the round trip",
+			driver.ErrInvalidTTL, ttl, keepalive.GrantMargin(ttl))
+	case ttl > MaxAnyTTL: // MaxInt64 said "finer than the backend's resolution"
+		return fmt.Errorf("%w: %v is longer than any lease dlock keeps (%v); a lease is renewed until Unlock, so a TTL of seconds to minutes holds a lock as long",
+			driver.ErrInvalidTTL, ttl, MaxAnyTTL)
+	case caps.TTLResolution > 0 && ttl%caps.TTLResolution != 0:
+		return fmt.Errorf("%w: %v is finer than the backend's resolution %v", driver.ErrInvalidTTL, ttl, caps.TTLResolution)
+	}
+	return nil
+}
+
+// Unsupported is the error of a lock kind the backend lacks.
+func (e *Engine) Unsupported(what string) error {
+	if e.caps.KindsNote != "" {
+		return fmt.Errorf("%w: the %s backend has no %s: %s", driver.ErrUnsupported, e.cfg.Scheme, what, e.caps.KindsNote)
+	}
+	return fmt.Errorf("%w: the %s backend has no %s", driver.ErrUnsupported, e.cfg.Scheme, what)
+}
+
+// Inspect describes the lock named name of kind's family: a Mutex's with
+// driver.Exclusive, else through the driver's KindInspector (what names
+// the family in the error of a backend without it).
+func (e *Engine) Inspect(ctx context.Context, name string, kind driver.Kind, what string) (driver.Info, error) {
+	if ctx == nil {
+		return driver.Info{}, e.wrap("inspect", name, ErrNilContext)
+	}
+	if err := e.CheckName(name); err != nil {
+		return driver.Info{}, e.wrap("inspect", name, err)
+	}
+	ki, ok := e.drv.(driver.KindInspector)
+	if kind != driver.Exclusive && (!ok || !e.caps.Supports(kind)) {
+		return driver.Info{}, e.wrap("inspect", name, e.Unsupported(what))
+	}
+	if e.Closed() {
+		return driver.Info{}, e.wrap("inspect", name, driver.ErrClosed)
+	}
+	var di driver.Info
+	var err error
+	if kind == driver.Exclusive {
+		di, err = e.drv.Inspect(ctx, name)
+	} else {
+		di, err = ki.InspectKind(ctx, name, kind)
+	}
+	if err != nil {
+		return driver.Info{}, e.wrap("inspect", name, err)
+	}
+	return di, nil
+}
