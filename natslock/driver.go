@@ -35,6 +35,11 @@ type natsDriver struct {
 	kv     jetstream.KeyValue
 	bucket string
 	owned  bool
+	// life ends at Close: every call's ctx is bound to it (bind), so
+	// nothing waits on after Close, even on a connection the driver does
+	// not own.
+	life context.Context
+	kill context.CancelFunc
 
 	mu       sync.Mutex
 	created  time.Time // the bucket's stream's creation time, from Open
@@ -90,6 +95,7 @@ func newDriver(ctx context.Context, nc *nats.Conn, opts Options) (*natsDriver, e
 		return nil, fmt.Errorf("natslock: jetstream: %w", err)
 	}
 	d := &natsDriver{nc: nc, js: js, bucket: opts.Bucket, owned: opts.CloseConn}
+	d.life, d.kill = context.WithCancel(context.Background())
 	kv, err := js.KeyValue(ctx, opts.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) && !opts.NoCreate {
 		kv, err = d.create(ctx, opts)
@@ -145,7 +151,40 @@ func (d *natsDriver) checkBucket(ctx context.Context) error {
 
 // Migrate creates the bucket if it is missing.
 func (d *natsDriver) Migrate(ctx context.Context) error {
+	ctx, cancel := d.bind(ctx)
+	defer cancel()
 	_, err := d.create(ctx, Options{Bucket: d.bucket})
+	return d.closedErr(err)
+}
+
+// bind returns ctx, also ended by Close.
+func (d *natsDriver) bind(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(d.life, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// detached returns a ctx for cleanup that must outlive ctx's end: bounded
+// by timeout and by Close, not by ctx.
+func (d *natsDriver) detached(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := d.bind(context.WithoutCancel(ctx))
+	ctx, cancel2 := context.WithTimeout(ctx, timeout)
+	return ctx, func() { cancel2(); cancel() }
+}
+
+// closed reports whether the driver or its connection has closed: no call
+// can reach the store any more.
+func (d *natsDriver) closed() bool {
+	return d.life.Err() != nil || d.nc.IsClosed()
+}
+
+// closedErr turns err into one wrapping dlock.ErrClosed (a permanent
+// error: nothing retries it) if it came from a closed driver or
+// connection.
+func (d *natsDriver) closedErr(err error) error {
+	if err != nil && !errors.Is(err, dlock.ErrClosed) && (d.closed() || errors.Is(err, nats.ErrConnectionClosed)) {
+		return fmt.Errorf("%w: %w", dlock.ErrClosed, err)
+	}
 	return err
 }
 
@@ -221,11 +260,20 @@ func (d *natsDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gran
 	if r.Kind != driver.Exclusive {
 		return driver.Grant{}, fmt.Errorf("natslock: %w: %s", dlock.ErrUnsupported, kindsNote)
 	}
-	h := &hold{key: key(r.Name), val: value{Owner: r.Owner, Label: r.Label, ID: newID(), TTL: r.TTL.Milliseconds()}}
-	if r.Wait {
-		return d.acquireWait(ctx, r, h) // queue.go
+	if d.closed() {
+		return driver.Grant{}, fmt.Errorf("natslock: acquire %q: %w", r.Name, dlock.ErrClosed)
 	}
-	return d.tryCreate(ctx, r, h)
+	ctx, cancel := d.bind(ctx)
+	defer cancel()
+	h := &hold{key: key(r.Name), val: value{Owner: r.Owner, Label: r.Label, ID: newID(), TTL: r.TTL.Milliseconds()}}
+	var g driver.Grant
+	var err error
+	if r.Wait {
+		g, err = d.acquireWait(ctx, r, h) // queue.go
+	} else {
+		g, err = d.tryCreate(ctx, r, h)
+	}
+	return g, d.closedErr(err)
 }
 
 // tryCreate makes one attempt: create the lock's key if absent.
@@ -247,7 +295,9 @@ func (d *natsDriver) tryCreate(ctx context.Context, r driver.Request, h *hold) (
 		return driver.Grant{}, fmt.Errorf("natslock: acquire %q: %w", r.Name, d.noteErr(err))
 	}
 	if err := d.fresh(ctx, rev); err != nil {
-		_ = d.kv.Purge(context.WithoutCancel(ctx), h.key, jetstream.LastRevision(rev), jetstream.PurgeTTL(markerTTL))
+		pctx, cancel := d.detached(ctx, attemptTimeout)
+		defer cancel()
+		_ = d.kv.Purge(pctx, h.key, jetstream.LastRevision(rev), jetstream.PurgeTTL(markerTTL))
 		return driver.Grant{}, err
 	}
 	return d.granted(h, rev), nil
@@ -264,7 +314,7 @@ func (d *natsDriver) granted(h *hold, rev uint64) driver.Grant {
 // handles the two in order, so once the second is answered the first has
 // been stored or refused.
 func (d *natsDriver) undo(ctx context.Context, h *hold) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	ctx, cancel := d.detached(ctx, attemptTimeout)
 	defer cancel()
 	b, _ := json.Marshal(h.val)
 	rev, err := d.kv.Create(ctx, h.key, b, jetstream.KeyTTL(time.Duration(h.val.TTL)*time.Millisecond))
@@ -329,14 +379,18 @@ func wrongRevision(err error) bool {
 // Renew rewrites each held key with its TTL, one compare-and-set each.
 func (d *natsDriver) Renew(ctx context.Context, batch []driver.Held) []driver.RenewResult {
 	res := make([]driver.RenewResult, len(batch))
+	ctx, cancel := d.bind(ctx)
+	defer cancel()
 	for i, hd := range batch {
 		h, ok := hd.Handle.(*hold)
 		if !ok {
 			res[i].Err = fmt.Errorf("natslock: renew %q: %w", hd.Name, dlock.ErrLeaseLost)
 			continue
 		}
-		if err := d.write(ctx, h, hd.TTL); err != nil {
-			res[i].Err = fmt.Errorf("natslock: renew %q: %w", hd.Name, err)
+		if d.closed() {
+			res[i].Err = fmt.Errorf("natslock: renew %q: %w", hd.Name, dlock.ErrClosed)
+		} else if err := d.write(ctx, h, hd.TTL); err != nil {
+			res[i].Err = fmt.Errorf("natslock: renew %q: %w", hd.Name, d.closedErr(err))
 		}
 	}
 	return res
@@ -346,10 +400,18 @@ func (d *natsDriver) Renew(ctx context.Context, batch []driver.Held) []driver.Re
 // wrote. Without a handle (a hold dlock found after a lost reply), it
 // purges the key if it holds the owner and token.
 func (d *natsDriver) Release(ctx context.Context, hd driver.Held, _ int) error {
+	if d.closed() {
+		return fmt.Errorf("natslock: release %q: %w", hd.Name, dlock.ErrClosed)
+	}
+	ctx, cancel := d.bind(ctx)
+	defer cancel()
 	h, ok := hd.Handle.(*hold)
 	if !ok {
 		e, err := d.kv.Get(ctx, key(hd.Name))
 		if err != nil {
+			if err = d.closedErr(err); errors.Is(err, dlock.ErrClosed) {
+				return fmt.Errorf("natslock: release %q: %w", hd.Name, err)
+			}
 			return fmt.Errorf("natslock: release %q: %w", hd.Name, dlock.ErrLeaseLost)
 		}
 		var v value
@@ -362,8 +424,8 @@ func (d *natsDriver) Release(ctx context.Context, hd driver.Held, _ int) error {
 	defer h.mu.Unlock()
 	// Retried for at most the TTL (a leader election, a reconnect): past
 	// it the key has expired anyway.
-	ctx, cancel := context.WithTimeout(ctx, hd.TTL)
-	defer cancel()
+	ctx, cancelTTL := context.WithTimeout(ctx, hd.TTL)
+	defer cancelTTL()
 	uncertain, conflicts, pause := false, 0, 50*time.Millisecond
 	for {
 		var err error
@@ -374,6 +436,9 @@ func (d *natsDriver) Release(ctx context.Context, hd driver.Held, _ int) error {
 		}
 		if err == nil {
 			return nil
+		}
+		if err := d.closedErr(err); errors.Is(err, dlock.ErrClosed) {
+			return fmt.Errorf("natslock: release %q: %w", hd.Name, err) // no store left to try again on
 		}
 		if !wrongRevision(err) && !errors.Is(err, jetstream.ErrKeyExists) {
 			// Uncertain: it may have been applied. Try again after a pause.
@@ -391,7 +456,7 @@ func (d *natsDriver) Release(ctx context.Context, hd driver.Held, _ int) error {
 			if uncertain && errors.Is(err, dlock.ErrLeaseLost) {
 				return nil // gone or handed over: most likely by our own earlier attempt
 			}
-			return fmt.Errorf("natslock: release %q: %w", hd.Name, err)
+			return fmt.Errorf("natslock: release %q: %w", hd.Name, d.closedErr(err))
 		}
 		h.rev = rev
 		if conflicts++; conflicts > 10 { // each waiter flags the key once
@@ -409,27 +474,31 @@ func tokenOf(e jetstream.KeyValueEntry, v value) uint64 {
 
 // ForceRelease purges the lock's key, whoever holds it.
 func (d *natsDriver) ForceRelease(ctx context.Context, name string) error {
+	ctx, cancel := d.bind(ctx)
+	defer cancel()
 	e, err := d.kv.Get(ctx, key(name))
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("natslock: force release %q: %w", name, err)
+		return fmt.Errorf("natslock: force release %q: %w", name, d.closedErr(err))
 	}
 	if err := d.kv.Purge(ctx, e.Key(), jetstream.LastRevision(e.Revision()), jetstream.PurgeTTL(markerTTL)); err != nil {
-		return fmt.Errorf("natslock: force release %q: %w", name, err)
+		return fmt.Errorf("natslock: force release %q: %w", name, d.closedErr(err))
 	}
 	return nil
 }
 
 func (d *natsDriver) Inspect(ctx context.Context, name string) (driver.Info, error) {
 	info := driver.Info{Name: name}
+	ctx, cancel := d.bind(ctx)
+	defer cancel()
 	e, err := d.kv.Get(ctx, key(name))
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return info, nil
 	}
 	if err != nil {
-		return info, fmt.Errorf("natslock: inspect %q: %w", name, d.noteErr(err))
+		return info, fmt.Errorf("natslock: inspect %q: %w", name, d.closedErr(d.noteErr(err)))
 	}
 	info = describe(name, e)
 	if _, n, err := d.queue(ctx, name); err == nil {
@@ -450,7 +519,10 @@ func describe(name string, e jetstream.KeyValueEntry) driver.Info {
 	return info
 }
 
+// Close ends every call in flight (see bind) and, if the driver owns the
+// connection, closes it.
 func (d *natsDriver) Close() error {
+	d.kill()
 	if d.owned {
 		d.nc.Close()
 	}

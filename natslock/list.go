@@ -2,6 +2,7 @@ package natslock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -13,17 +14,20 @@ import (
 // List implements driver.Lister: the bucket's mutex keys under prefix, in
 // name order. Names are stored encoded, so every key is read.
 func (d *natsDriver) List(ctx context.Context, prefix string) ([]driver.Info, error) {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := d.bind(ctx)
 	defer cancel()
 	w, err := d.kv.Watch(ctx, mutexPrefix+">", jetstream.IgnoreDeletes())
 	if err != nil {
-		return nil, fmt.Errorf("natslock: list: %w", d.noteErr(err))
+		return nil, fmt.Errorf("natslock: list: %w", d.closedErr(d.noteErr(err)))
 	}
 	defer func() { _ = w.Stop() }()
 	var out []driver.Info
 	for {
 		select {
-		case e := <-w.Updates():
+		case e, ok := <-w.Updates():
+			if !ok { // the connection closed
+				return nil, fmt.Errorf("natslock: list: %w", d.closedErr(errors.New("the watch ended")))
+			}
 			if e == nil { // all current values seen
 				sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 				return out, nil
@@ -36,7 +40,7 @@ func (d *natsDriver) List(ctx context.Context, prefix string) ([]driver.Info, er
 				out = append(out, info)
 			}
 		case <-ctx.Done():
-			return nil, fmt.Errorf("natslock: list: %w", ctx.Err())
+			return nil, fmt.Errorf("natslock: list: %w", d.closedErr(ctx.Err()))
 		}
 	}
 }

@@ -128,7 +128,16 @@
 //     (nats-server's election timeout is 4-9 s; the fault suite's leader
 //     kill saw the next grant 4.7-8 s after the kill), and a renewal that
 //     cannot get through within the lease's margin makes dlock declare the
-//     lease lost, as with any store: use TTLs well above 10 s on R3.
+//     lease lost, as with any store: use TTLs well above 10 s on R3. A
+//     write caught by the leader's death (sent to it, or through a
+//     connection to it, as it died) gets no reply at all and waits for its
+//     ctx (nats.go's 5 s if ctx has no deadline): a TryLock or Unlock given
+//     a ctx of minutes waits that long, so give them seconds and try again.
+//   - Close of the client ends every driver call in flight, even on a
+//     connection Open was given and does not close: a wait, a release or a
+//     renewal then returns an error wrapping dlock.ErrClosed at once, and
+//     does not retry on the closed connection (a grant that arrives as the
+//     client closes is left to its TTL if the connection is gone).
 //   - Re-entry by owner is counted within a client, not in the store.
 //   - TTLs are whole seconds, at least 1 s (the server's TTL unit).
 //   - No read-write locks or semaphores (see kindsNote); elections are

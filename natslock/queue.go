@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -76,6 +77,9 @@ func (d *natsDriver) acquireWait(ctx context.Context, r driver.Request, h *hold)
 		case e, ok := <-w.Updates():
 			if !ok {
 				d.leaveQueue(ctx, r, h, qkey)
+				if d.closed() {
+					return driver.Grant{}, fmt.Errorf("natslock: wait %q: %w", r.Name, dlock.ErrClosed)
+				}
 				return driver.Grant{}, fmt.Errorf("natslock: wait %q: the watch ended", r.Name)
 			}
 			if e == nil {
@@ -96,6 +100,9 @@ func (d *natsDriver) acquireWait(ctx context.Context, r driver.Request, h *hold)
 			}
 		case <-ctx.Done():
 			d.leaveQueue(ctx, r, h, qkey)
+			if d.closed() {
+				return driver.Grant{}, fmt.Errorf("natslock: wait %q: %w", r.Name, dlock.ErrClosed)
+			}
 			return driver.Grant{}, ctx.Err()
 		}
 	}
@@ -243,7 +250,7 @@ func (d *natsDriver) putTTL(ctx context.Context, key string, val []byte, ttl tim
 }
 
 func (d *natsDriver) dropQueueKey(ctx context.Context, qkey string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	ctx, cancel := d.detached(ctx, attemptTimeout)
 	defer cancel()
 	_ = d.kv.Purge(ctx, qkey, jetstream.PurgeTTL(markerTTL))
 }
@@ -252,7 +259,7 @@ func (d *natsDriver) dropQueueKey(ctx context.Context, qkey string) {
 // handed to h meanwhile, it is released (to the next waiter).
 func (d *natsDriver) leaveQueue(ctx context.Context, r driver.Request, h *hold, qkey string) {
 	d.dropQueueKey(ctx, qkey)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	ctx, cancel := d.detached(ctx, attemptTimeout)
 	defer cancel()
 	e, err := d.kv.Get(ctx, h.key)
 	if err != nil {
