@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/dlock/dlock/driver"
@@ -33,7 +34,10 @@ func (s *Scheduler) TimeLeft(e *Entry) time.Duration {
 // uncertain answer (an error other than ErrLeaseLost) the earlier of the old
 // and the new, since the store may have applied it. Extends and renewals
 // that overlap keep the earliest expiry either could have left. It returns
-// the store's error, and whether e was unscheduled (unlocked, lost, closed)
+// the store's error (one wrapping driver.ErrLeaseLost for a success
+// confirmed only at or after e's deadline, or once a tick found e lost: the
+// loss is signalled, so the extension must not be reported), and whether e
+// was unscheduled (unlocked, lost, closed)
 // by the time the answer came; it does not end e itself.
 func (s *Scheduler) Extend(ctx context.Context, e *Entry, ttl time.Duration) (removed bool, err error) {
 	sent := time.Now()
@@ -57,8 +61,16 @@ func (s *Scheduler) Extend(ctx context.Context, e *Entry, ttl time.Duration) (re
 	if r.Validity > 0 && r.Validity < v {
 		v = r.Validity
 	}
+	after := at(time.Now())
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if r.Err == nil && !e.removed && (e.idx < 0 || after >= e.deadline) {
+		// A tick took e off the heap to declare it lost (its deadline
+		// passed while the store call was under way), or the answer came
+		// too late to count, as for a renewal: the lease is lost, and an
+		// Extend reported done would have it end at the old expiry.
+		r.Err = fmt.Errorf("%w: extension confirmed only after the lease's deadline", driver.ErrLeaseLost)
+	}
 	// Another Extend or a watchdog renewal that overlapped this call may
 	// have reached the store after it: then keep the earlier expiry.
 	overlapped := busy || e.renewing || e.renewals != gen || e.extending > 1 || e.extends != egen
