@@ -18,4 +18,7 @@ import (
 // earlier, since the store may have applied it. Concurrent Extends, or an
 // Extend and a watchdog renewal, that overlap keep the earliest expiry
 // either could have left in the store.
+// A success confirmed only after the lease's loss deadline counts for
+// nothing, as a late renewal does: Extend then returns an error wrapping
+// ErrLeaseLost and the lease ends.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error { return extend(ctx, l, ttl) }

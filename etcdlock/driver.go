@@ -140,9 +140,11 @@ func (d *etcdDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gran
 
 // Renew checks that every held key is still there, up to 128 in one
 // transaction. The keys' lease is kept alive by the session; a lease's
-// validity is the session's.
+// validity is the session's, refreshed first if it falls short of the TTL
+// asked for (see validity).
 func (d *etcdDriver) Renew(ctx context.Context, batch []driver.Held) []driver.RenewResult {
 	res := make([]driver.RenewResult, len(batch))
+	refreshed := map[*session]bool{}
 	for start := 0; start < len(batch); start += maxTxnOps {
 		part := batch[start:min(start+maxTxnOps, len(batch))]
 		ops := make([]clientv3.Op, len(part))
@@ -165,12 +167,33 @@ func (d *etcdDriver) Renew(ctx context.Context, batch []driver.Held) []driver.Re
 					r.Err = fmt.Errorf("etcdlock: %w: the key was deleted", dlock.ErrLeaseLost)
 					l.release() // known gone: the name is free for this client again
 				} else {
-					r.Validity = l.sess.validity(sent)
+					r.Validity = d.validity(ctx, l.sess, sent, h.TTL, refreshed)
+					if l.sess.isLost() {
+						r.Validity = 0
+						r.Err = fmt.Errorf("etcdlock: %w: session lease expired or revoked", dlock.ErrLeaseLost)
+					}
 				}
 			}
 		}
 	}
 	return res
+}
+
+// validity is how long past sent a hold on sess confirmed by a request sent
+// then is known to live, for a renewal or Extend asking for ttl. The hold
+// lives as long as its session's lease: if the lease is known to live less
+// than ttl (at most its own TTL) past sent, because its keepalive is due or
+// was held up by a loaded process, the lease is refreshed now, once per
+// session of a Renew call (refreshed), rather than have an Extend that
+// returns nil leave the hold at its old expiry. A failed refresh leaves the
+// validity known before it.
+func (d *etcdDriver) validity(ctx context.Context, sess *session, sent time.Time, ttl time.Duration, refreshed map[*session]bool) time.Duration {
+	if v := sess.validity(sent); v >= min(ttl, sess.ttl) || refreshed[sess] {
+		return v
+	}
+	refreshed[sess] = true
+	_ = sess.refresh(ctx, d.cli) // a lost session is seen by the caller
+	return sess.validity(sent)
 }
 
 // Release deletes the holder's key, retrying each attempt bounded by

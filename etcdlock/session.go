@@ -28,6 +28,7 @@ type session struct {
 
 	mu       sync.Mutex
 	safe     time.Time // the lease lives at least until then
+	last     time.Time // when the last refresh that succeeded (or the grant) was sent
 	holds    map[*Lease]struct{}
 	lostOnce sync.Once
 }
@@ -82,7 +83,7 @@ func newSession(ctx context.Context, cli *clientv3.Client, ttl time.Duration) (*
 	}
 	kctx, cancel := context.WithCancel(context.Background())
 	s := &session{id: g.ID, ttl: ttl, lost: make(chan struct{}), cancel: cancel, done: make(chan struct{}),
-		safe: sent.Add(ttl)}
+		safe: sent.Add(ttl), last: sent}
 	go s.keepAlive(kctx, cli)
 	return s, nil
 }
@@ -99,6 +100,12 @@ func (s *session) keepAlive(ctx context.Context, cli *clientv3.Client) {
 		case <-time.After(wait):
 		}
 		if s.paused.Load() {
+			continue
+		}
+		// A renewal that found the lease short refreshed it (see
+		// etcdDriver.validity): wait out the interval from that refresh.
+		if d := time.Until(s.lastRefresh().Add(keepalive.RenewInterval(s.ttl))); d > 0 {
+			wait = d
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, keepalive.RenewInterval(s.ttl))
@@ -133,6 +140,9 @@ func (s *session) refresh(ctx context.Context, cli *clientv3.Client) error {
 		if t := sent.Add(time.Duration(resp.TTL) * time.Second); t.After(s.safe) {
 			s.safe = t
 		}
+		if sent.After(s.last) {
+			s.last = sent
+		}
 		s.mu.Unlock()
 		return nil
 	case errors.Is(err, rpctypes.ErrLeaseNotFound) || err == nil:
@@ -141,6 +151,14 @@ func (s *session) refresh(ctx context.Context, cli *clientv3.Client) error {
 	default:
 		return err
 	}
+}
+
+// lastRefresh is when the last refresh that succeeded (or the grant) was
+// sent.
+func (s *session) lastRefresh() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
 }
 
 // remaining returns how long from now the lease is known to live (negative

@@ -4,6 +4,9 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"fmt"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/dlock/dlock/driver"
@@ -33,13 +36,16 @@ func (s *Scheduler) TimeLeft(e *Entry) time.Duration {
 // uncertain answer (an error other than ErrLeaseLost) the earlier of the old
 // and the new, since the store may have applied it. Extends and renewals
 // that overlap keep the earliest expiry either could have left. It returns
-// the store's error, and whether e was unscheduled (unlocked, lost, closed)
+// the store's error (one wrapping driver.ErrLeaseLost for a success
+// confirmed only at or after e's deadline, or once a tick found e lost: the
+// loss is signalled, so the extension must not be reported), and whether e
+// was unscheduled (unlocked, lost, closed)
 // by the time the answer came; it does not end e itself.
 func (s *Scheduler) Extend(ctx context.Context, e *Entry, ttl time.Duration) (removed bool, err error) {
 	sent := time.Now()
 	s.mu.Lock()
-	busy, gen, egen := e.renewing, e.renewals, e.extends
-	e.extending++
+	busy, gen := e.renewing, e.renewals
+	op := e.startExtend(at(sent.Add(ttl)))
 	s.mu.Unlock()
 	// The store may apply it at once and the answer never come: believe no
 	// more than the new expiry from now on if it is the earlier.
@@ -57,20 +63,74 @@ func (s *Scheduler) Extend(ctx context.Context, e *Entry, ttl time.Duration) (re
 	if r.Validity > 0 && r.Validity < v {
 		v = r.Validity
 	}
+	after := at(time.Now())
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// Another Extend or a watchdog renewal that overlapped this call may
-	// have reached the store after it: then keep the earlier expiry.
-	overlapped := busy || e.renewing || e.renewals != gen || e.extending > 1 || e.extends != egen
-	e.extending--
-	e.extends++
+	if r.Err == nil && !e.removed && (e.idx < 0 || after >= e.deadline) {
+		// A tick took e off the heap to declare it lost (its deadline
+		// passed while the store call was under way), or the answer came
+		// too late to count, as for a renewal: the lease is lost, and an
+		// Extend reported done would have it end at the old expiry.
+		r.Err = fmt.Errorf("%w: extension confirmed only after the lease's deadline", driver.ErrLeaseLost)
+	}
+	e.endExtend(op, r.Err == nil, at(sent.Add(v)))
+	// Another Extend that overlapped this call may have reached the store
+	// after it: believe no more than the expiry it could have left (bound).
+	if b := time.Duration(op.bound - at(sent)); b < v {
+		v = b
+	}
+	// A watchdog renewal that overlapped it may have too: then keep the
+	// earlier expiry.
+	overlapped := busy || e.renewing || e.renewals != gen
 	switch {
 	case e.removed || errors.Is(r.Err, driver.ErrLeaseLost):
 	case r.Err != nil: // it may have been applied: the expiry was lowered when it was sent
 	case !overlapped || at(sent.Add(v)) < e.expiry:
 		s.keepExpiry(e, sent, v)
+		if after >= e.deadline { // an overlapping Extend's expiry has passed
+			r.Err = fmt.Errorf("%w: an overlapping extension may have left an expiry that has passed", driver.ErrLeaseLost)
+		}
 	}
 	return e.removed, r.Err
+}
+
+// extendOp is an Extend in flight, for the Extends that overlap it.
+type extendOp struct {
+	exp   instant // the expiry it leaves in the store if it lands last, from its send
+	bound instant // the earliest expiry an Extend overlapping it could leave in the store
+}
+
+// startExtend records an Extend, sent for an expiry of exp, in flight on e:
+// it and every Extend in flight may each land in the store after the
+// other. s.mu must be held.
+func (e *Entry) startExtend(exp instant) *extendOp {
+	op := &extendOp{exp: exp, bound: instant(math.MaxInt64)}
+	for _, y := range e.inflight {
+		op.bound = min(op.bound, y.exp)
+		y.bound = min(y.bound, exp)
+	}
+	e.inflight = append(e.inflight, op)
+	e.extending++
+	return op
+}
+
+// endExtend records op's answer: on success the store's expiry, if it
+// landed last, is known to be exp, which bounds the Extends still in
+// flight. s.mu must be held.
+func (e *Entry) endExtend(op *extendOp, ok bool, exp instant) {
+	for i, y := range e.inflight {
+		if y == op {
+			e.inflight = slices.Delete(e.inflight, i, i+1)
+			break
+		}
+	}
+	if ok {
+		for _, y := range e.inflight {
+			y.bound = min(y.bound, exp)
+		}
+	}
+	e.extending--
+	e.extends++
 }
 
 // keepExpiry records an Extend's expiry. s.mu must be held.

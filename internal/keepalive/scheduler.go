@@ -22,14 +22,15 @@ type Entry struct {
 	Ref any
 
 	// guarded by the scheduler's mutex
-	expiry       instant // the store keeps the hold at least until then
-	deadline     instant // loss is signalled then, a margin before expiry
-	next         instant // when the scheduler next looks at the hold
-	idx          int     // index in the scheduler's heap, -1 when not in it
-	renewals     uint64  // renewal results recorded, for Extend
-	extending    int     // Extend calls in flight
-	extends      uint64  // Extend calls that may have reached the store, for renewals and Extend
-	batchExtends uint64  // extends when the renewal in flight was sent
+	expiry       instant     // the store keeps the hold at least until then
+	deadline     instant     // loss is signalled then, a margin before expiry
+	next         instant     // when the scheduler next looks at the hold
+	idx          int         // index in the scheduler's heap, -1 when not in it
+	renewals     uint64      // renewal results recorded, for Extend
+	extending    int         // Extend calls in flight
+	extends      uint64      // Extend calls that may have reached the store, for renewals and Extend
+	batchExtends uint64      // extends when the renewal in flight was sent
+	inflight     []*extendOp // Extend calls in flight, for their bounds on each other
 
 	Renew    bool // set by the caller: renewed by the scheduler; false: a fixed lease, lost at its TTL
 	added    bool // scheduled once: expiry, deadline and next are set
