@@ -84,34 +84,12 @@ func TestPsqlAdvisoryInterop(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for { // until psql holds it
-		info, err := c.Inspect(ctx, "orders/sku-42")
-		if err != nil {
-			t.Fatal(err)
+	sqltest.ForeignHolderExcludes(t, c, "orders/sku-42", cmd, func(t *testing.T) {
+		out, err := exec.CommandContext(ctx, psql, url, "-tAc", "SELECT pg_try_advisory_lock(hashtextextended('orders/sku-42', 0))").Output()
+		if err != nil || strings.TrimSpace(string(out)) != "f" {
+			t.Fatalf("psql pg_try_advisory_lock while dlock holds: %q %v", out, err)
 		}
-		if info.Held {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("psql never took the advisory lock")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if _, err := c.Mutex("orders/sku-42").TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
-		t.Fatalf("TryLock while psql holds the advisory lock: %v", err)
-	}
-	l, err := c.Mutex("orders/sku-42").Lock(ctx) // granted when psql's session ends
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	// And the other way: psql's try fails while dlock holds.
-	out, err := exec.CommandContext(ctx, psql, url, "-tAc", "SELECT pg_try_advisory_lock(hashtextextended('orders/sku-42', 0))").Output()
-	if err != nil || strings.TrimSpace(string(out)) != "f" {
-		t.Fatalf("psql pg_try_advisory_lock while dlock holds: %q %v", out, err)
-	}
-	_ = l.Unlock(ctx)
+	})
 }
 
 // The row lock's query uses the primary key's index.
@@ -201,21 +179,5 @@ CREATE TABLE dlock_locks (
 INSERT INTO dlock_locks VALUES ('old', 'old-owner', 1, 1, clock_timestamp() + interval '1 hour')`); err != nil {
 		t.Fatal(err)
 	}
-	c := open(t, url, pglock.ModeTable)
-	if info, err := c.Inspect(ctx, "old"); err != nil || !info.Held || info.Owner != "old-owner" || info.Label != "" {
-		t.Fatalf("Inspect of the old hold = %+v, %v; want held by old-owner with no label", info, err)
-	}
-	l, err := c.Mutex("new", dlock.WithLabel("worker-7")).TryLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info, err := c.Inspect(ctx, "new"); err != nil || info.Label != "worker-7" {
-		t.Fatalf("Inspect = %+v, %v; want label worker-7", info, err)
-	}
-	if err := c.Migrate(ctx); err != nil {
-		t.Fatalf("Migrate again: %v", err)
-	}
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	sqltest.OldShapeMigrated(t, open(t, url, pglock.ModeTable))
 }
