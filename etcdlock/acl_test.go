@@ -55,6 +55,34 @@ func authEtcd(t *testing.T) (string, func(name, pw, prefix string)) {
 	}
 }
 
+// tenants gives users ta (password pa) the grant over app-a/ and tb (pb)
+// the grant over app-b/ on an etcd with authentication, has a's client
+// hold name, and returns the endpoint, a's client, a's lease and a
+// clientv3 client logged in as b's user; all are let go when t ends.
+func tenants(t *testing.T, name string) (ep string, a *dlock.Client, la *dlock.Lease, b *clientv3.Client) {
+	t.Helper()
+	ep, grant := authEtcd(t)
+	ctx := t.Context()
+	grant("ta", "pa", "app-a/")
+	grant("tb", "pb", "app-b/")
+	a, err := dlock.Open(ctx, "etcd://ta:pa@"+strings.TrimPrefix(ep, "http://")+"/app-a/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	la, err = a.Mutex(name, dlock.WithTTL(5*time.Second)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = la.Unlock(context.Background()) })
+	b, err = clientv3.New(clientv3.Config{Endpoints: []string{ep}, Username: "tb", Password: "pb", Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return ep, a, la, b
+}
+
 type aclHarness struct {
 	harness
 	user, pw, prefix string
@@ -131,32 +159,14 @@ func TestMissingRight(t *testing.T) {
 // cannot take, release, force-release or inspect a's lock, nor delete or
 // overwrite its key, and a's holder keeps its lease.
 func TestTenantsApart(t *testing.T) {
-	ep, grant := authEtcd(t)
+	const name = "tenant/x"
+	ep, a, la, cli := tenants(t, name)
 	ctx := t.Context()
 	host := strings.TrimPrefix(ep, "http://")
-	grant("ta", "pa", "app-a/")
-	grant("tb", "pb", "app-b/")
-	a, err := dlock.Open(ctx, "etcd://ta:pa@"+host+"/app-a/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	const name = "tenant/x"
-	la, err := a.Mutex(name, dlock.WithTTL(5*time.Second)).Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer la.Unlock(ctx)
-
 	if _, err := dlock.Open(ctx, "etcd://tb:pb@"+host+"/app-a/"); err == nil || !strings.Contains(err.Error(), "missing permission") {
 		t.Errorf("Open of a's prefix by b's user: %v; want a missing permission", err)
 	}
 	// b's client over a's prefix, bypassing Open's check: every call is refused.
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, Username: "tb", Password: "pb", Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
 	var el *etcdlock.Lease
 	if !la.As(&el) {
 		t.Fatal("no etcd lease")

@@ -7,10 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/etcdlock"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // TestTenantAttacks: tenants a and b with the package doc's grants over
@@ -21,28 +19,9 @@ import (
 // on a server older than 3.4.26/3.5.9 b reads a's lock keys (names) through
 // the lease API; there Open warns.
 func TestTenantAttacks(t *testing.T) {
-	ep, grant := authEtcd(t)
-	ctx := t.Context()
-	host := strings.TrimPrefix(ep, "http://")
-	grant("ta", "pa", "app-a/")
-	grant("tb", "pb", "app-b/")
-	a, err := dlock.Open(ctx, "etcd://ta:pa@"+host+"/app-a/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
 	const name = "tenantA/secret-customer-42"
-	la, err := a.Mutex(name, dlock.WithTTL(5*time.Second)).Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer la.Unlock(ctx)
-
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, Username: "tb", Password: "pb", Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	ep, _, la, cli := tenants(t, name)
+	ctx := t.Context()
 	st, err := cli.Status(ctx, ep)
 	if err != nil {
 		t.Fatal(err)
