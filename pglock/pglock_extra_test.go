@@ -37,11 +37,7 @@ func TestKilledHolder(t *testing.T) {
 		if !l.As(&pl) || pl.PID == 0 {
 			t.Fatal("Lease.As(*pglock.Lease) gave no backend pid")
 		}
-		admin, err := pgx.Connect(ctx, testserver.PostgresURL(be.Server))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer admin.Close(ctx)
+		admin := connect(t, testserver.PostgresURL(be.Server))
 		if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend($1)", int32(pl.PID)); err != nil {
 			t.Fatal(err)
 		}
@@ -98,11 +94,7 @@ func TestRowQueryUsesIndex(t *testing.T) {
 	url := testserver.PostgresURL(srv)
 	_ = open(t, url, pglock.ModeRow) // creates the tables
 	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, url)
 	if _, err := conn.Exec(ctx, "INSERT INTO dlock_rows SELECT 'n' || g FROM generate_series(1, 5000) g ON CONFLICT DO NOTHING; ANALYZE dlock_rows"); err != nil {
 		t.Fatal(err)
 	}
@@ -127,16 +119,12 @@ func TestMissingPrivileges(t *testing.T) {
 	srv := testserver.Postgres(t)
 	url := testserver.PostgresURL(srv)
 	ctx := t.Context()
-	admin, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
+	admin := connect(t, url)
 	if _, err := admin.Exec(ctx, "CREATE ROLE weak LOGIN; REVOKE CREATE ON SCHEMA public FROM PUBLIC"); err != nil {
 		t.Fatal(err)
 	}
 	weak := strings.Replace(url, "postgres@", "weak@", 1)
-	_, err = dlock.Open(ctx, weak)
+	_, err := dlock.Open(ctx, weak)
 	if err == nil || !strings.Contains(err.Error(), "permission denied") || !strings.Contains(err.Error(), "CREATE") {
 		t.Fatalf("Open as an unprivileged user: %v; want an error naming the privileges", err)
 	}
@@ -162,11 +150,7 @@ func TestMigrateAddsLabel(t *testing.T) {
 	srv := testserver.Postgres(t)
 	url := testserver.PostgresURL(srv)
 	ctx := t.Context()
-	admin, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
+	admin := connect(t, url)
 	// The table as the previous version made it, with a live hold of its.
 	if _, err := admin.Exec(ctx, `
 CREATE TABLE dlock_locks (
@@ -180,4 +164,15 @@ INSERT INTO dlock_locks VALUES ('old', 'old-owner', 1, 1, clock_timestamp() + in
 		t.Fatal(err)
 	}
 	sqltest.OldShapeMigrated(t, open(t, url, pglock.ModeTable))
+}
+
+// connect opens a connection to url, closed when t ends.
+func connect(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
 }
