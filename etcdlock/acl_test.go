@@ -184,13 +184,7 @@ func TestTenantsApart(t *testing.T) {
 	if _, err := cli.Revoke(ctx, el.LeaseID); err == nil || !strings.Contains(err.Error(), "permission denied") {
 		t.Errorf("revoke of a's session lease by b's user: %v; want permission denied", err)
 	}
-	if err := la.Extend(ctx, 5*time.Second); err != nil {
-		t.Fatalf("a's lease after b's attempts: %v", err)
-	}
-	info, err := a.Inspect(ctx, name)
-	if err != nil || !info.Held || info.Token != la.Token() {
-		t.Fatalf("a's lock after b's attempts: %+v, %v", info, err)
-	}
+	drivertest.WantKept(t, a, la, name, 5*time.Second)
 	b, err := dlock.Open(ctx, "etcd://tb:pb@"+host+"/app-b/")
 	if err != nil {
 		t.Fatal(err)

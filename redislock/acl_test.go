@@ -150,13 +150,7 @@ func TestTenantsApart(t *testing.T) {
 			t.Errorf("%v by b's user: %v; want NOPERM", cmd, err)
 		}
 	}
-	if err := la.Extend(ctx, 5*time.Second); err != nil {
-		t.Fatalf("a's lease after b's attempts: %v", err)
-	}
-	info, err := a.Inspect(ctx, name)
-	if err != nil || !info.Held || info.Token != la.Token() {
-		t.Fatalf("a's lock after b's attempts: %+v, %v", info, err)
-	}
+	drivertest.WantKept(t, a, la, name, 5*time.Second)
 	lb, err := b.Mutex(name).TryLock(ctx) // the same name in b's prefix is b's own
 	if err != nil {
 		t.Fatalf("b's own lock %s: %v", name, err)

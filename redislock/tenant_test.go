@@ -84,13 +84,7 @@ func TestTenantAttacks(t *testing.T) {
 			t.Errorf("%s: %v as b: %v; want NOPERM", tc.what, tc.cmd[:2], err)
 		}
 	}
-	if err := la.Extend(ctx, 10*time.Second); err != nil {
-		t.Fatalf("a's lease after b's attempts: %v", err)
-	}
-	info, err := a.Inspect(ctx, name)
-	if err != nil || !info.Held || info.Token != la.Token() || info.Owner != la.Owner() {
-		t.Fatalf("a's lock after b's attempts: %+v, %v", info, err)
-	}
+	drivertest.WantKept(t, a, la, name, 10*time.Second)
 	waiter.Stop(t)
 }
 

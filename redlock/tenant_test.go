@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
@@ -61,7 +62,5 @@ func TestTenantAttacks(t *testing.T) {
 		}
 		_ = b.Close()
 	}
-	if err := la.Extend(ctx, 10*time.Second); err != nil {
-		t.Fatalf("a's lease after b's attempts: %v", err)
-	}
+	drivertest.WantKept(t, a, la, name, 10*time.Second)
 }
