@@ -62,20 +62,10 @@ func authEtcd(t *testing.T) (string, func(name, pw, prefix string)) {
 func tenants(t *testing.T, name string) (ep string, a *dlock.Client, la *dlock.Lease, b *clientv3.Client) {
 	t.Helper()
 	ep, grant := authEtcd(t)
-	ctx := t.Context()
 	grant("ta", "pa", "app-a/")
 	grant("tb", "pb", "app-b/")
-	a, err := dlock.Open(ctx, "etcd://ta:pa@"+strings.TrimPrefix(ep, "http://")+"/app-a/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
-	la, err = a.Mutex(name, dlock.WithTTL(5*time.Second)).Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = la.Unlock(context.Background()) })
-	b, err = clientv3.New(clientv3.Config{Endpoints: []string{ep}, Username: "tb", Password: "pb", Logger: zap.NewNop()})
+	a, la = drivertest.MustHoldAs(t, "etcd://ta:pa@"+strings.TrimPrefix(ep, "http://")+"/app-a/", name, 5*time.Second)
+	b, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, Username: "tb", Password: "pb", Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
