@@ -2,42 +2,22 @@ package main
 
 import (
 	"log"
-	"os"
+
+	"github.com/dlock/dlock/internal/testserver"
 )
 
 // env starts servers through dlock's internal/testserver, with itself as
 // the test: cleanups run at close, a missing server ends the program.
-type env struct {
-	cleanups []func()
-	dirs     []string
-}
+type env struct{ testserver.Env }
 
-func newEnv() *env { return &env{} }
-
-func (e *env) Helper()                  {}
-func (e *env) Cleanup(f func())         { e.cleanups = append(e.cleanups, f) }
-func (e *env) Skipf(f string, a ...any) { e.Fatalf("skipped: "+f, a...) }
-func (e *env) Fatalf(f string, a ...any) {
-	e.close()
-	log.Fatalf(f, a...)
-}
-
-func (e *env) TempDir() string {
-	d, err := os.MkdirTemp("", "dlock-bench-")
-	if err != nil {
-		e.Fatalf("%v", err)
+func newEnv() *env {
+	e := &env{testserver.Env{Prefix: "dlock-bench-"}}
+	e.Fail = func(skipped bool, msg string) {
+		if skipped {
+			msg = "skipped: " + msg
+		}
+		e.Close()
+		log.Fatal(msg)
 	}
-	e.dirs = append(e.dirs, d)
-	return d
-}
-
-func (e *env) close() {
-	for i := len(e.cleanups) - 1; i >= 0; i-- {
-		e.cleanups[i]()
-	}
-	e.cleanups = nil
-	for _, d := range e.dirs {
-		_ = os.RemoveAll(d)
-	}
-	e.dirs = nil
+	return e
 }

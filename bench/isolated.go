@@ -128,15 +128,9 @@ func runChild(ctx context.Context, e *env, srv servers, scenario, store, library
 		return childResult{Ops: k.ops, Errors: k.errs, MaxInside: k.most, AllocPerOp: k.allocPerOp,
 			GCs: k.gcs, CPUPerOp: k.cpuPerOp, CallsPerOp: k.callsPerOp}
 	}
-	var l *lib
-	for _, c := range libsOf(e, srv, []string{store}) {
-		if c.name == library {
-			l = &c
-			break
-		}
-	}
-	if l == nil {
-		return fail(fmt.Errorf("no library %q on %q", library, store))
+	l, err := findLib(e, srv, store, library)
+	if err != nil {
+		return fail(err)
 	}
 	if scenario == "contended" {
 		m0, cpu0 := memNow(), cpuTime()
@@ -259,4 +253,14 @@ func medianOf(rs []childResult, f func(childResult) float64) float64 {
 	}
 	slices.Sort(v)
 	return v[len(v)/2]
+}
+
+// findLib returns the library named library on store.
+func findLib(e *env, srv servers, store, library string) (*lib, error) {
+	for _, c := range libsOf(e, srv, []string{store}) {
+		if c.name == library {
+			return &c, nil
+		}
+	}
+	return nil, fmt.Errorf("no library %q on %q", library, store)
 }

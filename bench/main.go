@@ -134,7 +134,7 @@ func main() {
 	env := newEnv()
 	if *child != "" && *serve {
 		err := serveTurns(ctx, env, childSrv, *child, *childStore, *childLib)
-		env.close()
+		env.Close()
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -142,13 +142,13 @@ func main() {
 	}
 	if *child != "" {
 		r := runChild(ctx, env, childSrv, *child, *childStore, *childLib, *dur, *warm)
-		env.close()
+		env.Close()
 		if err := json.NewEncoder(os.Stdout).Encode(r); err != nil {
 			log.Fatal(err)
 		}
 		return
 	}
-	defer env.close()
+	defer env.Close()
 	if *method != "isolated" && *method != "sliced" && *method != "turns" {
 		log.Fatalf("unknown method %q", *method)
 	}

@@ -29,15 +29,9 @@ var turnSlices = 6
 // for every duration read from stdin run a turn and answer "ops errs
 // nanoseconds" on stdout, until stdin closes.
 func serveTurns(ctx context.Context, e *env, srv servers, scenario, store, library string) error {
-	var l *lib
-	for _, c := range libsOf(e, srv, []string{store}) {
-		if c.name == library {
-			l = &c
-			break
-		}
-	}
-	if l == nil {
-		return fmt.Errorf("no library %q on %q", library, store)
+	l, err := findLib(e, srv, store, library)
+	if err != nil {
+		return err
 	}
 	prep := map[string]func(context.Context, lib) (stepper, error){"uncontended": uncontendedPrep, "16 names": distinct16Prep}[scenario]
 	if prep == nil {

@@ -104,32 +104,28 @@ func (s *suite) testRWCancelledWaitTakesNothing(t *testing.T) {
 		l, err := c.RWMutex(name).TryLock(t.Context())
 		return lease(t, l, err)
 	}
-	t.Run("Writer", func(t *testing.T) {
-		s.runCancelRounds(t, cancelRound{
-			hold: func(t *testing.T, name string) func() {
-				l := mustRLock(t, a.RWMutex(name))
-				return func() { unlock(t, l) }
-			},
-			wait: func(ctx context.Context, name string) (func(), error) {
-				l, err := b.RWMutex(name).Lock(ctx)
-				return lease(t, l, err)
-			},
-			probe: probe,
+	for _, rc := range []struct {
+		name string
+		hold func(*testing.T, *dlock.RWMutex) *dlock.Lease
+		wait func(*dlock.RWMutex, context.Context) (*dlock.Lease, error)
+	}{
+		{"Writer", mustRLock, (*dlock.RWMutex).Lock},
+		{"Reader", mustWLock, (*dlock.RWMutex).RLock},
+	} {
+		t.Run(rc.name, func(t *testing.T) {
+			s.runCancelRounds(t, cancelRound{
+				hold: func(t *testing.T, name string) func() {
+					l := rc.hold(t, a.RWMutex(name))
+					return func() { unlock(t, l) }
+				},
+				wait: func(ctx context.Context, name string) (func(), error) {
+					l, err := rc.wait(b.RWMutex(name), ctx)
+					return lease(t, l, err)
+				},
+				probe: probe,
+			})
 		})
-	})
-	t.Run("Reader", func(t *testing.T) {
-		s.runCancelRounds(t, cancelRound{
-			hold: func(t *testing.T, name string) func() {
-				l := mustWLock(t, a.RWMutex(name))
-				return func() { unlock(t, l) }
-			},
-			wait: func(ctx context.Context, name string) (func(), error) {
-				l, err := b.RWMutex(name).RLock(ctx)
-				return lease(t, l, err)
-			},
-			probe: probe,
-		})
-	})
+	}
 }
 
 // A permit waiter of a full semaphore whose wait is cancelled.
@@ -156,40 +152,33 @@ func (s *suite) testSemaphoreCancelledWaitTakesNothing(t *testing.T) {
 func (s *suite) testLockAllCancelled(t *testing.T) {
 	a, b, c := s.client(t), s.client(t), s.client(t)
 	members := func(name string) []string { return []string{name + "/a", name + "/b", name + "/c"} }
+	// group takes the three members by cl with lockAll (LockAll or TryLockAll).
+	group := func(ctx context.Context, t *testing.T, cl *dlock.Client, name string,
+		lockAll func(context.Context, ...dlock.NamedLocker) (*dlock.Group, error)) (func(), error) {
+		var ms []dlock.NamedLocker
+		for _, n := range members(name) {
+			ms = append(ms, cl.Mutex(n))
+		}
+		g, err := lockAll(ctx, ms...)
+		if err != nil {
+			return nil, err
+		}
+		return func() {
+			if err := g.Unlock(t.Context()); err != nil {
+				t.Errorf("group Unlock: %v", err)
+			}
+		}, nil
+	}
 	s.runCancelRounds(t, cancelRound{
 		hold: func(t *testing.T, name string) func() {
 			l := mustLock(t, a.Mutex(members(name)[1]))
 			return func() { unlock(t, l) }
 		},
 		wait: func(ctx context.Context, name string) (func(), error) {
-			var ms []dlock.NamedLocker
-			for _, n := range members(name) {
-				ms = append(ms, b.Mutex(n))
-			}
-			g, err := dlock.LockAll(ctx, ms...)
-			if err != nil {
-				return nil, err
-			}
-			return func() {
-				if err := g.Unlock(t.Context()); err != nil {
-					t.Errorf("group Unlock: %v", err)
-				}
-			}, nil
+			return group(ctx, t, b, name, dlock.LockAll)
 		},
 		probe: func(t *testing.T, name string) (func(), error) {
-			var ms []dlock.NamedLocker
-			for _, n := range members(name) {
-				ms = append(ms, c.Mutex(n))
-			}
-			g, err := dlock.TryLockAll(t.Context(), ms...)
-			if err != nil {
-				return nil, err
-			}
-			return func() {
-				if err := g.Unlock(t.Context()); err != nil {
-					t.Errorf("group Unlock: %v", err)
-				}
-			}, nil
+			return group(t.Context(), t, c, name, dlock.TryLockAll)
 		},
 	})
 }

@@ -51,3 +51,23 @@ func WantLockRefused(t *testing.T, c *dlock.Client, name, want string) {
 		t.Errorf("Lock(%s): %v; want at once ErrInvalidConfig naming %q", name, err, want)
 	}
 }
+
+// WantKept wants the lease l, which c holds on name, kept through another
+// tenant's attempts on it (the least-privilege tests): l extends by ttl, is
+// not lost, and c inspects name held with l's token and owner.
+func WantKept(t *testing.T, c *dlock.Client, l *dlock.Lease, name string, ttl time.Duration) {
+	t.Helper()
+	ctx := t.Context()
+	if err := l.Extend(ctx, ttl); err != nil {
+		t.Fatalf("a's lease after b's attempts: %v", err)
+	}
+	select {
+	case <-l.Done():
+		t.Fatalf("a's lease lost: %v", l.Err())
+	default:
+	}
+	info, err := c.Inspect(ctx, name)
+	if err != nil || !info.Held || info.Token != l.Token() || info.Owner != l.Owner() {
+		t.Fatalf("a's lock after b's attempts: %+v, %v; want held with the lease's token %d and owner %q", info, err, l.Token(), l.Owner())
+	}
+}

@@ -90,37 +90,32 @@ func waitCtx(t *testing.T) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(t.Context(), 10*time.Second)
 }
 
-func mustRLock(t *testing.T, rw *dlock.RWMutex) *dlock.Lease {
+// mustTake takes a lease with take (what and name say which), bounded by
+// waitCtx, and fails t if it cannot.
+func mustTake(t *testing.T, what, name string, take func(context.Context) (*dlock.Lease, error)) *dlock.Lease {
 	t.Helper()
 	ctx, cancel := waitCtx(t)
 	defer cancel()
-	l, err := rw.RLock(ctx)
+	l, err := take(ctx)
 	if err != nil {
-		t.Fatalf("RLock(%s): %v", rw.Name(), err)
+		t.Fatalf("%s(%s): %v", what, name, err)
 	}
 	return l
+}
+
+func mustRLock(t *testing.T, rw *dlock.RWMutex) *dlock.Lease {
+	t.Helper()
+	return mustTake(t, "RLock", rw.Name(), rw.RLock)
 }
 
 func mustWLock(t *testing.T, rw *dlock.RWMutex) *dlock.Lease {
 	t.Helper()
-	ctx, cancel := waitCtx(t)
-	defer cancel()
-	l, err := rw.Lock(ctx)
-	if err != nil {
-		t.Fatalf("Lock(%s): %v", rw.Name(), err)
-	}
-	return l
+	return mustTake(t, "Lock", rw.Name(), rw.Lock)
 }
 
 func mustAcquire(t *testing.T, sem *dlock.Semaphore) *dlock.Lease {
 	t.Helper()
-	ctx, cancel := waitCtx(t)
-	defer cancel()
-	l, err := sem.Acquire(ctx)
-	if err != nil {
-		t.Fatalf("Acquire(%s): %v", sem.Name(), err)
-	}
-	return l
+	return mustTake(t, "Acquire", sem.Name(), sem.Acquire)
 }
 
 func wantRefused(t *testing.T, what string, l *dlock.Lease, err error) {

@@ -121,13 +121,7 @@ func lockName(t *testing.T) string {
 
 func mustLock(t *testing.T, m *dlock.Mutex) *dlock.Lease {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	l, err := m.Lock(ctx)
-	if err != nil {
-		t.Fatalf("Lock(%s): %v", m.Name(), err)
-	}
-	return l
+	return mustTake(t, "Lock", m.Name(), m.Lock)
 }
 
 func unlock(t *testing.T, l *dlock.Lease) {

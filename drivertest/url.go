@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dlock/dlock"
 )
@@ -45,4 +46,18 @@ func WantInvalidURL(t *testing.T, u, hidden string, want ...string) {
 			t.Errorf("Open: %v; want it to say %q", err, w)
 		}
 	}
+}
+
+// MustHoldAs opens a client of u and locks name on it with ttl; the lease
+// is unlocked and the client closed when t ends. It fails t if either
+// cannot be had.
+func MustHoldAs(t *testing.T, u, name string, ttl time.Duration) (*dlock.Client, *dlock.Lease) {
+	t.Helper()
+	c := MustOpen(t, u)
+	l, err := c.Mutex(name, dlock.WithTTL(ttl)).Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Unlock(context.Background()) })
+	return c, l
 }

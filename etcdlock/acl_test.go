@@ -55,6 +55,24 @@ func authEtcd(t *testing.T) (string, func(name, pw, prefix string)) {
 	}
 }
 
+// tenants gives users ta (password pa) the grant over app-a/ and tb (pb)
+// the grant over app-b/ on an etcd with authentication, has a's client
+// hold name, and returns the endpoint, a's client, a's lease and a
+// clientv3 client logged in as b's user; all are let go when t ends.
+func tenants(t *testing.T, name string) (ep string, a *dlock.Client, la *dlock.Lease, b *clientv3.Client) {
+	t.Helper()
+	ep, grant := authEtcd(t)
+	grant("ta", "pa", "app-a/")
+	grant("tb", "pb", "app-b/")
+	a, la = drivertest.MustHoldAs(t, "etcd://ta:pa@"+strings.TrimPrefix(ep, "http://")+"/app-a/", name, 5*time.Second)
+	b, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, Username: "tb", Password: "pb", Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return ep, a, la, b
+}
+
 type aclHarness struct {
 	harness
 	user, pw, prefix string
@@ -131,32 +149,14 @@ func TestMissingRight(t *testing.T) {
 // cannot take, release, force-release or inspect a's lock, nor delete or
 // overwrite its key, and a's holder keeps its lease.
 func TestTenantsApart(t *testing.T) {
-	ep, grant := authEtcd(t)
+	const name = "tenant/x"
+	ep, a, la, cli := tenants(t, name)
 	ctx := t.Context()
 	host := strings.TrimPrefix(ep, "http://")
-	grant("ta", "pa", "app-a/")
-	grant("tb", "pb", "app-b/")
-	a, err := dlock.Open(ctx, "etcd://ta:pa@"+host+"/app-a/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	const name = "tenant/x"
-	la, err := a.Mutex(name, dlock.WithTTL(5*time.Second)).Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer la.Unlock(ctx)
-
 	if _, err := dlock.Open(ctx, "etcd://tb:pb@"+host+"/app-a/"); err == nil || !strings.Contains(err.Error(), "missing permission") {
 		t.Errorf("Open of a's prefix by b's user: %v; want a missing permission", err)
 	}
 	// b's client over a's prefix, bypassing Open's check: every call is refused.
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, Username: "tb", Password: "pb", Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
 	var el *etcdlock.Lease
 	if !la.As(&el) {
 		t.Fatal("no etcd lease")
@@ -174,13 +174,7 @@ func TestTenantsApart(t *testing.T) {
 	if _, err := cli.Revoke(ctx, el.LeaseID); err == nil || !strings.Contains(err.Error(), "permission denied") {
 		t.Errorf("revoke of a's session lease by b's user: %v; want permission denied", err)
 	}
-	if err := la.Extend(ctx, 5*time.Second); err != nil {
-		t.Fatalf("a's lease after b's attempts: %v", err)
-	}
-	info, err := a.Inspect(ctx, name)
-	if err != nil || !info.Held || info.Token != la.Token() {
-		t.Fatalf("a's lock after b's attempts: %+v, %v", info, err)
-	}
+	drivertest.WantKept(t, a, la, name, 5*time.Second)
 	b, err := dlock.Open(ctx, "etcd://tb:pb@"+host+"/app-b/")
 	if err != nil {
 		t.Fatal(err)

@@ -7,10 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/etcdlock"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // TestTenantAttacks: tenants a and b with the package doc's grants over
@@ -21,28 +20,9 @@ import (
 // on a server older than 3.4.26/3.5.9 b reads a's lock keys (names) through
 // the lease API; there Open warns.
 func TestTenantAttacks(t *testing.T) {
-	ep, grant := authEtcd(t)
-	ctx := t.Context()
-	host := strings.TrimPrefix(ep, "http://")
-	grant("ta", "pa", "app-a/")
-	grant("tb", "pb", "app-b/")
-	a, err := dlock.Open(ctx, "etcd://ta:pa@"+host+"/app-a/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
 	const name = "tenantA/secret-customer-42"
-	la, err := a.Mutex(name, dlock.WithTTL(5*time.Second)).Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer la.Unlock(ctx)
-
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, Username: "tb", Password: "pb", Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	ep, a, la, cli := tenants(t, name)
+	ctx := t.Context()
 	st, err := cli.Status(ctx, ep)
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +79,5 @@ func TestTenantAttacks(t *testing.T) {
 	if _, err := cli.KeepAliveOnce(ctx, aLease); err != nil {
 		t.Errorf("keep-alive of a's lease by b: %v; the docs say etcd allows it", err)
 	}
-	if err := la.Extend(ctx, 5*time.Second); err != nil {
-		t.Fatalf("a's lease after b's attempts: %v", err)
-	}
+	drivertest.WantKept(t, a, la, name, 5*time.Second)
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/bradfitz/gomemcache/memcache"
-	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 )
 
@@ -18,18 +18,8 @@ import (
 // need a memcached each.
 func TestTenantAttacks(t *testing.T) {
 	srv := testserver.Memcached(t)
-	ctx := t.Context()
-	a, err := dlock.Open(ctx, "memcached://"+srv.Addr()+"?prefix=a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
 	const name = "tenantA/secret"
-	la, err := a.Mutex(name, dlock.WithTTL(3*time.Second)).Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer la.Unlock(ctx)
+	_, la := drivertest.MustHoldAs(t, "memcached://"+srv.Addr()+"?prefix=a", name, 3*time.Second)
 	sum := sha256.Sum256([]byte(name))
 	key := "a:" + hex.EncodeToString(sum[:16])
 	b := memcache.New(srv.Addr())

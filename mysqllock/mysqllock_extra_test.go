@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
@@ -68,34 +67,13 @@ func TestGetLockInterop(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			info, err := c.Inspect(ctx, name)
-			if err != nil {
-				t.Fatal(err)
+		sqltest.ForeignHolderExcludes(t, c, name, cmd, func(t *testing.T) {
+			out, err := exec.CommandContext(ctx, client, "-h", host, "-P", port, "-u", "root", "-N", "-e",
+				fmt.Sprintf("SELECT GET_LOCK('%s', 0)", sqlName)).Output()
+			if err != nil || strings.TrimSpace(string(out)) != "0" {
+				t.Fatalf("client GET_LOCK while dlock holds: %q %v", out, err)
 			}
-			if info.Held {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the mariadb client never took the lock")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		if _, err := c.Mutex(name).TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
-			t.Fatalf("TryLock while the client holds GET_LOCK: %v", err)
-		}
-		l, err := c.Mutex(name).Lock(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = cmd.Wait()
-		out, err := exec.CommandContext(ctx, client, "-h", host, "-P", port, "-u", "root", "-N", "-e",
-			fmt.Sprintf("SELECT GET_LOCK('%s', 0)", sqlName)).Output()
-		if err != nil || strings.TrimSpace(string(out)) != "0" {
-			t.Fatalf("client GET_LOCK while dlock holds: %q %v", out, err)
-		}
-		_ = l.Unlock(ctx)
+		})
 	}
 }
 
@@ -213,21 +191,5 @@ func TestMigrateAddsLabel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := open(t, url, mysqllock.ModeTable)
-	if info, err := c.Inspect(ctx, "old"); err != nil || !info.Held || info.Owner != "old-owner" || info.Label != "" {
-		t.Fatalf("Inspect of the old hold = %+v, %v; want held by old-owner with no label", info, err)
-	}
-	l, err := c.Mutex("new", dlock.WithLabel("worker-7")).TryLock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info, err := c.Inspect(ctx, "new"); err != nil || info.Label != "worker-7" {
-		t.Fatalf("Inspect = %+v, %v; want label worker-7", info, err)
-	}
-	if err := c.Migrate(ctx); err != nil {
-		t.Fatalf("Migrate again: %v", err)
-	}
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	sqltest.OldShapeMigrated(t, open(t, url, mysqllock.ModeTable))
 }

@@ -12,17 +12,12 @@ import (
 	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/sqltest"
 	"github.com/dlock/dlock/internal/testserver"
-	"github.com/jackc/pgx/v5"
 )
 
 // superExec runs statements as the superuser.
 func superExec(t *testing.T, srv *testserver.Server, stmts ...string) {
 	t.Helper()
-	conn, err := pgx.Connect(t.Context(), testserver.PostgresURL(srv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.WithoutCancel(t.Context()))
+	conn := connect(t, testserver.PostgresURL(srv))
 	for _, s := range stmts {
 		if _, err := conn.Exec(t.Context(), s); err != nil {
 			t.Fatalf("%s: %v", s, err)
@@ -113,20 +108,14 @@ func TestTenantsApart(t *testing.T) {
 	if _, err := dlock.Open(ctx, roleURL(srv, "b_worker", "&search_path=a")); err == nil || !strings.Contains(err.Error(), "no schema in the user's search_path that it may use") {
 		t.Errorf("Open of a's schema by b's worker: %v; want permission denied", err)
 	}
-	bconn, err := pgx.Connect(ctx, roleURL(srv, "b_worker", ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bconn.Close(context.WithoutCancel(ctx))
+	bconn := connect(t, roleURL(srv, "b_worker", ""))
 	for _, q := range []string{"DELETE FROM a.dlock_locks", "UPDATE a.dlock_locks SET owner = 'b'",
 		"INSERT INTO a.dlock_tokens (name, token) VALUES ('x', 1000)", "SELECT * FROM a.dlock_locks"} {
 		if _, err := bconn.Exec(ctx, q); err == nil || !strings.Contains(err.Error(), "permission denied for schema a") {
 			t.Errorf("%s by b's worker: %v; want permission denied", q, err)
 		}
 	}
-	if err := la.Extend(ctx, 5*time.Second); err != nil {
-		t.Fatalf("a's lease after b's attempts: %v", err)
-	}
+	drivertest.WantKept(t, a, la, "x", 5*time.Second)
 	b := drivertest.MustOpen(t, roleURL(srv, "b_worker", ""))
 	lb, err := b.Mutex("x").TryLock(ctx) // b's own x, in b's schema
 	if err != nil {

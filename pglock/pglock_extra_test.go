@@ -37,11 +37,7 @@ func TestKilledHolder(t *testing.T) {
 		if !l.As(&pl) || pl.PID == 0 {
 			t.Fatal("Lease.As(*pglock.Lease) gave no backend pid")
 		}
-		admin, err := pgx.Connect(ctx, testserver.PostgresURL(be.Server))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer admin.Close(ctx)
+		admin := connect(t, testserver.PostgresURL(be.Server))
 		if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend($1)", int32(pl.PID)); err != nil {
 			t.Fatal(err)
 		}
@@ -84,34 +80,12 @@ func TestPsqlAdvisoryInterop(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for { // until psql holds it
-		info, err := c.Inspect(ctx, "orders/sku-42")
-		if err != nil {
-			t.Fatal(err)
+	sqltest.ForeignHolderExcludes(t, c, "orders/sku-42", cmd, func(t *testing.T) {
+		out, err := exec.CommandContext(ctx, psql, url, "-tAc", "SELECT pg_try_advisory_lock(hashtextextended('orders/sku-42', 0))").Output()
+		if err != nil || strings.TrimSpace(string(out)) != "f" {
+			t.Fatalf("psql pg_try_advisory_lock while dlock holds: %q %v", out, err)
 		}
-		if info.Held {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("psql never took the advisory lock")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if _, err := c.Mutex("orders/sku-42").TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
-		t.Fatalf("TryLock while psql holds the advisory lock: %v", err)
-	}
-	l, err := c.Mutex("orders/sku-42").Lock(ctx) // granted when psql's session ends
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
-	// And the other way: psql's try fails while dlock holds.
-	out, err := exec.CommandContext(ctx, psql, url, "-tAc", "SELECT pg_try_advisory_lock(hashtextextended('orders/sku-42', 0))").Output()
-	if err != nil || strings.TrimSpace(string(out)) != "f" {
-		t.Fatalf("psql pg_try_advisory_lock while dlock holds: %q %v", out, err)
-	}
-	_ = l.Unlock(ctx)
+	})
 }
 
 // The row lock's query uses the primary key's index.
@@ -120,11 +94,7 @@ func TestRowQueryUsesIndex(t *testing.T) {
 	url := testserver.PostgresURL(srv)
 	_ = open(t, url, pglock.ModeRow) // creates the tables
 	ctx := t.Context()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, url)
 	if _, err := conn.Exec(ctx, "INSERT INTO dlock_rows SELECT 'n' || g FROM generate_series(1, 5000) g ON CONFLICT DO NOTHING; ANALYZE dlock_rows"); err != nil {
 		t.Fatal(err)
 	}
@@ -149,16 +119,12 @@ func TestMissingPrivileges(t *testing.T) {
 	srv := testserver.Postgres(t)
 	url := testserver.PostgresURL(srv)
 	ctx := t.Context()
-	admin, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
+	admin := connect(t, url)
 	if _, err := admin.Exec(ctx, "CREATE ROLE weak LOGIN; REVOKE CREATE ON SCHEMA public FROM PUBLIC"); err != nil {
 		t.Fatal(err)
 	}
 	weak := strings.Replace(url, "postgres@", "weak@", 1)
-	_, err = dlock.Open(ctx, weak)
+	_, err := dlock.Open(ctx, weak)
 	if err == nil || !strings.Contains(err.Error(), "permission denied") || !strings.Contains(err.Error(), "CREATE") {
 		t.Fatalf("Open as an unprivileged user: %v; want an error naming the privileges", err)
 	}
@@ -184,11 +150,7 @@ func TestMigrateAddsLabel(t *testing.T) {
 	srv := testserver.Postgres(t)
 	url := testserver.PostgresURL(srv)
 	ctx := t.Context()
-	admin, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
+	admin := connect(t, url)
 	// The table as the previous version made it, with a live hold of its.
 	if _, err := admin.Exec(ctx, `
 CREATE TABLE dlock_locks (
@@ -201,21 +163,16 @@ CREATE TABLE dlock_locks (
 INSERT INTO dlock_locks VALUES ('old', 'old-owner', 1, 1, clock_timestamp() + interval '1 hour')`); err != nil {
 		t.Fatal(err)
 	}
-	c := open(t, url, pglock.ModeTable)
-	if info, err := c.Inspect(ctx, "old"); err != nil || !info.Held || info.Owner != "old-owner" || info.Label != "" {
-		t.Fatalf("Inspect of the old hold = %+v, %v; want held by old-owner with no label", info, err)
-	}
-	l, err := c.Mutex("new", dlock.WithLabel("worker-7")).TryLock(ctx)
+	sqltest.OldShapeMigrated(t, open(t, url, pglock.ModeTable))
+}
+
+// connect opens a connection to url, closed when t ends.
+func connect(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info, err := c.Inspect(ctx, "new"); err != nil || info.Label != "worker-7" {
-		t.Fatalf("Inspect = %+v, %v; want label worker-7", info, err)
-	}
-	if err := c.Migrate(ctx); err != nil {
-		t.Fatalf("Migrate again: %v", err)
-	}
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
 }

@@ -31,11 +31,7 @@ func TestTenantAttacks(t *testing.T) {
 	a := drivertest.MustOpen(t, aURL)
 	const secret = "tenantA/secret-project-name"
 
-	bconn, err := pgx.Connect(ctx, roleURL(srv, "b_worker", ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bconn.Close(context.WithoutCancel(ctx))
+	bconn := connect(t, roleURL(srv, "b_worker", ""))
 	var aChannel, bChannel string
 	if err := bconn.QueryRow(ctx, `SELECT 'dlock_release_' || c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relname = 'dlock_locks' AND n.nspname = 'a'`).Scan(&aChannel); err != nil {

@@ -97,24 +97,24 @@ func TestMissingRight(t *testing.T) {
 	}
 }
 
+// tenants starts a Redis with users ta (password pa) and tb (pb) given the
+// package doc's grant for prefixes a and b, and opens a client as each.
+func tenants(t *testing.T) (srv *testserver.Server, a, b *dlock.Client) {
+	t.Helper()
+	srv = testserver.Redis(t)
+	setUser(t, srv, docGrant(t, "ta", "pa", "a")...)
+	setUser(t, srv, docGrant(t, "tb", "pb", "b")...)
+	a = drivertest.MustOpen(t, "redis://ta:pa@"+srv.Addr()+"?prefix=a")
+	b = drivertest.MustOpen(t, "redis://tb:pb@"+srv.Addr()+"?prefix=b")
+	return srv, a, b
+}
+
 // TestTenantsApart: users with the grant for prefixes a and b. The b user
 // cannot take, renew, release, force-release or inspect a's locks, and a's
 // holder keeps its lease; each tenant locks the same name in its own prefix.
 func TestTenantsApart(t *testing.T) {
-	srv := testserver.Redis(t)
+	srv, a, b := tenants(t)
 	ctx := t.Context()
-	setUser(t, srv, docGrant(t, "ta", "pa", "a")...)
-	setUser(t, srv, docGrant(t, "tb", "pb", "b")...)
-	open := func(u string) *dlock.Client {
-		c, err := dlock.Open(ctx, u)
-		if err != nil {
-			t.Fatalf("Open: %v", err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		return c
-	}
-	a := open("redis://ta:pa@" + srv.Addr() + "?prefix=a")
-	b := open("redis://tb:pb@" + srv.Addr() + "?prefix=b")
 	// b's account with a's prefix: Open finds a's channels refused.
 	if _, err := dlock.Open(ctx, "redis://tb:pb@"+srv.Addr()+"?prefix=a"); err == nil ||
 		!strings.Contains(err.Error(), "missing ACL permission for channels a:*") {
@@ -122,7 +122,7 @@ func TestTenantsApart(t *testing.T) {
 	}
 	// Even with a's channels added, a's keys stay refused.
 	setUser(t, srv, "tb", "&a:*")
-	intruder := open("redis://tb:pb@" + srv.Addr() + "?prefix=a")
+	intruder := drivertest.MustOpen(t, "redis://tb:pb@"+srv.Addr()+"?prefix=a")
 
 	const name = "tenant/x"
 	la, err := a.Mutex(name, dlock.WithTTL(5*time.Second)).Lock(ctx)
@@ -150,13 +150,7 @@ func TestTenantsApart(t *testing.T) {
 			t.Errorf("%v by b's user: %v; want NOPERM", cmd, err)
 		}
 	}
-	if err := la.Extend(ctx, 5*time.Second); err != nil {
-		t.Fatalf("a's lease after b's attempts: %v", err)
-	}
-	info, err := a.Inspect(ctx, name)
-	if err != nil || !info.Held || info.Token != la.Token() {
-		t.Fatalf("a's lock after b's attempts: %+v, %v", info, err)
-	}
+	drivertest.WantKept(t, a, la, name, 5*time.Second)
 	lb, err := b.Mutex(name).TryLock(ctx) // the same name in b's prefix is b's own
 	if err != nil {
 		t.Fatalf("b's own lock %s: %v", name, err)

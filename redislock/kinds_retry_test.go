@@ -1,7 +1,6 @@
 package redislock_test
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/dlock/dlock"
@@ -63,35 +62,8 @@ func TestRetriedKindScriptsApplyOnce(t *testing.T) {
 	})
 
 	t.Run("release", func(t *testing.T) {
-		drop.drops.Store(0)
 		const name = "retry/rw"
 		rw := c.RWMutex(name, dlock.WithOwner(dlock.NewOwnerID()))
-		l1, err := rw.RLock(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l2, err := rw.RLock(ctx) // re-entry: two holds in the store
-		if err != nil {
-			t.Fatal(err)
-		}
-		drop.arm("reply")
-		if err := l1.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if drop.drops.Load() != 1 {
-			t.Fatalf("%d replies dropped, want 1", drop.drops.Load())
-		}
-		if w, err := other.RWMutex(name).TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
-			_ = w.Unlock(ctx)
-			t.Errorf("a writer got in while a read lease was held (%v): the retried release dropped both holds", err)
-		}
-		if err := l2.Unlock(ctx); err != nil {
-			t.Error(err)
-		}
-		w, err := other.RWMutex(name).TryLock(ctx)
-		if err != nil {
-			t.Fatalf("the read lock is still held after both leases were unlocked: %v", err)
-		}
-		_ = w.Unlock(ctx)
+		retriedReleaseKeepsOther(t, drop, rw.RLock, func() bool { return tryFree(t, other.RWMutex(name).TryLock) })
 	})
 }

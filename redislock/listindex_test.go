@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -16,20 +17,8 @@ import (
 // (no SCAN, which ignores key patterns: the doc does not grant it); a
 // missing right is a configuration error that names it.
 func TestListUnderTenantACL(t *testing.T) {
-	srv := testserver.Redis(t)
+	srv, a, b := tenants(t)
 	ctx := t.Context()
-	setUser(t, srv, docGrant(t, "ta", "pa", "a")...)
-	setUser(t, srv, docGrant(t, "tb", "pb", "b")...)
-	open := func(u string) *dlock.Client {
-		c, err := dlock.Open(ctx, u)
-		if err != nil {
-			t.Fatalf("Open: %v", err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		return c
-	}
-	a := open("redis://ta:pa@" + srv.Addr() + "?prefix=a")
-	b := open("redis://tb:pb@" + srv.Addr() + "?prefix=b")
 	if _, err := a.Mutex("secret-customer-42").Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +52,7 @@ func TestListUnderTenantACL(t *testing.T) {
 	}
 
 	setUser(t, srv, append(docGrant(t, "nolist", "pw", "a"), "-zrange")...)
-	c := open("redis://nolist:pw@" + srv.Addr() + "?prefix=a")
+	c := drivertest.MustOpen(t, "redis://nolist:pw@"+srv.Addr()+"?prefix=a")
 	if _, err := c.List(ctx, ""); err == nil || !errors.Is(err, dlock.ErrInvalidConfig) ||
 		!strings.Contains(err.Error(), "missing ACL permission for command ZRANGE") {
 		t.Errorf("List without ZRANGE: %v; want a configuration error naming it", err)

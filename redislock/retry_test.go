@@ -1,6 +1,7 @@
 package redislock_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -20,15 +21,7 @@ func TestRetriedScriptsApplyOnce(t *testing.T) {
 	c, other := openDialer(t, srv, drop.dial, true), openDialer(t, srv, nil, true)
 	free := func(name string) bool {
 		t.Helper()
-		l, err := other.Mutex(name).TryLock(ctx)
-		if errors.Is(err, dlock.ErrNotAcquired) {
-			return false
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = l.Unlock(ctx)
-		return true
+		return tryFree(t, other.Mutex(name).TryLock)
 	}
 
 	// Load the scripts first: a reply lost to NOSCRIPT would test nothing.
@@ -66,31 +59,57 @@ func TestRetriedScriptsApplyOnce(t *testing.T) {
 	})
 
 	t.Run("release", func(t *testing.T) {
-		drop.drops.Store(0)
 		m := c.Mutex("retry/release", dlock.WithOwner(dlock.NewOwnerID()))
-		l1, err := m.Lock(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l2, err := m.Lock(ctx) // re-entry: two holds in the store
-		if err != nil {
-			t.Fatal(err)
-		}
-		drop.arm("reply")
-		if err := l1.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if drop.drops.Load() != 1 {
-			t.Fatalf("%d replies dropped, want 1", drop.drops.Load())
-		}
-		if free("retry/release") {
-			t.Error("another client took the lock while a lease on it was held: the retried release dropped both holds")
-		}
-		if err := l2.Unlock(ctx); err != nil {
-			t.Error(err)
-		}
-		if !free("retry/release") {
-			t.Error("the lock is still held after both leases were unlocked")
-		}
+		retriedReleaseKeepsOther(t, drop, m.Lock, func() bool { return free("retry/release") })
 	})
+}
+
+// tryFree reports whether try, another client's TryLock, gets the lock,
+// which it then lets go; an error but ErrNotAcquired fails t.
+func tryFree(t *testing.T, try func(context.Context) (*dlock.Lease, error)) bool {
+	t.Helper()
+	l, err := try(t.Context())
+	if errors.Is(err, dlock.ErrNotAcquired) {
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Unlock(t.Context())
+	return true
+}
+
+// retriedReleaseKeepsOther: take twice by one owner (re-entry: two holds in
+// the store), then unlock the first with its reply dropped, so go-redis runs
+// the release script again. The retried release must leave the other hold
+// (free, another client's try, fails), and once that is unlocked too the
+// lock is free.
+func retriedReleaseKeepsOther(t *testing.T, drop *scriptDropper, take func(context.Context) (*dlock.Lease, error), free func() bool) {
+	t.Helper()
+	ctx := t.Context()
+	drop.drops.Store(0)
+	l1, err := take(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, err := take(ctx) // re-entry: two holds in the store
+	if err != nil {
+		t.Fatal(err)
+	}
+	drop.arm("reply")
+	if err := l1.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if drop.drops.Load() != 1 {
+		t.Fatalf("%d replies dropped, want 1", drop.drops.Load())
+	}
+	if free() {
+		t.Error("another client took the lock while a lease on it was held: the retried release dropped both holds")
+	}
+	if err := l2.Unlock(ctx); err != nil {
+		t.Error(err)
+	}
+	if !free() {
+		t.Error("the lock is still held after both leases were unlocked")
+	}
 }

@@ -26,17 +26,8 @@ func TestTenantAttacks(t *testing.T) {
 	ctx := t.Context()
 	setUser(t, srv, docGrant(t, "ta", "pa", "a")...)
 	setUser(t, srv, docGrant(t, "tb", "pb", "b")...)
-	a, err := dlock.Open(ctx, "redis://ta:pa@"+srv.Addr()+"?prefix=a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
 	const name = "tenantA/secret-customer-42"
-	la, err := a.Mutex(name, dlock.WithTTL(10*time.Second)).Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer la.Unlock(ctx)
+	a, la := drivertest.MustHoldAs(t, "redis://ta:pa@"+srv.Addr()+"?prefix=a", name, 10*time.Second)
 	// A waiter of a's, queued behind the holder: nothing b does may wake it.
 	waiter := drivertest.StartWaiter(t, a.Mutex(name))
 	admin := redis.NewClient(&redis.Options{Addr: srv.Addr()})
@@ -84,13 +75,7 @@ func TestTenantAttacks(t *testing.T) {
 			t.Errorf("%s: %v as b: %v; want NOPERM", tc.what, tc.cmd[:2], err)
 		}
 	}
-	if err := la.Extend(ctx, 10*time.Second); err != nil {
-		t.Fatalf("a's lease after b's attempts: %v", err)
-	}
-	info, err := a.Inspect(ctx, name)
-	if err != nil || !info.Held || info.Token != la.Token() || info.Owner != la.Owner() {
-		t.Fatalf("a's lock after b's attempts: %+v, %v", info, err)
-	}
+	drivertest.WantKept(t, a, la, name, 10*time.Second)
 	waiter.Stop(t)
 }
 

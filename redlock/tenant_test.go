@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/redisnode"
 	"github.com/redis/go-redis/v9"
 )
@@ -33,17 +33,8 @@ func TestTenantAttacks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a, err := dlock.Open(ctx, "redlock://ta:pa@"+strings.Join(addrs, ","))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
 	const name = "tenantA/secret"
-	la, err := a.Mutex(name, dlock.WithTTL(10*time.Second)).Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer la.Unlock(ctx)
+	a, la := drivertest.MustHoldAs(t, "redlock://ta:pa@"+strings.Join(addrs, ","), name, 10*time.Second)
 	lib, _ := redisnode.Library()
 	lock := "dlock:{" + name + "}"
 	for _, addr := range addrs {
@@ -61,7 +52,5 @@ func TestTenantAttacks(t *testing.T) {
 		}
 		_ = b.Close()
 	}
-	if err := la.Extend(ctx, 10*time.Second); err != nil {
-		t.Fatalf("a's lease after b's attempts: %v", err)
-	}
+	drivertest.WantKept(t, a, la, name, 10*time.Second)
 }

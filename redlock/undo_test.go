@@ -108,20 +108,7 @@ func TestFailedAttemptUndoesLateGrants(t *testing.T) {
 		t.Fatal("TryLock won a majority while a majority was silent")
 	}
 	sil.armed.Store(false)
-	left := func() []int64 {
-		var n []int64
-		for _, r := range raw {
-			v, err := r.HGet(ctx, "dlock:{late}", m.Owner()).Int64()
-			if errors.Is(err, redis.Nil) {
-				v, err = 0, nil
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			n = append(n, v)
-		}
-		return n
-	}
+	left := func() []int64 { return holdsOf(t, raw, "late", m.Owner()) }
 	var holds []int64
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		if holds = left(); holds[2]+holds[3]+holds[4] == 0 {

@@ -118,14 +118,7 @@ func TestTenantsApart(t *testing.T) {
 	if _, err := raw.Create("/app-a/"+name+"/_c_b-lock-", nil, zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll)); !errors.Is(err, zk.ErrNoAuth) {
 		t.Errorf("a contender's node under a's lock by b: %v; want ErrNoAuth", err)
 	}
-	if err := la.Extend(ctx, 2*time.Second); err != nil {
-		t.Fatalf("a's lease after b's attempts: %v", err)
-	}
-	select {
-	case <-la.Done():
-		t.Fatalf("a's lease lost: %v", la.Err())
-	default:
-	}
+	drivertest.WantKept(t, a, la, name, 2*time.Second)
 
 	if err := ops.ForceUnlock(ctx, name); err != nil {
 		t.Fatalf("ForceUnlock by the operator (acl rd): %v", err)

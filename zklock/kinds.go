@@ -48,11 +48,8 @@ func (d *zkDriver) acquireKind(ctx context.Context, r driver.Request) (driver.Gr
 		if err == nil {
 			return g, nil
 		}
-		if !errors.Is(err, errRetry) || retries >= 5 || ctx.Err() != nil {
-			return driver.Grant{}, fmt.Errorf("zklock: acquire %q: %w", r.Name, err)
-		}
-		if perr := d.pause(ctx, nil); perr != nil {
-			return driver.Grant{}, fmt.Errorf("zklock: acquire %q: %w", r.Name, errors.Join(perr, err))
+		if err := d.retryAfter(ctx, r.Name, retries, err); err != nil {
+			return driver.Grant{}, err
 		}
 	}
 }

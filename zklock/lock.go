@@ -67,13 +67,24 @@ func (d *zkDriver) Acquire(ctx context.Context, r driver.Request) (_ driver.Gran
 				return g, nil
 			}
 		}
-		if !errors.Is(err, errRetry) || retries >= 5 || ctx.Err() != nil {
-			return driver.Grant{}, fmt.Errorf("zklock: acquire %q: %w", r.Name, err)
-		}
-		if perr := d.pause(ctx, nil); perr != nil {
-			return driver.Grant{}, fmt.Errorf("zklock: acquire %q: %w", r.Name, errors.Join(perr, err))
+		if err := d.retryAfter(ctx, r.Name, retries, err); err != nil {
+			return driver.Grant{}, err
 		}
 	}
+}
+
+// retryAfter is what an acquire of name does after attempt number retries
+// ended in err: nil to try again in the session now current, after a
+// pause, or the error to give up with (err is not errRetry, the retries are
+// spent, or ctx is done).
+func (d *zkDriver) retryAfter(ctx context.Context, name string, retries int, err error) error {
+	if !errors.Is(err, errRetry) || retries >= 5 || ctx.Err() != nil {
+		return fmt.Errorf("zklock: acquire %q: %w", name, err)
+	}
+	if perr := d.pause(ctx, nil); perr != nil {
+		return fmt.Errorf("zklock: acquire %q: %w", name, errors.Join(perr, err))
+	}
+	return nil
 }
 
 // run makes the attempt: it creates our node and waits (with r.Wait) until

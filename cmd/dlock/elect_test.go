@@ -78,28 +78,12 @@ func TestElectLostKillsChild(t *testing.T) {
 	c := client(t, u)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "elect", "--backend", u, "--ttl", "1s", "--grace", "5s", "leader", "me",
-		"--", "sh", "-c", `trap 'echo got-TERM; exit 0' TERM; echo started; while :; do sleep 0.05; done`)
-	out := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	for !strings.Contains(out.String(), "started") {
-		time.Sleep(20 * time.Millisecond)
-	}
+	cmd, out := startSupervised(t, ctx, "elect", "--backend", u, "--ttl", "1s", "--grace", "5s", "leader", "me")
 	if r := dlockCmd(t, nil, "elect", "--backend", u, "--wait", "300ms", "leader", "other", "--", "true"); r.code != 3 {
 		t.Fatalf("elect --wait while another leads: exit %d (%s)", r.code, r.stderr)
 	}
 	if err := c.ForceUnlock(ctx, "leader"); err != nil {
 		t.Fatal(err)
 	}
-	err := cmd.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 4 {
-		t.Fatalf("elect after losing its term: %v; want exit 4\n%s", err, out.String())
-	}
-	if !strings.Contains(out.String(), "got-TERM") {
-		t.Fatalf("child was not sent SIGTERM:\n%s", out.String())
-	}
+	wantLostExit(t, cmd, out, "elect after losing its term")
 }

@@ -244,23 +244,39 @@ func TestRunLeaseLostKillsChild(t *testing.T) {
 	c := client(t, u)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "run", "--backend", u, "--ttl", "1s", "--grace", "5s", "cron",
-		"--", "sh", "-c", `trap 'echo got-TERM; exit 0' TERM; echo started; while :; do sleep 0.05; done`)
-	out := &syncBuffer{}
+	cmd, out := startSupervised(t, ctx, "run", "--backend", u, "--ttl", "1s", "--grace", "5s", "cron")
+	if err := c.ForceUnlock(ctx, "cron"); err != nil {
+		t.Fatal(err)
+	}
+	wantLostExit(t, cmd, out, "run after losing its lease")
+}
+
+// startSupervised starts dlock with args and, after "--", a child that says
+// "started", then waits for SIGTERM and says "got-TERM". It returns once
+// the child has started; out has what both print.
+func startSupervised(t *testing.T, ctx context.Context, args ...string) (cmd *exec.Cmd, out *syncBuffer) {
+	t.Helper()
+	cmd = exec.CommandContext(ctx, bin, append(args,
+		"--", "sh", "-c", `trap 'echo got-TERM; exit 0' TERM; echo started; while :; do sleep 0.05; done`)...)
+	out = &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	for !strings.Contains(out.String(), "started") {
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // polling the child's output: no channel says it
 	}
-	if err := c.ForceUnlock(ctx, "cron"); err != nil {
-		t.Fatal(err)
-	}
+	return cmd, out
+}
+
+// wantLostExit wants cmd, started by startSupervised, to exit 4 (what: its
+// lock lost) after sending its child SIGTERM.
+func wantLostExit(t *testing.T, cmd *exec.Cmd, out *syncBuffer, what string) {
+	t.Helper()
 	err := cmd.Wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 4 {
-		t.Fatalf("run after losing its lease: %v; want exit 4\n%s", err, out.String())
+		t.Fatalf("%s: %v; want exit 4\n%s", what, err, out.String())
 	}
 	if !strings.Contains(out.String(), "got-TERM") {
 		t.Fatalf("child was not sent SIGTERM:\n%s", out.String())

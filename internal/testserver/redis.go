@@ -36,7 +36,14 @@ func redisReady(ctx context.Context, addr string) error {
 
 // plainDial dials addr over TCP, the connection bounded by ctx's deadline.
 func plainDial(ctx context.Context, addr string) (net.Conn, error) {
-	var d net.Dialer
+	return boundedDial(ctx, &net.Dialer{}, addr)
+}
+
+// boundedDial dials addr over TCP with d, the connection bounded by ctx's
+// deadline.
+func boundedDial(ctx context.Context, d interface {
+	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
+}, addr string) (net.Conn, error) {
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err

@@ -17,16 +17,42 @@ import (
 // its port + 10000, so ports are picked below 55535 with both free.
 func RedisCluster(t TB, n int) []*Server {
 	t.Helper()
+	return startRedisCluster(t, n, redisClusterSpec{
+		name:  "redis-server (cluster)",
+		ready: redisReady,
+		dial:  plainDial,
+		args: func(port int, dir string) []string {
+			return append([]string{"--port", strconv.Itoa(port)}, clusterNodeArgs(dir)...)
+		},
+	})
+}
+
+// redisClusterSpec is what a plain and a TLS Redis Cluster differ in.
+type redisClusterSpec struct {
+	name  string                                                   // of each node
+	ready func(ctx context.Context, addr string) error             // a node's readiness check
+	dial  func(ctx context.Context, addr string) (net.Conn, error) // to a node, for CLUSTER INFO
+	args  func(port int, dir string) []string                      // a node's redis-server arguments
+	cli   []string                                                 // redis-cli's, before --cluster create
+}
+
+// clusterNodeArgs are the redis-server arguments of a cluster node,
+// whatever its port: loopback only, no persistence.
+func clusterNodeArgs(dir string) []string {
+	return []string{"--bind", "127.0.0.1", "--dir", dir,
+		"--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", "",
+		"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"}
+}
+
+// startRedisCluster starts n nodes as sp says, joins them, and waits until
+// every node reports the cluster ok.
+func startRedisCluster(t TB, n int, sp redisClusterSpec) []*Server {
+	t.Helper()
 	bin := LookBinary(t, "redis-server")
 	cli := LookBinary(t, "redis-cli")
 	nodes := make([]*Server, n)
 	for i := range nodes {
-		s := &Server{Name: "redis-server (cluster)", bin: bin, ready: redisReady, Dir: t.TempDir(), Host: "127.0.0.1"}
-		s.args = func(port int, dir string) []string {
-			return []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
-				"--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", "",
-				"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"}
-		}
+		s := &Server{Name: sp.name, bin: bin, ready: sp.ready, args: sp.args, Dir: t.TempDir(), Host: "127.0.0.1"}
 		var err error
 		for range 5 {
 			s.Port = clusterPort()
@@ -40,7 +66,7 @@ func RedisCluster(t TB, n int) []*Server {
 		t.Cleanup(s.Stop)
 		nodes[i] = s
 	}
-	args := []string{"--cluster", "create"}
+	args := append(append([]string(nil), sp.cli...), "--cluster", "create")
 	for _, s := range nodes {
 		args = append(args, s.Addr())
 	}
@@ -50,7 +76,7 @@ func RedisCluster(t TB, n int) []*Server {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for _, s := range nodes {
-		for clusterState(s.Addr()) != "ok" {
+		for clusterState(sp.dial, s.Addr()) != "ok" {
 			if time.Now().After(deadline) {
 				t.Fatalf("cluster not ok after 30s at %s", s.Addr())
 			}
@@ -80,17 +106,16 @@ func free(port int) bool {
 	return true
 }
 
-// clusterState returns the cluster_state field of CLUSTER INFO.
-func clusterState(addr string) string {
+// clusterState returns the cluster_state field of CLUSTER INFO, asked
+// over a connection from dial.
+func clusterState(dial func(ctx context.Context, addr string) (net.Conn, error), addr string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+	conn, err := dial(ctx, addr)
 	if err != nil {
 		return ""
 	}
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
 	fmt.Fprint(conn, "CLUSTER INFO\r\n")
 	r := bufio.NewReader(conn)
 	if _, err := r.ReadString('\n'); err != nil { // $<len>

@@ -8,11 +8,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // Servers that speak TLS only: each listens on its TLS port alone (no
@@ -22,15 +20,7 @@ import (
 
 // tlsDial dials addr over TLS as c's client, bounded by ctx.
 func tlsDial(ctx context.Context, c *TLS, t TB, addr string) (net.Conn, error) {
-	d := tls.Dialer{Config: c.ClientConfig(t)}
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(dl)
-	}
-	return conn, nil
+	return boundedDial(ctx, &tls.Dialer{Config: c.ClientConfig(t)}, addr)
 }
 
 // redisTLSArgs are redis-server's arguments for a TLS-only port: client
@@ -106,73 +96,15 @@ func RedisSentinelTLS(t TB, c *TLS, master *Server, masterName string) *Server {
 // TLS ports only, the cluster bus over TLS too, and joins them.
 func RedisClusterTLS(t TB, c *TLS, n int) []*Server {
 	t.Helper()
-	bin := LookBinary(t, "redis-server")
-	cli := LookBinary(t, "redis-cli")
-	nodes := make([]*Server, n)
-	for i := range nodes {
-		s := &Server{Name: "redis-server (TLS cluster)", bin: bin, ready: redisTLSReady(c, t), Dir: t.TempDir(), Host: "127.0.0.1"}
-		s.args = func(port int, dir string) []string {
-			return append([]string{"--bind", "127.0.0.1", "--dir", dir,
-				"--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", "",
-				"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000",
-				"--tls-cluster", "yes"}, redisTLSArgs(c, port)...)
-		}
-		var err error
-		for range 5 {
-			s.Port = clusterPort()
-			if err = s.Start(); err == nil {
-				break
-			}
-		}
-		if err != nil {
-			t.Fatalf("start cluster node: %v", err)
-		}
-		t.Cleanup(s.Stop)
-		nodes[i] = s
-	}
-	args := []string{"--tls", "--cacert", c.CAFile, "--cert", c.ClientCertFile, "--key", c.ClientKeyFile, "--cluster", "create"}
-	for _, s := range nodes {
-		args = append(args, s.Addr())
-	}
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
-		t.Fatalf("redis-cli --cluster create: %v: %s", err, tail(string(out)))
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for _, s := range nodes {
-		for clusterStateTLS(c, t, s.Addr()) != "ok" {
-			if time.Now().After(deadline) {
-				t.Fatalf("cluster not ok after 30s at %s", s.Addr())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	return nodes
-}
-
-// clusterStateTLS returns the cluster_state field of CLUSTER INFO, over TLS.
-func clusterStateTLS(c *TLS, t TB, addr string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	conn, err := tlsDial(ctx, c, t, addr)
-	if err != nil {
-		return ""
-	}
-	defer conn.Close()
-	fmt.Fprint(conn, "CLUSTER INFO\r\n")
-	r := bufio.NewReader(conn)
-	if _, err := r.ReadString('\n'); err != nil { // $<len>
-		return ""
-	}
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return ""
-		}
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "cluster_state:"); ok {
-			return v
-		}
-	}
+	return startRedisCluster(t, n, redisClusterSpec{
+		name:  "redis-server (TLS cluster)",
+		ready: redisTLSReady(c, t),
+		dial:  func(ctx context.Context, addr string) (net.Conn, error) { return tlsDial(ctx, c, t, addr) },
+		args: func(port int, dir string) []string {
+			return append(append(clusterNodeArgs(dir), "--tls-cluster", "yes"), redisTLSArgs(c, port)...)
+		},
+		cli: []string{"--tls", "--cacert", c.CAFile, "--cert", c.ClientCertFile, "--key", c.ClientKeyFile},
+	})
 }
 
 // EtcdTLS starts a private single-member etcd whose client URL is https

@@ -20,6 +20,13 @@ const zkClasspath = "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar"
 // 500ms to 5s are allowed.
 func ZooKeeper(t TB) *Server {
 	t.Helper()
+	return startZooKeeper(t)
+}
+
+// startZooKeeper starts the standalone ZooKeeper of ZooKeeper, with props
+// (-Dkey=value) added to the JVM's system properties.
+func startZooKeeper(t TB, props ...string) *Server {
+	t.Helper()
 	java := zkJava(t)
 	s := &Server{Name: "zookeeper", bin: java}
 	s.args = func(port int, dir string) []string {
@@ -27,8 +34,8 @@ func ZooKeeper(t TB) *Server {
 		body := fmt.Sprintf("tickTime=250\ndataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n4lw.commands.whitelist=*\nmaxClientCnxns=0\n",
 			filepath.Join(dir, "data"), port)
 		_ = os.WriteFile(cfg, []byte(body), 0o600)
-		return []string{"-Xmx256m", "-cp", zkClasspath, "-Dzookeeper.log.dir=" + dir,
-			"org.apache.zookeeper.server.ZooKeeperServerMain", cfg}
+		args := append([]string{"-Xmx256m", "-cp", zkClasspath, "-Dzookeeper.log.dir=" + dir}, props...)
+		return append(args, "org.apache.zookeeper.server.ZooKeeperServerMain", cfg)
 	}
 	s.ready = zkReady
 	s.start(t)

@@ -144,8 +144,8 @@ func suite(args []string) (int, error) {
 // runGroup runs one store's scenarios; a store that cannot start gives each
 // scenario a "not run" result.
 func runGroup(ctx context.Context, cfg faults.Config, g []faults.Scenario, pr *progress) (res []faults.Result) {
-	e := &env{}
-	defer e.close()
+	e := newEnv()
+	defer e.Close()
 	defer func() {
 		if v := recover(); v != nil {
 			s, ok := v.(skip)
