@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/dlock/dlock/driver"
@@ -94,23 +93,25 @@ func (s *Scheduler) Extend(ctx context.Context, e *Entry, ttl time.Duration) (re
 	return e.removed, r.Err
 }
 
-// extendOp is an Extend in flight, for the Extends that overlap it.
+// extendOp is an Extend in flight, for the Extends that overlap it; the
+// Extends in flight on an entry are a list from Entry.inflight, so an entry
+// that is never extended pays one pointer for them.
 type extendOp struct {
-	exp   instant // the expiry it leaves in the store if it lands last, from its send
-	bound instant // the earliest expiry an Extend overlapping it could leave in the store
+	exp   instant   // the expiry it leaves in the store if it lands last, from its send
+	bound instant   // the earliest expiry an Extend overlapping it could leave in the store
+	next  *extendOp // the next Extend in flight on the entry
 }
 
 // startExtend records an Extend, sent for an expiry of exp, in flight on e:
 // it and every Extend in flight may each land in the store after the
 // other. s.mu must be held.
 func (e *Entry) startExtend(exp instant) *extendOp {
-	op := &extendOp{exp: exp, bound: instant(math.MaxInt64)}
-	for _, y := range e.inflight {
+	op := &extendOp{exp: exp, bound: instant(math.MaxInt64), next: e.inflight}
+	for y := e.inflight; y != nil; y = y.next {
 		op.bound = min(op.bound, y.exp)
 		y.bound = min(y.bound, exp)
 	}
-	e.inflight = append(e.inflight, op)
-	e.extending++
+	e.inflight = op
 	return op
 }
 
@@ -118,18 +119,17 @@ func (e *Entry) startExtend(exp instant) *extendOp {
 // landed last, is known to be exp, which bounds the Extends still in
 // flight. s.mu must be held.
 func (e *Entry) endExtend(op *extendOp, ok bool, exp instant) {
-	for i, y := range e.inflight {
-		if y == op {
-			e.inflight = slices.Delete(e.inflight, i, i+1)
+	for p := &e.inflight; *p != nil; p = &(*p).next {
+		if *p == op {
+			*p = op.next
 			break
 		}
 	}
 	if ok {
-		for _, y := range e.inflight {
+		for y := e.inflight; y != nil; y = y.next {
 			y.bound = min(y.bound, exp)
 		}
 	}
-	e.extending--
 	e.extends++
 }
 

@@ -22,15 +22,14 @@ type Entry struct {
 	Ref any
 
 	// guarded by the scheduler's mutex
-	expiry       instant     // the store keeps the hold at least until then
-	deadline     instant     // loss is signalled then, a margin before expiry
-	next         instant     // when the scheduler next looks at the hold
-	idx          int         // index in the scheduler's heap, -1 when not in it
-	renewals     uint64      // renewal results recorded, for Extend
-	extending    int         // Extend calls in flight
-	extends      uint64      // Extend calls that may have reached the store, for renewals and Extend
-	batchExtends uint64      // extends when the renewal in flight was sent
-	inflight     []*extendOp // Extend calls in flight, for their bounds on each other
+	expiry       instant   // the store keeps the hold at least until then
+	deadline     instant   // loss is signalled then, a margin before expiry
+	next         instant   // when the scheduler next looks at the hold
+	idx          int       // index in the scheduler's heap, -1 when not in it
+	renewals     uint64    // renewal results recorded, for Extend
+	extends      uint64    // Extend calls that may have reached the store, for renewals and Extend
+	batchExtends uint64    // extends when the renewal in flight was sent
+	inflight     *extendOp // Extend calls in flight (a list), for their bounds on each other
 
 	Renew    bool // set by the caller: renewed by the scheduler; false: a fixed lease, lost at its TTL
 	added    bool // scheduled once: expiry, deadline and next are set
@@ -326,7 +325,7 @@ func (s *Scheduler) renew(batch []*Entry, now, earliest time.Time) {
 			if r.Validity > 0 && r.Validity < v {
 				v = r.Validity
 			}
-			if (h.extending > 0 || h.extends != h.batchExtends) && at(now.Add(v)) >= h.expiry {
+			if (h.inflight != nil || h.extends != h.batchExtends) && at(now.Add(v)) >= h.expiry {
 				// An Extend overlapped and may have reached the store after
 				// this renewal: keep its (earlier) expiry, renew again soon.
 				h.next = min(at(after.Add(max(RenewInterval(h.TTL)/10, time.Millisecond))), h.deadline)
