@@ -12,7 +12,8 @@ import (
 )
 
 // List implements driver.Lister: the bucket's mutex keys under prefix, in
-// name order. Names are stored encoded, so every key is read.
+// name order, an election's term marked as one. Names are stored encoded,
+// so every key is read.
 func (d *natsDriver) List(ctx context.Context, prefix string) ([]driver.Info, error) {
 	ctx, cancel := d.bind(ctx)
 	defer cancel()
@@ -37,6 +38,7 @@ func (d *natsDriver) List(ctx context.Context, prefix string) ([]driver.Info, er
 				continue
 			}
 			if info := describe(name, e); info.Held {
+				info.Election = driver.IsElectionOwner(info.Owner) // a portable election's term
 				out = append(out, info)
 			}
 		case <-ctx.Done():
