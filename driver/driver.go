@@ -368,16 +368,6 @@ type KindInspector interface {
 	InspectKind(ctx context.Context, name string, kind Kind) (Info, error)
 }
 
-// NameCanonicalizer is implemented by drivers under which two spellings of
-// a name are one lock (zklock drops a leading "/"). CanonicalName returns
-// the spelling that names the lock in the store; package dlock's LockAll
-// orders and compares names by it, so that one global order holds and a
-// lock given twice is refused rather than waited for. It must be pure and
-// cheap: it is called on every name of every LockAll.
-type NameCanonicalizer interface {
-	CanonicalName(name string) string
-}
-
 // NameChecker is implemented by drivers whose store refuses some names that
 // dlock's own checks accept (ZooKeeper's path rules): CheckName returns an
 // error wrapping ErrInvalidName for such a name, so that it is refused when

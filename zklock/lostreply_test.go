@@ -202,14 +202,15 @@ func TestLostCreateReplyKinds(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			proxy := newReplyDropperFor(t, srv.Addr(), kind)
 			c := openZK(t, []string{proxy.ln.Addr().String()}, sessionTimeout)
-			path := "/lostreply/" + strings.Trim(kind, "_-")
+			name := "lostreply/" + strings.Trim(kind, "_-")
+			path := "/" + name // its node, the client having no chroot
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
 			lock := func() (*dlock.Lease, error) {
 				if kind == "lease-" {
-					return c.Semaphore(path, 1).Acquire(ctx)
+					return c.Semaphore(name, 1).Acquire(ctx)
 				}
-				return c.RWMutex(path).Lock(ctx)
+				return c.RWMutex(name).Lock(ctx)
 			}
 			l, err := lock() // the lock's node exists from now on: the armed create is the one that makes ours
 			if err != nil {
