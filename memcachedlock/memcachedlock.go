@@ -71,7 +71,9 @@ package memcachedlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strconv"
 	"time"
@@ -106,7 +108,7 @@ func Open(ctx context.Context, mc *memcache.Client, opts Options) (*dlock.Client
 	return dlock.New(d, Scheme, opts.Client...), nil
 }
 
-func openURL(_ context.Context, u *url.URL) (driver.Driver, error) {
+func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	q := u.Query()
 	opts := Options{KeyPrefix: q.Get("prefix"), CloseClient: true}
 	if err := checkPrefix(opts.KeyPrefix); err != nil {
@@ -145,6 +147,12 @@ func openURL(_ context.Context, u *url.URL) (driver.Driver, error) {
 	if err := urlTLS(mc, hosts, q, useTLS); err != nil {
 		return nil, err
 	}
+	if err := awaitAnswer(ctx, mc); err != nil {
+		if !useTLS {
+			err = tlsurl.HintPlaintext(err, "tls=true")
+		}
+		return nil, fmt.Errorf("memcachedlock: connect: %w", err)
+	}
 	d, err := newDriver(mc, opts)
 	if err != nil {
 		if !useTLS {
@@ -153,4 +161,33 @@ func openURL(_ context.Context, u *url.URL) (driver.Driver, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// awaitAnswer pings mc until a server answers or ctx ends: timeout= bounds
+// each try (memcache applies it to every request, connecting included),
+// and ctx's deadline bounds the wait for the first answer, as every backend
+// waits for its store at Open (dlock's --connect-timeout). Without a
+// deadline it tries once. An error other than a timeout (a refused
+// connection) is returned at once.
+func awaitAnswer(ctx context.Context, mc *memcache.Client) error {
+	_, bounded := ctx.Deadline()
+	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		err := mc.Ping()
+		var ne net.Error
+		var cte *memcache.ConnectTimeoutError
+		if err == nil || !bounded || !(errors.As(err, &ne) && ne.Timeout() || errors.As(err, &cte)) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last try: %w)", ctx.Err(), err)
+		case <-time.After(min(pause, time.Until(deadlineOf(ctx)))):
+		}
+	}
+}
+
+// deadlineOf is ctx's deadline (awaitAnswer calls it only when there is one).
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
 }
