@@ -294,6 +294,12 @@ func TestRunUsage(t *testing.T) {
 			t.Errorf("run %q: exit %d, stderr %q; want %d and %q", tc.args, r.code, r.stderr, tc.code, tc.want)
 		}
 	}
+	for _, args := range [][]string{{"x"}, {"x", "v"}, {"x", "v", "true"}} { // elect without "-- CMD": our usage line, not cobra's
+		r := dlockCmd(t, nil, append([]string{"elect", "--backend", u}, args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, "usage: dlock elect [flags] NAME VALUE -- CMD") {
+			t.Errorf("elect %q: exit %d, stderr %q; want 2 and the usage line", args, r.code, r.stderr)
+		}
+	}
 }
 
 // TestVerbosityLevels: on etcd, -v shows warnings only, not a debug line
