@@ -46,6 +46,15 @@
 // bucket, NATS permissions cannot tell holders apart: any user of the bucket
 // can purge any lock in it, so give each tenant a bucket.
 //
+// Users of one NATS account share its subjects, reply inboxes included: the
+// block allows subscribing on _INBOX.>, which JetStream's replies to every
+// user of the account go to, so a user of the account who subscribes there
+// can read the replies another user's dlock gets (lock names, owners,
+// labels), though not write to that user's bucket. NATS's boundary between
+// tenants is the account: give each tenant an account of its own (subjects,
+// streams and inboxes are then apart, and JetStream limits are per account),
+// as docs/security.md says.
+//
 // # Open checks
 //
 // Open refuses, with the reason and wrapping dlock.ErrInvalidConfig, a
