@@ -65,6 +65,13 @@ func Run(ctx context.Context, cfg Config, b *Backend, f *Fault, st *Store) (res 
 		// hold and none was found ("no worker was waiting", CI).
 		workers *= b.Permits
 	}
+	if b.Lock == "rw" {
+		// Twice the workers, so two write: with one writer among three, a
+		// reader waited only through one 20 ms write hold and a writer
+		// through one read hold, rarely the 30 ms waiter looks for, and
+		// pause-waiter found none ("no worker was waiting", CI, etcd rw).
+		workers *= 2
+	}
 	for range workers {
 		if err := r.spawn(); err != nil {
 			res.Error = err.Error()
@@ -232,7 +239,7 @@ func (r *run) releaseLong() {
 
 // waiter returns a worker that has been waiting in Lock for a while.
 func (r *run) waiter(ctx context.Context) (*proc, error) {
-	for try := 0; try < 200; try++ {
+	for try := 0; try < 500; try++ { // about 5 s: waits come and go with the holds
 		ws := r.chk.Waiters(30 * time.Millisecond)
 		slices.Sort(ws)
 		if len(ws) > 0 {
