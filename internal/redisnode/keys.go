@@ -29,10 +29,33 @@ type Keys struct {
 // percent-escaped.
 var tagEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 
+// tag returns name as it stands in the keys' hash tag; most names need no
+// escaping, and then nothing is allocated.
+func tag(name string) string {
+	if !strings.ContainsAny(name, "%{}") {
+		return name
+	}
+	return tagEscaper.Replace(name)
+}
+
+// within returns s[i:i+n] and i+n: the keys of one lock are cut from one
+// string, so making them costs one allocation, not one per key.
+func within(s string, i, n int) (string, int) { return s[i : i+n], i + n }
+
 // NewKeys returns the keys of the mutex named name.
 func NewKeys(prefix, name string) Keys {
-	base := prefix + ":{" + tagEscaper.Replace(name) + "}"
-	k := Keys{name: name, lock: base, token: base + ":token", queue: base + ":queue", info: base + ":queueinfo", chann: base + ":released"}
+	t := tag(name)
+	// One string "<base>:token<base>:queueinfo<base>:released", base being
+	// "<prefix>:{<tag>}": the lock is the first base, the queue a prefix of
+	// the info key.
+	b := len(prefix) + len(t) + 3
+	all := prefix + ":{" + t + "}:token" + prefix + ":{" + t + "}:queueinfo" + prefix + ":{" + t + "}:released"
+	k := Keys{name: name, lock: all[:b]}
+	i := 0
+	k.token, i = within(all, i, b+len(":token"))
+	k.queue = all[i : i+b+len(":queue")]
+	k.info, i = within(all, i, b+len(":queueinfo"))
+	k.chann, _ = within(all, i, b+len(":released"))
 	k.list = []string{k.lock, k.token, k.queue, k.info}
 	return k
 }
@@ -49,7 +72,7 @@ func NewKindKeys(prefix, name string, kind driver.Kind) Keys {
 	case driver.Permit:
 		fam = ":sem"
 	}
-	base := prefix + ":{" + tagEscaper.Replace(name) + "}" + fam
+	base := prefix + ":{" + tag(name) + "}" + fam
 	k := Keys{kind: kind, name: name, lock: base, exp: base + ":exp", token: base + ":token", queue: base + ":queue", info: base + ":queueinfo"}
 	k.list = []string{k.lock, k.exp, k.token, k.queue, k.info}
 	return k

@@ -33,7 +33,7 @@ type Node struct {
 	eval atomic.Bool // run scripts with EVALSHA, not FCALL (see functions.go)
 
 	mu      sync.Mutex
-	pending map[string][]pendingRelease // failed releases, by lock key and owner
+	pending map[pendingKey][]pendingRelease // failed releases, by lock and owner
 }
 
 // DefaultPrefix starts every key when no prefix is given.
@@ -50,7 +50,7 @@ func New(rdb redis.UniversalClient, keyPrefix string) *Node {
 	if keyPrefix == "" {
 		keyPrefix = DefaultPrefix
 	}
-	return &Node{rdb: rdb, prefix: keyPrefix, id: dlock.NewOwnerID() + "-", pending: map[string][]pendingRelease{}}
+	return &Node{rdb: rdb, prefix: keyPrefix, id: dlock.NewOwnerID() + "-", pending: map[pendingKey][]pendingRelease{}}
 }
 
 // Prefix returns the node's key prefix.

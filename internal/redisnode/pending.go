@@ -66,13 +66,20 @@ const (
 // store, so there is nothing of it to undo.
 var ErrUnsettled = errors.New("an earlier release of this hold is still unconfirmed")
 
-func pendingKey(k Keys, owner string) string { return k.lock + "\x00" + k.holdID(owner) }
+// pendingKey names the hold a pending call is about: a comparable struct,
+// so that looking one up (on every acquire and release) allocates nothing.
+type pendingKey struct {
+	lock, owner string
+	kind        driver.Kind
+}
+
+func pendingKeyOf(k Keys, owner string) pendingKey { return pendingKey{k.lock, owner, k.kind} }
 
 // remember records a release that failed uncertainly.
 func (n *Node) remember(k Keys, owner string, p pendingRelease) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	key := pendingKey(k, owner)
+	key := pendingKeyOf(k, owner)
 	if _, ok := n.pending[key]; !ok && len(n.pending) >= maxPending {
 		for other := range n.pending {
 			delete(n.pending, other)
@@ -90,7 +97,7 @@ func (n *Node) remember(k Keys, owner string, p pendingRelease) {
 // means one is still uncertain: the caller must not go on, or it could
 // re-enter that hold.
 func (n *Node) settle(ctx context.Context, k Keys, owner string) error {
-	key := pendingKey(k, owner)
+	key := pendingKeyOf(k, owner)
 	n.mu.Lock()
 	ps := n.pending[key]
 	delete(n.pending, key)
@@ -111,5 +118,5 @@ func (n *Node) settle(ctx context.Context, k Keys, owner string) error {
 func (n *Node) Pending(k Keys, owner string) int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return len(n.pending[pendingKey(k, owner)])
+	return len(n.pending[pendingKeyOf(k, owner)])
 }
