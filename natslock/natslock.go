@@ -32,8 +32,9 @@
 // refused certificate, a missing client certificate or a plaintext URL
 // against a TLS-only server fails Open with nats.go's reason. Users log in
 // with user:password@ (or password_file=), a token (TOKEN@ or token_file=),
-// an nkey seed file (nkey=) or a credentials file (creds=). Errors never
-// show a password, token or seed.
+// an nkey seed file (nkey=) or a credentials file (creds=: the user JWT
+// and nkey seed of an operator-mode deployment, read by nats.go's
+// UserCredentials). Errors never show a password, token, JWT or seed.
 //
 // # Least privilege
 //
