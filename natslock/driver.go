@@ -164,12 +164,17 @@ func (d *natsDriver) bind(ctx context.Context) (context.Context, context.CancelF
 	return ctx, func() { stop(); cancel() }
 }
 
+// bindTimeout is bind with a timeout: one derived ctx, not two.
+func (d *natsDriver) bindTimeout(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	stop := context.AfterFunc(d.life, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
 // detached returns a ctx for cleanup that must outlive ctx's end: bounded
 // by timeout and by Close, not by ctx.
 func (d *natsDriver) detached(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := d.bind(context.WithoutCancel(ctx))
-	ctx, cancel2 := context.WithTimeout(ctx, timeout)
-	return ctx, func() { cancel2(); cancel() }
+	return d.bindTimeout(context.WithoutCancel(ctx), timeout)
 }
 
 // closed reports whether the driver or its connection has closed: no call

@@ -25,6 +25,7 @@ func (d dialer) Dial(network, addr string) (net.Conn, error) {
 type harness struct {
 	url    string
 	bucket string
+	inbox  string // a custom reply inbox prefix, if not ""
 	drivertest.Clients
 }
 
@@ -35,7 +36,11 @@ func connect(url string, opts ...nats.Option) (*nats.Conn, error) {
 
 func (h *harness) NewClient(ctx context.Context) (*dlock.Client, error) {
 	cu := &drivertest.Cutter{}
-	nc, err := connect(h.url, nats.SetCustomDialer(dialer{cu}))
+	opts := []nats.Option{nats.SetCustomDialer(dialer{cu})}
+	if h.inbox != "" {
+		opts = append(opts, nats.CustomInboxPrefix(h.inbox))
+	}
+	nc, err := connect(h.url, opts...)
 	if err != nil {
 		return nil, err
 	}

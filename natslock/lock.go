@@ -184,7 +184,9 @@ func (d *natsDriver) Release(ctx context.Context, hd driver.Held, _ int) error {
 	if d.closed() {
 		return fmt.Errorf("natslock: release %q: %w", hd.Name, dlock.ErrClosed)
 	}
-	ctx, cancel := d.bind(ctx)
+	// Retried for at most the TTL (a leader election, a reconnect): past
+	// it the key has expired anyway.
+	ctx, cancel := d.bindTimeout(ctx, hd.TTL)
 	defer cancel()
 	h, ok := hd.Handle.(*hold)
 	if !ok {
@@ -203,10 +205,6 @@ func (d *natsDriver) Release(ctx context.Context, hd driver.Held, _ int) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	// Retried for at most the TTL (a leader election, a reconnect): past
-	// it the key has expired anyway.
-	ctx, cancelTTL := context.WithTimeout(ctx, hd.TTL)
-	defer cancelTTL()
 	uncertain, conflicts, pause := false, 0, 50*time.Millisecond
 	for {
 		var err error

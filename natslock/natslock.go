@@ -6,13 +6,15 @@
 //	nats://[user:password@]host:4222[,host2:4222…]/BUCKET[?replicas=3&storage=file]
 //	tls://…/BUCKET?ca=ca.pem[&cert=client.pem&key=client-key.pem]     TLS (files)
 //	nats://host:4222/BUCKET?creds=app.creds | ?nkey=app.nk | ?token_file=t
+//	nats://…/BUCKET?inbox_prefix=_INBOX_APP                             replies to _INBOX_APP.>
 //
 // The path names the bucket (default "dlock"). discovered=false keeps
 // the client to the servers in the URL (it otherwise also reconnects to
 // the cluster's servers the server announces, as NATS clients do). password_file= works as for
 // every backend; token_file= reads a token the same way; creds= names a
 // credentials file (JWT and nkey seed, from nsc) and nkey= a file holding an
-// nkey seed. Users with a connection already use Open.
+// nkey seed. inbox_prefix= sets the subject prefix of the client's reply
+// inboxes (see Least privilege). Users with a connection already use Open.
 //
 // When the bucket is missing, Open creates it (replicas=, 1 by default;
 // storage=file or memory, file by default), and so does `dlock migrate`
@@ -30,8 +32,9 @@
 // refused certificate, a missing client certificate or a plaintext URL
 // against a TLS-only server fails Open with nats.go's reason. Users log in
 // with user:password@ (or password_file=), a token (TOKEN@ or token_file=),
-// an nkey seed file (nkey=) or a credentials file (creds=). Errors never
-// show a password, token or seed.
+// an nkey seed file (nkey=) or a credentials file (creds=: the user JWT
+// and nkey seed of an operator-mode deployment, read by nats.go's
+// UserCredentials). Errors never show a password, token, JWT or seed.
 //
 // # Least privilege
 //
@@ -41,19 +44,26 @@
 // JetStream API calls for that bucket's stream (info, direct reads, the
 // ordered consumers of watches), subscribe on reply inboxes. A user with
 // the block of another bucket can neither open, read, write nor purge this
-// bucket's locks (TestLeastPrivilege runs the core of the contract as such
-// a user, and the other user's own client against its subjects). Within a
-// bucket, NATS permissions cannot tell holders apart: any user of the bucket
-// can purge any lock in it, so give each tenant a bucket.
+// bucket's locks (TestTenantIsolation, and the other user's own client
+// against its subjects). Within a bucket, NATS permissions cannot tell
+// holders apart: any user of the bucket can purge any lock in it, so give
+// each tenant a bucket.
 //
-// Users of one NATS account share its subjects, reply inboxes included: the
-// block allows subscribing on _INBOX.>, which JetStream's replies to every
-// user of the account go to, so a user of the account who subscribes there
-// can read the replies another user's dlock gets (lock names, owners,
-// labels), though not write to that user's bucket. NATS's boundary between
-// tenants is the account: give each tenant an account of its own (subjects,
-// streams and inboxes are then apart, and JetStream limits are per account),
-// as docs/security.md says.
+// Replies (JetStream's answers, and what the watches of waits, lists and
+// queue reads deliver) go to the client's reply inboxes, _INBOX.<random>
+// by default. Permissions allows subscribing on _INBOX.>, so any user of
+// the account with that block can read the replies the others' dlock
+// gets (lock names, owners, labels), though not write to their buckets.
+// To keep them apart within one account, give each user a reply prefix of
+// its own, inbox_prefix= in the URL (nats.CustomInboxPrefix on a
+// connection given to Open; nats.go's JetStream requests and ordered
+// consumers all use it), and the block PermissionsInbox(bucket, prefix),
+// which allows subscribing on that prefix only: another user of the
+// account, whose block allows only its own prefix, is refused a
+// subscription on it (TestInboxPrefix; the suite's LeastPrivilege section
+// runs the core of the contract under that block). NATS's boundary between
+// tenants remains the account (subjects, streams and inboxes apart,
+// JetStream limits per account), as docs/security.md says.
 //
 // # Open checks
 //
@@ -275,6 +285,13 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 				return nil, badURL("nkey %s: cannot read a seed from it", v)
 			}
 			nopts = append(nopts, o)
+		case "inbox_prefix":
+			// nats.go's own check (no wildcards, no trailing dot), and
+			// no blanks, which a subject cannot hold.
+			if err := nats.CustomInboxPrefix(v)(&nats.Options{}); err != nil || strings.ContainsAny(v, " \t\r\n") {
+				return nil, badURL("inbox_prefix %q: want a subject without wildcards or a trailing dot", v)
+			}
+			nopts = append(nopts, nats.CustomInboxPrefix(v))
 		case "token_file":
 			b, err := os.ReadFile(v)
 			if err != nil {

@@ -56,13 +56,14 @@ func (h *harness) TLS(t *testing.T) drivertest.TLSCase {
 }
 
 // LeastPrivilege gives the suite clients of a user with exactly the
-// package doc's Permissions on its bucket, which an admin made
-// (drivertest.ACLHarness).
+// package doc's PermissionsInbox on its bucket, which an admin made, and
+// a reply prefix of its own: the narrowest block, subscribe rights on
+// that prefix only (drivertest.ACLHarness).
 func (h *harness) LeastPrivilege(ctx context.Context, t *testing.T) (drivertest.Harness, error) {
 	srv := testserver.NATSProcess(t, testserver.NATSConfig(`authorization {
   users = [
     {user: admin, password: adminpw}
-    {user: a, password: apw, permissions: `+natslock.Permissions("bucket-a")+`}
+    {user: a, password: apw, permissions: `+natslock.PermissionsInbox("bucket-a", "_INBOX_A")+`}
   ]
 }`))
 	c, err := dlock.Open(ctx, "nats://admin:adminpw@"+srv.Addr()+"/bucket-a")
@@ -70,7 +71,7 @@ func (h *harness) LeastPrivilege(ctx context.Context, t *testing.T) (drivertest.
 		return nil, err
 	}
 	_ = c.Close()
-	return &harness{url: "nats://a:apw@" + srv.Addr(), bucket: "bucket-a"}, nil
+	return &harness{url: "nats://a:apw@" + srv.Addr(), bucket: "bucket-a", inbox: "_INBOX_A"}, nil
 }
 
 // Two users with Permissions of their own bucket, and an admin who made
