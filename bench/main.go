@@ -105,7 +105,7 @@ func main() {
 		"or turns (uncontended and 16 names: each library a process of its own, all alive, taking turns of duration/-slices; contended as isolated)")
 	warm := flag.Duration("warm", 500*time.Millisecond, "isolated: untimed warm-up in each process before the timed part (throughput scenarios)")
 	flag.DurationVar(&kindHold, "hold", kindHold, "how long each hold of the kinds scenarios lasts")
-	scenarios := flag.String("scenarios", "uncontended,16 names,contended", "the peer scenarios to run")
+	scenarios := flag.String("scenarios", "uncontended,16 names,contended,"+delayedScenario, "the peer scenarios to run")
 	flag.IntVar(&turnSlices, "slices", turnSlices, "turns: how many turns each library takes in one run")
 	bounds := flag.Bool("bounds", false, "only print the best the kinds scenarios can give under their rules (bound.go), measuring nothing")
 	redraw := flag.Bool("charts", false, "only redraw the charts from the docs' benchmarks.json")
@@ -177,12 +177,19 @@ func main() {
 	}
 	var results []result
 	for _, sc := range []struct {
-		name string
-		prep func(context.Context, lib) (stepper, error) // throughput scenarios, run in slices
-		fn   func(context.Context, lib, time.Duration) (run, error)
-	}{{"uncontended", uncontendedPrep, nil}, {"16 names", distinct16Prep, nil}, {"contended", nil, contended}} {
+		name  string
+		prep  func(context.Context, lib) (stepper, error) // throughput scenarios, run in slices
+		fn    func(context.Context, lib, time.Duration) (run, error)
+		delay time.Duration // > 0: every store behind a proxy delaying each way by it (delay.go)
+	}{{"uncontended", uncontendedPrep, nil, 0}, {"16 names", distinct16Prep, nil, 0}, {"contended", nil, contended, 0},
+		{delayedScenario, uncontendedPrep, nil, netDelay}} {
 		if !slices.Contains(strings.Split(*scenarios, ","), sc.name) {
 			continue
+		}
+		srv, libs := srv, libs // the servers' addresses, and libraries using them
+		if sc.delay > 0 {
+			srv = delayedServers(env, srv, sc.delay)
+			libs = libsOf(env, srv, stores)
 		}
 		rs := make([][]run, len(libs))
 		failed := make([]error, len(libs))
