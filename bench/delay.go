@@ -1,7 +1,10 @@
 package main
 
 import (
+	"io"
+	"net"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/dlock/dlock/internal/testserver"
@@ -51,4 +54,46 @@ func delayedServers(e *env, srv servers, d time.Duration) servers {
 		proxied[out.Etcd] = real
 	}
 	return out
+}
+
+// proxyRoundTrip measures what a delaying proxy adds on this machine at
+// this moment, which the scheduler's lateness makes more than 2·d: the
+// median of n one-byte round trips through a proxy delaying d each way to
+// an echo server in this process.
+func proxyRoundTrip(e *env, d time.Duration, n int) (time.Duration, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	done := make(chan struct{})
+	go func() { // one connection, echoed until it closes
+		defer close(done)
+		if c, err := ln.Accept(); err == nil {
+			_, _ = io.Copy(c, c)
+			_ = c.Close()
+		}
+	}()
+	p := testserver.NewProxy(e, ln.Addr().String())
+	defer func() { p.Close(); _ = ln.Close(); <-done }()
+	p.SetDelay(d)
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	took := make([]time.Duration, n)
+	b := []byte{0}
+	for i := range took {
+		start := time.Now()
+		if _, err := c.Write(b); err != nil {
+			return 0, err
+		}
+		if _, err := io.ReadFull(c, b); err != nil {
+			return 0, err
+		}
+		took[i] = time.Since(start)
+	}
+	slices.Sort(took)
+	return took[n/2], nil
 }

@@ -79,6 +79,9 @@ type report struct {
 	Results    []result     `json:"results"`
 	Kinds      []kindResult `json:"kinds"`
 	ManyLeases []manyResult `json:"many_leases"`
+	// The delayed scenario: a one-byte round trip through its proxy, ms,
+	// before its runs and after (proxyRoundTrip).
+	DelayedRTT []float64 `json:"delayed_round_trip_ms,omitempty"`
 }
 
 // run is one measurement.
@@ -176,6 +179,15 @@ func main() {
 		}
 	}
 	var results []result
+	var delayedRTT []float64
+	rtt := func(d time.Duration) { // what the delayed scenario's proxies add now
+		t, err := proxyRoundTrip(env, d, 200)
+		if err != nil {
+			log.Fatalf("round trip through a delaying proxy: %v", err)
+		}
+		delayedRTT = append(delayedRTT, float64(t.Microseconds())/1000)
+		fmt.Fprintf(os.Stderr, "a round trip through a proxy delaying %v each way: %v (median of 200)\n", d, t)
+	}
 	for _, sc := range []struct {
 		name  string
 		prep  func(context.Context, lib) (stepper, error) // throughput scenarios, run in slices
@@ -190,6 +202,7 @@ func main() {
 		if sc.delay > 0 {
 			srv = delayedServers(env, srv, sc.delay)
 			libs = libsOf(env, srv, stores)
+			rtt(sc.delay)
 		}
 		rs := make([][]run, len(libs))
 		failed := make([]error, len(libs))
@@ -292,6 +305,9 @@ func main() {
 			}
 			results = append(results, res)
 		}
+		if sc.delay > 0 {
+			rtt(sc.delay)
+		}
 	}
 	var ks []kindResult
 	if !*noKinds {
@@ -308,7 +324,7 @@ func main() {
 			many = append(many, medianMany(rs))
 		}
 	}
-	if err := write(*docs, report{Results: results, Kinds: ks, ManyLeases: many, Method: *method,
+	if err := write(*docs, report{Results: results, Kinds: ks, ManyLeases: many, DelayedRTT: delayedRTT, Method: *method,
 		Duration: dur.String(), Runs: *runs, Command: os.Args[1:],
 		LoadBefore: loadBefore, LoadAfter: loadAvg()}); err != nil {
 		log.Fatal(err)

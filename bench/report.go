@@ -58,7 +58,12 @@ func writeMarkdown(path string, rep report) error {
 				"(internal/testserver's, in the parent process) that passes every byte on %v after it read it, each way; at least "+
 				"that, plus the scheduler's lateness, which a loaded machine makes larger. Every round trip then costs a library "+
 				"2 × %v or more, on top of the CPU it costs on loopback. Server CPU is still the server's (etcd's not shown: the proxy "+
-				"shares its process).\n\n", netDelay, netDelay)
+				"shares its process).", netDelay, netDelay)
+			if len(rep.DelayedRTT) == 2 {
+				fmt.Fprintf(&b, " A one-byte round trip through such a proxy to an echo server took %.2f ms before the runs and "+
+					"%.2f ms after (medians of 200).", rep.DelayedRTT[0], rep.DelayedRTT[1])
+			}
+			b.WriteString("\n\n")
 		}
 		if scenario == "contended" {
 			b.WriteString("| store | library | acquisitions/s (range) | held % | handoff p50 / p99 ms | wait p50 / p99 ms | max/min | re-acquired % | errors |\n|---|---|---|---|---|---|---|---|---|\n")
