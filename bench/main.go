@@ -291,7 +291,9 @@ func main() {
 				continue
 			}
 			res := summarise(l, sc.name, rs[j])
-			res.AllocPerOp, res.CPUPerOp, res.ServerCPUPerOp = cost[j][0], cost[j][1], cost[j][2]
+			if sc.delay == 0 { // delayed: a turn's few hundred operations are too few to divide costs by (report.go)
+				res.AllocPerOp, res.CPUPerOp, res.ServerCPUPerOp = cost[j][0], cost[j][1], cost[j][2]
+			}
 			// The ratio to the store's plain limit run by run (the runs
 			// of one round are the closest in time), its median and range.
 			for k, p := range libs {

@@ -57,8 +57,9 @@ func writeMarkdown(path string, rep report) error {
 			fmt.Fprintf(&b, "The uncontended scenario as a service sees it across a network: each store behind a TCP proxy "+
 				"(internal/testserver's, in the parent process) that passes every byte on %v after it read it, each way; at least "+
 				"that, plus the scheduler's lateness, which a loaded machine makes larger. Every round trip then costs a library "+
-				"2 × %v or more, on top of the CPU it costs on loopback. Server CPU is still the server's (etcd's not shown: the proxy "+
-				"shares its process).", netDelay, netDelay)
+				"2 × %v or more, on top of the CPU it costs on loopback. Costs per operation are the uncontended table's: a turn here "+
+				"is a few hundred operations, too few for the runtime's count of bytes allocated (counted a span at a time) "+
+				"and the servers' CPU clock (10 ms ticks) to divide by.", netDelay, netDelay)
 			if len(rep.DelayedRTT) == 2 {
 				fmt.Fprintf(&b, " A one-byte round trip through such a proxy to an echo server took %.2f ms before the runs and "+
 					"%.2f ms after (medians of 200).", rep.DelayedRTT[0], rep.DelayedRTT[1])
