@@ -143,7 +143,7 @@ func runChild(ctx context.Context, e *env, srv servers, scenario, store, library
 		out.perOp(m0, cpu0, int64(r.ops*d.Seconds()))
 		return out
 	}
-	prep := map[string]func(context.Context, lib) (stepper, error){"uncontended": uncontendedPrep, "16 names": distinct16Prep}[scenario]
+	prep := throughputPreps[scenario]
 	if prep == nil {
 		return fail(fmt.Errorf("unknown scenario %q", scenario))
 	}

@@ -79,6 +79,9 @@ type report struct {
 	Results    []result     `json:"results"`
 	Kinds      []kindResult `json:"kinds"`
 	ManyLeases []manyResult `json:"many_leases"`
+	// The delayed scenario: a one-byte round trip through its proxy, ms,
+	// before its runs and after (proxyRoundTrip).
+	DelayedRTT []float64 `json:"delayed_round_trip_ms,omitempty"`
 }
 
 // run is one measurement.
@@ -105,7 +108,7 @@ func main() {
 		"or turns (uncontended and 16 names: each library a process of its own, all alive, taking turns of duration/-slices; contended as isolated)")
 	warm := flag.Duration("warm", 500*time.Millisecond, "isolated: untimed warm-up in each process before the timed part (throughput scenarios)")
 	flag.DurationVar(&kindHold, "hold", kindHold, "how long each hold of the kinds scenarios lasts")
-	scenarios := flag.String("scenarios", "uncontended,16 names,contended", "the peer scenarios to run")
+	scenarios := flag.String("scenarios", "uncontended,16 names,contended,"+delayedScenario, "the peer scenarios to run")
 	flag.IntVar(&turnSlices, "slices", turnSlices, "turns: how many turns each library takes in one run")
 	bounds := flag.Bool("bounds", false, "only print the best the kinds scenarios can give under their rules (bound.go), measuring nothing")
 	redraw := flag.Bool("charts", false, "only redraw the charts from the docs' benchmarks.json")
@@ -176,13 +179,30 @@ func main() {
 		}
 	}
 	var results []result
+	var delayedRTT []float64
+	rtt := func(d time.Duration) { // what the delayed scenario's proxies add now
+		t, err := proxyRoundTrip(env, d, 200)
+		if err != nil {
+			log.Fatalf("round trip through a delaying proxy: %v", err)
+		}
+		delayedRTT = append(delayedRTT, float64(t.Microseconds())/1000)
+		fmt.Fprintf(os.Stderr, "a round trip through a proxy delaying %v each way: %v (median of 200)\n", d, t)
+	}
 	for _, sc := range []struct {
-		name string
-		prep func(context.Context, lib) (stepper, error) // throughput scenarios, run in slices
-		fn   func(context.Context, lib, time.Duration) (run, error)
-	}{{"uncontended", uncontendedPrep, nil}, {"16 names", distinct16Prep, nil}, {"contended", nil, contended}} {
+		name  string
+		prep  func(context.Context, lib) (stepper, error) // throughput scenarios, run in slices
+		fn    func(context.Context, lib, time.Duration) (run, error)
+		delay time.Duration // > 0: every store behind a proxy delaying each way by it (delay.go)
+	}{{"uncontended", uncontendedPrep, nil, 0}, {"16 names", distinct16Prep, nil, 0}, {"contended", nil, contended, 0},
+		{delayedScenario, uncontendedPrep, nil, netDelay}} {
 		if !slices.Contains(strings.Split(*scenarios, ","), sc.name) {
 			continue
+		}
+		srv, libs := srv, libs // the servers' addresses, and libraries using them
+		if sc.delay > 0 {
+			srv = delayedServers(env, srv, sc.delay)
+			libs = libsOf(env, srv, stores)
+			rtt(sc.delay)
 		}
 		rs := make([][]run, len(libs))
 		failed := make([]error, len(libs))
@@ -271,7 +291,9 @@ func main() {
 				continue
 			}
 			res := summarise(l, sc.name, rs[j])
-			res.AllocPerOp, res.CPUPerOp, res.ServerCPUPerOp = cost[j][0], cost[j][1], cost[j][2]
+			if sc.delay == 0 { // delayed: a turn's few hundred operations are too few to divide costs by (report.go)
+				res.AllocPerOp, res.CPUPerOp, res.ServerCPUPerOp = cost[j][0], cost[j][1], cost[j][2]
+			}
 			// The ratio to the store's plain limit run by run (the runs
 			// of one round are the closest in time), its median and range.
 			for k, p := range libs {
@@ -284,6 +306,9 @@ func main() {
 				}
 			}
 			results = append(results, res)
+		}
+		if sc.delay > 0 {
+			rtt(sc.delay)
 		}
 	}
 	var ks []kindResult
@@ -301,7 +326,7 @@ func main() {
 			many = append(many, medianMany(rs))
 		}
 	}
-	if err := write(*docs, report{Results: results, Kinds: ks, ManyLeases: many, Method: *method,
+	if err := write(*docs, report{Results: results, Kinds: ks, ManyLeases: many, DelayedRTT: delayedRTT, Method: *method,
 		Duration: dur.String(), Runs: *runs, Command: os.Args[1:],
 		LoadBefore: loadBefore, LoadAfter: loadAvg()}); err != nil {
 		log.Fatal(err)

@@ -13,13 +13,20 @@ import (
 // serverCPU returns the CPU time the store's server has used so far: the
 // process listening on its port (Redis, ZooKeeper's JVM), or, for etcd,
 // which is embedded in this process, this process's own (the parent is
-// idle while a child runs, so it is the server's). Linux only; zero and
-// false elsewhere.
+// idle while a child runs, so it is the server's; not known when the
+// parent also runs a delaying proxy to it). Linux only; zero and false
+// elsewhere.
 func serverCPU(srv servers, store string) (time.Duration, bool) {
 	if store == "etcd" {
+		if _, ok := proxied[srv.Etcd]; ok { // the delaying proxy's CPU is this process's too
+			return 0, false
+		}
 		return cpuTime(), true
 	}
 	addr := map[string]string{"redis": srv.Redis, "zookeeper": srv.ZooKeeper, "nats": srv.NATS}[store]
+	if real, ok := proxied[addr]; ok { // behind a delaying proxy (delay.go): the server's, not the proxy's
+		addr = real
+	}
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return 0, false

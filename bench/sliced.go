@@ -98,6 +98,12 @@ func byStore(libs []lib) [][]int {
 	return groups
 }
 
+// throughputPreps are the throughput scenarios a child runs, by name. A
+// child of the delayed scenario runs the uncontended one: the delay is in
+// the addresses the parent gives it.
+var throughputPreps = map[string]func(context.Context, lib) (stepper, error){
+	"uncontended": uncontendedPrep, "16 names": distinct16Prep, delayedScenario: uncontendedPrep}
+
 // uncontendedPrep: one contender locking and unlocking one name.
 func uncontendedPrep(ctx context.Context, l lib) (stepper, error) {
 	c, err := l.new(ctx, fmt.Sprintf("bench/u/%d", time.Now().UnixNano()))

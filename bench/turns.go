@@ -33,7 +33,7 @@ func serveTurns(ctx context.Context, e *env, srv servers, scenario, store, libra
 	if err != nil {
 		return err
 	}
-	prep := map[string]func(context.Context, lib) (stepper, error){"uncontended": uncontendedPrep, "16 names": distinct16Prep}[scenario]
+	prep := throughputPreps[scenario]
 	if prep == nil {
 		return fmt.Errorf("scenario %q cannot take turns", scenario)
 	}
