@@ -322,7 +322,11 @@ func (h *hold) As(target any) bool {
 // logHandlers send the connection's events to the logger.
 func logHandlers(l *slog.Logger) []nats.Option {
 	return []nats.Option{
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if err == nil || nc.IsClosed() { // Close's own disconnect: nothing went wrong
+				l.Debug("natslock: connection closed")
+				return
+			}
 			l.Warn("natslock: disconnected", "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
