@@ -36,15 +36,7 @@ func (s *suite) runCancelRounds(t *testing.T, r cancelRound) {
 		name := fmt.Sprintf("%s-%d", lockName(t), round)
 		release := r.hold(t, name)
 		ctx, cancel := context.WithCancel(t.Context())
-		type result struct {
-			release func()
-			err     error
-		}
-		res := make(chan result, 1)
-		go func() {
-			rel, err := r.wait(ctx, name)
-			res <- result{rel, err}
-		}()
+		wait := Go(func() (func(), error) { return r.wait(ctx, name) })
 		time.Sleep(150 * time.Millisecond) // the waiter is waiting in the store
 		switch order {
 		case "cancel first":
@@ -59,30 +51,25 @@ func (s *suite) runCancelRounds(t *testing.T, r cancelRound) {
 			wg.Go(release)
 			wg.Wait()
 		}
-		var got result
-		select {
-		case got = <-res:
-		case <-time.After(5 * time.Second):
-			t.Fatalf("round %d (%s): the cancelled wait did not return within 5s", round, order)
-		}
-		if got.err == nil {
+		waited, werr := wait.Result(t, 5*time.Second, fmt.Sprintf("round %d (%s): the cancelled wait", round, order))
+		if werr == nil {
 			// It may have been granted before the cancel: then it must hold.
 			if rel, err := r.probe(t, name); err == nil {
 				rel()
-				got.release()
+				waited()
 				t.Fatalf("round %d (%s): the wait returned a lease, but a third party got the lock too", round, order)
 			} else if !errors.Is(err, dlock.ErrNotAcquired) {
 				t.Fatalf("round %d (%s): probe: %v", round, order, err)
 			}
-			got.release()
+			waited()
 			t.Logf("round %d (%s): granted before the cancel", round, order)
-		} else if !errors.Is(got.err, context.Canceled) || !errors.Is(got.err, dlock.ErrNotAcquired) {
-			t.Fatalf("round %d (%s): cancelled wait = %v; want ErrNotAcquired and context.Canceled", round, order, got.err)
+		} else if !errors.Is(werr, context.Canceled) || !errors.Is(werr, dlock.ErrNotAcquired) {
+			t.Fatalf("round %d (%s): cancelled wait = %v; want ErrNotAcquired and context.Canceled", round, order, werr)
 		}
 		rel, err := r.probe(t, name)
 		if err != nil {
 			t.Fatalf("round %d (%s): after the wait returned (err %v) and the holder released, the lock is not free: %v",
-				round, order, got.err, err)
+				round, order, werr, err)
 		}
 		rel()
 	}

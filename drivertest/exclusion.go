@@ -20,37 +20,60 @@ func (s *suite) testMutualExclusion(t *testing.T) {
 	const workers = 8
 	var (
 		inside  atomic.Int32
-		counter int64 // only touched inside the lock
-		done    atomic.Int64
+		counter int64  // only touched inside the lock
 		last    uint64 // last token seen inside the lock
-		wg      sync.WaitGroup
 	)
-	deadline := time.Now().Add(1500 * time.Millisecond)
+	done := contendFor(t, workers, 1500*time.Millisecond, 10*time.Second, func(w int) (string, func(context.Context) (*dlock.Lease, error)) {
+		return "Lock", clients[w%len(clients)].Mutex(name, dlock.WithTTL(5*time.Second)).Lock
+	}, func(w int, l *dlock.Lease) {
+		if n := inside.Add(1); n != 1 {
+			t.Errorf("worker %d: %d holders inside at once", w, n)
+		}
+		if tok := l.Token(); tok <= last {
+			t.Errorf("worker %d: token %d not above previous holder's %d", w, tok, last)
+		} else {
+			last = tok
+		}
+		v := counter
+		time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
+		counter = v + 1
+		inside.Add(-1)
+	})
+	if counter != done {
+		t.Fatalf("counter = %d after %d critical sections: lost updates", counter, done)
+	}
+	if done < workers {
+		t.Fatalf("only %d critical sections in 1.5s with %d workers", done, workers)
+	}
+	t.Logf("%d critical sections, tokens up to %d", done, last)
+}
+
+// contendFor runs workers goroutines on one lock for d: each takes a hold
+// again and again with the take take(w) makes for it (what names it), each
+// take bounded by wait, runs inside(w, lease) under it and unlocks. A failed
+// take or Unlock fails t and stops that worker. It returns, once every
+// worker has stopped, how many holds were taken, run and unlocked.
+func contendFor(t *testing.T, workers int, d, wait time.Duration,
+	take func(w int) (what string, take func(context.Context) (*dlock.Lease, error)), inside func(w int, l *dlock.Lease)) int64 {
+	var (
+		done atomic.Int64
+		wg   sync.WaitGroup
+	)
+	deadline := time.Now().Add(d)
 	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := clients[w%len(clients)]
+			what, take := take(w)
 			for time.Now().Before(deadline) {
-				ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-				l, err := c.Mutex(name, dlock.WithTTL(5*time.Second)).Lock(ctx)
+				ctx, cancel := context.WithTimeout(t.Context(), wait)
+				l, err := take(ctx)
 				cancel()
 				if err != nil {
-					t.Errorf("worker %d: Lock: %v", w, err)
+					t.Errorf("worker %d: %s: %v", w, what, err)
 					return
 				}
-				if n := inside.Add(1); n != 1 {
-					t.Errorf("worker %d: %d holders inside at once", w, n)
-				}
-				if tok := l.Token(); tok <= last {
-					t.Errorf("worker %d: token %d not above previous holder's %d", w, tok, last)
-				} else {
-					last = tok
-				}
-				v := counter
-				time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
-				counter = v + 1
-				inside.Add(-1)
+				inside(w, l)
 				if err := l.Unlock(t.Context()); err != nil {
 					t.Errorf("worker %d: Unlock: %v", w, err)
 					return
@@ -60,13 +83,7 @@ func (s *suite) testMutualExclusion(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if counter != done.Load() {
-		t.Fatalf("counter = %d after %d critical sections: lost updates", counter, done.Load())
-	}
-	if done.Load() < workers {
-		t.Fatalf("only %d critical sections in 1.5s with %d workers", done.Load(), workers)
-	}
-	t.Logf("%d critical sections, tokens up to %d", done.Load(), last)
+	return done.Load()
 }
 
 // 2. Fencing tokens strictly increase across holders and clients; re-entries

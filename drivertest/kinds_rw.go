@@ -89,64 +89,43 @@ func (s *suite) testWriterExcludes(t *testing.T) {
 		maxSeen          atomic.Uint64
 		counter          int64 // only touched under the write lock
 		writes, reads    atomic.Int64
-		wg               sync.WaitGroup
 	)
 	see := func(tok uint64) {
 		for m := maxSeen.Load(); tok > m && !maxSeen.CompareAndSwap(m, tok); m = maxSeen.Load() {
 		}
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rw := clients[w%2].RWMutex(name, dlock.WithTTL(5*time.Second))
-			write := w%3 == 0
-			for time.Now().Before(deadline) {
-				ctx, cancel := waitCtx(t)
-				var l *dlock.Lease
-				var err error
-				if write {
-					l, err = rw.Lock(ctx)
-				} else {
-					l, err = rw.RLock(ctx)
-				}
-				cancel()
-				if err != nil {
-					t.Errorf("worker %d (write %v): %v", w, write, err)
-					return
-				}
-				if write {
-					if n := writers.Add(1); n != 1 || readers.Load() != 0 {
-						t.Errorf("worker %d: writer inside with %d writers and %d readers", w, n, readers.Load())
-					}
-					if tok := l.Token(); tok <= maxSeen.Load() {
-						t.Errorf("worker %d: write token %d not above an earlier grant's %d", w, tok, maxSeen.Load())
-					}
-					see(l.Token())
-					v := counter
-					time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
-					counter = v + 1
-					writes.Add(1)
-					writers.Add(-1)
-				} else {
-					readers.Add(1)
-					if n := writers.Load(); n != 0 {
-						t.Errorf("worker %d: reader inside with %d writers", w, n)
-					}
-					see(l.Token())
-					time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
-					reads.Add(1)
-					readers.Add(-1)
-				}
-				if err := l.Unlock(t.Context()); err != nil {
-					t.Errorf("worker %d: Unlock: %v", w, err)
-					return
-				}
+	write := func(w int) bool { return w%3 == 0 }
+	contendFor(t, workers, 2*time.Second, 10*time.Second, func(w int) (string, func(context.Context) (*dlock.Lease, error)) {
+		rw := clients[w%2].RWMutex(name, dlock.WithTTL(5*time.Second))
+		if write(w) {
+			return "Lock", rw.Lock
+		}
+		return "RLock", rw.RLock
+	}, func(w int, l *dlock.Lease) {
+		if write(w) {
+			if n := writers.Add(1); n != 1 || readers.Load() != 0 {
+				t.Errorf("worker %d: writer inside with %d writers and %d readers", w, n, readers.Load())
 			}
-		}()
-	}
-	wg.Wait()
+			if tok := l.Token(); tok <= maxSeen.Load() {
+				t.Errorf("worker %d: write token %d not above an earlier grant's %d", w, tok, maxSeen.Load())
+			}
+			see(l.Token())
+			v := counter
+			time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
+			counter = v + 1
+			writes.Add(1)
+			writers.Add(-1)
+			return
+		}
+		readers.Add(1)
+		if n := writers.Load(); n != 0 {
+			t.Errorf("worker %d: reader inside with %d writers", w, n)
+		}
+		see(l.Token())
+		time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
+		reads.Add(1)
+		readers.Add(-1)
+	})
 	if counter != writes.Load() {
 		t.Fatalf("counter = %d after %d writes: lost updates", counter, writes.Load())
 	}

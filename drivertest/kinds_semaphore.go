@@ -25,8 +25,7 @@ func (s *suite) testSemaphoreCount(t *testing.T, cut bool) {
 	const workers, limit = 8, 3
 	var (
 		inside, most atomic.Int32
-		done         atomic.Int64
-		wg           sync.WaitGroup
+		wg           sync.WaitGroup // the cut
 	)
 	victimLive := func() int32 { return 0 }
 	if cut {
@@ -49,40 +48,22 @@ func (s *suite) testSemaphoreCount(t *testing.T, cut bool) {
 			}
 		}()
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem := clients[w%2].Semaphore(name, limit, dlock.WithTTL(5*time.Second))
-			for time.Now().Before(deadline) {
-				ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-				l, err := sem.Acquire(ctx)
-				cancel()
-				if err != nil {
-					t.Errorf("worker %d: Acquire: %v", w, err)
-					return
-				}
-				n := inside.Add(1)
-				if v := victimLive(); n+v > limit {
-					t.Errorf("worker %d: %d holders inside (%d of them the cut one) of %d permits", w, n+v, v, limit)
-				}
-				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-				}
-				time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
-				inside.Add(-1)
-				if err := l.Unlock(t.Context()); err != nil {
-					t.Errorf("worker %d: Unlock: %v", w, err)
-					return
-				}
-				done.Add(1)
-			}
-		}()
-	}
+	done := contendFor(t, workers, 2*time.Second, 20*time.Second, func(w int) (string, func(context.Context) (*dlock.Lease, error)) {
+		return "Acquire", clients[w%2].Semaphore(name, limit, dlock.WithTTL(5*time.Second)).Acquire
+	}, func(w int, l *dlock.Lease) {
+		n := inside.Add(1)
+		if v := victimLive(); n+v > limit {
+			t.Errorf("worker %d: %d holders inside (%d of them the cut one) of %d permits", w, n+v, v, limit)
+		}
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
+		inside.Add(-1)
+	})
 	wg.Wait()
 	// (That permits are held together at all is SemaphoreTokens' to show,
 	// deterministically: how many overlap here depends on timing.)
-	t.Logf("%d holds, at most %d at once", done.Load(), most.Load())
+	t.Logf("%d holds, at most %d at once", done, most.Load())
 }
 
 // Each permit holder has a token of its own; tokens increase.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/dlock/dlock"
 )
@@ -54,4 +55,58 @@ func (w *Waiter) Stop(t *testing.T) {
 	if err := <-w.done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the waiter: %v; want it cancelled by the test", err)
 	}
+}
+
+// Call is a call a test runs on a goroutine of its own (a Lock, a
+// Campaign) while it does something else, then checks: started by Go.
+type Call[T any] struct{ done chan callResult[T] }
+
+type callResult[T any] struct {
+	v   T
+	err error
+}
+
+// Go starts f on a goroutine of its own.
+func Go[T any](f func() (T, error)) *Call[T] {
+	c := &Call[T]{done: make(chan callResult[T], 1)}
+	go func() {
+		v, err := f()
+		c.done <- callResult[T]{v, err}
+	}()
+	return c
+}
+
+// WantPending fails t if the call returns within d: what (the call, as a
+// test failure says it) was to keep waiting.
+func (c *Call[T]) WantPending(t testing.TB, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case r := <-c.done:
+		t.Fatalf("%s: returned %v, %v; want it still waiting", what, r.v, r.err)
+	case <-time.After(d):
+	}
+}
+
+// Result returns what the call returns, failing t if it has not returned
+// within d.
+func (c *Call[T]) Result(t testing.TB, d time.Duration, what string) (T, error) {
+	t.Helper()
+	select {
+	case r := <-c.done:
+		return r.v, r.err
+	case <-time.After(d):
+		t.Fatalf("%s did not return within %v", what, d)
+		var zero T
+		return zero, nil
+	}
+}
+
+// Want is Result, failing t on an error too.
+func (c *Call[T]) Want(t testing.TB, d time.Duration, what string) T {
+	t.Helper()
+	v, err := c.Result(t, d, what)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
 }

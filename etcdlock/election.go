@@ -6,6 +6,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/notify"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -88,34 +89,10 @@ func (d *etcdDriver) WatchLeader(ctx context.Context, name string) (driver.Subsc
 		cancel()
 		return nil, ctx.Err()
 	}
-	w := &watch{ch: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
+	return notify.Go(cancel, func(w *notify.Sub) {
 		for range wch { // any change, or an error (the watch then ends): read again
-			select {
-			case w.ch <- struct{}{}:
-			default:
-			}
+			w.Send()
 		}
-		select { // the watch ended (no leader, compaction): one more read
-		case w.ch <- struct{}{}:
-		default:
-		}
-	}()
-	return w, nil
-}
-
-// watch is a driver.Subscription over an etcd watch.
-type watch struct {
-	ch     chan struct{}
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-func (w *watch) C() <-chan struct{} { return w.ch }
-
-func (w *watch) Close() error {
-	w.cancel()
-	<-w.done
-	return nil
+		w.Send() // the watch ended (no leader, compaction): one more read
+	}), nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 )
 
@@ -119,31 +120,10 @@ func TestEtcdctlElectInterop(t *testing.T) {
 	if k, v := obs.next(t, 10*time.Second, "elect -l"), obs.next(t, 5*time.Second, "elect -l"); k != key || v != "etcdctl-proposal" {
 		t.Fatalf("etcdctl elect -l printed %q %q; want %q etcdctl-proposal", k, v, key)
 	}
-	type result struct {
-		term *dlock.Term
-		err  error
-	}
-	got := make(chan result, 1)
-	go func() {
-		term, err := e.Campaign(ctx, "dlock-proposal")
-		got <- result{term, err}
-	}()
-	select {
-	case r := <-got:
-		t.Fatalf("dlock leads while etcdctl does: %v %v", r.term, r.err)
-	case <-time.After(time.Second):
-	}
+	campaign := drivertest.Go(func() (*dlock.Term, error) { return e.Campaign(ctx, "dlock-proposal") })
+	campaign.WantPending(t, time.Second, "dlock's Campaign while etcdctl leads")
 	ctl.interrupt(t) // etcdctl resigns
-	var r result
-	select {
-	case r = <-got:
-	case <-time.After(10 * time.Second):
-		t.Fatal("dlock did not take the lead after etcdctl resigned")
-	}
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	term := r.term
+	term := campaign.Want(t, 10*time.Second, "dlock's Campaign after etcdctl resigned")
 	if term.Token() <= ld.Term {
 		t.Fatalf("dlock's term %d is not above etcdctl's %d", term.Token(), ld.Term)
 	}

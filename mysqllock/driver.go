@@ -125,12 +125,7 @@ func myErr(op string, err error) error {
 }
 
 func (d *myDriver) Caps() driver.Caps {
-	if d.mode == ModeTable {
-		return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Microsecond, Reentrant: true,
-			Kinds: []driver.Kind{driver.Shared, driver.Write, driver.Permit}}
-	}
-	return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Microsecond, Blocking: true,
-		KindsNote: connKindsNote}
+	return sqlbase.Caps(d.mode == ModeTable, time.Microsecond, nil, connKindsNote)
 }
 
 func (d *myDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {

@@ -66,27 +66,8 @@ func (d *myDriver) acquireKind(ctx context.Context, r driver.Request) (driver.Gr
 	if _, err := d.db.ExecContext(ctx, `INSERT IGNORE INTO dlock_kinds (name, family) VALUES (?, ?)`, r.Name, fam); err != nil {
 		return driver.Grant{}, myErr("acquire", err)
 	}
-	var g driver.Grant
-	var verdict sqlbase.Verdict
-	var limit int
-	var err error
-	for try := 0; ; try++ {
-		g, verdict, limit, err = d.tryKind(ctx, r, fam)
-		var me *mysql.MySQLError
-		if err == nil || try == 3 || !errors.As(err, &me) || me.Number != 1213 || ctx.Err() != nil {
-			break
-		}
-	}
-	if err != nil {
-		return driver.Grant{}, myErr("acquire", err)
-	}
-	switch verdict {
-	case sqlbase.Mismatch:
-		return driver.Grant{}, fmt.Errorf("mysqllock: %w: %q is held with %d permits, asked with %d", dlock.ErrLimitMismatch, r.Name, limit, r.Limit)
-	case sqlbase.KindHeld:
-		return driver.Grant{}, fmt.Errorf("mysqllock: %w: %q is held by this owner as another kind", dlock.ErrUnsupported, r.Name)
-	}
-	return g, nil
+	return sqlbase.AcquireKind(ctx, "mysqllock", r, func() (driver.Grant, sqlbase.Verdict, int, error) { return d.tryKind(ctx, r, fam) },
+		func(err error) bool { var me *mysql.MySQLError; return errors.As(err, &me) && me.Number == 1213 }, myErr)
 }
 
 // tryKind runs one acquire transaction.

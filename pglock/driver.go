@@ -173,16 +173,10 @@ func pgErr(op string, err error) error {
 }
 
 func (d *pgDriver) Caps() driver.Caps {
-	if d.mode == ModeTable {
-		return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Millisecond, Reentrant: true,
-			Kinds: []driver.Kind{driver.Shared, driver.Write, driver.Permit}}
-	}
 	if d.mode == ModeSession { // read-write locks with pg_advisory_lock_shared
-		return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Millisecond, Blocking: true,
-			Kinds: []driver.Kind{driver.Shared, driver.Write}, KindsNote: sessionKindsNote}
+		return sqlbase.Caps(false, time.Millisecond, []driver.Kind{driver.Shared, driver.Write}, sessionKindsNote)
 	}
-	return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Millisecond, Blocking: true,
-		KindsNote: rowKindsNote}
+	return sqlbase.Caps(d.mode == ModeTable, time.Millisecond, nil, rowKindsNote)
 }
 
 func (d *pgDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {

@@ -61,27 +61,8 @@ const (
 // that locks the lock's state row first, so that the holds and waiting
 // records it reads are those it decides on.
 func (d *pgDriver) acquireKind(ctx context.Context, r driver.Request) (driver.Grant, error) {
-	var g driver.Grant
-	var verdict sqlbase.Verdict
-	var limit int
-	var err error
-	for try := 0; ; try++ { // a deadlock with a renewal batch (hold rows of several locks) is retried
-		g, verdict, limit, err = d.tryKind(ctx, r)
-		var pe *pgconn.PgError
-		if err == nil || try == 3 || !errors.As(err, &pe) || pe.Code != "40P01" || ctx.Err() != nil {
-			break
-		}
-	}
-	if err != nil {
-		return driver.Grant{}, pgErr("acquire", err)
-	}
-	switch verdict {
-	case sqlbase.Mismatch:
-		return driver.Grant{}, fmt.Errorf("pglock: %w: %q is held with %d permits, asked with %d", dlock.ErrLimitMismatch, r.Name, limit, r.Limit)
-	case sqlbase.KindHeld:
-		return driver.Grant{}, fmt.Errorf("pglock: %w: %q is held by this owner as another kind", dlock.ErrUnsupported, r.Name)
-	}
-	return g, nil
+	return sqlbase.AcquireKind(ctx, "pglock", r, func() (driver.Grant, sqlbase.Verdict, int, error) { return d.tryKind(ctx, r) },
+		func(err error) bool { var pe *pgconn.PgError; return errors.As(err, &pe) && pe.Code == "40P01" }, pgErr)
 }
 
 // tryKind runs one acquire transaction.

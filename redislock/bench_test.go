@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/dlock/dlock/redislock"
 	"github.com/redis/go-redis/v9"
@@ -44,18 +45,7 @@ func BenchmarkUncontended(b *testing.B) {
 	srv := testserver.Redis(b)
 	c, rdb := benchClient(b, srv)
 	ctx := b.Context()
-	b.Run("dlock", func(b *testing.B) {
-		m := c.Mutex("bench/uncontended")
-		for b.Loop() {
-			l, err := m.Lock(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := l.Unlock(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	b.Run("dlock", func(b *testing.B) { drivertest.LockUnlock(b, c, "bench/uncontended") })
 	b.Run("plain", func(b *testing.B) {
 		val := dlock.NewOwnerID()
 		for b.Loop() {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/dlock/dlock/redislock"
 	"github.com/redis/go-redis/v9"
@@ -128,17 +129,7 @@ func BenchmarkScripts(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { _ = c.Close() })
-			m := c.Mutex("bench/scripts")
-			ctx := b.Context()
-			for b.Loop() {
-				l, err := m.Lock(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := l.Unlock(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
+			drivertest.LockUnlock(b, c, "bench/scripts")
 			b.StopTimer()
 			b.ReportMetric(serverMicros(b, rdb, mode.cmd), "server-µs/call")
 		})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -118,15 +119,7 @@ func TestHandoffAndReentryLabels(t *testing.T) {
 	if info, err := admin.Inspect(ctx, "labels"); err != nil || info.Holds != 2 || info.Label != "first" {
 		t.Fatalf("Inspect after a re-entry = %+v, %v; want 2 holds labelled %q", info, err, "first")
 	}
-	type result struct {
-		l   *dlock.Lease
-		err error
-	}
-	got := make(chan result, 1)
-	go func() {
-		w, err := waiter.Mutex("labels", dlock.WithLabel("waiter")).Lock(ctx)
-		got <- result{w, err}
-	}()
+	waiting := drivertest.Go(func() (*dlock.Lease, error) { return waiter.Mutex("labels", dlock.WithLabel("waiter")).Lock(ctx) })
 	for {
 		info, err := admin.Inspect(ctx, "labels")
 		if err != nil {
@@ -147,15 +140,12 @@ func TestHandoffAndReentryLabels(t *testing.T) {
 	if err != nil || !info.Held || info.Owner == "shared" || info.Label != "waiter" {
 		t.Fatalf("Inspect after the handoff = %+v, %v; want it held with the waiter's label %q", info, err, "waiter")
 	}
-	r := <-got
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
+	w := waiting.Want(t, 10*time.Second, "the waiter's Lock")
 	info, err = admin.Inspect(ctx, "labels")
-	if err != nil || info.Owner != r.l.Owner() || info.Label != "waiter" || r.l.Label() != "waiter" {
-		t.Fatalf("Inspect of the waiter's lease = %+v, %v; want its owner %s and label %q", info, err, r.l.Owner(), "waiter")
+	if err != nil || info.Owner != w.Owner() || info.Label != "waiter" || w.Label() != "waiter" {
+		t.Fatalf("Inspect of the waiter's lease = %+v, %v; want its owner %s and label %q", info, err, w.Owner(), "waiter")
 	}
-	if err := r.l.Unlock(ctx); err != nil {
+	if err := w.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 }

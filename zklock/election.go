@@ -7,6 +7,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/notify"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -72,7 +73,6 @@ func (d *zkDriver) WatchLeader(ctx context.Context, name string) (driver.Subscri
 		return nil, err
 	}
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	w := &watch{ch: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	arm := func() ([]<-chan zk.Event, error) {
 		var (
 			names []string
@@ -101,8 +101,7 @@ func (d *zkDriver) WatchLeader(ctx context.Context, name string) (driver.Subscri
 		cancel()
 		return nil, fmt.Errorf("zklock: watch leader %q: %w", name, err)
 	}
-	go func() {
-		defer close(w.done)
+	return notify.Go(cancel, func(w *notify.Sub) {
 		for {
 			var data <-chan zk.Event
 			if len(chs) > 1 {
@@ -114,10 +113,7 @@ func (d *zkDriver) WatchLeader(ctx context.Context, name string) (driver.Subscri
 			case <-wctx.Done():
 				return
 			}
-			select {
-			case w.ch <- struct{}{}:
-			default:
-			}
+			w.Send()
 			for {
 				if chs, err = arm(); err == nil {
 					break
@@ -133,26 +129,7 @@ func (d *zkDriver) WatchLeader(ctx context.Context, name string) (driver.Subscri
 					return
 				}
 			}
-			select { // a change while re-arming is seen by the read that follows
-			case w.ch <- struct{}{}:
-			default:
-			}
+			w.Send() // a change while re-arming is seen by the read that follows
 		}
-	}()
-	return w, nil
-}
-
-// watch is a driver.Subscription over ZooKeeper watches.
-type watch struct {
-	ch     chan struct{}
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-func (w *watch) C() <-chan struct{} { return w.ch }
-
-func (w *watch) Close() error {
-	w.cancel()
-	<-w.done
-	return nil
+	}), nil
 }

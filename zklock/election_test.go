@@ -31,33 +31,12 @@ func TestCuratorLeaderLatchInterop(t *testing.T) {
 	if err != nil || ld.Value != "curator-1" {
 		t.Fatalf("Leader while Curator leads = %+v, %v; want curator-1", ld, err)
 	}
-	type result struct {
-		term *dlock.Term
-		err  error
-	}
-	got := make(chan result, 1)
-	go func() {
-		term, err := e.Campaign(ctx, "dlock-1")
-		got <- result{term, err}
-	}()
-	select {
-	case r := <-got:
-		t.Fatalf("dlock leads while Curator does: %v %v", r.term, r.err)
-	case <-time.After(time.Second):
-	}
+	campaign := drivertest.Go(func() (*dlock.Term, error) { return e.Campaign(ctx, "dlock-1") })
+	campaign.WantPending(t, time.Second, "dlock's Campaign while Curator leads")
 	if got := cur.send("close", 10*time.Second); got != "closed" {
 		t.Fatalf("curator close: %q", got)
 	}
-	var r result
-	select {
-	case r = <-got:
-	case <-time.After(10 * time.Second):
-		t.Fatal("dlock did not take the lead after Curator's latch closed")
-	}
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	term := r.term
+	term := campaign.Want(t, 10*time.Second, "dlock's Campaign after Curator's latch closed")
 	if term.Token() <= ld.Term {
 		t.Fatalf("dlock's term %d is not above Curator's %d", term.Token(), ld.Term)
 	}

@@ -34,12 +34,16 @@ func catchSignals() (s *signalCatcher, stop func()) {
 	return s, func() { signal.Stop(s.ch) }
 }
 
-// cancelOnSignal returns a context cancelled by the first caught signal, for
-// the wait for a lock. end stops the watching goroutine (it has returned
-// when end returns) and returns the signal that cancelled ctx, or nil; from
-// then on the catcher's signals are the caller's again.
-func (s *signalCatcher) cancelOnSignal(parent context.Context) (ctx context.Context, end func() os.Signal) {
+// cancelOnSignal returns a context for the wait for a lock or a lead:
+// bounded by wait (0: unbounded) and cancelled by the first caught signal.
+// end stops the watching goroutine (it has returned when end returns),
+// cancels ctx and returns the signal that cancelled it, or nil; from then on
+// the catcher's signals are the caller's again.
+func (s *signalCatcher) cancelOnSignal(parent context.Context, wait time.Duration) (ctx context.Context, end func() os.Signal) {
 	ctx, cancel := context.WithCancel(parent)
+	if wait > 0 {
+		ctx, cancel = context.WithTimeout(parent, wait)
+	}
 	stop := make(chan struct{})
 	got := make(chan os.Signal, 1)
 	go func() {

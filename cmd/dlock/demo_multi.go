@@ -29,13 +29,9 @@ func (in *instance) deductMulti(ctx context.Context, keys []string) (string, err
 		return "", errors.New("multi mode needs --segments of at least 2")
 	}
 	for range 100 { // a hint gone stale under contention: look again
-		levels := make([]int, len(keys))
-		for i, k := range keys {
-			v, _, err := in.st.get(ctx, k)
-			if err != nil {
-				return "", err
-			}
-			levels[i] = v
+		levels, err := in.levels(ctx, keys)
+		if err != nil {
+			return "", err
 		}
 		order := make([]int, len(keys))
 		for i := range order {
@@ -67,13 +63,9 @@ func (in *instance) deductMulti(ctx context.Context, keys []string) (string, err
 // elsewhere at the same time saw a tie), and a level stock of an even total
 // sells out. It answers resSoldOut if they are not (the caller looks again).
 func (in *instance) sellPair(ctx context.Context, g *dlock.Group, keys []string, a, b int) (string, error) {
-	levels := make([]int, len(keys))
-	for i, k := range keys {
-		v, _, err := in.st.get(ctx, k)
-		if err != nil {
-			return "", err
-		}
-		levels[i] = v
+	levels, err := in.levels(ctx, keys)
+	if err != nil {
+		return "", err
 	}
 	if levels[a] <= 0 || levels[b] <= 0 {
 		return resSoldOut, nil
@@ -92,4 +84,17 @@ func (in *instance) sellPair(ctx context.Context, g *dlock.Group, keys []string,
 		}
 	}
 	return resSold, nil
+}
+
+// levels reads the stock of each segment in keys.
+func (in *instance) levels(ctx context.Context, keys []string) ([]int, error) {
+	levels := make([]int, len(keys))
+	for i, k := range keys {
+		v, _, err := in.st.get(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		levels[i] = v
+	}
+	return levels, nil
 }

@@ -69,22 +69,13 @@ func runElected(ctx context.Context, name, value string, argv []string, ttl, wai
 		return err
 	}
 	defer c.Close()
-	opts := []dlock.Option{dlock.WithTTL(ttl)}
-	if label != "" {
-		opts = append(opts, dlock.WithLabel(label))
-	}
-	e := c.Election(name, opts...)
+	e := c.Election(name, holdOptions(ttl, label, "")...)
 
 	// One receiver of the caught signals at a time: the campaign, then the
 	// command's supervisor (as dlock run).
 	sigs, stopSignals := catchSignals()
 	defer stopSignals()
-	cctx, endWait := sigs.cancelOnSignal(ctx)
-	if wait > 0 {
-		var cancel context.CancelFunc
-		cctx, cancel = context.WithTimeout(cctx, wait)
-		defer cancel()
-	}
+	cctx, endWait := sigs.cancelOnSignal(ctx, wait)
 	term, err := e.Campaign(cctx, value)
 	if sig := endWait(); sig != nil {
 		if err == nil {

@@ -89,14 +89,7 @@ func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.D
 		return err
 	}
 	defer c.Close()
-	opts := []dlock.Option{dlock.WithTTL(ttl)}
-	if label != "" {
-		opts = append(opts, dlock.WithLabel(label))
-	}
-	if owner != "" {
-		opts = append(opts, dlock.WithOwner(owner))
-	}
-	m, err := kinds.locker(c, name, opts)
+	m, err := kinds.locker(c, name, holdOptions(ttl, label, owner))
 	if err != nil {
 		return err
 	}
@@ -105,12 +98,7 @@ func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.D
 	// then the command's supervisor.
 	sigs, stopSignals := catchSignals()
 	defer stopSignals()
-	lctx, endWait := sigs.cancelOnSignal(ctx)
-	if wait > 0 {
-		var cancel context.CancelFunc
-		lctx, cancel = context.WithTimeout(lctx, wait)
-		defer cancel()
-	}
+	lctx, endWait := sigs.cancelOnSignal(ctx, wait)
 	var l *dlock.Lease
 	if noWait {
 		l, err = m.TryLock(lctx)
@@ -183,6 +171,19 @@ func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.D
 		return &exitError{code: res.Code, err: errors.New("")}
 	}
 	return nil
+}
+
+// holdOptions are the options of the hold dlock run or elect takes: ttl,
+// and the label and owner where given.
+func holdOptions(ttl time.Duration, label, owner string) []dlock.Option {
+	opts := []dlock.Option{dlock.WithTTL(ttl)}
+	if label != "" {
+		opts = append(opts, dlock.WithLabel(label))
+	}
+	if owner != "" {
+		opts = append(opts, dlock.WithOwner(owner))
+	}
+	return opts
 }
 
 // reportLostAtUnlock says on stderr (as a JSON event with -o json) that

@@ -2,6 +2,8 @@ package sqlbase
 
 import (
 	"cmp"
+	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -152,4 +154,37 @@ func Info(name string, kind driver.Kind, holds []KindHold, waiters, limit int) d
 		info.Owner, info.Label, info.Holds, info.Token, info.TTL = top.Owner, top.Label, top.Holds, top.Token, top.TTLLeft
 	}
 	return info
+}
+
+// AcquireKind is the table modes' acquire of a read, write or permit
+// request r, as both SQL backends do it: try runs one acquire transaction
+// (its grant, verdict and the stored permit count), again up to three times
+// while it fails with a deadlock (deadlock says which errors are one: a
+// renewal batch locks hold rows of several locks); then a failure is
+// wrapped by wrap, and a Mismatch or KindHeld verdict refused with the
+// error dlock matches. pkg prefixes the errors.
+func AcquireKind(ctx context.Context, pkg string, r driver.Request, try func() (driver.Grant, Verdict, int, error),
+	deadlock func(error) bool, wrap func(op string, err error) error) (driver.Grant, error) {
+	var (
+		g       driver.Grant
+		verdict Verdict
+		limit   int
+		err     error
+	)
+	for n := 0; ; n++ {
+		g, verdict, limit, err = try()
+		if err == nil || n == 3 || !deadlock(err) || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return driver.Grant{}, wrap("acquire", err)
+	}
+	switch verdict {
+	case Mismatch:
+		return driver.Grant{}, fmt.Errorf("%s: %w: %q is held with %d permits, asked with %d", pkg, driver.ErrLimitMismatch, r.Name, limit, r.Limit)
+	case KindHeld:
+		return driver.Grant{}, fmt.Errorf("%s: %w: %q is held by this owner as another kind", pkg, driver.ErrUnsupported, r.Name)
+	}
+	return g, nil
 }

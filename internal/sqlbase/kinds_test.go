@@ -1,6 +1,10 @@
 package sqlbase
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,5 +69,42 @@ func TestRetry(t *testing.T) {
 	p := driver.Request{Kind: driver.Permit, TTL: 10 * time.Second}
 	if got := Retry(p, []KindHold{{TTLLeft: 5 * time.Second}}); got != 5*time.Second {
 		t.Errorf("Retry of a permit = %v; want the first hold's end", got)
+	}
+}
+
+// AcquireKind tries again after a deadlock, three times at most, and only
+// after one; it wraps a failure with the backend's mapping, and refuses a
+// Mismatch or KindHeld verdict with the error dlock matches.
+func TestAcquireKind(t *testing.T) {
+	errDeadlock, errOther := errors.New("deadlock"), errors.New("other")
+	r := driver.Request{Name: "n", Kind: driver.Permit, Limit: 2}
+	run := func(results ...error) (int, driver.Grant, error) {
+		tries := 0
+		g, err := AcquireKind(context.Background(), "pkg", r, func() (driver.Grant, Verdict, int, error) {
+			err := results[min(tries, len(results)-1)]
+			tries++
+			if err != nil {
+				return driver.Grant{}, Refuse, 0, err
+			}
+			return driver.Grant{Acquired: true, Token: 7}, Grant, 2, nil
+		}, func(err error) bool { return errors.Is(err, errDeadlock) },
+			func(op string, err error) error { return fmt.Errorf("pkg: %s: %w", op, err) })
+		return tries, g, err
+	}
+	if tries, g, err := run(errDeadlock, errDeadlock, nil); err != nil || !g.Acquired || g.Token != 7 || tries != 3 {
+		t.Errorf("two deadlocks, then a grant: %d tries, %+v, %v; want the grant on the third", tries, g, err)
+	}
+	if tries, _, err := run(errDeadlock); !errors.Is(err, errDeadlock) || tries != 4 || !strings.HasPrefix(err.Error(), "pkg: acquire: ") {
+		t.Errorf("deadlocks only: %d tries, %v; want 4 and the last deadlock, wrapped", tries, err)
+	}
+	if tries, _, err := run(errOther, nil); !errors.Is(err, errOther) || tries != 1 {
+		t.Errorf("another error: %d tries, %v; want 1, not retried", tries, err)
+	}
+	for v, want := range map[Verdict]error{Mismatch: driver.ErrLimitMismatch, KindHeld: driver.ErrUnsupported} {
+		_, err := AcquireKind(context.Background(), "pkg", r, func() (driver.Grant, Verdict, int, error) { return driver.Grant{}, v, 3, nil },
+			func(error) bool { return false }, func(_ string, err error) error { return err })
+		if !errors.Is(err, want) || !strings.HasPrefix(err.Error(), "pkg: ") {
+			t.Errorf("verdict %d: %v; want %v, prefixed", v, err, want)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/internal/urlparam"
@@ -58,6 +59,21 @@ func URLOptions(pkg string, q url.Values) (mode string, maxHeld int, err error) 
 		maxHeld, _ = strconv.Atoi(v) // checked above
 	}
 	return q.Get("mode"), maxHeld, nil
+}
+
+// Caps are an SQL backend's capabilities in a mode: names up to the 1,024
+// bytes of the tables' name columns, TTLs from 1 ms counted in resolution;
+// table mode (table) counts an owner's holds and has every kind, row and
+// session modes hold a connection that waits in the server and have kinds,
+// with note saying why not the others.
+func Caps(table bool, resolution time.Duration, kinds []driver.Kind, note string) driver.Caps {
+	c := driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: resolution}
+	if table {
+		c.Reentrant, c.Kinds = true, []driver.Kind{driver.Shared, driver.Write, driver.Permit}
+		return c
+	}
+	c.Blocking, c.Kinds, c.KindsNote = true, kinds, note
+	return c
 }
 
 // AcquireFunc is one of a backend's ways to acquire.

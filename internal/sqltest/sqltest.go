@@ -58,34 +58,18 @@ func LongWaitLeaseIsLive(t *testing.T, be Backend) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			type result struct {
-				l   *dlock.Lease
-				err error
-			}
-			got := make(chan result, 1)
-			go func() {
-				l, err := b.Mutex("long-wait", dlock.WithTTL(ttl)).Lock(ctx)
-				got <- result{l, err}
-			}()
+			waiter := drivertest.Go(func() (*dlock.Lease, error) { return b.Mutex("long-wait", dlock.WithTTL(ttl)).Lock(ctx) })
 			time.Sleep(3 * ttl) // b waits three TTLs
 			if err := la.Unlock(ctx); err != nil {
 				t.Fatal(err)
 			}
-			var r result
-			select {
-			case r = <-got:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the waiter did not get the lock")
-			}
-			if r.err != nil {
-				t.Fatal(r.err)
-			}
+			l := waiter.Want(t, 10*time.Second, "the waiter's Lock")
 			select { // three TTLs: live only if renewed
-			case <-r.l.Done():
-				t.Fatalf("the lease of a Lock that waited 3 TTLs ended: %v", r.l.Err())
+			case <-l.Done():
+				t.Fatalf("the lease of a Lock that waited 3 TTLs ended: %v", l.Err())
 			case <-time.After(3 * ttl):
 			}
-			if err := r.l.Unlock(ctx); err != nil {
+			if err := l.Unlock(ctx); err != nil {
 				t.Fatal(err)
 			}
 		})
