@@ -22,7 +22,16 @@
 // ignored. A server with require_secure_transport=ON refuses a plaintext
 // URL: MySQL says "Connections using insecure transport are prohibited",
 // MariaDB says "Access denied", to which dlock adds that TLS may be
-// wanted. Errors never show a key's path.
+// wanted. A server without TLS, asked for it, fails Open at once with
+// mysql.ErrNoTLS. Errors never show a key's path.
+//
+// A MySQL server speaks first, so a URL naming another server's port (TLS
+// or not) fails Open at once when that server answers with something else
+// or hangs up, and within about a second when it waits for the client
+// (Redis, HTTP, a TLS port): Open then asks it on a second connection. A
+// server that says nothing even then cannot be told from a MySQL server
+// slow to greet (reverse DNS can hold the greeting for seconds): Open waits
+// for it until ctx ends and says no greeting came.
 //
 // # Modes
 //
@@ -259,6 +268,8 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	}
 	cfg.ParseTime = true
 	cfg.Logger = mysqlLogger{driver.Logger(ctx).With("backend", Scheme)}
+	g := &greeter{} // another server's port: say so at Open, not at the deadline
+	cfg.DialFunc = g.dial
 	for k, v := range q {
 		switch k {
 		case "mode", "max_held":
@@ -291,6 +302,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		}
 		return nil, err
 	}
+	g.opened.Store(true)
 	return d, nil
 }
 
