@@ -141,6 +141,15 @@
 // A failed release of a read hold or permit is not settled as a Mutex's
 // is: the hold stays until its TTL.
 //
+// # TTL limits
+//
+// TTLs are whole microseconds, from 5.13 ms (a grant must arrive with
+// TTL/100 + 2ms + min(TTL/10, 1s) left) up to ten years; a TTL outside is
+// refused with ErrInvalidTTL when the lock is made. Expiry is judged by
+// the database's NOW(6) in table mode; in row and session mode the
+// server's timeouts that free a cut-off holder's lock are whole seconds,
+// rounded up ("A holder cut off").
+//
 // # Per-name state that stays
 //
 // A name's token counter stays after its last release: table mode's
