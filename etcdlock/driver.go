@@ -227,35 +227,30 @@ func (d *etcdDriver) Release(ctx context.Context, h driver.Held, _ int) error {
 
 // ForceRelease deletes the holder's key, whoever holds it.
 func (d *etcdDriver) ForceRelease(ctx context.Context, name string) error {
-	resp, err := d.cli.Get(ctx, d.prefix+name+"/", clientv3.WithFirstCreate()...)
+	kv, _, err := d.first(ctx, d.prefix+name+"/", false)
 	if err != nil {
 		return permErr(fmt.Errorf("etcdlock: force release: %w", err), d.prefix)
 	}
-	if len(resp.Kvs) == 0 {
+	if kv == nil {
 		return nil
 	}
-	kv := resp.Kvs[0]
 	_, err = d.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision)).
 		Then(clientv3.OpDelete(string(kv.Key))).Commit()
 	return permErr(err, d.prefix)
 }
 
 func (d *etcdDriver) Inspect(ctx context.Context, name string) (driver.Info, error) {
-	pfx := d.prefix + name + "/"
-	resp, err := d.cli.Txn(ctx).Then(clientv3.OpGet(pfx, clientv3.WithFirstCreate()...),
-		clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithCountOnly())).Commit()
+	kv, n, err := d.first(ctx, d.prefix+name+"/", true)
 	if err != nil {
 		return driver.Info{}, permErr(fmt.Errorf("etcdlock: inspect: %w", err), d.prefix)
 	}
 	info := driver.Info{Name: name}
-	kvs := resp.Responses[0].GetResponseRange().Kvs
-	if len(kvs) == 0 {
+	if kv == nil {
 		return info, nil
 	}
-	kv := kvs[0]
 	info.Owner, info.Label = parseHolderValue(kv.Value)
 	info.Held, info.Holds, info.Token = true, 1, uint64(kv.CreateRevision)
-	info.Waiters = int(resp.Responses[1].GetResponseRange().Count) - 1
+	info.Waiters = n - 1
 	if ttl, err := d.cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease)); err == nil && ttl.TTL > 0 {
 		info.TTL = time.Duration(ttl.TTL) * time.Second
 	}

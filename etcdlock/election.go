@@ -61,14 +61,13 @@ func (d *etcdDriver) Proclaim(ctx context.Context, h driver.Held, value string) 
 
 // Leader implements driver.Elector: the key with the lowest create revision.
 func (d *etcdDriver) Leader(ctx context.Context, name string) (driver.Leader, error) {
-	resp, err := d.cli.Get(ctx, d.prefix+name+"/", clientv3.WithFirstCreate()...)
+	kv, _, err := d.first(ctx, d.prefix+name+"/", false)
 	if err != nil {
 		return driver.Leader{}, fmt.Errorf("etcdlock: leader: %w", err)
 	}
-	if len(resp.Kvs) == 0 {
+	if kv == nil {
 		return driver.Leader{}, nil
 	}
-	kv := resp.Kvs[0]
 	return driver.Leader{Held: true, Value: string(kv.Value), Term: uint64(kv.CreateRevision)}, nil
 }
 

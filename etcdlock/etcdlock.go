@@ -43,19 +43,23 @@
 // A contender puts the key "<prefix><name>/<lease id in hex>" under its
 // session's lease, with its owner id and holder label (dlock.WithLabel,
 // "host:pid" by default) as the value, joined by a NUL; the key with the lowest
-// create revision holds the lock, and each waiter watches only the key just
-// before its own. That is the layout of etcd's client/v3/concurrency Mutex and
-// of `etcdctl lock`, so their holders and dlock's exclude each other (with the
+// create revision holds the lock, and each waiter watches only the contender
+// key just before its own. That is the layout of etcd's client/v3/concurrency
+// Mutex and of `etcdctl lock`, so their holders and dlock's exclude each other (with the
 // default empty prefix, `etcdctl lock NAME` is dlock's lock NAME). They put
 // an empty value and never read it: Inspect reports their holders with no
 // owner id or label.
 //
-// Names are hierarchical, as in that layout: the keys of the lock "a/b" lie
-// under the prefix of the lock "a" ("a/"), so a Mutex or Election named "a"
-// also queues behind the holders and waiters of "a/b" (and Inspect and
-// Leader of "a" may report one of them). Exclusion is never weakened, but
-// "a" can wait for "a/b". Do not use one lock's name followed by "/" as the
-// start of another's on etcd; etcd's Mutex and etcdctl lock behave the same.
+// Names may nest: the keys of the lock "a/b" ("a/b/<lease>") lie under the
+// prefix of the lock "a" ("a/"). dlock counts as the contenders of "a" only
+// the direct children "a/<lease>", so among dlock clients "a" and "a/b" are
+// two locks: a holder of "a/b" neither blocks "a" nor shows in its Inspect,
+// List, Leader or ForceUnlock. etcd's Mutex and `etcdctl lock` do not
+// filter: `etcdctl lock a` queues behind every key under "a/", dlock's
+// holders of "a/b" included (it waits longer, never less), and `etcdctl
+// lock a/b` is seen by dlock as the lock "a/b". The reads of a queue go a
+// page (64 keys) at a time, so a lock with many locks named under it costs
+// a read per page of their keys.
 //
 // # Read-write locks and semaphores
 //

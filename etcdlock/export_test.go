@@ -28,3 +28,6 @@ func DriverOf(c *dlock.Client) driver.Driver {
 	}
 	return d
 }
+
+// PageSize is how many keys one read of a lock's queue takes.
+const PageSize = pageSize

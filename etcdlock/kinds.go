@@ -217,7 +217,7 @@ func (d *etcdDriver) waitKindTurn(ctx context.Context, q kindQuery, e *entry) er
 	if q.limit > 1 {
 		return d.waitPermit(ctx, q, e)
 	}
-	return d.waitBehind(ctx, q.before(e.rev), e)
+	return d.waitBehind(ctx, func(maxRev int64) clientv3.Op { return q.before(maxRev + 1) }, nil, e)
 }
 
 // waitPermit is waitKindTurn for a permit.

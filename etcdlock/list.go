@@ -70,11 +70,11 @@ func (d *etcdDriver) inspectElection(ctx context.Context, name string) (driver.I
 	if err != nil || !info.Held || info.Label != "" || info.Owner == "" {
 		return info, err
 	}
-	resp, err := d.cli.Get(ctx, d.prefix+name+"/", clientv3.WithFirstCreate()...)
+	kv, _, err := d.first(ctx, d.prefix+name+"/", false)
 	if err != nil {
 		return driver.Info{}, permErr(fmt.Errorf("etcdlock: inspect: %w", err), d.prefix)
 	}
-	if len(resp.Kvs) == 1 && uint64(resp.Kvs[0].CreateRevision) == info.Token && !bytes.Contains(resp.Kvs[0].Value, []byte{0}) {
+	if kv != nil && uint64(kv.CreateRevision) == info.Token && !bytes.Contains(kv.Value, []byte{0}) {
 		info.Election, info.Label, info.Owner = true, info.Owner, ""
 	}
 	return info, nil

@@ -21,6 +21,9 @@ type entry struct {
 	// since is when the last request that found the key first in line (and
 	// still under sess's lease) was sent; zero until one has.
 	since time.Time
+	// unsure is set when enqueue's read could not tell whether the key is
+	// first: it found only keys of names under the lock's.
+	unsure bool
 }
 
 // acquire queues the client's key for r.Name and, with r.Wait, waits for its
@@ -34,6 +37,18 @@ func (d *etcdDriver) acquire(ctx context.Context, r driver.Request, free func())
 		e, err := d.enqueue(ctx, r, pfx)
 		if err != nil {
 			return driver.Grant{}, err
+		}
+		if e.since.IsZero() && !r.Wait && e.unsure { // look further, once
+			kv, sent, err := d.keyBefore(ctx, d.mutexBefore(pfx), contenderOf(pfx), e)
+			switch {
+			case errors.Is(err, errKeyGone):
+				continue
+			case err != nil:
+				d.dropKey(e.sess, e.key, e.rev)
+				return driver.Grant{}, fmt.Errorf("etcdlock: acquire: %w", err)
+			case kv == nil:
+				e.since = sent
+			}
 		}
 		if e.since.IsZero() && !r.Wait {
 			d.dropKey(e.sess, e.key, e.rev)
@@ -76,7 +91,7 @@ var errKeyGone = errors.New("etcdlock: the contender's key is gone")
 // enqueue puts the contender's key under a live session (or finds the one
 // left there by an earlier attempt) and reads the first key in line.
 func (d *etcdDriver) enqueue(ctx context.Context, r driver.Request, pfx string) (*entry, error) {
-	first := clientv3.OpGet(pfx, clientv3.WithFirstCreate()...)
+	first := firstOp(pfx, 0)
 	for attempt := 0; ; attempt++ {
 		sess, err := d.session(ctx, r.TTL)
 		if err != nil {
@@ -116,9 +131,11 @@ func (d *etcdDriver) enqueue(ctx context.Context, r driver.Request, pfx string) 
 			e.rev = resp.Responses[1].GetResponseRange().Kvs[0].CreateRevision
 			firstIdx = 2
 		}
-		if kvs := resp.Responses[firstIdx].GetResponseRange().Kvs; len(kvs) > 0 && kvs[0].CreateRevision == e.rev {
+		kv, unsure := firstIn(pfx, resp.Responses[firstIdx].GetResponseRange())
+		if kv != nil && kv.CreateRevision == e.rev {
 			e.since = sent
 		}
+		e.unsure = unsure
 		return e, nil
 	}
 }
@@ -185,31 +202,46 @@ func (d *etcdDriver) confirm(ctx context.Context, e *entry, wait bool) (time.Dur
 	return v, nil
 }
 
-// waitTurn waits until no key of the lock older than e's is left, watching
-// only the one just before it.
+// waitTurn waits until no contender of the lock older than e's is left,
+// watching only the one just before it.
 func (d *etcdDriver) waitTurn(ctx context.Context, pfx string, e *entry) error {
-	return d.waitBehind(ctx, clientv3.OpGet(pfx, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(e.rev-1))...), e)
+	return d.waitBehind(ctx, d.mutexBefore(pfx), contenderOf(pfx), e)
 }
 
-// waitBehind waits until before, a read of the one key that keeps e out,
-// finds none, watching the key it finds until it is deleted. The read that
-// finds none is the proof of the turn: it also finds e's key still there
-// under e's session, and e.since is set to its send time. It returns
-// errKeyGone if the key is gone or the session is lost meanwhile.
-func (d *etcdDriver) waitBehind(ctx context.Context, before clientv3.Op, e *entry) error {
+// mutexBefore reads the keys under pfx created at or before maxRev, the
+// latest first, a page of them (keys only).
+func (d *etcdDriver) mutexBefore(pfx string) func(maxRev int64) clientv3.Op {
+	return func(maxRev int64) clientv3.Op {
+		return clientv3.OpGet(pfx, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
+			clientv3.WithMaxCreateRev(maxRev), clientv3.WithLimit(pageSize), clientv3.WithKeysOnly())
+	}
+}
+
+// contenderOf is contender for pfx's lock.
+func contenderOf(pfx string) func(key []byte) bool {
+	return func(key []byte) bool { return contender(pfx, key) }
+}
+
+// waitBehind waits until no key that keeps e out is left, watching the
+// latest of them until it is deleted. before(maxRev) reads the keys that
+// may keep e out created at or before maxRev, the latest first; keeps (nil:
+// any) tells those that do. The read that finds none is the proof of the
+// turn: it also finds e's key still there under e's session, and e.since is
+// set to its send time. It returns errKeyGone if the key is gone or the
+// session is lost meanwhile.
+func (d *etcdDriver) waitBehind(ctx context.Context, before func(maxRev int64) clientv3.Op, keeps func(key []byte) bool, e *entry) error {
 	for {
-		resp, sent, err := d.readTurn(ctx, before, e)
+		kv, sent, err := d.keyBefore(ctx, before, keeps, e)
 		if err != nil {
 			return err
 		}
-		kvs := resp.Responses[0].GetResponseRange().Kvs
-		if len(kvs) == 0 {
+		if kv == nil {
 			e.since = sent
 			return nil
 		}
-		// kvs[0] may have no value (keys only) but has its key and create
+		// kv may have no value (keys only) but has its key and create
 		// revision.
-		err = d.waitDelete(ctx, kvs[0], e.sess.lost)
+		err = d.waitDelete(ctx, kv, e.sess.lost)
 		if err != nil && (errors.Is(err, errKeyGone) || ctx.Err() != nil || !transient(err)) {
 			return err
 		}
@@ -220,6 +252,30 @@ func (d *etcdDriver) waitBehind(ctx context.Context, before clientv3.Op, e *entr
 				return ctx.Err()
 			}
 		}
+	}
+}
+
+// keyBefore returns the latest key created before e's that keeps e out (see
+// waitBehind), nil if none, and the send time of the read that found it,
+// which also found e's key in place. It reads a page at a time, each with
+// e's key: a key created before e's cannot appear after a read, so a page
+// that finds none of the keys before the previous page's proves none is left.
+func (d *etcdDriver) keyBefore(ctx context.Context, before func(maxRev int64) clientv3.Op, keeps func(key []byte) bool, e *entry) (*mvccpb.KeyValue, time.Time, error) {
+	for maxRev := e.rev - 1; ; {
+		resp, sent, err := d.readTurn(ctx, before(maxRev), e)
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		r := resp.Responses[0].GetResponseRange()
+		for _, kv := range r.Kvs {
+			if keeps == nil || keeps(kv.Key) {
+				return kv, sent, nil
+			}
+		}
+		if !r.More || len(r.Kvs) == 0 {
+			return nil, sent, nil
+		}
+		maxRev = nextRev(r.Kvs[len(r.Kvs)-1].CreateRevision, maxRev, -1)
 	}
 }
 

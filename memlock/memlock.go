@@ -25,6 +25,10 @@
 // Guarantees: mutual exclusion, expiry and tokens are exact within the
 // process. There is no persistence: nothing survives the process.
 //
+// TTLs are whole milliseconds, from 6 ms (the margin every grant needs) up
+// to ten years, as on the stores; a TTL outside is refused with
+// ErrInvalidTTL when the lock is made.
+//
 // Per-name state that stays: each name's token counter (a map entry of the
 // name plus 8 bytes, per family used) outlives its locks for the life of
 // the store, so that tokens never go backwards.

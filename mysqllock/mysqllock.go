@@ -22,7 +22,16 @@
 // ignored. A server with require_secure_transport=ON refuses a plaintext
 // URL: MySQL says "Connections using insecure transport are prohibited",
 // MariaDB says "Access denied", to which dlock adds that TLS may be
-// wanted. Errors never show a key's path.
+// wanted. A server without TLS, asked for it, fails Open at once with
+// mysql.ErrNoTLS. Errors never show a key's path.
+//
+// A MySQL server speaks first, so a URL naming another server's port (TLS
+// or not) fails Open at once when that server answers with something else
+// or hangs up, and within about a second when it waits for the client
+// (Redis, HTTP, a TLS port): Open then asks it on a second connection. A
+// server that says nothing even then cannot be told from a MySQL server
+// slow to greet (reverse DNS can hold the greeting for seconds): Open waits
+// for it until ctx ends and says no greeting came.
 //
 // # Modes
 //
@@ -131,6 +140,15 @@
 // lets new readers past a waiting FOR UPDATE; neither waits for one of N).
 // A failed release of a read hold or permit is not settled as a Mutex's
 // is: the hold stays until its TTL.
+//
+// # TTL limits
+//
+// TTLs are whole microseconds, from 5.13 ms (a grant must arrive with
+// TTL/100 + 2ms + min(TTL/10, 1s) left) up to ten years; a TTL outside is
+// refused with ErrInvalidTTL when the lock is made. Expiry is judged by
+// the database's NOW(6) in table mode; in row and session mode the
+// server's timeouts that free a cut-off holder's lock are whole seconds,
+// rounded up ("A holder cut off").
 //
 // # Per-name state that stays
 //
@@ -259,6 +277,8 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	}
 	cfg.ParseTime = true
 	cfg.Logger = mysqlLogger{driver.Logger(ctx).With("backend", Scheme)}
+	g := &greeter{} // another server's port: say so at Open, not at the deadline
+	cfg.DialFunc = g.dial
 	for k, v := range q {
 		switch k {
 		case "mode", "max_held":
@@ -291,6 +311,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		}
 		return nil, err
 	}
+	g.opened.Store(true)
 	return d, nil
 }
 

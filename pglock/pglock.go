@@ -160,6 +160,15 @@
 // hold stays until its TTL (it is not re-entered, as owners are fresh per
 // call unless WithOwner).
 //
+// # TTL limits
+//
+// TTLs are whole milliseconds, from 6 ms (a grant must arrive with
+// TTL/100 + 2ms + min(TTL/10, 1s) left) up to ten years; a TTL outside is
+// refused with ErrInvalidTTL when the lock is made. Expiry is judged by
+// the database's clock in table mode; in row and session mode the
+// server-side timeouts that free a cut-off holder's lock are set from the
+// TTL ("A holder cut off").
+//
 // # Per-name state that stays
 //
 // A name's token counter stays after its last release: its dlock_tokens

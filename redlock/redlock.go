@@ -76,6 +76,13 @@
 // validity; where that cannot be assumed, use a consensus store (etcd,
 // ZooKeeper) and fencing tokens.
 //
+// # TTL limits
+//
+// TTLs are whole milliseconds, from 10 ms up to ten years; a TTL outside
+// is refused with ErrInvalidTTL when the lock is made. A grant keeps TTL −
+// elapsed − drift ("The algorithm"), so a TTL near a round trip to the
+// nodes is granted rarely, and each too-late grant is retried with backoff.
+//
 // # Per-name state that stays
 //
 // Each node keeps each name's token counter after its last release, with
