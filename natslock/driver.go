@@ -26,7 +26,9 @@ const (
 	// comes, so it need not stay long.
 	markerTTL = time.Minute
 	// kindsNote says why there are no read-write locks or semaphores.
-	kindsNote = "natslock keeps one key per lock (no read-write locks or semaphores yet)"
+	kindsNote = "natslock offers no read-write locks or semaphores (yet): JetStream KV has no multi-key " +
+		"transaction, so they need a layout of their own (a key per permit; readers that re-check a writer's key), " +
+		"which is not built"
 )
 
 type natsDriver struct {

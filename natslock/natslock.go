@@ -132,6 +132,15 @@
 // creates a short-lived ordered consumer on the queue's subjects, so a
 // handover costs more than an uncontended release, which is one purge.
 //
+// # Per-name state that stays
+//
+// Nothing: a fencing token is the stream sequence of the granting write,
+// which the bucket's stream keeps counting for every key, so no counter per
+// name is needed. A release purges the key, leaving a purge marker (a limit
+// marker) that expires after 1 minute; a queue key ends with its waiter or
+// its TTL. A bucket used for 10,000 names once holds nothing of them a
+// minute later.
+//
 // # Guarantees and non-guarantees
 //
 //   - Mutual exclusion holds through JetStream's per-subject

@@ -187,6 +187,14 @@
 //     the lock would outlive each later Unlock. Meanwhile, the forgotten
 //     hold ends with its TTL.
 //
+// # TTL limits
+//
+// Redis keeps a key's expiry in whole milliseconds, so a TTL must be a
+// whole number of milliseconds (TTLResolution) and at least 6 ms: dlock
+// refuses, when the lock is made, any TTL a grant could not meet (under
+// about 5.13 ms a grant could never arrive with its margin left; see the
+// README's "TTL limits"), and anything over ten years (ErrInvalidTTL).
+//
 // # Per-name state that stays
 //
 // Each name keeps its token counter "<prefix>:{<name>}:token" (one per
