@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,7 +17,8 @@ import (
 // "The Redis fast path" weighs, each as the bare commands it sends (no
 // portable layer), beside dlock's own: what each costs the server (the
 // commands' own time from INFO commandstats, "srv-µs/op", which other load
-// on the machine hardly moves) and the client (-benchmem).
+// on the machine hardly moves) and the client (this process's CPU time,
+// "cpu-µs/op", the loop's own included, and -benchmem).
 var (
 	// bsm/redislock's shape: a script that sets, a script that compares and deletes.
 	altObtain = redis.NewScript(`return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) and 1 or 0`)
@@ -32,6 +34,13 @@ if v ~= ARGV[1] then return -1 end
 redis.call('DEL', KEYS[1])
 return redis.call('EXISTS', KEYS[3])`)
 )
+
+// clientUsec returns the CPU time this process has used, user and system, in µs.
+func clientUsec() float64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e3
+}
 
 // serverUsec returns the total time the server has spent in commands, in µs.
 func serverUsec(ctx context.Context, rdb *redis.Client) float64 {
@@ -60,7 +69,7 @@ func BenchmarkAlternatives(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			s0 := serverUsec(ctx, rdb)
+			s0, c0 := serverUsec(ctx, rdb), clientUsec()
 			n := 0
 			for b.Loop() {
 				if err := op(); err != nil {
@@ -68,6 +77,7 @@ func BenchmarkAlternatives(b *testing.B) {
 				}
 				n++
 			}
+			b.ReportMetric((clientUsec()-c0)/float64(n), "cpu-µs/op")
 			b.ReportMetric((serverUsec(ctx, rdb)-s0)/float64(n), "srv-µs/op")
 		})
 	}
