@@ -20,11 +20,12 @@ type stallProxy struct {
 	ln     net.Listener
 	target string
 
-	mu      sync.Mutex
-	stall   int        // how many of the next connections to stall
-	stalled int        // how many were stalled
-	conns   []net.Conn // every connection, both sides, closed by cut or close
-	wg      sync.WaitGroup
+	mu       sync.Mutex
+	stall    int        // how many of the next connections to stall
+	stalled  int        // how many were stalled
+	accepted int        // how many were accepted
+	conns    []net.Conn // every connection, both sides, closed by cut or close
+	wg       sync.WaitGroup
 }
 
 func newStallProxy(t *testing.T, target string) *stallProxy {
@@ -53,11 +54,11 @@ func (p *stallProxy) cut(n int) {
 	p.conns = nil
 }
 
-// stalledConns reports how many connections were stalled.
-func (p *stallProxy) stalledConns() int {
+// counts reports how many connections were accepted, and stalled.
+func (p *stallProxy) counts() (accepted, stalled int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.stalled
+	return p.accepted, p.stalled
 }
 
 func (p *stallProxy) close() {
@@ -75,6 +76,7 @@ func (p *stallProxy) serve() {
 		}
 		p.mu.Lock()
 		p.conns = append(p.conns, client)
+		p.accepted++
 		stall := p.stall > 0
 		if stall {
 			p.stall--
@@ -131,6 +133,17 @@ func TestStalledHandshakeIsGivenUp(t *testing.T) {
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The bound is the handshake's alone: a connection lives on past it.
+	time.Sleep(faultTimeout)
+	if l, err = m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := p.counts(); n != 1 {
+		t.Fatalf("%d connections before the cut; want 1, kept past the handshake's bound", n)
+	}
 
 	p.cut(1)
 	// go-zookeeper dials again a second after the cut; the driver gives
@@ -144,12 +157,13 @@ func TestStalledHandshakeIsGivenUp(t *testing.T) {
 	began := time.Now()
 	l, err = m.Lock(lctx)
 	if err != nil {
+		_, stalled := p.counts()
 		t.Fatalf("Lock after a stalled handshake: %v (after %v; stalled connections: %d)",
-			err, time.Since(began).Round(time.Millisecond), p.stalledConns())
+			err, time.Since(began).Round(time.Millisecond), stalled)
 	}
 	t.Logf("locked %v after the cut", time.Since(began).Round(time.Millisecond))
-	if n := p.stalledConns(); n != 1 {
-		t.Errorf("%d connections stalled; want the test to have stalled 1", n)
+	if _, stalled := p.counts(); stalled != 1 {
+		t.Errorf("%d connections stalled; want the test to have stalled 1", stalled)
 	}
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
