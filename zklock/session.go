@@ -245,16 +245,38 @@ func (d *zkDriver) monitor(events <-chan zk.Event) {
 // connection go-zookeeper dials with it. go-zookeeper keeps the value to
 // itself.
 //
-// It also makes the TLS connections of a URL with tls=true, and reports a
-// connection refused for good (see refusal).
+// It also makes the TLS connections of a URL with tls=true, reports a
+// connection refused for good (see refusal), and bounds each connection's
+// handshake (see handshakeWait).
 type granted struct {
 	ms      atomic.Int64
-	tls     *tlsDialer // nil: plaintext
-	refused *refusal   // nil: not reported
+	asked   time.Duration // the session timeout asked for
+	hosts   int           // how many servers the URL names
+	tls     *tlsDialer    // nil: plaintext
+	refused *refusal      // nil: not reported
+}
+
+// handshakeWait bounds a connection's handshake, from its dial to the end
+// of the server's connect response: 2/3 of the session timeout, the
+// longest go-zookeeper waits for any reply on a connection, and no more
+// than the timeout divided among the servers, as ZooKeeper's Java client
+// bounds a connection attempt. go-zookeeper alone waits ten times 2/3 of
+// the timeout for the response (13s with a 2s session), then as long as
+// it takes for its body, with no deadline: a server that accepted the
+// connection and lost it (a restart on a loaded machine) would hold the
+// client that long, its session expiring meanwhile, and nothing would be
+// granted to it.
+func (g *granted) handshakeWait() time.Duration {
+	t := g.asked
+	if gt := g.timeout(); gt > 0 && gt < t {
+		t = gt
+	}
+	return min(t*2/3, t/time.Duration(max(g.hosts, 1)))
 }
 
 // dial is a zk.Dialer.
 func (g *granted) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
+	limit := time.Now().Add(g.handshakeWait())
 	c, err := net.DialTimeout(network, addr, timeout)
 	if err != nil {
 		return nil, err
@@ -270,7 +292,7 @@ func (g *granted) dial(network, addr string, timeout time.Duration) (net.Conn, e
 		}
 		c = tc
 	}
-	return &connectReader{Conn: c, g: g, addr: addr}, nil
+	return &connectReader{Conn: c, g: g, addr: addr, limit: limit}, nil
 }
 
 // timeout returns the last granted timeout, or 0 if none was seen.
@@ -283,13 +305,36 @@ func (g *granted) timeout() time.Duration {
 
 // connectReader passes a connection's reads through and notes the timeout
 // in the connect response: after its 4-byte length, protocolVersion
-// (int32), then timeOut (int32, milliseconds).
+// (int32), then timeOut (int32, milliseconds). Until it has read the whole
+// response, no read deadline is later than limit (see handshakeWait).
+// go-zookeeper reads the connection from one goroutine at a time.
 type connectReader struct {
 	net.Conn
-	g    *granted
-	addr string
-	head [12]byte
-	got  int
+	g     *granted
+	addr  string
+	limit time.Time // the handshake's deadline
+	head  [12]byte
+	got   int
+	read  int  // bytes read in all
+	done  bool // the connect response has been read
+}
+
+// SetReadDeadline sets the connection's read deadline to t, or to the
+// handshake's limit if that is earlier (or t is none) while the connect
+// response is still to come.
+func (c *connectReader) SetReadDeadline(t time.Time) error {
+	if !c.done && (t.IsZero() || t.After(c.limit)) {
+		t = c.limit
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+// SetDeadline is SetReadDeadline and the connection's SetWriteDeadline.
+func (c *connectReader) SetDeadline(t time.Time) error {
+	if err := c.Conn.SetWriteDeadline(t); err != nil {
+		return err
+	}
+	return c.SetReadDeadline(t)
 }
 
 func (c *connectReader) Read(b []byte) (int, error) {
@@ -304,6 +349,9 @@ func (c *connectReader) Read(b []byte) (int, error) {
 				c.g.ms.Store(int64(ms))
 			}
 		}
+	}
+	if c.read += n; !c.done && c.got >= 4 { // the response's length is in
+		c.done = c.read >= 4+int(binary.BigEndian.Uint32(c.head[:4]))
 	}
 	return n, err
 }

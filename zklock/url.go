@@ -79,7 +79,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	// ends the wait for a session at once, with its reason.
 	ctx, refused := context.WithCancelCause(ctx)
 	defer refused(nil)
-	opts.granted = &granted{tls: td, refused: newRefusal(refused)}
+	opts.granted = &granted{asked: opts.SessionTimeout, hosts: len(hosts), tls: td, refused: newRefusal(refused)}
 	conn, events, err := zk.Connect(hosts, opts.SessionTimeout, zk.WithLogger(zkLogger{driver.Logger(ctx).With("backend", Scheme)}), zk.WithDialer(opts.granted.dial))
 	if err != nil {
 		return nil, fmt.Errorf("zklock: connect: %w", err)
