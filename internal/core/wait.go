@@ -3,8 +3,8 @@ package core
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/dlock/dlock/driver"
@@ -257,10 +257,22 @@ func jitter(d time.Duration) time.Duration {
 }
 
 // gaveUp makes the error of a wait that ended with ctx match driver.ErrNotAcquired
-// as well as ctx's error, so callers need one check.
+// as well as ctx's error, so callers need one check. Its text does not
+// say "held by another owner" (ErrNotAcquired's own) unless a store
+// answered so: a wait whose store did not answer says what it got.
 func gaveUp(ctx context.Context, err error) error {
 	if ctx.Err() == nil || errors.Is(err, driver.ErrNotAcquired) || errors.Is(err, driver.ErrClosed) {
 		return err
 	}
-	return fmt.Errorf("%w: %w", driver.ErrNotAcquired, err)
+	return notAcquired{err}
 }
+
+// notAcquired is a wait given up without an answer that the lock is held:
+// it matches driver.ErrNotAcquired and wraps what ended it.
+type notAcquired struct{ err error }
+
+func (e notAcquired) Error() string {
+	return "dlock: lock not acquired: " + strings.ReplaceAll(e.err.Error(), "\n", ": ")
+}
+func (e notAcquired) Is(target error) bool { return target == driver.ErrNotAcquired }
+func (e notAcquired) Unwrap() error        { return e.err }
