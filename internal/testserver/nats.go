@@ -27,8 +27,17 @@ const natsModule = "github.com/nats-io/nats-server/v2"
 // those use NATSProcess.
 func NATSInProcess(t TB) string {
 	t.Helper()
-	opts := &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true,
-		StoreDir: t.TempDir(), NoLog: true, NoSigs: true, ServerName: "dlocktest"}
+	return NATSServer(t, &server.Options{ServerName: "dlocktest"}).ClientURL()
+}
+
+// NATSServer starts, inside the test process, a nats-server with the
+// caller's options (accounts, operators, a name) and JetStream, on a free
+// loopback port with its store in a temp dir and its logs off, and shuts it
+// down when the test ends.
+func NATSServer(t TB, opts *server.Options) *server.Server {
+	t.Helper()
+	opts.Host, opts.Port, opts.JetStream = "127.0.0.1", server.RANDOM_PORT, true
+	opts.StoreDir, opts.NoLog, opts.NoSigs = t.TempDir(), true, true
 	s, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatalf("nats-server: %v", err)
@@ -39,7 +48,7 @@ func NATSInProcess(t TB) string {
 		t.Fatalf("nats-server not ready")
 	}
 	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	return s.ClientURL()
+	return s
 }
 
 var natsBin struct {
