@@ -139,6 +139,14 @@
 // with the timeout the server granted when it is shorter than the one
 // asked for; with Open, Options.SessionTimeout must not exceed it.
 //
+// A client opened from a URL also gives up a connection whose handshake
+// has not ended within 2/3 of the session timeout (at most the timeout
+// divided among the servers), and dials again: a ZooKeeper that is starting
+// up can accept a connection and never answer it, and go-zookeeper alone
+// waits ten times that for the answer (13 s with a 2 s session) while the
+// session expires. A connection made by the caller and passed to Open keeps
+// go-zookeeper's own wait.
+//
 // # TTL limits
 //
 // A hold lasts as long as the session, so it is proven for session_timeout
