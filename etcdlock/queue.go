@@ -114,7 +114,7 @@ func (d *etcdDriver) enqueue(ctx context.Context, r driver.Request, pfx string) 
 			return err
 		}
 		if r.Wait { // the put is idempotent: a retry finds the key
-			_, err = retry(ctx, func(ctx context.Context) error { return settled(ctx, put) })
+			_, err = retrySettled(ctx, put)
 		} else {
 			err = settled(ctx, put)
 		}
