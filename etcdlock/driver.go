@@ -205,10 +205,9 @@ func (d *etcdDriver) Release(ctx context.Context, h driver.Held, _ int) error {
 	if !ok {
 		return fmt.Errorf("etcdlock: release: %w", dlock.ErrLeaseLost)
 	}
-	ctx, cancel := context.WithTimeout(ctx, h.TTL) // an unreachable store: leave it to the background
-	defer cancel()
 	var resp *clientv3.TxnResponse
-	retried, err := retry(ctx, func(ctx context.Context) (err error) {
+	// An unreachable store: retry for the TTL at most, then leave it to the background.
+	retried, err := retryWithin(ctx, h.TTL, func(ctx context.Context) (err error) {
 		resp, err = d.cli.Txn(ctx).If(l.IsOwner()).Then(clientv3.OpDelete(l.Key)).Commit()
 		return err
 	})

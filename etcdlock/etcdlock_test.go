@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"sync"
@@ -567,5 +568,62 @@ func TestCallsFollowCtx(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Unlock still running 10s after its ctx ended")
+	}
+}
+
+// A key of the client's left under its session for a name (a retried put,
+// or an earlier contender's key still being dropped) is taken over by the
+// next contender: it holds with that key, whose create revision is the
+// token, and the key carries the new holder's owner id and label.
+func TestLeftoverKeyIsTakenOver(t *testing.T) {
+	eps := embedded(t)
+	c := open(t, eps...)
+	ctx := t.Context()
+	l, err := c.Mutex("session").Lock(ctx) // starts the session of the default TTL
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	var el *etcdlock.Lease
+	l.As(&el)
+	admin, err := newClientv3(eps, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	key := fmt.Sprintf("leftover/%x", int64(el.LeaseID))
+	put, err := admin.Put(ctx, key, "stale", clientv3.WithLease(el.LeaseID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, err := c.Mutex("leftover", dlock.WithLabel("new-holder")).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var el2 *etcdlock.Lease
+	l2.As(&el2)
+	if el2.Key != key || el2.LeaseID != el.LeaseID || l2.Token() != uint64(put.Header.Revision) {
+		t.Fatalf("holds with key %q lease %x token %d, want the leftover %q lease %x token %d",
+			el2.Key, el2.LeaseID, l2.Token(), key, el.LeaseID, put.Header.Revision)
+	}
+	info, err := c.Inspect(ctx, "leftover")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Held || info.Owner != l2.Owner() || info.Label != "new-holder" || info.Token != l2.Token() {
+		t.Fatalf("Inspect = %+v, want held by %s labelled new-holder with token %d", info, l2.Owner(), l2.Token())
+	}
+	get, err := admin.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(get.Kvs) != 1 || get.Kvs[0].Lease != int64(el.LeaseID) {
+		t.Fatalf("the key after the grant: %v, want it under lease %x", get.Kvs, el.LeaseID)
+	}
+	if err := l2.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if get, err = admin.Get(ctx, key); err != nil || len(get.Kvs) != 0 {
+		t.Fatalf("the key after Unlock: %v, %v; want it gone", get, err)
 	}
 }

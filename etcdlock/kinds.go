@@ -154,7 +154,7 @@ func (d *etcdDriver) enqueueKind(ctx context.Context, r driver.Request, q kindQu
 		}
 		for tries := 0; ; tries++ {
 			if r.Wait { // the put is idempotent: a retry finds the key
-				_, err = retry(ctx, func(ctx context.Context) error { return settled(ctx, put) })
+				_, err = retrySettled(ctx, put)
 			} else {
 				err = settled(ctx, put)
 			}

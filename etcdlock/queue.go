@@ -91,7 +91,7 @@ var errKeyGone = errors.New("etcdlock: the contender's key is gone")
 // enqueue puts the contender's key under a live session (or finds the one
 // left there by an earlier attempt) and reads the first key in line.
 func (d *etcdDriver) enqueue(ctx context.Context, r driver.Request, pfx string) (*entry, error) {
-	first := firstOp(pfx, 0)
+	first := firstOp(pfx, 0, clientv3.WithKeysOnly()) // its key and create revision are all firstIn needs
 	for attempt := 0; ; attempt++ {
 		sess, err := d.session(ctx, r.TTL)
 		if err != nil {
@@ -103,17 +103,18 @@ func (d *etcdDriver) enqueue(ctx context.Context, r driver.Request, pfx string) 
 		var sent time.Time
 		put := func(ctx context.Context) (err error) {
 			sent = time.Now()
+			// No compare and no else branch: the key's name is the session
+			// lease's, so a key of ours left over (a retried put, or an
+			// earlier contender's key still being dropped) is under that
+			// lease already. The put gives it this holder's value and keeps
+			// its create revision, which its previous value (prevKV) tells.
 			resp, err = d.cli.Txn(ctx).
-				If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-				Then(clientv3.OpPut(key, val, clientv3.WithLease(sess.id)), first).
-				// A key of ours left over (a retried put, or an earlier
-				// contender's key still being dropped) takes this holder's value.
-				Else(clientv3.OpPut(key, val, clientv3.WithIgnoreLease()), clientv3.OpGet(key), first).
+				Then(clientv3.OpPut(key, val, clientv3.WithLease(sess.id), clientv3.WithPrevKV()), first).
 				Commit()
 			return err
 		}
 		if r.Wait { // the put is idempotent: a retry finds the key
-			_, err = retry(ctx, func(ctx context.Context) error { return settled(ctx, put) })
+			_, err = retrySettled(ctx, put)
 		} else {
 			err = settled(ctx, put)
 		}
@@ -126,12 +127,10 @@ func (d *etcdDriver) enqueue(ctx context.Context, r driver.Request, pfx string) 
 			return nil, fmt.Errorf("etcdlock: acquire: %w", err)
 		}
 		e := &entry{sess: sess, key: key, rev: resp.Header.Revision}
-		firstIdx := 1
-		if !resp.Succeeded { // a key of ours left over: carry on with it
-			e.rev = resp.Responses[1].GetResponseRange().Kvs[0].CreateRevision
-			firstIdx = 2
+		if prev := resp.Responses[0].GetResponsePut().GetPrevKv(); prev != nil { // a key of ours left over: carry on with it
+			e.rev = prev.CreateRevision
 		}
-		kv, unsure := firstIn(pfx, resp.Responses[firstIdx].GetResponseRange())
+		kv, unsure := firstIn(pfx, resp.Responses[1].GetResponseRange())
 		if kv != nil && kv.CreateRevision == e.rev {
 			e.since = sent
 		}

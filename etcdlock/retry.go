@@ -30,23 +30,59 @@ const (
 // succeeds, fails otherwise, or ctx ends. retried reports that an earlier
 // attempt failed with an unknown outcome.
 func retry(ctx context.Context, op func(context.Context) error) (retried bool, err error) {
+	return retryFrom(ctx, ctx, time.Time{}, op)
+}
+
+// retrySettled is retry for a put of a contender's key: each attempt runs
+// as settled runs it, to its reply even when ctx ends meanwhile (within
+// attemptTimeout).
+func retrySettled(ctx context.Context, op func(context.Context) error) (retried bool, err error) {
+	return retryFrom(ctx, context.WithoutCancel(ctx), time.Time{}, op)
+}
+
+// retryWithin is retry that also gives up once limit has passed, as if ctx
+// had that deadline too.
+func retryWithin(ctx context.Context, limit time.Duration, op func(context.Context) error) (retried bool, err error) {
+	return retryFrom(ctx, ctx, time.Now().Add(limit), op)
+}
+
+// retryFrom is retry with each attempt's context derived from base (ctx, or
+// ctx without its cancellation) and, if until is set, ending by until. The
+// attempt's context is the only one made: not one from retry and another
+// from settled, nor one for until, whose cost a Lock and an Unlock would
+// each pay in garbage.
+func retryFrom(ctx, base context.Context, until time.Time, op func(context.Context) error) (retried bool, err error) {
 	pause := retryPause
 	for {
-		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		deadline := time.Now().Add(attemptTimeout)
+		if !until.IsZero() && until.Before(deadline) {
+			deadline = until
+		}
+		actx, cancel := context.WithDeadline(base, deadline)
 		err = op(actx)
 		cancel()
-		if err == nil || ctx.Err() != nil || !transient(err) {
-			return retried, ended(ctx, err)
+		if err == nil || ctx.Err() != nil || !transient(err) || passed(until) {
+			return retried, ended(ctx, until, err)
 		}
 		retried = true
+		wait := pause
+		if !until.IsZero() {
+			wait = min(wait, time.Until(until))
+		}
 		select {
-		case <-time.After(pause):
+		case <-time.After(wait):
 		case <-ctx.Done():
-			return retried, ended(ctx, err)
+			return retried, ended(ctx, until, err)
+		}
+		if passed(until) {
+			return retried, ended(ctx, until, err)
 		}
 		pause = min(2*pause, maxRetryPause)
 	}
 }
+
+// passed reports whether until is set and has passed.
+func passed(until time.Time) bool { return !until.IsZero() && !time.Now().Before(until) }
 
 // transient reports whether err is one a later attempt can mend.
 func transient(err error) bool {
@@ -69,12 +105,18 @@ func transient(err error) bool {
 	return false
 }
 
-// ended returns err, made to wrap ctx's error if ctx has ended.
-func ended(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() == nil || errors.Is(err, ctx.Err()) {
+// ended returns err, made to wrap ctx's error if ctx has ended, or
+// context.DeadlineExceeded if until has passed, as a ctx with that deadline
+// would have.
+func ended(ctx context.Context, until time.Time, err error) error {
+	end := ctx.Err()
+	if end == nil && passed(until) {
+		end = context.DeadlineExceeded
+	}
+	if err == nil || end == nil || errors.Is(err, end) {
 		return err
 	}
-	return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+	return fmt.Errorf("%w (last error: %v)", end, err)
 }
 
 // settled runs op, a put of a contender's key, to its reply even when ctx
