@@ -131,11 +131,42 @@ func (d *etcdDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gran
 	if err != nil || !ok {
 		return driver.Grant{}, err
 	}
-	g, err := d.acquire(ctx, r, free)
+	slot := &slotHold{refs: 1, free: free}
+	g, err := d.acquire(ctx, r, slot)
 	if err != nil || !g.Acquired {
-		free()
+		slot.done()
 	}
 	return g, permErr(err, d.prefix)
+}
+
+// slotHold is a mutex contender's hold on its client's slot for the name
+// (see takeSlot). It is freed once the contender is done with it (a grant's
+// Lease keeps it until released) and no key the contender put is still
+// being deleted in the background: the client's next contender for the
+// name would put the same key (its name is the session lease's), take it
+// over, and lose it to the late delete while it holds the lock.
+type slotHold struct {
+	mu   sync.Mutex
+	refs int // the contender, and each background delete of its key
+	free func()
+}
+
+// keep holds the slot for one more background delete.
+func (s *slotHold) keep() {
+	s.mu.Lock()
+	s.refs++
+	s.mu.Unlock()
+}
+
+// done drops one hold; the last frees the slot.
+func (s *slotHold) done() {
+	s.mu.Lock()
+	s.refs--
+	last := s.refs == 0
+	s.mu.Unlock()
+	if last {
+		s.free()
+	}
 }
 
 // Renew checks that every held key is still there, up to 128 in one

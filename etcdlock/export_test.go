@@ -31,3 +31,13 @@ func DriverOf(c *dlock.Client) driver.Driver {
 
 // PageSize is how many keys one read of a lock's queue takes.
 const PageSize = pageSize
+
+// SetDropHook makes f run before each attempt to delete a contender's
+// given-up key (see dropHook); nil removes it.
+func SetDropHook(f func(background bool) error) {
+	if f == nil {
+		dropHook.Store(nil)
+		return
+	}
+	dropHook.Store(&f)
+}

@@ -81,7 +81,7 @@ func (d *etcdDriver) acquireKind(ctx context.Context, r driver.Request) (driver.
 			return driver.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", r.Name, err)
 		}
 		if e.since.IsZero() && !r.Wait {
-			d.dropKey(e.sess, e.key, e.rev)
+			d.dropKey(e.sess, e.key, e.rev, nil)
 			return driver.Grant{}, nil
 		}
 		validity, err := d.await(ctx, e, r.Wait, func(ctx context.Context) error {
@@ -91,7 +91,7 @@ func (d *etcdDriver) acquireKind(ctx context.Context, r driver.Request) (driver.
 			continue
 		}
 		if err != nil {
-			d.dropKey(e.sess, e.key, e.rev) // leave nothing behind
+			d.dropKey(e.sess, e.key, e.rev, nil) // leave nothing behind
 			return driver.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", r.Name, err)
 		}
 		l := &Lease{Key: e.key, Revision: e.rev, LeaseID: e.sess.id, name: r.Name, sess: e.sess, free: func() {}}
@@ -184,7 +184,7 @@ func (d *etcdDriver) enqueueKind(ctx context.Context, r driver.Request, q kindQu
 			continue
 		}
 		if err != nil { // the put may have happened: take the key back
-			d.dropKey(sess, key, 0)
+			d.dropKey(sess, key, 0, nil)
 			return nil, err
 		}
 		e := &entry{sess: sess, key: key}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlock/dlock/driver"
@@ -31,10 +32,10 @@ type entry struct {
 // key still there, under a live session lease, and first in line; if the key
 // is gone (its session lease expired while the process was paused, or it was
 // deleted), the contender queues again with a new key in a live session.
-func (d *etcdDriver) acquire(ctx context.Context, r driver.Request, free func()) (driver.Grant, error) {
+func (d *etcdDriver) acquire(ctx context.Context, r driver.Request, slot *slotHold) (driver.Grant, error) {
 	pfx := d.prefix + r.Name + "/"
 	for {
-		e, err := d.enqueue(ctx, r, pfx)
+		e, err := d.enqueue(ctx, r, pfx, slot)
 		if err != nil {
 			return driver.Grant{}, err
 		}
@@ -44,14 +45,14 @@ func (d *etcdDriver) acquire(ctx context.Context, r driver.Request, free func())
 			case errors.Is(err, errKeyGone):
 				continue
 			case err != nil:
-				d.dropKey(e.sess, e.key, e.rev)
+				d.dropKey(e.sess, e.key, e.rev, slot)
 				return driver.Grant{}, fmt.Errorf("etcdlock: acquire: %w", err)
 			case kv == nil:
 				e.since = sent
 			}
 		}
 		if e.since.IsZero() && !r.Wait {
-			d.dropKey(e.sess, e.key, e.rev)
+			d.dropKey(e.sess, e.key, e.rev, slot)
 			return driver.Grant{}, nil
 		}
 		validity, err := d.await(ctx, e, r.Wait, func(ctx context.Context) error {
@@ -61,10 +62,10 @@ func (d *etcdDriver) acquire(ctx context.Context, r driver.Request, free func())
 			continue
 		}
 		if err != nil {
-			d.dropKey(e.sess, e.key, e.rev) // leave nothing behind
+			d.dropKey(e.sess, e.key, e.rev, slot) // leave nothing behind
 			return driver.Grant{}, fmt.Errorf("etcdlock: acquire: %w", err)
 		}
-		l := &Lease{Key: e.key, Revision: e.rev, LeaseID: e.sess.id, name: r.Name, sess: e.sess, free: free}
+		l := &Lease{Key: e.key, Revision: e.rev, LeaseID: e.sess.id, name: r.Name, sess: e.sess, free: slot.done}
 		e.sess.track(l)
 		return driver.Grant{Acquired: true, Token: uint64(e.rev), Holds: 1, Since: e.since,
 			Validity: validity, Lost: e.sess.lost, Handle: l}, nil
@@ -90,7 +91,7 @@ var errKeyGone = errors.New("etcdlock: the contender's key is gone")
 
 // enqueue puts the contender's key under a live session (or finds the one
 // left there by an earlier attempt) and reads the first key in line.
-func (d *etcdDriver) enqueue(ctx context.Context, r driver.Request, pfx string) (*entry, error) {
+func (d *etcdDriver) enqueue(ctx context.Context, r driver.Request, pfx string, slot *slotHold) (*entry, error) {
 	first := firstOp(pfx, 0, clientv3.WithKeysOnly()) // its key and create revision are all firstIn needs
 	for attempt := 0; ; attempt++ {
 		sess, err := d.session(ctx, r.TTL)
@@ -104,9 +105,10 @@ func (d *etcdDriver) enqueue(ctx context.Context, r driver.Request, pfx string) 
 		put := func(ctx context.Context) (err error) {
 			sent = time.Now()
 			// No compare and no else branch: the key's name is the session
-			// lease's, so a key of ours left over (a retried put, or an
-			// earlier contender's key still being dropped) is under that
-			// lease already. The put gives it this holder's value and keeps
+			// lease's, so a key of ours left over (a retried put, or one
+			// an earlier attempt of this contender queued with) is under
+			// that lease already. (An earlier contender's key being dropped
+			// keeps the client's slot: see slotHold.) The put gives it this holder's value and keeps
 			// its create revision, which its previous value (prevKV) tells.
 			resp, err = d.cli.Txn(ctx).
 				Then(clientv3.OpPut(key, val, clientv3.WithLease(sess.id), clientv3.WithPrevKV()), first).
@@ -123,7 +125,7 @@ func (d *etcdDriver) enqueue(ctx context.Context, r driver.Request, pfx string) 
 			continue
 		}
 		if err != nil { // the put may have happened: take the key back
-			d.dropKey(sess, key, 0)
+			d.dropKey(sess, key, 0, slot)
 			return nil, fmt.Errorf("etcdlock: acquire: %w", err)
 		}
 		e := &entry{sess: sess, key: key, rev: resp.Header.Revision}
@@ -363,13 +365,36 @@ func (d *etcdDriver) deleteKey(ctx context.Context, key string, rev int64) error
 // dropKey deletes a contender's key that is given up, outliving the caller's
 // ctx: one attempt now, then (see dropKeyLater) in the background until it is
 // gone.
-func (d *etcdDriver) dropKey(s *session, key string, rev int64) {
+// A mutex contender's slot (nil for the kinds, whose keys are each
+// contender's own) is kept until the key is gone.
+func (d *etcdDriver) dropKey(s *session, key string, rev int64, slot *slotHold) {
 	ctx, cancel := context.WithTimeout(context.Background(), attemptTimeout)
-	err := d.deleteKey(ctx, key, rev)
+	err := testDropHook(false)
+	if err == nil {
+		err = d.deleteKey(ctx, key, rev)
+	}
 	cancel()
-	if err != nil {
+	switch {
+	case err == nil:
+	case slot != nil:
+		slot.keep()
+		d.dropKeyLater(s, key, rev, slot.done)
+	default:
 		d.dropKeyLater(s, key, rev, func() {})
 	}
+}
+
+// dropHook, set only by tests (export_test.go), runs before each attempt to
+// delete a given-up key: in dropKey (background false; an error fails the
+// attempt) and in dropKeyLater (background true), where a test can hold the
+// background delete back.
+var dropHook atomic.Pointer[func(background bool) error]
+
+func testDropHook(background bool) error {
+	if f := dropHook.Load(); f != nil {
+		return (*f)(background)
+	}
+	return nil
 }
 
 // dropKeyLater deletes key in the background, retrying until it is gone, its
@@ -398,6 +423,7 @@ func (d *etcdDriver) dropKeyLater(s *session, key string, rev int64, done func()
 			}
 		}()
 		for ctx.Err() == nil {
+			_ = testDropHook(true)
 			if _, err := retry(ctx, func(ctx context.Context) error { return d.deleteKey(ctx, key, rev) }); err == nil {
 				return
 			}
