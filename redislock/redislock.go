@@ -104,37 +104,20 @@
 // place in the queue alive by refreshing it every second; a place not
 // refreshed for 3 s expires, so a dead waiter never blocks the queue. A lock
 // handed to a waiter starts with a TTL of at most 3 s, which its new holder
-// extends (its first renewal, at the latest after 1.5 s, or at once for a
-// lease without renewal): if the waiter died just before the handoff, the
-// next one waits at most that long. Each client subscribes, on one pub/sub
+// extends at once: if the waiter died just before the handoff, the next one
+// waits at most that long. Each client subscribes, on one pub/sub
 // connection, to a channel of its own, which its queued requests name; a
 // handoff is published there, so it wakes the one process (and there the
 // one goroutine) it is for, not every waiting process. A waiter also
 // retries when the holder's TTL runs out, since an expiry sends no message.
 //
-// A handoff message is a claim about the past: a process paused after it
+// A handoff message only wakes the waiter: a process paused after it
 // arrived reads it when the handed lock may have expired and gone to
-// another waiter. The message carries the grant's token, and the waiter
-// takes the lock on its word (no further round trip) only when that token
-// is above the lock's token counter as the waiter's last acquire script
-// left it: every grant takes the counter's next value, so the handoff came
-// after that script was sent, and the handed lock's TTL counts from that
-// send time; and only with at least half of it left. Otherwise (a message
-// of an older handoff, a waiter slow to read it, a lease without renewal
-// whose TTL is above the 3 s cap, or a lost message) the waiter's next
-// acquire script is the proof: it finds the lock held by the waiter's
-// request (and extends it to the TTL), and the grant counts from that
-// script's send time; otherwise the waiter keeps waiting. A waiter that
-// gives up leaves the queue, and passes on a lock handed to it meanwhile.
-//
-// Taking a message on its word trusts whoever can publish on the prefix's
-// handoff channels: by the ACL of "Least privilege", the prefix's own
-// users, who can as well delete its keys. It also trusts the counter to
-// keep counting: a counter lost with its key (an eviction under an
-// allkeys-* policy, a FLUSHDB) or set back by a failover to a replica that
-// had not seen its last writes lets an old message pass, and those events
-// already break exclusion and fencing on a single Redis (see "Guarantees
-// and non-guarantees").
+// another waiter. The waiter's next acquire script is the proof: it finds
+// the lock held by the waiter's request (and extends it to the TTL), and
+// the grant counts from that script's send time; otherwise the waiter keeps
+// waiting. A waiter that gives up leaves the queue, and passes on a lock
+// handed to it meanwhile.
 //
 // # Read-write locks and semaphores
 //
@@ -153,8 +136,7 @@
 // token is above every earlier read's, and each permit holder has its own.
 //
 // Waiting is the mutex's: one fair queue per lock, refreshed places, a
-// handoff that only wakes the waiter (the kinds' messages are not taken as
-// proof), proven by its next script, and undone
+// handoff that only wakes the waiter, proven by its next script, and undone
 // when a waiter gives up. A write hold is granted when nothing is held, a
 // read hold when no write hold is, a permit while fewer than the count are
 // held; a request that finds anyone queued queues behind them, so a waiting
