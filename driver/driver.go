@@ -190,11 +190,6 @@ type Request struct {
 	// refused try, or a caller polling with tries would queue behind its own
 	// earlier attempts (each try is an owner of its own).
 	Try bool
-	// Renews says that dlock will renew the hold (the lease was not made
-	// without renewal): a grant may then carry a Validity shorter than TTL,
-	// since the first renewal, due by half that validity, brings the store's
-	// expiry up to TTL. Without it, a grant must be valid for the whole TTL.
-	Renews bool
 }
 
 // Grant is the answer to a Request.

@@ -97,14 +97,13 @@ func (d *redisDriver) keysOf(h driver.Held) redisnode.Keys {
 }
 
 // try runs the acquire script once for request req; with a channel (the
-// hub's), the request queues if the lock is taken, and the node's answer
-// tells the token counter as the script left it (see handoffProof).
-func (d *redisDriver) try(ctx context.Context, k redisnode.Keys, r driver.Request, req, channel string) (driver.Grant, redisnode.Grant, error) {
+// hub's), the request queues if the lock is taken.
+func (d *redisDriver) try(ctx context.Context, k redisnode.Keys, r driver.Request, req, channel string) (driver.Grant, error) {
 	g, err := d.node.Acquire(ctx, k, r.Owner, r.Label, r.TTL, r.Limit, req, channel)
 	if err != nil || !g.Acquired {
-		return driver.Grant{Retry: g.TTL}, g, err
+		return driver.Grant{Retry: g.TTL}, err
 	}
-	return driver.Grant{Acquired: true, Token: g.Token, Holds: g.Holds, Validity: min(r.TTL, g.TTL), Handle: k}, g, nil
+	return driver.Grant{Acquired: true, Token: g.Token, Holds: g.Holds, Validity: min(r.TTL, g.TTL), Handle: k}, nil
 }
 
 func (d *redisDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
@@ -117,7 +116,7 @@ func (d *redisDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gra
 	k := redisnode.NewKindKeys(d.prefix, r.Name, r.Kind)
 	if !r.Wait {
 		req := d.node.NewRequest()
-		g, _, err := d.try(ctx, k, r, req, "")
+		g, err := d.try(ctx, k, r, req, "")
 		if err != nil && !errors.Is(err, redisnode.ErrUnsettled) && !errors.Is(err, driver.ErrLimitMismatch) {
 			// It may have run and lost its reply: undo a hold (or a
 			// re-entry's count) that the caller will never know of. (The

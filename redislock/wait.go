@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,19 +26,13 @@ var pauseHook atomic.Pointer[func(name string)]
 // to the request, ctx ends, or an attempt finds it free and the request at
 // the queue's head. It costs one round trip when the lock is free.
 //
-// A handoff message is a claim about the past: a process paused after it
-// arrived (SIGSTOP, a long GC pause) reads it seconds later, when the handed
-// lock may have expired and gone to another waiter. So a grant wait returns
-// is proven, with a validity counted from a moment before the grant:
-//   - by the message itself, when handoffProof accepts it: its token is
-//     greater than the counter the request's last acquire call saw, so the
-//     handoff came after that call was sent, and the handed lock's TTL
-//     counts from then. This saves the round trip of every contended Lock;
-//   - otherwise by an acquire call that finds the lock held by this request
-//     (or grants it), its validity counted from that call's send time.
-//
-// Every way out that is not a grant takes the request out of the queue and
-// passes on a lock handed to it.
+// A handoff message is only a wake-up: it is a claim about the past, and a
+// process paused after it arrived (SIGSTOP, a long GC pause) reads it
+// seconds later, when the handed lock may have expired and gone to another
+// waiter. So every grant wait returns is proven by an acquire script that
+// found the lock held by this request (or granted it), and its validity
+// counts from that script's send time. Every way out that is not a grant
+// takes the request out of the queue and passes on a lock handed to it.
 func (d *redisDriver) wait(ctx context.Context, k redisnode.Keys, r driver.Request) (driver.Grant, error) {
 	req := d.node.NewRequest()
 	granted := false // or nothing to undo
@@ -48,15 +41,12 @@ func (d *redisDriver) wait(ctx context.Context, k redisnode.Keys, r driver.Reque
 			d.cancel(ctx, k, r.Owner, req)
 		}
 	}()
-	var proof handoffProof
-	sent := time.Now()
-	g, ng, err := d.try(ctx, k, r, req, d.hub.channel) // Since: when Acquire began, just before
+	g, err := d.try(ctx, k, r, req, d.hub.channel) // Since: when Acquire began, just before
 	if err != nil || g.Acquired {
 		granted = err == nil || errors.Is(err, redisnode.ErrUnsettled) // the latter was never sent
 		return g, err
 	}
-	proof.note(sent, ng)
-	w, err := d.hub.await(ctx, req)
+	handed, err := d.hub.await(ctx, req)
 	if err != nil {
 		return driver.Grant{}, fmt.Errorf("redislock: subscribe: %w", err)
 	}
@@ -68,13 +58,12 @@ func (d *redisDriver) wait(ctx context.Context, k redisnode.Keys, r driver.Reque
 		if f := pauseHook.Load(); f != nil {
 			(*f)(r.Name)
 		}
-		// Refresh our place. This is also what proves a handoff whose
-		// message did not prove itself, or was lost (made before the
-		// subscription was in place, or dropped with the pub/sub
-		// connection): the script finds the lock held by this request and
-		// extends it to the TTL.
-		sent = time.Now()
-		g, ng, err = d.try(ctx, k, r, req, d.hub.channel)
+		// Refresh our place. This is also what proves a handoff, whether
+		// its message came or was lost (made before the subscription was in
+		// place, or dropped with the pub/sub connection): the script finds
+		// the lock held by this request and extends it to the TTL.
+		sent := time.Now()
+		g, err = d.try(ctx, k, r, req, d.hub.channel)
 		if err == nil && g.Acquired {
 			granted = true
 			g.Since = sent
@@ -83,21 +72,13 @@ func (d *redisDriver) wait(ctx context.Context, k redisnode.Keys, r driver.Reque
 		if err != nil && (ctx.Err() != nil || errors.Is(err, driver.ErrLimitMismatch)) {
 			return driver.Grant{}, err
 		}
-		if err == nil {
-			proof.note(sent, ng)
-		}
 		next := keepalive.RenewInterval(redisnode.WaiterTTL) // refresh the waiter's place
 		if g.Retry > 0 && g.Retry < next {                   // the holder's lease ends first
 			next = g.Retry + time.Millisecond
 		}
 		timer.Reset(next)
 		select {
-		case <-w.handed:
-			if g, ok := proof.grant(w.token.Load(), k, r); ok {
-				granted = true
-				return g, nil
-			}
-			// else refresh now: it finds the lock if it is still ours
+		case <-handed: // refresh now: it finds the lock if it is still ours
 		case <-timer.C:
 		case <-ctx.Done():
 			return driver.Grant{}, ctx.Err()
@@ -109,45 +90,6 @@ func (d *redisDriver) wait(ctx context.Context, k redisnode.Keys, r driver.Reque
 			}
 		}
 	}
-}
-
-// handoffProof is what a waiter knows from its request's last acquire call
-// that queued it: when it was sent, and the lock's token counter as it left
-// it. Every grant of the lock takes the next value of that counter (INCR),
-// so a handoff to the request announced with a greater token was made after
-// that call ran, which is after it was sent; and a handoff sets the lock's
-// TTL to min(TTL, redisnode.HandoffTTL) from when it is made. The lock is
-// therefore the request's for at least that long from the send time, and
-// the message alone proves the grant, without another round trip. A message
-// of an older handoff (whose lock expired while the process was paused, and
-// whose request then queued again) carries a token at or below the counter,
-// and proves nothing.
-type handoffProof struct {
-	sent    time.Time
-	counter uint64
-	known   bool
-}
-
-// note records the answer g to an acquire call sent at sent.
-func (p *handoffProof) note(sent time.Time, g redisnode.Grant) {
-	if g.Queued {
-		p.sent, p.counter, p.known = sent, g.Counter, true
-	}
-}
-
-// grant returns the hold that a handoff with token gives request r, if the
-// message proves it (see handoffProof), and at least half of the handed
-// TTL is left: a waiter whose last call is older than that proves the
-// handoff with a call, which also extends the lock to r's TTL. A request
-// that will not be renewed must get its whole TTL, so only a TTL no longer
-// than the handoff's cap is taken from a message for it.
-func (p *handoffProof) grant(token uint64, k redisnode.Keys, r driver.Request) (driver.Grant, bool) {
-	v := min(r.TTL, redisnode.HandoffTTL)
-	if !p.known || token <= p.counter || k.Kind() != driver.Exclusive ||
-		(!r.Renews && r.TTL > redisnode.HandoffTTL) || time.Since(p.sent) >= v/2 {
-		return driver.Grant{}, false
-	}
-	return driver.Grant{Acquired: true, Token: token, Holds: 1, Validity: v, Since: p.sent, Handle: k}, true
 }
 
 // cancel undoes request req of owner, best effort, for a caller that gives
@@ -174,34 +116,28 @@ func (d *redisDriver) cancel(ctx context.Context, k redisnode.Keys, owner, req s
 // subscribed until it closes.
 type hub struct {
 	rdb     redis.UniversalClient
-	channel string // this client's: "h<request> <token>" messages
+	channel string // this client's: "h<request> <token>" messages, wake-ups only
 
 	mu      sync.Mutex
 	ps      *redis.PubSub
 	ready   chan struct{} // closed when the server confirmed the subscription
 	once    sync.Once
-	waiters map[string]*waiter
+	waiters map[string]chan struct{}
 	done    chan struct{}
 	closed  bool
-}
-
-// waiter is what the hub tells one waiting request.
-type waiter struct {
-	handed chan struct{} // a handoff to the request was announced
-	token  atomic.Uint64 // the greatest token a handoff to it was announced with
 }
 
 func newHub(rdb redis.UniversalClient, prefix string) *hub {
 	id := dlock.NewOwnerID()
 	return &hub{rdb: rdb, channel: prefix + ":handoffs:" + id,
-		waiters: map[string]*waiter{}, ready: make(chan struct{})}
+		waiters: map[string]chan struct{}{}, ready: make(chan struct{})}
 }
 
-// await returns where handoffs to req are announced, once the server has
-// confirmed the client's subscription. An announcement says that the lock
-// was handed to req at some time, with some token: see handoffProof for
-// when that proves the request holds it now.
-func (h *hub) await(ctx context.Context, req string) (*waiter, error) {
+// await returns the channel on which a handoff to req is announced, once the
+// server has confirmed the client's subscription. An announcement only says
+// that the lock was handed to req at some time: the waiter checks with the
+// store whether it still holds it.
+func (h *hub) await(ctx context.Context, req string) (<-chan struct{}, error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -212,7 +148,7 @@ func (h *hub) await(ctx context.Context, req string) (*waiter, error) {
 		h.done = make(chan struct{})
 		go h.dispatch(h.ps.ChannelWithSubscriptions(redis.WithChannelSize(1000)))
 	}
-	w := &waiter{handed: make(chan struct{}, 1)}
+	w := make(chan struct{}, 1)
 	h.waiters[req] = w
 	h.mu.Unlock()
 	select {
@@ -239,18 +175,14 @@ func (h *hub) dispatch(in <-chan any) {
 				h.once.Do(func() { close(h.ready) })
 			}
 		case *redis.Message:
-			req, tok, ok := strings.Cut(strings.TrimPrefix(m.Payload, "h"), " ")
+			req, _, ok := strings.Cut(strings.TrimPrefix(m.Payload, "h"), " ")
 			if !ok {
 				continue
 			}
-			token, _ := strconv.ParseUint(tok, 10, 64) // 0 (proves nothing) if it is not a number
 			h.mu.Lock()
 			if w := h.waiters[req]; w != nil {
-				if token > w.token.Load() { // only dispatch writes it
-					w.token.Store(token)
-				}
 				select {
-				case w.handed <- struct{}{}:
+				case w <- struct{}{}:
 				default:
 				}
 			}
@@ -263,7 +195,7 @@ func (h *hub) close() {
 	h.mu.Lock()
 	ps, done := h.ps, h.done
 	h.ps = nil
-	h.waiters = map[string]*waiter{}
+	h.waiters = map[string]chan struct{}{}
 	h.closed = true
 	h.mu.Unlock()
 	if ps != nil {

@@ -60,7 +60,7 @@ func (e *Engine) Acquire(ctx context.Context, op string, s Spec, o Opts, try boo
 	if label == "" {
 		label = e.cfg.Label
 	}
-	req := driver.Request{Name: s.Name, Owner: owner, Label: label, TTL: o.TTL, Kind: kind, Limit: s.Limit, Try: try, Renews: !o.NoRenewal}
+	req := driver.Request{Name: s.Name, Owner: owner, Label: label, TTL: o.TTL, Kind: kind, Limit: s.Limit, Try: try}
 
 	if l, err := e.reenter(ctx, k, req, alloc); l != nil || err != nil {
 		return l, e.wrap(op, s.Name, err)

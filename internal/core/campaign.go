@@ -24,7 +24,7 @@ func (e *Engine) Campaign(ctx context.Context, name string, o Opts, campaign fun
 	if label == "" {
 		label = e.cfg.Label
 	}
-	req := driver.Request{Name: name, Owner: owner, Label: label, TTL: o.TTL, Kind: driver.Exclusive, Wait: e.caps.Blocking, Renews: !o.NoRenewal}
+	req := driver.Request{Name: name, Owner: owner, Label: label, TTL: o.TTL, Kind: driver.Exclusive, Wait: e.caps.Blocking}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(e.closing, cancel)

@@ -95,12 +95,6 @@ type Grant struct {
 	Token    uint64        // the hold's token
 	Holds    int           // the owner's hold count
 	TTL      time.Duration // the hold's TTL left, or the holder's when not acquired
-	// Counter, for a request that queued (Queued), is the lock's token
-	// counter as the acquire script left it. Every grant takes its token
-	// from the counter, so a handoff to the request announced with a
-	// greater token was made after this call ran, hence after it was sent.
-	Counter uint64
-	Queued  bool
 }
 
 // TryAcquire makes one attempt, without queueing. A token of 0 takes the
@@ -145,17 +139,17 @@ func (n *Node) acquire(ctx context.Context, k Keys, owner, label string, ttl tim
 		return Grant{Acquired: true, Token: uint64(t), Holds: 1, TTL: ttl}, nil
 	}
 	res, ok := v.([]any)
-	if !ok || (len(res) != 4 && len(res) != 5) {
+	if !ok || len(res) != 4 {
 		return Grant{}, fmt.Errorf("redislock: acquire: unexpected reply %v", v)
 	}
-	var r [5]int64
+	var r [4]int64
 	for i, x := range res {
 		if r[i], ok = x.(int64); !ok {
 			return Grant{}, fmt.Errorf("redislock: acquire: unexpected reply %v", v)
 		}
 	}
 	return Grant{Acquired: r[0] == 1, Token: uint64(r[1]), Holds: int(r[2]),
-		TTL: time.Duration(max(r[3], 0)) * time.Millisecond, Counter: uint64(r[4]), Queued: len(res) == 5}, nil
+		TTL: time.Duration(max(r[3], 0)) * time.Millisecond}, nil
 }
 
 // Counter returns the node's last token for name (0 if none).

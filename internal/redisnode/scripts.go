@@ -84,8 +84,7 @@ end
 // attempt that does not queue), label (kept with a new hold, and with a
 // queued request for the hold it may be handed).
 // Returns the token of a new hold, the common case, or else {acquired,
-// token, holds, pttl}, and for a request that queued, {0, 0, 0, pttl,
-// counter}: the token counter as the call left it.
+// token, holds, pttl}.
 var acquireScript = newScript("acquire", prelude+`
 local owner, ttl, req, label = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[6] or ''
 if redis.call('EXISTS', lock, q) == 0 then -- free, nobody waiting: the common case
@@ -161,9 +160,6 @@ if ch ~= '' then -- take or keep a place in the queue
   redis.call('HSET', qi, req, (now + wttl) .. '|' .. ttl .. '|' .. #ch .. '|' .. ch .. owner .. '\0' .. label)
   redis.call('PEXPIRE', q, wttl * 2)
   redis.call('PEXPIRE', qi, wttl * 2)
-  -- the counter now: a handoff to req announced with a greater token was
-  -- made after this call ran (see Grant.Counter)
-  return {0, 0, 0, redis.call('PTTL', lock), tonumber(redis.call('GET', tokk) or '0')}
 end
 return {0, 0, 0, redis.call('PTTL', lock)}
 `)
