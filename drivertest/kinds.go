@@ -40,6 +40,11 @@ func (s *suite) testKinds(t *testing.T) {
 		{"SemaphoreInspect", semOK, s.testSemaphoreInspect},
 		{"SemaphoreCancelledWaitTakesNothing", semOK, s.testSemaphoreCancelledWaitTakesNothing},
 		{"SemaphoreDeadlineInRoundTrip", semOK, func(t *testing.T) { s.testKindsDeadlineInRoundTrip(t, false) }},
+		{"SemaphoreSharedOwnerTTLs", semOK, func(t *testing.T) {
+			s.sharedOwnerTTLs(t, func(ctx context.Context, c *dlock.Client, name string, opts ...dlock.Option) (*dlock.Lease, error) {
+				return c.Semaphore(name, 1, opts...).Acquire(ctx)
+			})
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -13,6 +13,56 @@ import (
 	"go.uber.org/goleak"
 )
 
+// Re-entry by one owner from two clients (processes) whose leases have
+// different TTLs: the shorter lease's renewals and release must not cut the
+// store's expiry under the longer lease, which its holder cannot know of,
+// or a third client would take the lock while that lease reads valid.
+func (s *suite) testSharedOwnerTTLs(t *testing.T) {
+	s.sharedOwnerTTLs(t, func(ctx context.Context, c *dlock.Client, name string, opts ...dlock.Option) (*dlock.Lease, error) {
+		return c.Mutex(name, opts...).Lock(ctx)
+	})
+}
+
+// sharedOwnerTTLs is testSharedOwnerTTLs for the lock that take takes.
+func (s *suite) sharedOwnerTTLs(t *testing.T, take func(ctx context.Context, c *dlock.Client, name string, opts ...dlock.Option) (*dlock.Lease, error)) {
+	if !s.caps.StoreReentrant { // the owner's second client queues: nothing to cut
+		return
+	}
+	name := lockName(t)
+	a, b, c := s.client(t), s.client(t), s.client(t)
+	owner := dlock.NewOwnerID()
+	short := max(2*s.caps.TTL, 200*time.Millisecond)
+	long, err := take(t.Context(), a, name, dlock.WithOwner(owner), dlock.WithTTL(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock(t, long)
+	l, err := take(t.Context(), b, name, dlock.WithOwner(owner), dlock.WithTTL(short))
+	if err != nil {
+		t.Fatalf("re-entry from another client: %v", err)
+	}
+	time.Sleep(short) // b's lease is renewed two or three times
+	unlock(t, l)
+	ctx, cancel := context.WithTimeout(t.Context(), short+s.caps.Slack+s.caps.EarlyExpiry)
+	defer cancel()
+	other, err := take(ctx, c, name)
+	if err == nil {
+		defer unlock(t, other)
+		if long.Err() == nil {
+			t.Fatalf("a third client took the lock (token %d) while the owner's 30 s lease from another client reads valid "+
+				"(%v left): the %v lease's renewals or release cut the store's expiry under it",
+				other.Token(), long.TimeLeft().Round(time.Millisecond), short)
+		}
+		t.Fatalf("the owner's 30 s lease was lost (%v) after a %v re-entry from another client was unlocked", long.Err(), short)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("third client's take = %v; want it still waiting at its deadline", err)
+	}
+	if long.Err() != nil {
+		t.Fatalf("the owner's 30 s lease ended: %v", long.Err())
+	}
+}
+
 // 8. Re-entry by owner counts holds; the lock is released at zero.
 func (s *suite) testReentrancy(t *testing.T) {
 	name := lockName(t)

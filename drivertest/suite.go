@@ -60,6 +60,7 @@ func (s *suite) run(t *testing.T) {
 		{"CancelAtGrant", s.testCancelAtGrant},
 		{"DeadlineInRoundTrip", s.testDeadlineInRoundTrip},
 		{"Reentrancy", s.testReentrancy},
+		{"SharedOwnerTTLs", s.testSharedOwnerTTLs},
 		{"NestedDoReenters", s.testNestedDoReenters},
 		{"DoWaitBound", s.testDoWaitBound},
 		{"CloseReleases", s.testCloseReleases},

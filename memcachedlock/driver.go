@@ -87,6 +87,18 @@ func validity(ttl time.Duration) time.Duration { return ttl - resolution }
 
 func expiration(ttl time.Duration) int32 { return int32(ttl / time.Second) }
 
+// ttlFor is the TTL to write for v's hold when a lease of it asks for ttl:
+// never less than what v's last writer set (as far as its clock, in
+// v.Expires, tells), rounded up to memcached's whole seconds. Other leases
+// of a re-entered hold, maybe in other processes of the owner, count on it,
+// and a renewal may land after the release of the hold it renews.
+func ttlFor(v value, ttl time.Duration) time.Duration {
+	if left := time.Until(time.UnixMilli(v.Expires)); left > ttl {
+		return (left + time.Second - 1).Truncate(time.Second)
+	}
+	return ttl
+}
+
 func encode(v value, ttl time.Duration) []byte {
 	v.Expires = time.Now().Add(ttl).UnixMilli()
 	b, _ := json.Marshal(v)
@@ -192,7 +204,8 @@ func (d *mcDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 			return driver.Grant{Retry: v.retry()}, nil
 		}
 		v.Holds++
-		it.Value, it.Expiration = encode(v, r.TTL), expiration(r.TTL)
+		ttl := ttlFor(v, r.TTL)
+		it.Value, it.Expiration = encode(v, ttl), expiration(ttl)
 		switch err := d.mc.CompareAndSwap(it); {
 		case err == nil:
 			return driver.Grant{Acquired: true, Token: v.Token, Holds: v.Holds, Validity: validity(r.TTL)}, nil
@@ -250,7 +263,7 @@ func (d *mcDriver) Renew(ctx context.Context, batch []driver.Held) []driver.Rene
 			res[i].Err = err
 			continue
 		}
-		_, err := d.update(h, func(v value) (value, int32, error) { return v, expiration(h.TTL), nil })
+		_, err := d.update(h, func(v value) (value, int32, error) { return v, expiration(ttlFor(v, h.TTL)), nil })
 		if err != nil {
 			res[i].Err = fmt.Errorf("memcachedlock: renew: %w", err)
 		} else {
@@ -263,8 +276,8 @@ func (d *mcDriver) Renew(ctx context.Context, batch []driver.Held) []driver.Rene
 func (d *mcDriver) Release(_ context.Context, h driver.Held, count int) error {
 	_, err := d.update(h, func(v value) (value, int32, error) {
 		v.Holds -= count
-		if v.Holds > 0 {
-			return v, expiration(h.TTL), nil
+		if v.Holds > 0 { // the other holds keep their expiry
+			return v, expiration(max(time.Until(time.UnixMilli(v.Expires))+time.Second-1, time.Second)), nil
 		}
 		return v, -1, nil // a negative expiration drops the item: a delete checked by cas
 	})

@@ -163,7 +163,7 @@ func (s *store) acquireKind(req driver.Request) (driver.Grant, error) {
 			dlock.ErrLimitMismatch, req.Name, l.limit, req.Limit)
 	}
 	h.holds++
-	h.expires = now.Add(req.TTL)
+	h.expires = later(h.expires, now.Add(req.TTL))
 	return driver.Grant{Acquired: true, Token: h.token, Holds: h.holds}, nil
 }
 
@@ -184,7 +184,7 @@ func (s *store) renewKind(h driver.Held, now time.Time) error {
 	if x == nil {
 		return dlock.ErrLeaseLost
 	}
-	x.expires = now.Add(h.TTL)
+	x.expires = later(x.expires, now.Add(h.TTL))
 	return nil
 }
 

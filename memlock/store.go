@@ -59,8 +59,19 @@ func (s *store) acquire(req driver.Request) driver.Grant {
 		return driver.Grant{Retry: e.expires.Sub(now)}
 	}
 	e.holds++
-	e.expires = now.Add(req.TTL)
+	e.expires = later(e.expires, now.Add(req.TTL))
 	return driver.Grant{Acquired: true, Token: e.token, Holds: e.holds}
+}
+
+// later is the expiry a hold gets when a lease asks for want: never earlier
+// than its current one, cur (zero for a new hold). Other leases of a
+// re-entered hold, maybe in other clients of the owner, count on cur, and a
+// renewal may land after the release of the hold it renews.
+func later(cur, want time.Time) time.Time {
+	if cur.After(want) {
+		return cur
+	}
+	return want
 }
 
 func (s *store) renew(batch []driver.Held, res []driver.RenewResult) {
@@ -77,7 +88,7 @@ func (s *store) renew(batch []driver.Held, res []driver.RenewResult) {
 			res[i].Err = dlock.ErrLeaseLost
 			continue
 		}
-		e.expires = now.Add(h.TTL)
+		e.expires = later(e.expires, now.Add(h.TTL))
 	}
 }
 

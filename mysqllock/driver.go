@@ -233,7 +233,7 @@ func (d *myDriver) Renew(ctx context.Context, batch []driver.Held) []driver.Rene
 		for ttl, hs := range byTTL {
 			in, args := holdsIn(hs)
 			args = append([]any{ttl.Microseconds()}, args...)
-			if _, err = tx.ExecContext(ctx, `UPDATE dlock_locks SET expires_at = NOW(6) + INTERVAL ? MICROSECOND
+			if _, err = tx.ExecContext(ctx, `UPDATE dlock_locks SET expires_at = GREATEST(expires_at, NOW(6) + INTERVAL ? MICROSECOND)
 WHERE expires_at > NOW(6) AND (name, owner, token) IN (`+in+`)`, args...); err != nil {
 				break
 			}

@@ -222,7 +222,7 @@ func (d *myDriver) renewKinds(ctx context.Context, batch []driver.Held, res []dr
 		for ttl, is := range byTTL {
 			in, args := kindHoldsIn(batch, is)
 			args = append([]any{ttl.Microseconds()}, args...)
-			if _, err = tx.ExecContext(ctx, `UPDATE dlock_holds SET expires_at = NOW(6) + INTERVAL ? MICROSECOND
+			if _, err = tx.ExecContext(ctx, `UPDATE dlock_holds SET expires_at = GREATEST(expires_at, NOW(6) + INTERVAL ? MICROSECOND)
 WHERE expires_at > NOW(6) AND (name, family, owner, token) IN (`+in+`)`, args...); err != nil {
 				break
 			}

@@ -180,9 +180,9 @@ FROM dlock_holds WHERE name = $1 AND family = $2 AND expires_at > clock_timestam
 }
 
 // renewKindsSQL extends every live hold of a batch in one statement and
-// returns the batch positions it extended.
+// returns the batch positions it extended (never earlier, as renewSQL).
 const renewKindsSQL = `
-UPDATE dlock_holds AS h SET expires_at = clock_timestamp() + t.ttl * interval '1 millisecond'
+UPDATE dlock_holds AS h SET expires_at = greatest(h.expires_at, clock_timestamp() + t.ttl * interval '1 millisecond')
 FROM unnest($1::text[], $2::smallint[], $3::text[], $4::bigint[], $5::bigint[]) WITH ORDINALITY AS t(name, family, owner, token, ttl, i)
 WHERE h.name = t.name AND h.family = t.family AND h.owner = t.owner AND h.token = t.token AND h.expires_at > clock_timestamp()
 RETURNING t.i`

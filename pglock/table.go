@@ -60,9 +60,12 @@ func (d *pgDriver) acquireRow(ctx context.Context, r driver.Request) (driver.Gra
 }
 
 // renewSQL extends every live hold of a batch in one statement and returns
-// the names it extended.
+// the names it extended. It never moves an expiry earlier: other leases of
+// a re-entered hold, maybe in other processes of the owner, count on it,
+// and a renewal may land after the release of the hold it renews. (A
+// shorter Extend moves only its lease's own expiry.)
 const renewSQL = `
-UPDATE dlock_locks AS l SET expires_at = clock_timestamp() + t.ttl * interval '1 millisecond'
+UPDATE dlock_locks AS l SET expires_at = greatest(l.expires_at, clock_timestamp() + t.ttl * interval '1 millisecond')
 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS t(name, owner, token, ttl)
 WHERE l.name = t.name AND l.owner = t.owner AND l.token = t.token AND l.expires_at > clock_timestamp()
 RETURNING l.name`

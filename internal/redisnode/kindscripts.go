@@ -247,7 +247,7 @@ return dropped
 
 // kindRenewScript: KEYS holds hash, expiry set; ARGV hold id, token, ttl
 // ms. Returns 1 if renewed, 0 if the hold is gone, has another token or its
-// lease has run out.
+// lease has run out. As renewScript, it never lowers a hold's expiry.
 var kindRenewScript = newScript("kind_renew", `
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
@@ -256,7 +256,7 @@ local rec = redis.call('HGET', KEYS[1], ARGV[1])
 local s = redis.call('ZSCORE', KEYS[2], ARGV[1])
 if not rec or not s or tonumber(s) <= now or string.match(rec, '^%d+|(%d+)|') ~= ARGV[2] then return 0 end
 local ttl = tonumber(ARGV[3])
-redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
+redis.call('ZADD', KEYS[2], 'GT', now + ttl, ARGV[1]) -- never lowered (see renewScript)
 for _, k in ipairs(KEYS) do
   if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
 end

@@ -189,11 +189,17 @@ return 0
 `)
 
 // renewScript: KEYS lock; ARGV owner, token, ttl ms. Returns 1 if renewed,
-// 0 if the lock is gone or belongs to another hold.
+// 0 if the lock is gone or belongs to another hold. It never lowers the
+// lock's expiry: a hold counted more than once may be shared with another
+// process of the owner, whose lease counts on the expiry its own renewals
+// set (and a renewal in flight may land after the release of the hold it
+// renews). A shorter Extend moves only its lease's own expiry.
 var renewScript = newScript("renew", `
 local h = redis.call('HMGET', KEYS[1], ARGV[1], '\0t')
 if h[1] and h[2] == ARGV[2] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then
+    redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  end
   return 1
 end
 return 0
