@@ -7,7 +7,11 @@ import (
 
 // Extend asks the store, checking that the lease still holds the lock, to
 // keep it for ttl from now, and on success moves the lease's expiry there
-// (longer or shorter). It is for fixed leases (WithoutRenewal): a fixed lease
+// (longer or shorter). Stores that count re-entries across processes
+// (Redis, Redlock, Memcached, SQL table mode, mem) never move a hold's
+// expiry earlier, since other leases of a re-entered hold may count on it:
+// there a shorter Extend shortens the lease, and the store may keep the
+// hold until its later expiry. It is for fixed leases (WithoutRenewal): a fixed lease
 // stays fixed, at its new length. A renewing lease is extended too, but its
 // watchdog goes on renewing it by its own TTL. Where holds live as long as a
 // store session (etcd, ZooKeeper), the session's TTL bounds the extension:
