@@ -1,7 +1,6 @@
 package etcdlock
 
 import (
-	"bytes"
 	"context"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -21,9 +20,22 @@ import (
 const pageSize = 64
 
 // contender reports whether key, which starts with pfx, is a contender key
-// of pfx's lock and not a key of a lock named under it.
+// of pfx's lock: a direct child named by a lease id in hex, as dlock, etcd's
+// Mutex and Election and etcdctl name theirs. Not a key of a lock named
+// under it, nor another program's key under the prefix ("n/config"), which
+// no lock layout writes and nothing would ever delete: Inspect, List and
+// every acquire agree that it holds nothing.
 func contender(pfx string, key []byte) bool {
-	return !bytes.Contains(key[len(pfx):], []byte("/"))
+	rest := key[len(pfx):]
+	if len(rest) == 0 || len(rest) > 16 {
+		return false
+	}
+	for _, c := range rest {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // firstOp reads the keys under pfx created at or after minRev (any if 0),

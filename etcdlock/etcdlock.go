@@ -57,7 +57,10 @@
 // List, Leader or ForceUnlock. etcd's Mutex and `etcdctl lock` do not
 // filter: `etcdctl lock a` queues behind every key under "a/", dlock's
 // holders of "a/b" included (it waits longer, never less), and `etcdctl
-// lock a/b` is seen by dlock as the lock "a/b". The reads of a queue go a
+// lock a/b` is seen by dlock as the lock "a/b". A contender's last part is
+// its lease id in hex, in every etcd lock layout, so another program's key
+// under the prefix ("a/config", put without a lease, which nothing would
+// ever delete) holds nothing for dlock either. The reads of a queue go a
 // page (64 keys) at a time, so a lock with many locks named under it costs
 // a read per page of their keys.
 //

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/dlock/dlock/driver"
@@ -35,10 +34,7 @@ func (d *etcdDriver) List(ctx context.Context, prefix string) ([]driver.Info, er
 			var name string
 			if fam.kind == driver.Exclusive {
 				i := strings.LastIndexByte(rest, '/')
-				if i <= 0 || strings.HasPrefix(rest, "\x00") {
-					continue
-				}
-				if _, err := strconv.ParseUint(rest[i+1:], 16, 64); err != nil {
+				if i <= 0 || strings.HasPrefix(rest, "\x00") || !contender(rest[:i+1], []byte(rest)) {
 					continue // not a contender key: another program's key under the prefix
 				}
 				name = rest[:i]
