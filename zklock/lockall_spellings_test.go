@@ -15,7 +15,7 @@ import (
 // given. LockAll("/a", "a") then waits for itself until ctx ends instead of
 // refusing the name given twice, and two callers locking {"/b", "a"} and
 // {"a", "b"} take the same two locks in opposite orders: a deadlock.
-func TestAdvZKLockAllSameLockTwoSpellings(t *testing.T) {
+func TestLockAllSameLockTwoSpellings(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
 	c := directClient(t, srv.Addr())
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
