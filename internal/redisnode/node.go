@@ -131,7 +131,7 @@ func (n *Node) acquire(ctx context.Context, k Keys, owner, label string, ttl tim
 	if token > 0 {
 		tok = strconv.FormatUint(token, 10)
 	}
-	v, err := n.call(ctx, acquireScript, k.all(), owner, ms(ttl), req, tok, channel, label).Result()
+	v, err := n.call(ctx, acquireScript, k.args, owner, ms(ttl), req, tok, channel, label).Result()
 	if err != nil {
 		return Grant{}, fmt.Errorf("redislock: acquire: %w", err)
 	}
@@ -163,7 +163,7 @@ func (n *Node) Counter(ctx context.Context, name string) (uint64, error) {
 
 // Renew extends owner's hold with token by ttl; false if it is not held.
 func (n *Node) Renew(ctx context.Context, name, owner string, token uint64, ttl time.Duration) (bool, error) {
-	v, err := n.call(ctx, renewScript, []string{NewKeys(n.prefix, name).lock}, owner, token, ms(ttl)).Int64()
+	v, err := n.call(ctx, renewScript, []any{1, NewKeys(n.prefix, name).lock}, owner, token, ms(ttl)).Int64()
 	return v == 1, err
 }
 
@@ -198,9 +198,9 @@ func (n *Node) releaseReq(ctx context.Context, k Keys, owner string, token uint6
 	var left int64
 	var err error
 	if k.kind != driver.Exclusive {
-		left, err = n.call(ctx, kindReleaseScript, k.all(), k.holdID(owner), count, token, req).Int64()
+		left, err = n.call(ctx, kindReleaseScript, k.args, k.holdID(owner), count, token, req).Int64()
 	} else {
-		left, err = n.call(ctx, releaseScript, k.all(), owner, count, token, flag, req).Int64()
+		left, err = n.call(ctx, releaseScript, k.args, owner, count, token, flag, req).Int64()
 	}
 	if err != nil {
 		return 0, fmt.Errorf("redislock: release: %w", err)
@@ -214,7 +214,7 @@ func (n *Node) releaseReq(ctx context.Context, k Keys, owner string, token uint6
 // ForceRelease deletes the lock whoever holds it, handing it to the next
 // queued waiter.
 func (n *Node) ForceRelease(ctx context.Context, name string) error {
-	if err := n.call(ctx, forceScript, NewKeys(n.prefix, name).all()).Err(); err != nil {
+	if err := n.call(ctx, forceScript, NewKeys(n.prefix, name).args).Err(); err != nil {
 		return fmt.Errorf("redislock: force release: %w", err)
 	}
 	return nil
