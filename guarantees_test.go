@@ -532,3 +532,42 @@ func TestCloseInLostHook(t *testing.T) {
 		})
 	}
 }
+
+// Close wakes a Lock waiting inside a blocking store's Acquire (bound to
+// Close by the engine's set of waits, see core's bindClose) and one
+// waiting behind it for the same owner's turn, with ErrClosed.
+func TestCloseWakesBlockingWaits(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	d := newFake()
+	d.caps.Blocking = true
+	d.acquire = func(ctx context.Context, req driver.Request) (driver.Grant, error) {
+		if req.Owner == "holder" {
+			return driver.Grant{Acquired: true, Token: 1}, nil
+		}
+		<-ctx.Done() // queued in the store until given up on
+		return driver.Grant{}, ctx.Err()
+	}
+	c := New(d, "fake", quiet())
+	ctx := t.Context()
+	if _, err := c.Mutex("blocked", WithOwner("holder")).Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 2)
+	for range 2 { // the second waits for the first's turn
+		go func() {
+			_, err := c.Mutex("blocked", WithOwner("waiter")).Lock(ctx)
+			errs <- err
+		}()
+	}
+	for !c.e.TurnBlocked("blocked", "waiter", driver.Exclusive) || d.acquires.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-errs; !errors.Is(err, ErrClosed) {
+			t.Errorf("a waiter across Close: %v; want ErrClosed", err)
+		}
+	}
+}

@@ -22,7 +22,7 @@ type redisDriver struct {
 	log    *slog.Logger
 	notes  []string
 	hub    *hub
-	idx    indexer // what this client added to List's index
+	locks  locks // the keys of the locks this client used, and what it added to List's index
 }
 
 func newDriver(ctx context.Context, rdb redis.UniversalClient, opts Options, owned bool) (*redisDriver, error) {
@@ -88,22 +88,23 @@ func (d *redisDriver) Caps() driver.Caps {
 		Reentrant: true, Blocking: true, Kinds: []driver.Kind{driver.Shared, driver.Write, driver.Permit}}
 }
 
-// keysOf returns the keys of a held lock, kept in its handle by Acquire.
+// keysOf returns the keys of a held lock, from the entry Acquire kept in
+// its handle.
 func (d *redisDriver) keysOf(h driver.Held) redisnode.Keys {
-	if k, ok := h.Handle.(redisnode.Keys); ok {
-		return k
+	if e, ok := h.Handle.(*lockEntry); ok {
+		return e.keys
 	}
-	return redisnode.NewKindKeys(d.prefix, h.Name, h.Kind)
+	return d.lock(h.Name, h.Kind).keys
 }
 
-// try runs the acquire script once for request req; with a channel (the
-// hub's), the request queues if the lock is taken.
-func (d *redisDriver) try(ctx context.Context, k redisnode.Keys, r driver.Request, req, channel string) (driver.Grant, error) {
-	g, err := d.node.Acquire(ctx, k, r.Owner, r.Label, r.TTL, r.Limit, req, channel)
+// try runs the acquire script once for request req on lock e; with a
+// channel (the hub's), the request queues if the lock is taken.
+func (d *redisDriver) try(ctx context.Context, e *lockEntry, r driver.Request, req, channel string) (driver.Grant, error) {
+	g, err := d.node.Acquire(ctx, e.keys, r.Owner, r.Label, r.TTL, r.Limit, req, channel)
 	if err != nil || !g.Acquired {
 		return driver.Grant{Retry: g.TTL}, err
 	}
-	return driver.Grant{Acquired: true, Token: g.Token, Holds: g.Holds, Validity: min(r.TTL, g.TTL), Handle: k}, nil
+	return driver.Grant{Acquired: true, Token: g.Token, Holds: g.Holds, Validity: min(r.TTL, g.TTL), Handle: e}, nil
 }
 
 func (d *redisDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant, error) {
@@ -113,25 +114,25 @@ func (d *redisDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gra
 	case r.Kind == driver.Permit && r.Limit < 1:
 		return driver.Grant{}, fmt.Errorf("redislock: acquire %q: %w: a semaphore needs at least 1 permit, not %d", r.Name, dlock.ErrInvalidConfig, r.Limit)
 	}
-	k := redisnode.NewKindKeys(d.prefix, r.Name, r.Kind)
+	e := d.lock(r.Name, r.Kind)
 	if !r.Wait {
 		req := d.node.NewRequest()
-		g, err := d.try(ctx, k, r, req, "")
+		g, err := d.try(ctx, e, r, req, "")
 		if err != nil && !errors.Is(err, redisnode.ErrUnsettled) && !errors.Is(err, driver.ErrLimitMismatch) {
 			// It may have run and lost its reply: undo a hold (or a
 			// re-entry's count) that the caller will never know of. (The
 			// other two errors are certain: nothing was sent, or the
 			// script refused.)
-			d.cancel(ctx, k, r.Owner, req)
+			d.cancel(ctx, e.keys, r.Owner, req)
 		}
 		if err == nil && g.Acquired {
-			d.index(ctx, r.Name, r.Kind)
+			d.index(ctx, e, r.Name, r.Kind)
 		}
 		return g, redisnode.PermissionError(err, d.prefix)
 	}
-	g, err := d.wait(ctx, k, r)
+	g, err := d.wait(ctx, e, r)
 	if err == nil && g.Acquired {
-		d.index(ctx, r.Name, r.Kind)
+		d.index(ctx, e, r.Name, r.Kind)
 	}
 	return g, redisnode.PermissionError(err, d.prefix)
 }

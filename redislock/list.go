@@ -3,7 +3,6 @@ package redislock
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/dlock/dlock/driver"
@@ -23,7 +22,9 @@ import (
 // added.
 //
 // A client adds a lock after it acquires it, with ZADD, at most once per
-// indexRefresh per name (a bounded cache remembers when). List inspects
+// indexRefresh per name and kind of hold (its entry in the client's locks
+// remembers when; a read-write lock's Shared and Write holds add its one
+// member each). List inspects
 // every member and removes those not held whose score is older than
 // indexStale (so twice indexRefresh: every client that took the lock since
 // has added it again); it then inspects them once more and adds back any
@@ -45,32 +46,23 @@ func (d *redisDriver) indexKey() string { return d.prefix + ":index" }
 // indexLetters are the families' letters in index members.
 var indexLetters = map[driver.Kind]string{driver.Exclusive: "m:", driver.Shared: "r:", driver.Write: "r:", driver.Permit: "s:"}
 
-// indexer remembers when this client last added each lock to the index.
-type indexer struct {
-	mu    sync.Mutex
-	added map[string]time.Time
-}
-
-// index adds the lock name of kind to the index, unless this client did
-// within indexRefresh.
-func (d *redisDriver) index(ctx context.Context, name string, kind driver.Kind) {
-	member := indexLetters[kind] + name
+// index adds the lock name of kind, whose entry is e, to the index, unless
+// this client did within indexRefresh.
+func (d *redisDriver) index(ctx context.Context, e *lockEntry, name string, kind driver.Kind) {
 	now := time.Now()
-	d.idx.mu.Lock()
-	if at, ok := d.idx.added[member]; ok && now.Sub(at) < indexRefresh {
-		d.idx.mu.Unlock()
+	d.locks.mu.Lock()
+	if !e.indexed.IsZero() && now.Sub(e.indexed) < indexRefresh {
+		d.locks.mu.Unlock()
 		return
 	}
-	if d.idx.added == nil || len(d.idx.added) >= indexCacheMax {
-		d.idx.added = map[string]time.Time{}
-	}
-	d.idx.added[member] = now
-	d.idx.mu.Unlock()
+	e.indexed = now
+	d.locks.mu.Unlock()
+	member := indexLetters[kind] + name
 	// The hold is taken whatever ctx does now: add it even if ctx just ended.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	if err := d.rdb.ZAdd(ctx, d.indexKey(), redis.Z{Score: float64(now.UnixMilli()), Member: member}).Err(); err != nil {
-		// Kept in the cache: warned once per indexRefresh, not per lock.
+		// Kept in the entry: warned once per indexRefresh, not per lock.
 		d.log.Warn("redislock: could not add the lock to the index that dlock ls reads; the lock is held, but not listed",
 			"name", name, "err", redisnode.PermissionError(err, d.prefix))
 	}

@@ -33,15 +33,15 @@ var pauseHook atomic.Pointer[func(name string)]
 // found the lock held by this request (or granted it), and its validity
 // counts from that script's send time. Every way out that is not a grant
 // takes the request out of the queue and passes on a lock handed to it.
-func (d *redisDriver) wait(ctx context.Context, k redisnode.Keys, r driver.Request) (driver.Grant, error) {
+func (d *redisDriver) wait(ctx context.Context, e *lockEntry, r driver.Request) (driver.Grant, error) {
 	req := d.node.NewRequest()
 	granted := false // or nothing to undo
 	defer func() {
 		if !granted { // leave the queue; pass the lock on if it was just handed to us
-			d.cancel(ctx, k, r.Owner, req)
+			d.cancel(ctx, e.keys, r.Owner, req)
 		}
 	}()
-	g, err := d.try(ctx, k, r, req, d.hub.channel) // Since: when Acquire began, just before
+	g, err := d.try(ctx, e, r, req, d.hub.channel) // Since: when Acquire began, just before
 	if err != nil || g.Acquired {
 		granted = err == nil || errors.Is(err, redisnode.ErrUnsettled) // the latter was never sent
 		return g, err
@@ -63,7 +63,7 @@ func (d *redisDriver) wait(ctx context.Context, k redisnode.Keys, r driver.Reque
 		// place, or dropped with the pub/sub connection): the script finds
 		// the lock held by this request and extends it to the TTL.
 		sent := time.Now()
-		g, err = d.try(ctx, k, r, req, d.hub.channel)
+		g, err = d.try(ctx, e, r, req, d.hub.channel)
 		if err == nil && g.Acquired {
 			granted = true
 			g.Since = sent

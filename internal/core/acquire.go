@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/dlock/dlock/driver"
@@ -151,8 +152,8 @@ func (e *Engine) enter(ctx context.Context, k holdKey, try bool) (*turn.Turn[hol
 	if t, ok := e.turns.TryTake(k); ok { // free: no wait for Close to end
 		return t, nil
 	}
-	ctx, stop := e.bindClose(ctx)
-	defer stop()
+	ctx, b := e.bindClose(ctx)
+	defer e.unbind(b)
 	mode := turn.Wait
 	if try {
 		mode = turn.TryUnlessBlocked
@@ -167,12 +168,64 @@ func (e *Engine) enter(ctx context.Context, k holdKey, try bool) (*turn.Turn[hol
 	return t, err // as waitErr: an error matches ctx's
 }
 
+// waits are the contexts of the waits under way (see bindClose), which
+// Close cancels.
+type waits struct {
+	mu     sync.Mutex
+	closed bool
+	last   bound
+	cancel map[bound]context.CancelFunc
+}
+
+// bound names one wait's context in the engine's waits.
+type bound uint64
+
 // bindClose returns a ctx that also ends when the client closes, for a
-// wait, and the function that lets it go.
-func (e *Engine) bindClose(ctx context.Context) (context.Context, func()) {
+// wait, and its name, which unbind lets go. Close cancels it from the
+// engine's waits: a context.AfterFunc on e.closing, and a closure to stop
+// both, would cost three allocations more on every Lock of a blocking
+// store, which binds its one round trip.
+func (e *Engine) bindClose(ctx context.Context) (context.Context, bound) {
 	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(e.closing, cancel)
-	return ctx, func() { stop(); cancel() }
+	w := &e.waits
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		cancel()
+		return ctx, 0
+	}
+	if w.cancel == nil {
+		w.cancel = map[bound]context.CancelFunc{}
+	}
+	w.last++
+	w.cancel[w.last] = cancel
+	return ctx, w.last
+}
+
+// unbind lets the context of wait b go.
+func (e *Engine) unbind(b bound) {
+	w := &e.waits
+	w.mu.Lock()
+	cancel := w.cancel[b]
+	delete(w.cancel, b)
+	w.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// endWaits cancels the context of every wait, and of every wait bound
+// from now on, for Close.
+func (e *Engine) endWaits() {
+	w := &e.waits
+	w.mu.Lock()
+	w.closed = true
+	cancels := w.cancel
+	w.cancel = nil
+	w.mu.Unlock()
+	for _, cancel := range cancels {
+		cancel()
+	}
 }
 
 // reenter gives the owner a new lease on the hold it has, if it has one.

@@ -25,10 +25,8 @@ func (e *Engine) Campaign(ctx context.Context, name string, o Opts, campaign fun
 		label = e.cfg.Label
 	}
 	req := driver.Request{Name: name, Owner: owner, Label: label, TTL: o.TTL, Kind: driver.Exclusive, Wait: e.caps.Blocking}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(e.closing, cancel)
-	defer stop()
+	wctx, b := e.bindClose(ctx)
+	defer e.unbind(b)
 	ent.Block(true)
 	defer ent.Block(false)
 	began := time.Now()

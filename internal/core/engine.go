@@ -56,6 +56,7 @@ type Engine struct {
 	// closing is cancelled by Close, which wakes every waiter.
 	closing context.Context
 	cancel  context.CancelFunc
+	waits   waits // the contexts of the waits under way, which Close cancels
 
 	cleanup sync.WaitGroup // best-effort releases of lost holds
 
@@ -131,6 +132,7 @@ func (e *Engine) Close() error {
 	}
 	e.mu.Unlock()
 	e.cancel()
+	e.endWaits()
 	e.sched.Stop()
 	e.cleanup.Wait()
 

@@ -50,8 +50,8 @@ func (e *Engine) attempt(ctx context.Context, req driver.Request, uncertain *boo
 
 func (e *Engine) obtain1(ctx context.Context, t *turn.Turn[holdKey], req driver.Request, try bool, uncertain *bool) (driver.Grant, time.Time, error) {
 	if !try && e.caps.Blocking { // the store queues waiters itself
-		ctx, stop := e.bindClose(ctx)
-		defer stop()
+		ctx, b := e.bindClose(ctx)
+		defer e.unbind(b)
 		t.Block(true)
 		defer t.Block(false)
 		req.Wait = true
@@ -88,8 +88,8 @@ func (e *Engine) obtain1(ctx context.Context, t *turn.Turn[holdKey], req driver.
 	case try:
 		return g, sent, driver.ErrNotAcquired
 	}
-	ctx, stop := e.bindClose(ctx)
-	defer stop()
+	ctx, b := e.bindClose(ctx)
+	defer e.unbind(b)
 	t.Block(true)
 	defer t.Block(false)
 	g, sent, err = e.wait(ctx, req, g.Retry, uncertain)

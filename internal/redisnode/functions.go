@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -26,8 +27,9 @@ import (
 // function in the library.
 type script struct {
 	*redis.Script
-	src string // the Lua source
-	fn  string // the function's name in the library
+	src   string // the Lua source
+	fn    string // the function's name in the library
+	fnArg any    // fn, boxed once for FCALL's arguments (set with fn's final name)
 }
 
 var (
@@ -66,6 +68,7 @@ func buildLibrary() {
 		fmt.Fprintf(&b, "#!lua name=%s\n", library.name)
 		for _, s := range allScripts {
 			s.fn = library.name + "_" + s.fn
+			s.fnArg = s.fn
 			fmt.Fprintf(&b, "redis.register_function('%s', function(KEYS, ARGV)\n%s\nend)\n", s.fn, s.src)
 		}
 		library.code = b.String()
@@ -134,18 +137,19 @@ func isNoFunction(err error) bool {
 }
 
 // call runs s with keys and args: with FCALL, loading the library if the
-// server lacks it, or with EVALSHA (see UseEval).
-func (n *Node) call(ctx context.Context, s *script, keys []string, args ...any) *redis.Cmd {
+// server lacks it, or with EVALSHA (see UseEval). keys are as Keys.args
+// holds them: their count, then the keys.
+func (n *Node) call(ctx context.Context, s *script, keys []any, args ...any) *redis.Cmd {
 	if n.eval.Load() {
-		return s.Run(ctx, n.rdb, keys, args...)
+		return n.evalsha(ctx, s, keys, args)
 	}
 	buildLibrary()
-	cmd := n.rdb.FCall(ctx, s.fn, keys, args...)
+	cmd := n.fcall(ctx, s, keys, args)
 	err := cmd.Err()
 	switch {
 	case isUnknownCommand(err):
 		n.UseEval()
-		return s.Run(ctx, n.rdb, keys, args...)
+		return n.evalsha(ctx, s, keys, args)
 	case isNoFunction(err):
 		if lerr := n.LoadFunctions(ctx); lerr != nil {
 			c := redis.NewCmd(ctx)
@@ -153,11 +157,40 @@ func (n *Node) call(ctx context.Context, s *script, keys []string, args ...any) 
 			return c
 		}
 		if n.eval.Load() {
-			return s.Run(ctx, n.rdb, keys, args...)
+			return n.evalsha(ctx, s, keys, args)
 		}
-		return n.rdb.FCall(ctx, s.fn, keys, args...)
+		return n.fcall(ctx, s, keys, args)
 	}
 	return cmd
+}
+
+// fcall sends FCALL s with keys and args as go-redis's FCall does, but
+// builds the command's arguments in one slice from keys boxed once per lock
+// (go-redis's FCall boxes every key again and copies args into a second
+// slice): a lock's scripts run on every Lock and Unlock.
+func (n *Node) fcall(ctx context.Context, s *script, keys, args []any) *redis.Cmd {
+	a := make([]any, 0, 2+len(keys)+len(args))
+	a = append(append(append(a, "fcall", s.fnArg), keys...), args...)
+	cmd := redis.NewCmd(ctx, a...)
+	cmd.SetFirstKeyPos(3) // as FCall: the keys start after the count, for a Cluster's routing
+	_ = n.rdb.Process(ctx, cmd)
+	return cmd
+}
+
+// evalsha runs s with EVALSHA, or EVAL on NOSCRIPT. It copies args, which
+// go-redis keeps, so that call's own args need not escape.
+func (n *Node) evalsha(ctx context.Context, s *script, keys, args []any) *redis.Cmd {
+	return s.Run(ctx, n.rdb, keyStrings(keys), slices.Clone(args)...)
+}
+
+// keyStrings returns the keys of a call's keys (their count, then the
+// keys), for EVALSHA.
+func keyStrings(keys []any) []string {
+	out := make([]string, len(keys)-1)
+	for i, k := range keys[1:] {
+		out[i] = k.(string)
+	}
+	return out
 }
 
 // queue queues s in pipe: with FCALL, or with EVALSHA (or, with eval,

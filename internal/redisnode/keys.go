@@ -13,7 +13,7 @@ import (
 // every script touches one node; a mutex, a read-write lock and a semaphore
 // of one name have keys of their own, in the same slot.
 type Keys struct {
-	list  []string // the KEYS of every script: lock, token, queue, info (a mutex); lock, exp, token, queue, info (the kinds)
+	args  []any // the KEYS of every script, as FCALL takes them: their count, then lock, token, queue, info (a mutex); lock, exp, token, queue, info (the kinds)
 	kind  driver.Kind
 	name  string
 	lock  string // mutex: hash of owner -> hold count, "\x00t" -> token, "\x00l" -> label, "\x00r" -> the last requests that changed the hold; kinds: see kindscripts.go
@@ -56,7 +56,7 @@ func NewKeys(prefix, name string) Keys {
 	k.queue = all[i : i+b+len(":queue")]
 	k.info, i = within(all, i, b+len(":queueinfo"))
 	k.chann, _ = within(all, i, b+len(":released"))
-	k.list = []string{k.lock, k.token, k.queue, k.info}
+	k.args = []any{4, k.lock, k.token, k.queue, k.info}
 	return k
 }
 
@@ -74,14 +74,16 @@ func NewKindKeys(prefix, name string, kind driver.Kind) Keys {
 	}
 	base := prefix + ":{" + tag(name) + "}" + fam
 	k := Keys{kind: kind, name: name, lock: base, exp: base + ":exp", token: base + ":token", queue: base + ":queue", info: base + ":queueinfo"}
-	k.list = []string{k.lock, k.exp, k.token, k.queue, k.info}
+	k.args = []any{5, k.lock, k.exp, k.token, k.queue, k.info}
 	return k
 }
 
 // Kind returns the kind of hold the keys are used for.
 func (k Keys) Kind() driver.Kind { return k.kind }
 
-func (k Keys) all() []string { return k.list }
+// all returns the KEYS of every script, for EVALSHA; FCALL takes k.args,
+// boxed once when the keys are made, not on every call.
+func (k Keys) all() []string { return keyStrings(k.args) }
 
 // holdID is the field of owner's hold in a read-write lock's or semaphore's
 // hash: the kind's letter and the owner id.

@@ -22,7 +22,7 @@ func (n *Node) acquireKind(ctx context.Context, k Keys, owner, label string, ttl
 	if k.kind != driver.Permit {
 		limit = 0
 	}
-	v, err := n.call(ctx, kindAcquireScript, k.all(), kindLetter(k.kind), owner, ms(ttl), req, channel, label, limit).Slice()
+	v, err := n.call(ctx, kindAcquireScript, k.args, kindLetter(k.kind), owner, ms(ttl), req, channel, label, limit).Slice()
 	if err != nil {
 		return Grant{}, fmt.Errorf("redislock: acquire %q: %w", k.name, err)
 	}

@@ -27,7 +27,7 @@ import (
 type Node struct {
 	rdb    redis.UniversalClient
 	prefix string
-	id     string // prefix of the node's request ids
+	id     string // prefix of the node's request ids: 64 random bits in hex, and "-"
 	seq    atomic.Uint64
 
 	eval atomic.Bool // run scripts with EVALSHA, not FCALL (see functions.go)
@@ -50,7 +50,7 @@ func New(rdb redis.UniversalClient, keyPrefix string) *Node {
 	if keyPrefix == "" {
 		keyPrefix = DefaultPrefix
 	}
-	return &Node{rdb: rdb, prefix: keyPrefix, id: dlock.NewOwnerID() + "-", pending: map[pendingKey][]pendingRelease{}}
+	return &Node{rdb: rdb, prefix: keyPrefix, id: dlock.NewOwnerID()[:16] + "-", pending: map[pendingKey][]pendingRelease{}}
 }
 
 // Prefix returns the node's key prefix.
@@ -62,8 +62,13 @@ func (n *Node) Keys(name string) Keys { return NewKeys(n.prefix, name) }
 // NewRequest returns an id for one acquire or release, unique to this
 // node's client: its random id and a count. Scripts remember the last id
 // that changed a hold, so a script run twice (see scripts.go) acts once.
+// Two nodes share a random id with a chance of 2^-64 (and then their
+// requests must also meet on one hold of one owner to matter); the id is
+// short, as it is made, sent and stored on every acquire and release, and
+// built in one allocation.
 func (n *Node) NewRequest() string {
-	return n.id + strconv.FormatUint(n.seq.Add(1), 10)
+	var b [40]byte
+	return string(strconv.AppendUint(append(b[:0], n.id...), n.seq.Add(1), 10))
 }
 
 // FollowsContext reports whether the node's client follows context
@@ -131,7 +136,7 @@ func (n *Node) acquire(ctx context.Context, k Keys, owner, label string, ttl tim
 	if token > 0 {
 		tok = strconv.FormatUint(token, 10)
 	}
-	v, err := n.call(ctx, acquireScript, k.all(), owner, ms(ttl), req, tok, channel, label).Result()
+	v, err := n.call(ctx, acquireScript, k.args, owner, ms(ttl), req, tok, channel, label).Result()
 	if err != nil {
 		return Grant{}, fmt.Errorf("redislock: acquire: %w", err)
 	}
@@ -163,7 +168,7 @@ func (n *Node) Counter(ctx context.Context, name string) (uint64, error) {
 
 // Renew extends owner's hold with token by ttl; false if it is not held.
 func (n *Node) Renew(ctx context.Context, name, owner string, token uint64, ttl time.Duration) (bool, error) {
-	v, err := n.call(ctx, renewScript, []string{NewKeys(n.prefix, name).lock}, owner, token, ms(ttl)).Int64()
+	v, err := n.call(ctx, renewScript, []any{1, NewKeys(n.prefix, name).lock}, owner, token, ms(ttl)).Int64()
 	return v == 1, err
 }
 
@@ -198,9 +203,9 @@ func (n *Node) releaseReq(ctx context.Context, k Keys, owner string, token uint6
 	var left int64
 	var err error
 	if k.kind != driver.Exclusive {
-		left, err = n.call(ctx, kindReleaseScript, k.all(), k.holdID(owner), count, token, req).Int64()
+		left, err = n.call(ctx, kindReleaseScript, k.args, k.holdID(owner), count, token, req).Int64()
 	} else {
-		left, err = n.call(ctx, releaseScript, k.all(), owner, count, token, flag, req).Int64()
+		left, err = n.call(ctx, releaseScript, k.args, owner, count, token, flag, req).Int64()
 	}
 	if err != nil {
 		return 0, fmt.Errorf("redislock: release: %w", err)
@@ -214,7 +219,7 @@ func (n *Node) releaseReq(ctx context.Context, k Keys, owner string, token uint6
 // ForceRelease deletes the lock whoever holds it, handing it to the next
 // queued waiter.
 func (n *Node) ForceRelease(ctx context.Context, name string) error {
-	if err := n.call(ctx, forceScript, NewKeys(n.prefix, name).all()).Err(); err != nil {
+	if err := n.call(ctx, forceScript, NewKeys(n.prefix, name).args).Err(); err != nil {
 		return fmt.Errorf("redislock: force release: %w", err)
 	}
 	return nil

@@ -32,7 +32,7 @@ func (n *Node) run(ctx context.Context, k Keys, owner string, p pendingRelease) 
 		if k.kind != driver.Exclusive {
 			s, who = kindCancelScript, k.holdID(owner)
 		}
-		if err := n.call(ctx, s, k.all(), p.req, who).Err(); err != nil {
+		if err := n.call(ctx, s, k.args, p.req, who).Err(); err != nil {
 			return fmt.Errorf("redislock: cancel: %w", err)
 		}
 		return nil
