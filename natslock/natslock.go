@@ -88,7 +88,12 @@
 // # Fencing tokens
 //
 // The token is the stream sequence (revision) of the write that granted
-// the hold: the create, or the release's handover to a waiter. A stream's sequence strictly increases for the stream's life,
+// the hold: the create, or the release's handover to a waiter. That write
+// cannot hold its own revision, so every later write of the key (the
+// holder's renewals, a waiter's flag) stores it: a hold's token, as Inspect,
+// List, Leader and Observe report it, is the lease's Token() from the
+// grant to the release, whoever rewrites the key meanwhile.
+// A stream's sequence strictly increases for the stream's life,
 // over every key of the bucket: a later grant is a later message and has a
 // greater sequence. It survives restarts with file storage (and on an R3
 // bucket, the loss of a minority of servers and leader changes, since the
