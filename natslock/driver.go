@@ -56,7 +56,7 @@ type value struct {
 	Label string `json:"l,omitempty"`
 	ID    string `json:"id"`          // the hold's random id
 	TTL   int64  `json:"ttl"`         // ms
-	Token uint64 `json:"t,omitempty"` // the grant's revision, once renewed
+	Token uint64 `json:"t,omitempty"` // the grant's revision, stored by every write after the grant
 	W     bool   `json:"w,omitempty"` // waiters are queued: release hands over
 	Q     uint64 `json:"q,omitempty"` // a queue key's place: the revision of its first write
 }

@@ -244,6 +244,11 @@ func (d *natsDriver) Release(ctx context.Context, hd driver.Held, _ int) error {
 	}
 }
 
+// tokenOf is the token of the hold e shows: the one it stores, or, where
+// none is stored yet, e's revision. Only the granting write (a create, a
+// handover) leaves the token unstored; every later write of the key (the
+// holder's renewals, a waiter's flag) stores it, so the token a hold is
+// read with never changes.
 func tokenOf(e jetstream.KeyValueEntry, v value) uint64 {
 	if v.Token != 0 {
 		return v.Token

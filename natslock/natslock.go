@@ -14,7 +14,10 @@
 // every backend; token_file= reads a token the same way; creds= names a
 // credentials file (JWT and nkey seed, from nsc) and nkey= a file holding an
 // nkey seed. inbox_prefix= sets the subject prefix of the client's reply
-// inboxes (see Least privilege). Users with a connection already use Open.
+// inboxes (see Least privilege): tokens separated by single dots, without
+// wildcards, spaces or control characters, at most 256 bytes (Open refuses
+// other prefixes, and a connection given to Open with one, before any
+// request). Users with a connection already use Open.
 //
 // When the bucket is missing, Open creates it (replicas=, 1 by default;
 // storage=file or memory, file by default), and so does `dlock migrate`
@@ -88,7 +91,12 @@
 // # Fencing tokens
 //
 // The token is the stream sequence (revision) of the write that granted
-// the hold: the create, or the release's handover to a waiter. A stream's sequence strictly increases for the stream's life,
+// the hold: the create, or the release's handover to a waiter. That write
+// cannot hold its own revision, so every later write of the key (the
+// holder's renewals, a waiter's flag) stores it: a hold's token, as Inspect,
+// List, Leader and Observe report it, is the lease's Token() from the
+// grant to the release, whoever rewrites the key meanwhile.
+// A stream's sequence strictly increases for the stream's life,
 // over every key of the bucket: a later grant is a later message and has a
 // greater sequence. It survives restarts with file storage (and on an R3
 // bucket, the loss of a minority of servers and leader changes, since the
@@ -178,9 +186,12 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
@@ -220,8 +231,15 @@ type Options struct {
 	CloseConn bool
 }
 
-// Open returns a dlock client over an existing NATS connection.
+// Open returns a dlock client over an existing NATS connection. It
+// refuses, wrapping dlock.ErrInvalidConfig, a connection whose inbox
+// prefix (nats.CustomInboxPrefix) the URL's inbox_prefix= would refuse.
 func Open(ctx context.Context, nc *nats.Conn, opts Options) (*dlock.Client, error) {
+	if p := nc.Opts.InboxPrefix; p != "" {
+		if err := checkInboxPrefix(p); err != nil {
+			return nil, fmt.Errorf("natslock: %w: the connection's inbox prefix: %v", dlock.ErrInvalidConfig, err)
+		}
+	}
 	d, err := newDriver(ctx, nc, opts)
 	if err != nil {
 		return nil, err
@@ -231,6 +249,42 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*dlock.Client, erro
 
 func badURL(format string, args ...any) error {
 	return fmt.Errorf("natslock: %w: "+format, append([]any{dlock.ErrInvalidURL}, args...)...)
+}
+
+// maxInboxPrefix bounds an inbox prefix, in bytes. A prefix is a name, and
+// every request's reply subject carries it (with nats.go's ~50 bytes of
+// its own) on the same control line as the subject of the longest lock's
+// key (~1,400 bytes): 256 keeps the two well inside the server's 4 KiB
+// control line, which a longer prefix could overflow (the server then
+// drops the connection).
+const maxInboxPrefix = 256
+
+// checkInboxPrefix refuses an inbox prefix the server cannot use as the
+// start of a subject: nats.go checks only for wildcards and a trailing dot.
+// It must be dot-separated non-empty tokens of valid UTF-8, without
+// wildcards, spaces or control characters (which end or break a protocol
+// line), at most maxInboxPrefix bytes. The error does not repeat a long
+// prefix.
+func checkInboxPrefix(p string) error {
+	show := p
+	if len(show) > 40 {
+		show = show[:40] + "…"
+	}
+	switch {
+	case p == "":
+		return errors.New("empty")
+	case len(p) > maxInboxPrefix:
+		return fmt.Errorf("%q is %d bytes: want at most %d", show, len(p), maxInboxPrefix)
+	case !utf8.ValidString(p):
+		return fmt.Errorf("%q is not valid UTF-8", show)
+	case strings.ContainsAny(p, "*>"):
+		return fmt.Errorf("%q holds a wildcard", show)
+	case strings.ContainsFunc(p, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
+		return fmt.Errorf("%q holds a space or a control character", show)
+	case slices.Contains(strings.Split(p, "."), ""):
+		return fmt.Errorf("%q has an empty token: want tokens separated by single dots, with none at either end", show)
+	}
+	return nil
 }
 
 func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
@@ -295,10 +349,8 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 			}
 			nopts = append(nopts, o)
 		case "inbox_prefix":
-			// nats.go's own check (no wildcards, no trailing dot), and
-			// no blanks, which a subject cannot hold.
-			if err := nats.CustomInboxPrefix(v)(&nats.Options{}); err != nil || strings.ContainsAny(v, " \t\r\n") {
-				return nil, badURL("inbox_prefix %q: want a subject without wildcards or a trailing dot", v)
+			if err := checkInboxPrefix(v); err != nil {
+				return nil, badURL("inbox_prefix: %v", err)
 			}
 			nopts = append(nopts, nats.CustomInboxPrefix(v))
 		case "token_file":

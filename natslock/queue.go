@@ -132,21 +132,26 @@ func (d *natsDriver) step(ctx context.Context, r driver.Request, h *hold, qkey s
 		return driver.Grant{}, fmt.Errorf("natslock: %q does not hold a dlock value", r.Name)
 	}
 	if v.ID == h.val.ID { // handed over: confirm with a write of our own TTL
-		h.rev, h.val.W, h.val.Token = e.Revision(), v.W, e.Revision() // the handover's revision is the token
+		// The handover's revision is the token: the key's, or the one a
+		// waiter's flag stored when it rewrote the key.
+		tok := tokenOf(e, v)
+		h.rev, h.val.W, h.val.Token = e.Revision(), v.W, tok
 		sent := time.Now()
 		if err := d.write(ctx, h, r.TTL); err != nil {
 			return driver.Grant{}, err
 		}
-		if err := d.fresh(ctx, e.Revision()); err != nil {
+		if err := d.fresh(ctx, tok); err != nil {
 			return driver.Grant{}, err
 		}
-		tok := e.Revision()
 		return driver.Grant{Acquired: true, Token: tok, Holds: 1, Handle: h, Since: sent}, nil
 	}
 	if v.W {
 		return driver.Grant{}, nil
 	}
-	v.W = true
+	// The flag is a new revision of the holder's key: it stores the
+	// holder's token (the grant's revision, which a create or a handover
+	// could not write), so that every reader keeps seeing the holder's own.
+	v.W, v.Token = true, tokenOf(e, v)
 	b, _ := json.Marshal(v)
 	left := time.Until(e.Created().Add(time.Duration(v.TTL) * time.Millisecond))
 	if left < time.Second {
