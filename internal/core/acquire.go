@@ -39,6 +39,10 @@ func (e *Engine) Acquire(ctx context.Context, op string, s Spec, o Opts, try boo
 	if o.Invalid != nil {
 		return nil, e.wrap(op, s.Name, o.Invalid)
 	}
+	if err := e.beginAcquire(); err != nil {
+		return nil, e.wrap(op, s.Name, err)
+	}
+	defer e.endAcquire()
 	owner, fresh := o.Owner, o.Fresh
 	if owner == "" {
 		if l := leaseIn(ctx, e, s.Name, s.Kind); l != nil {

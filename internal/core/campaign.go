@@ -13,6 +13,10 @@ import (
 // granted, ctx ends or the engine closes; the hold it gets is registered,
 // renewed and released as a lock's. alloc is Acquire's.
 func (e *Engine) Campaign(ctx context.Context, name string, o Opts, campaign func(ctx context.Context, req driver.Request) (driver.Grant, error), alloc func() *Lease) (*Lease, error) {
+	if err := e.beginAcquire(); err != nil {
+		return nil, err
+	}
+	defer e.endAcquire()
 	owner := newOwnerID()
 	k := holdKey{name: name, owner: owner, kind: driver.Exclusive}
 	ent, err := e.enter(ctx, k, false)

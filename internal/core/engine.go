@@ -62,7 +62,12 @@ type Engine struct {
 
 	mu     sync.Mutex
 	closed bool
-	holds  map[holdKey]*Hold // per (name, owner, kind): the live hold, which a re-entry shares
+	// acquiring counts the acquisitions under way (Acquire, Campaign); Close
+	// waits for them (drained) before it closes the driver, since one may
+	// still have to undo in the store what it was granted.
+	acquiring int
+	drained   chan struct{}
+	holds     map[holdKey]*Hold // per (name, owner, kind): the live hold, which a re-entry shares
 	// per (name, owner, kind): one acquisition at a time, so a second Lock
 	// by the owner re-enters the hold the first one got
 	turns turn.Set[holdKey]
@@ -116,6 +121,31 @@ func (e *Engine) Closed() bool {
 	return e.closed
 }
 
+// closeDrainWait bounds how long Close waits for acquisitions under way.
+const closeDrainWait = 10 * time.Second
+
+// beginAcquire counts an acquisition under way, or refuses it once Close
+// has begun.
+func (e *Engine) beginAcquire() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return driver.ErrClosed
+	}
+	e.acquiring++
+	return nil
+}
+
+// endAcquire ends what beginAcquire began.
+func (e *Engine) endAcquire() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.acquiring--; e.acquiring == 0 && e.drained != nil {
+		close(e.drained)
+		e.drained = nil
+	}
+}
+
 // Close releases every hold (their leases end with ErrClosed), stops
 // renewals, wakes waiters with ErrClosed and closes the driver. It returns
 // the first error met; calling it again does nothing.
@@ -130,9 +160,27 @@ func (e *Engine) Close() error {
 	for _, h := range e.holds {
 		holds = append(holds, h)
 	}
+	var drained chan struct{}
+	if e.acquiring > 0 {
+		drained = make(chan struct{})
+		e.drained = drained
+	}
 	e.mu.Unlock()
 	e.cancel()
 	e.endWaits()
+	// An acquisition woken by the cancel may still be in the store: a grant
+	// that came back is released, a wait given up leaves its queue and
+	// passes on a lock handed to it, through the driver, which must stay
+	// open until they are done (or a lock stays taken until its TTL ends).
+	if drained != nil {
+		t := time.NewTimer(closeDrainWait)
+		select {
+		case <-drained:
+		case <-t.C:
+			e.log.Warn("dlock: Close went on with acquisitions still under way", "backend", e.cfg.Scheme, "after", closeDrainWait)
+		}
+		t.Stop()
+	}
 	e.sched.Stop()
 	e.cleanup.Wait()
 
