@@ -25,9 +25,11 @@ const (
 	// greetWait is how long the greeting may take before a second
 	// connection asks the server whether it is something else.
 	greetWait = time.Second
-	// askWait bounds that second connection's wait for an answer.
-	askWait = 2 * time.Second
 )
+
+// askWait bounds the second connection's wait for an answer; a variable
+// only so that tests can make it unbounded but for ctx.
+var askWait = 2 * time.Second
 
 // ask is what the second connection sends: Redis and memcached answer it,
 // an HTTP server answers 400; PostgreSQL and ZooKeeper, reading it as a
@@ -105,7 +107,8 @@ func notGreeting(head []byte, addr string) error {
 
 // askServer connects to the silent server at addr again, speaks first and
 // returns an error if what comes back is not a MySQL greeting. It returns nil
-// if it cannot tell: the server greets, or stays silent.
+// if it cannot tell: the server greets, or stays silent, or ctx ends (which
+// greeting then reports).
 func askServer(ctx context.Context, addr string) error {
 	ctx, cancel := context.WithTimeout(ctx, askWait)
 	defer cancel()
@@ -115,8 +118,8 @@ func askServer(ctx context.Context, addr string) error {
 		return nil
 	}
 	defer c.Close()
-	dl, _ := ctx.Deadline()
-	_ = c.SetDeadline(dl)
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
 	if _, err := c.Write(ask); err != nil {
 		return nil
 	}
