@@ -54,20 +54,21 @@ func (g *greeter) dial(ctx context.Context, network, addr string) (net.Conn, err
 	if err != nil || g.opened.Load() {
 		return c, err
 	}
-	head, err := greeting(ctx, c, addr)
+	pkt, err := greeting(ctx, c, addr)
 	if err != nil {
 		_ = c.Close()
 		return nil, err
 	}
-	return &greeted{Conn: c, head: head}, nil
+	return &greeted{Conn: c, head: pkt}, nil
 }
 
-// greeting reads the first bytes of what the server at addr sends on c and
-// returns them if they begin a MySQL greeting; otherwise an error saying
-// what the server did instead. Bytes that cannot begin a greeting are
-// refused as soon as they come. A server silent, or stalled within the
-// packet's header, for greetWait is asked on a second connection
-// (askServer).
+// greeting reads the first packet the server at addr sends on c and returns
+// it if it is a MySQL greeting; otherwise an error saying what the server
+// did instead. Bytes that cannot begin a greeting are refused as soon as
+// they come. A server silent, or stalled within the packet's header, for
+// greetWait is asked on a second connection (askServer); one that stalls
+// after a greeting's header cannot be told from a slow MySQL server, and is
+// waited for until ctx ends.
 func greeting(ctx context.Context, c net.Conn, addr string) ([]byte, error) {
 	stop := context.AfterFunc(ctx, func() { _ = c.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()
@@ -102,7 +103,24 @@ func greeting(ctx context.Context, c net.Conn, addr string) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("reading the greeting of the server at %s: %w", addr, err)
 	}
-	return head, nil
+	// The header is a greeting's: read the rest of the packet here, so that
+	// a server that stalls in it is named as such when ctx ends.
+	pkt := make([]byte, 4+packetSize(head))
+	copy(pkt, head)
+	if ctx.Err() == nil { // else AfterFunc's deadline may have been cleared
+		_, err = io.ReadFull(c, pkt[len(head):])
+	} else if len(pkt) > len(head) {
+		err = ctx.Err()
+	}
+	switch {
+	case err == nil:
+		return pkt, nil
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("no whole MySQL greeting from the server at %s: it sent the start of one and then nothing (a stalled server cannot be told from a slow one): %w", addr, context.Cause(ctx))
+	case hungUp(err):
+		return nil, fmt.Errorf("the server at %s hung up in the middle of its MySQL greeting", addr)
+	}
+	return nil, fmt.Errorf("reading the greeting of the server at %s: %w", addr, err)
 }
 
 // readHead reads from c into head[n:] until head is full, a read fails, or
@@ -120,6 +138,11 @@ func readHead(c net.Conn, head []byte, n int) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// packetSize is the payload size a MySQL packet header gives.
+func packetSize(head []byte) int {
+	return int(head[0]) | int(head[1])<<8 | int(head[2])<<16
 }
 
 // couldGreet reports whether p, the first bytes (up to 5) from a server,
@@ -189,8 +212,8 @@ func askServer(ctx context.Context, addr string) error {
 	return nil
 }
 
-// greeted is a connection whose first bytes greeting has read: Read returns
-// them first.
+// greeted is a connection whose first packet greeting has read: Read returns
+// it first.
 type greeted struct {
 	net.Conn
 	head []byte

@@ -128,6 +128,39 @@ func TestStalledGreetingOfRealServer(t *testing.T) {
 	}
 }
 
+// A server that sends a greeting's header and then nothing cannot be told
+// from a MySQL server stalled in its greeting, so Open waits until ctx
+// ends; it said only "mysqllock: connect: context deadline exceeded" (from
+// go-sql-driver's handshake read). It now says what it waited for.
+func TestGreetingHeaderThenHang(t *testing.T) {
+	addr := listen(t, func(c net.Conn) {
+		_, _ = c.Write([]byte{0x4a, 0, 0, 0, 10, '5', '.'})
+		_, _ = io.Copy(io.Discard, c)
+	})
+	u := "mysql://root:s3cret@" + addr + "/dlock"
+	err := openWithin(t, u, 3*time.Second)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Open: %v; want context.DeadlineExceeded", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "sent the start of one and then nothing") || !strings.Contains(msg, addr) {
+		t.Errorf("Open: %v; want it to say the server at %s sent the start of a greeting and then nothing", err, addr)
+	}
+	if strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("error shows the password: %v", err)
+	}
+}
+
+// A server that hangs up in the middle of a greeting is said to.
+func TestGreetingThenHangUp(t *testing.T) {
+	addr := listen(t, func(c net.Conn) {
+		_, _ = c.Write([]byte{0x4a, 0, 0, 0, 10, '5', '.'})
+	})
+	err := openWithin(t, "mysql://root@"+addr+"/dlock", 20*time.Second)
+	if errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "hung up in the middle of its MySQL greeting") {
+		t.Errorf("Open: %v; want it to say the server hung up in its greeting", err)
+	}
+}
+
 // A ctx cancelled while Open asks a silent server on its second connection
 // ends Open then: the question's wait followed only its own deadline
 // (askWait). Here that wait is unbounded, so Open returns only if it

@@ -31,9 +31,10 @@
 // hangs up, and within about a second when it waits for the client (Redis,
 // HTTP, a TLS port) or stalls within a packet header: Open then asks it on
 // a second connection, within about two seconds or until ctx ends. A
-// server that says nothing even then cannot be told from a MySQL server
-// slow to greet (reverse DNS can hold the greeting for seconds): Open waits
-// for it until ctx ends and says how far the greeting came.
+// server that says nothing even then, or stalls after a greeting's header,
+// cannot be told from a MySQL server slow to greet (reverse DNS can hold
+// the greeting for seconds): Open waits for it until ctx ends and says how
+// far the greeting came.
 //
 // # Modes
 //
