@@ -201,3 +201,42 @@ func TestCancelDuringProbe(t *testing.T) {
 		t.Fatal("Open did not return after its ctx was cancelled while it asked the server")
 	}
 }
+
+// tls=preferred and tls=skip-verify against other servers' ports fail as
+// the tls=true and plaintext URLs do, without the password.
+func TestNotMySQLTLSVariants(t *testing.T) {
+	garbage := listen(t, func(c net.Conn) {
+		_, _ = c.Write([]byte("INFO {\"server_id\":\"x\"}\r\n"))
+		_, _ = c.Read(make([]byte, 1))
+	})
+	hangup := listen(t, func(net.Conn) {})
+	for _, addr := range []string{garbage, hangup} {
+		for _, q := range []string{"?tls=preferred", "?tls=skip-verify", "?tls=true&insecure_skip_verify=true"} {
+			u := "mysql://root:s3cret@" + addr + "/dlock" + q
+			err := openWithin(t, u, 30*time.Second)
+			if errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), addr) || !strings.Contains(err.Error(), "MySQL") {
+				t.Errorf("Open(%s): %v; want it told not MySQL, naming the address", u, err)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("Open(%s): %v shows the password", u, err)
+			}
+		}
+	}
+}
+
+// A real server refusing the password (and the TLS/NeedTLS hints added to
+// such errors) never shows it, whatever characters it holds.
+func TestRealServerErrorsHidePassword(t *testing.T) {
+	srv := testserver.MariaDB(t)
+	testserver.MariaDBURL(t, srv, "dlock")
+	plain := map[string]string{"s3cret": "s3cret", "p%40ss%3Aw%2Frd": "p@ss:w/rd", "%E2%82%ACuro": "€uro"}
+	for pw, p := range plain {
+		for _, q := range []string{"", "?tls=preferred", "?mode=session"} {
+			u := "mysql://nosuchuser:" + pw + "@" + srv.Addr() + "/dlock" + q
+			err := openWithin(t, u, 30*time.Second)
+			if msg := err.Error(); strings.Contains(msg, p) || strings.Contains(msg, pw) {
+				t.Errorf("Open(%s): %v shows the password", q, err)
+			}
+		}
+	}
+}
