@@ -22,12 +22,20 @@ import (
 // It checks only the connections made while Open runs: once a client is
 // open, its pool dials as go-sql-driver does.
 const (
-	// greetWait is how long the greeting may take before a second
+	// greetWait is how long the greeting's header may take before a second
 	// connection asks the server whether it is something else.
 	greetWait = time.Second
-	// askWait bounds that second connection's wait for an answer.
-	askWait = 2 * time.Second
+	// maxGreeting bounds the size of a greeting packet: a protocol 10
+	// greeting is about 50 bytes besides its version string (at most 60
+	// in MySQL and MariaDB) and auth plugin name, an error packet at most
+	// 9 besides its message (at most 512), so a first packet of 2 KiB or
+	// more is something else.
+	maxGreeting = 1 << 11
 )
+
+// askWait bounds the second connection's wait for an answer; a variable
+// only so that tests can make it unbounded but for ctx.
+var askWait = 2 * time.Second
 
 // ask is what the second connection sends: Redis and memcached answer it,
 // an HTTP server answers 400; PostgreSQL and ZooKeeper, reading it as a
@@ -46,17 +54,21 @@ func (g *greeter) dial(ctx context.Context, network, addr string) (net.Conn, err
 	if err != nil || g.opened.Load() {
 		return c, err
 	}
-	head, err := greeting(ctx, c, addr)
+	pkt, err := greeting(ctx, c, addr)
 	if err != nil {
 		_ = c.Close()
 		return nil, err
 	}
-	return &greeted{Conn: c, head: head}, nil
+	return &greeted{Conn: c, head: pkt}, nil
 }
 
-// greeting reads the first bytes of what the server at addr sends on c and
-// returns them if they begin a MySQL greeting; otherwise an error saying
-// what the server did instead.
+// greeting reads the first packet the server at addr sends on c and returns
+// it if it is a MySQL greeting; otherwise an error saying what the server
+// did instead. Bytes that cannot begin a greeting are refused as soon as
+// they come. A server silent, or stalled within the packet's header, for
+// greetWait is asked on a second connection (askServer); one that stalls
+// after a greeting's header cannot be told from a slow MySQL server, and is
+// waited for until ctx ends.
 func greeting(ctx context.Context, c net.Conn, addr string) ([]byte, error) {
 	stop := context.AfterFunc(ctx, func() { _ = c.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()
@@ -66,73 +78,142 @@ func greeting(ctx context.Context, c net.Conn, addr string) ([]byte, error) {
 	}
 	_ = c.SetReadDeadline(deadline)
 	head := make([]byte, 5) // the packet header and the payload's first byte
-	n, err := io.ReadFull(c, head)
-	if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() == nil {
-		if n == 0 { // silent: a slow MySQL server, or one that waits for the client
-			if err := askServer(ctx, addr); err != nil {
-				return nil, err
-			}
+	n, err := readHead(c, head, 0)
+	if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() == nil && couldGreet(head[:n]) {
+		// silent or stalled: a slow MySQL server, or one that waits for the client
+		if err := askServer(ctx, addr); err != nil {
+			return nil, err
 		}
 		_ = c.SetReadDeadline(time.Time{})
 		if ctx.Err() == nil { // else AfterFunc's deadline may have been cleared
-			var m int
-			m, err = io.ReadFull(c, head[n:])
-			n += m
+			n, err = readHead(c, head, n)
 		}
 	}
 	_ = c.SetReadDeadline(time.Time{})
 	switch {
+	case !couldGreet(head[:n]):
+		return nil, notGreeting(addr)
 	case n == len(head):
-		return head, notGreeting(head, addr)
-	case ctx.Err() != nil:
+	case ctx.Err() != nil && n == 0:
 		return nil, fmt.Errorf("no MySQL greeting from the server at %s (a server that says nothing, even when spoken to, cannot be told from a slow one): %w", addr, context.Cause(ctx))
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET):
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("no MySQL greeting from the server at %s: it sent the first bytes of what may be one and then nothing (a stalled server cannot be told from a slow one): %w", addr, context.Cause(ctx))
+	case hungUp(err):
 		return nil, fmt.Errorf("the server at %s hung up without a MySQL greeting: is it a MySQL server's port?", addr)
+	default:
+		return nil, fmt.Errorf("reading the greeting of the server at %s: %w", addr, err)
+	}
+	// The header is a greeting's: read the rest of the packet here, so that
+	// a server that stalls in it is named as such when ctx ends.
+	pkt := make([]byte, 4+packetSize(head))
+	copy(pkt, head)
+	if ctx.Err() == nil { // else AfterFunc's deadline may have been cleared
+		_, err = io.ReadFull(c, pkt[len(head):])
+	} else if len(pkt) > len(head) {
+		err = ctx.Err()
+	}
+	switch {
+	case err == nil:
+		return pkt, nil
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("no whole MySQL greeting from the server at %s: it sent the start of one and then nothing (a stalled server cannot be told from a slow one): %w", addr, context.Cause(ctx))
+	case hungUp(err):
+		return nil, fmt.Errorf("the server at %s hung up in the middle of its MySQL greeting", addr)
 	}
 	return nil, fmt.Errorf("reading the greeting of the server at %s: %w", addr, err)
 }
 
-// notGreeting says why head, the first 5 bytes from the server at addr, does
-// not begin a MySQL greeting: a packet of sequence number 0 whose payload is
-// protocol version 10 or an error packet.
-func notGreeting(head []byte, addr string) error {
-	size := int(head[0]) | int(head[1])<<8 | int(head[2])<<16
-	if size > 0 && size < 1<<16 && head[3] == 0 && (head[4] == 10 || head[4] == 0xff) {
-		return nil
+// readHead reads from c into head[n:] until head is full, a read fails, or
+// head's bytes can no longer begin a MySQL greeting, and returns how many
+// bytes head holds.
+func readHead(c net.Conn, head []byte, n int) (int, error) {
+	for n < len(head) {
+		m, err := c.Read(head[n:])
+		n += m
+		if !couldGreet(head[:n]) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
 	}
+	return n, nil
+}
+
+// packetSize is the payload size a MySQL packet header gives.
+func packetSize(head []byte) int {
+	return int(head[0]) | int(head[1])<<8 | int(head[2])<<16
+}
+
+// couldGreet reports whether p, the first bytes (up to 5) from a server,
+// may begin a MySQL greeting: a packet of sequence number 0, of a size
+// below maxGreeting, whose payload is protocol version 10 or an error packet.
+// The size's bytes come least significant first, so those that came give a
+// lower bound.
+func couldGreet(p []byte) bool {
+	size := 0
+	for i := 0; i < len(p) && i < 3; i++ {
+		size |= int(p[i]) << (8 * i)
+	}
+	switch {
+	case size >= maxGreeting, len(p) >= 3 && size == 0:
+		return false
+	case len(p) >= 4 && p[3] != 0:
+		return false
+	case len(p) >= 5 && p[4] != 10 && p[4] != 0xff:
+		return false
+	}
+	return true
+}
+
+// notGreeting is the error for a server at addr that sent bytes no MySQL
+// greeting begins with.
+func notGreeting(addr string) error {
 	return fmt.Errorf("the server at %s answered with something other than a MySQL greeting: is it a MySQL server's port?", addr)
 }
 
-// askServer connects to the silent server at addr again, speaks first and
-// returns an error if what comes back is not a MySQL greeting. It returns nil
-// if it cannot tell: the server greets, or stays silent.
+// hungUp reports whether err says the server closed the connection.
+func hungUp(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// askServer connects to the server at addr again, speaks first and returns
+// an error if what comes back is not a MySQL greeting, or a few bytes and
+// then nothing for askWait. It returns nil if it cannot tell: the server
+// greets, or stays silent, or ctx ends (which greeting then reports).
 func askServer(ctx context.Context, addr string) error {
-	ctx, cancel := context.WithTimeout(ctx, askWait)
+	actx, cancel := context.WithTimeout(ctx, askWait)
 	defer cancel()
 	var nd net.Dialer
-	c, err := nd.DialContext(ctx, "tcp", addr)
+	c, err := nd.DialContext(actx, "tcp", addr)
 	if err != nil {
 		return nil
 	}
 	defer c.Close()
-	dl, _ := ctx.Deadline()
-	_ = c.SetDeadline(dl)
+	stop := context.AfterFunc(actx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
 	if _, err := c.Write(ask); err != nil {
 		return nil
 	}
 	head := make([]byte, 5)
-	_, err = io.ReadFull(c, head)
+	n, err := readHead(c, head, 0)
 	switch {
-	case err == nil:
-		return notGreeting(head, addr)
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET):
+	case !couldGreet(head[:n]):
+		return notGreeting(addr)
+	case n == len(head) || ctx.Err() != nil:
+		return nil
+	case hungUp(err):
 		return fmt.Errorf("the server at %s sent no MySQL greeting, and hung up when spoken to: is it a MySQL server's port?", addr)
+	case n > 0 && errors.Is(err, os.ErrDeadlineExceeded):
+		// A MySQL server writes its greeting whole: a header cut short for
+		// seconds after it was spoken to is something else.
+		return fmt.Errorf("the server at %s sent no MySQL greeting, and stalled within its first 5 bytes when spoken to: is it a MySQL server's port?", addr)
 	}
 	return nil
 }
 
-// greeted is a connection whose first bytes greeting has read: Read returns
-// them first.
+// greeted is a connection whose first packet greeting has read: Read returns
+// it first.
 type greeted struct {
 	net.Conn
 	head []byte

@@ -27,11 +27,14 @@
 //
 // A MySQL server speaks first, so a URL naming another server's port (TLS
 // or not) fails Open at once when that server answers with something else
-// or hangs up, and within about a second when it waits for the client
-// (Redis, HTTP, a TLS port): Open then asks it on a second connection. A
-// server that says nothing even then cannot be told from a MySQL server
-// slow to greet (reverse DNS can hold the greeting for seconds): Open waits
-// for it until ctx ends and says no greeting came.
+// (even a few bytes, such as "OK\r\n", that no greeting begins with) or
+// hangs up, and within about a second when it waits for the client (Redis,
+// HTTP, a TLS port) or stalls within a packet header: Open then asks it on
+// a second connection, within about two seconds or until ctx ends. A
+// server that says nothing even then, or stalls after a greeting's header,
+// cannot be told from a MySQL server slow to greet (reverse DNS can hold
+// the greeting for seconds): Open waits for it until ctx ends and says how
+// far the greeting came.
 //
 // # Modes
 //
