@@ -19,19 +19,6 @@ import (
 // Edges of Open's check that the port speaks MySQL (greeting.go), from an
 // adversary pass (s10-adv2).
 
-// openWithin opens u with a deadline of d and returns Open's error.
-func openWithin(t *testing.T, u string, d time.Duration) error {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), d)
-	defer cancel()
-	c, err := dlock.Open(ctx, u)
-	if err == nil {
-		_ = c.Close()
-		t.Fatalf("Open(%s) = nil error", u)
-	}
-	return err
-}
-
 // A server that speaks first with fewer bytes than a packet header and the
 // payload's first byte, then waits for the client, is not MySQL either.
 // greeting asked the server again only when it had said nothing at all, and

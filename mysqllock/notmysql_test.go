@@ -42,7 +42,14 @@ func listen(t *testing.T, serve func(net.Conn)) string {
 // sets, so an Open that waits for it ends in context.DeadlineExceeded.
 func openErr(t *testing.T, u string) error {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	return openWithin(t, u, 30*time.Second)
+}
+
+// openWithin opens u with a deadline of d and returns Open's error, failing
+// t if Open succeeds.
+func openWithin(t *testing.T, u string, d time.Duration) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
 	defer cancel()
 	c, err := dlock.Open(ctx, u)
 	if err == nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 )
 
@@ -20,16 +21,7 @@ func TestTokenStableWhenWaiterQueues(t *testing.T) {
 	u := testserver.NATSInProcess(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	a, err := dlock.Open(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := dlock.Open(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := drivertest.MustOpen(t, u), drivertest.MustOpen(t, u)
 	l, err := a.Mutex("tok", dlock.WithTTL(30*time.Second)).TryLock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -71,16 +63,7 @@ func TestObserveReportsTermOnceWithCandidateQueued(t *testing.T) {
 	u := testserver.NATSInProcess(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	a, err := dlock.Open(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := dlock.Open(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := drivertest.MustOpen(t, u), drivertest.MustOpen(t, u)
 	ttl := dlock.WithTTL(30 * time.Second) // no renewal during the test
 	term, err := a.Election("el", ttl).Campaign(ctx, "v1")
 	if err != nil {
