@@ -138,6 +138,47 @@ func (s *suite) testCloseReleases(t *testing.T) {
 	}
 }
 
+// A client closed while its Lock waits, racing the holder's Unlock (which
+// may hand the lock to that waiter): once Close and Unlock have returned,
+// nothing of the closed client's waiter is left in the store, and another
+// client takes the lock at once. Close must not close the driver before the
+// woken wait has left its queue, or released what it was just given.
+// (Stores whose locks live on a connection or session free them when the
+// server sees it closed: there the lock must come free within a second.)
+func (s *suite) testCloseDuringWait(t *testing.T) {
+	a, b := s.client(t), s.client(t)
+	for round := range 3 {
+		name := fmt.Sprintf("%s/%d", lockName(t), round)
+		l := mustLock(t, a.Mutex(name))
+		c := s.client(t)
+		w := Go(func() (*dlock.Lease, error) { return c.Mutex(name).Lock(t.Context()) })
+		time.Sleep(time.Duration(20+10*round) * time.Millisecond) // setup: let it queue, or not yet
+		closed := Go(func() (struct{}, error) { return struct{}{}, c.Close() })
+		unlock(t, l)
+		if _, err := closed.Result(t, 15*time.Second, "Close"); err != nil {
+			t.Fatalf("round %d: Close: %v", round, err)
+		}
+		if wl, err := w.Result(t, 15*time.Second, "the closed client's Lock"); err == nil && wl.Err() == nil {
+			t.Fatalf("round %d: the closed client's Lock returned a lease that reads valid", round)
+		}
+		within := time.Duration(0)
+		if s.caps.ConnBound || s.caps.SessionBound {
+			within = time.Second + s.caps.Slack
+		}
+		for end := time.Now().Add(within); ; time.Sleep(20 * time.Millisecond) {
+			got, err := b.Mutex(name).TryLock(t.Context())
+			if err == nil {
+				unlock(t, got)
+				break
+			}
+			if !errors.Is(err, dlock.ErrNotAcquired) || time.Now().After(end) {
+				info, _ := b.Inspect(t.Context(), name)
+				t.Fatalf("round %d: after the holder's Unlock and the waiter's client's Close, TryLock = %v; the store has %+v", round, err, info)
+			}
+		}
+	}
+}
+
 // Inspect reports the holder, its token and a positive time left.
 func (s *suite) testInspect(t *testing.T) {
 	name := lockName(t)

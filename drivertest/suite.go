@@ -64,6 +64,7 @@ func (s *suite) run(t *testing.T) {
 		{"NestedDoReenters", s.testNestedDoReenters},
 		{"DoWaitBound", s.testDoWaitBound},
 		{"CloseReleases", s.testCloseReleases},
+		{"CloseDuringWait", s.testCloseDuringWait},
 		{"Inspect", s.testInspect},
 		{"BadInput", s.testBadInput},
 		{"Kinds", s.testKinds}, // read-write locks and semaphores (kinds.go)
