@@ -27,7 +27,7 @@ import (
 type Node struct {
 	rdb    redis.UniversalClient
 	prefix string
-	id     string // prefix of the node's request ids: 64 random bits in hex, and "-"
+	id     string // prefix of the node's request ids: 128 random bits in hex, and "-"
 	seq    atomic.Uint64
 
 	eval atomic.Bool // run scripts with EVALSHA, not FCALL (see functions.go)
@@ -50,7 +50,7 @@ func New(rdb redis.UniversalClient, keyPrefix string) *Node {
 	if keyPrefix == "" {
 		keyPrefix = DefaultPrefix
 	}
-	return &Node{rdb: rdb, prefix: keyPrefix, id: dlock.NewOwnerID()[:16] + "-", pending: map[pendingKey][]pendingRelease{}}
+	return &Node{rdb: rdb, prefix: keyPrefix, id: dlock.NewOwnerID() + "-", pending: map[pendingKey][]pendingRelease{}}
 }
 
 // Prefix returns the node's key prefix.
@@ -60,14 +60,13 @@ func (n *Node) Prefix() string { return n.prefix }
 func (n *Node) Keys(name string) Keys { return NewKeys(n.prefix, name) }
 
 // NewRequest returns an id for one acquire or release, unique to this
-// node's client: its random id and a count. Scripts remember the last id
-// that changed a hold, so a script run twice (see scripts.go) acts once.
-// Two nodes share a random id with a chance of 2^-64 (and then their
-// requests must also meet on one hold of one owner to matter); the id is
-// short, as it is made, sent and stored on every acquire and release, and
-// built in one allocation.
+// node's client: its random id (128 bits, as owner ids) and a count,
+// built in one allocation. Scripts remember the last ids that changed a
+// hold, so a script run twice (see scripts.go) acts once; an acquire that
+// finds its id there takes the hold as its own, whatever its owner, so ids
+// must not meet across clients.
 func (n *Node) NewRequest() string {
-	var b [40]byte
+	var b [56]byte
 	return string(strconv.AppendUint(append(b[:0], n.id...), n.seq.Add(1), 10))
 }
 
