@@ -84,3 +84,19 @@ func TestHugeTTLSaysTooLong(t *testing.T) {
 		t.Errorf("TryLock with a MaxInt64 TTL: %v; want ErrInvalidTTL saying it is too long", err)
 	}
 }
+
+// A URL with a huge parameter gave an error as large (natslock's
+// inbox_prefix of 70,000 bytes: a 70 KB error). The URL an error repeats
+// is cut at 256 bytes.
+func TestLongURLsAreCutInErrors(t *testing.T) {
+	huge := strings.Repeat("é", 50_000)
+	for _, u := range []string{"nosuch://host/?x=" + huge, "mem://x?" + huge + "=1"} {
+		_, err := dlock.Open(t.Context(), u)
+		if err == nil {
+			t.Fatalf("Open of a %d-byte URL succeeded", len(u))
+		}
+		if msg := err.Error(); len(msg) > 2000 || !utf8.ValidString(msg) {
+			t.Errorf("Open of a %d-byte URL: %d-byte error %.300q; want an error under 2,000 bytes", len(u), len(msg), msg)
+		}
+	}
+}

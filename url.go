@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/dlock/dlock/driver"
 )
@@ -66,7 +67,7 @@ func Open(ctx context.Context, rawURL string, opts ...ClientOption) (*Client, er
 	registry.mu.RUnlock()
 	if o == nil {
 		return nil, fmt.Errorf("%w %q (forgotten import?); registered: %s; opening %s",
-			ErrUnknownScheme, u.Scheme, strings.Join(Schemes(), ", "), driver.Redacted(u))
+			ErrUnknownScheme, u.Scheme, strings.Join(Schemes(), ", "), shownURL(u))
 	}
 	co := clientOptions{logger: slog.Default()}
 	for _, opt := range opts {
@@ -74,9 +75,27 @@ func Open(ctx context.Context, rawURL string, opts ...ClientOption) (*Client, er
 	}
 	d, err := o.OpenDriver(driver.WithLogger(ctx, co.logger), u)
 	if err != nil {
-		return nil, fmt.Errorf("dlock: open %s: %w", driver.Redacted(u), redactErr(err, u))
+		return nil, fmt.Errorf("dlock: open %s: %w", shownURL(u), redactErr(err, u))
 	}
 	return New(d, u.Scheme, opts...), nil
+}
+
+// maxShownURL is how much of a URL an error repeats.
+const maxShownURL = 256
+
+// shownURL is u as errors show it: redacted, and cut at maxShownURL bytes
+// (at a character's start), so a URL with a huge parameter does not make a
+// huge error.
+func shownURL(u *url.URL) string {
+	s := driver.Redacted(u)
+	if len(s) <= maxShownURL {
+		return s
+	}
+	cut := maxShownURL
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", s[:cut], len(s))
 }
 
 // redactErr hides the URL's password, and its TLS key paths and other
