@@ -56,7 +56,7 @@ func ExampleSemaphore() {
 	_, err = sem.TryAcquire(ctx)
 	fmt.Println("third permit:", errors.Is(err, dlock.ErrNotAcquired))
 
-	info, _ := c.InspectSemaphore(ctx, "payments-api")
+	info, _ := sem.Inspect(ctx)
 	fmt.Printf("%d of %d permits held\n", len(info.Holders), info.Limit)
 
 	_, err = c.Semaphore("payments-api", 5).TryAcquire(ctx)

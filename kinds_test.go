@@ -35,8 +35,8 @@ func TestKindsUnsupported(t *testing.T) {
 		func() error { _, err := rw.TryLock(ctx); return err },
 		func() error { _, err := sem.Acquire(ctx); return err },
 		func() error { _, err := sem.TryAcquire(ctx); return err },
-		func() error { _, err := c.InspectRWMutex(ctx, "x"); return err },
-		func() error { _, err := c.InspectSemaphore(ctx, "x"); return err },
+		func() error { _, err := rw.Inspect(ctx); return err },
+		func() error { _, err := sem.Inspect(ctx); return err },
 	}
 	for i, call := range calls {
 		err := call()

@@ -24,6 +24,10 @@ func (m *Mutex) Name() string { return m.name }
 // Check it at start-up to fail early.
 func (m *Mutex) Err() error { return m.c.e.Wrap("mutex", m.name, m.opts.Invalid) }
 
+// Inspect describes the lock as the store has it, as Client.Inspect does:
+// its holder's owner id, hold count, fencing token and time left.
+func (m *Mutex) Inspect(ctx context.Context) (Info, error) { return m.c.Inspect(ctx, m.name) }
+
 // Owner returns the owner id set with WithOwner, or "" when each Lock is a
 // holder of its own (then Lease.Owner tells a lease's id).
 func (m *Mutex) Owner() string { return m.opts.Owner }

@@ -60,11 +60,11 @@ func readmeMetrics(ctx context.Context, url string) {
 }
 
 func readmeKinds(ctx context.Context, c *dlock.Client) {
-	rw := c.RWMutex("reports/2026-11")                    // readers together, a writer alone
-	r, err := rw.RLock(ctx)                               // also TryRLock, Lock, TryLock; rw.RLocker() for Do
-	s := c.Semaphore("payments-api", 5)                   // at most 5 holders at once
-	p, err := s.Acquire(ctx)                              // also TryAcquire; s.Locker() for Do
-	info, err := c.InspectRWMutex(ctx, "reports/2026-11") // Holders: readers and writer
+	rw := c.RWMutex("reports/2026-11")  // readers together, a writer alone
+	r, err := rw.RLock(ctx)             // also TryRLock, Lock, TryLock; rw.RLocker() for Do
+	s := c.Semaphore("payments-api", 5) // at most 5 holders at once
+	p, err := s.Acquire(ctx)            // also TryAcquire; s.Locker() for Do
+	info, err := rw.Inspect(ctx)        // Holders: readers and writer; also s.Inspect
 	_, _, _, _ = r, p, info, err
 }
 

@@ -89,19 +89,12 @@ type rlocker struct{ rw *RWMutex }
 func (r rlocker) Lock(ctx context.Context) (*Lease, error)    { return r.rw.RLock(ctx) }
 func (r rlocker) TryLock(ctx context.Context) (*Lease, error) { return r.rw.TryRLock(ctx) }
 
-// InspectRWMutex describes the read-write lock named name: Info.Holders
+// Inspect describes the read-write lock as the store has it: Info.Holders
 // lists its readers and writer, and Owner, Token and TTL describe the
-// writer if there is one. Backends without read-write locks return
-// ErrUnsupported.
-func (c *Client) InspectRWMutex(ctx context.Context, name string) (Info, error) {
-	di, err := c.e.Inspect(ctx, name, driver.Shared, "read-write locks")
-	return Info(di), err
-}
-
-// InspectSemaphore describes the semaphore named name: Info.Limit is its
-// stored permit count and Info.Holders its permit holders. Backends
-// without semaphores return ErrUnsupported.
-func (c *Client) InspectSemaphore(ctx context.Context, name string) (Info, error) {
-	di, err := c.e.Inspect(ctx, name, driver.Permit, "semaphores")
+// writer if there is one. It reads the store only: rw's options play no
+// part, so a handle made from a name just to read it will do. Backends
+// without read-write locks return ErrUnsupported.
+func (rw *RWMutex) Inspect(ctx context.Context) (Info, error) {
+	di, err := rw.c.e.Inspect(ctx, rw.name, driver.Shared, "read-write locks")
 	return Info(di), err
 }

@@ -57,6 +57,17 @@ func (s *Semaphore) Err() error { return s.c.e.Wrap("semaphore", s.name, s.opts.
 // Limit returns the permit count the semaphore was made with.
 func (s *Semaphore) Limit() int { return s.limit }
 
+// Inspect describes the semaphore as the store has it: Info.Limit is the
+// permit count stored with it (which can differ from s.Limit while others
+// hold permits) and Info.Holders its permit holders. It reads the store
+// only: s's permit count and options play no part, so a handle made from a
+// name just to read it will do. Backends without semaphores return
+// ErrUnsupported.
+func (s *Semaphore) Inspect(ctx context.Context) (Info, error) {
+	di, err := s.c.e.Inspect(ctx, s.name, driver.Permit, "semaphores")
+	return Info(di), err
+}
+
 // Acquire blocks until a permit is held and returns its lease; ctx bounds
 // the wait as for Mutex.Lock.
 func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {

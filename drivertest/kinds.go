@@ -77,11 +77,11 @@ func (s *suite) hasKind(t *testing.T, c *dlock.Client, rw bool) bool {
 	}
 	if rw {
 		_, err = c.RWMutex(name).Lock(t.Context())
-		_, ierr := c.InspectRWMutex(t.Context(), name)
+		_, ierr := c.RWMutex(name).Inspect(t.Context())
 		err = errors.Join(err, ierr)
 	} else {
 		_, err = c.Semaphore(name, 3).Acquire(t.Context())
-		_, ierr := c.InspectSemaphore(t.Context(), name)
+		_, ierr := c.Semaphore(name, 1).Inspect(t.Context())
 		err = errors.Join(err, ierr)
 	}
 	if !errors.Is(err, dlock.ErrUnsupported) {

@@ -352,13 +352,13 @@ func (s *suite) testDeadReaderFreed(t *testing.T) {
 func (s *suite) testRWInspect(t *testing.T) {
 	name := lockName(t)
 	a, b := s.client(t), s.client(t)
-	info, err := a.InspectRWMutex(t.Context(), name)
+	info, err := a.RWMutex(name).Inspect(t.Context())
 	if err != nil || info.Held || len(info.Holders) != 0 {
-		t.Fatalf("InspectRWMutex of a free lock = %+v, %v", info, err)
+		t.Fatalf("RWMutex.Inspect of a free lock = %+v, %v", info, err)
 	}
 	r1 := mustRLock(t, a.RWMutex(name, dlock.WithLabel("reader-one")))
 	r2 := mustRLock(t, b.RWMutex(name))
-	info, err = b.InspectRWMutex(t.Context(), name)
+	info, err = b.RWMutex(name).Inspect(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,13 +386,13 @@ func (s *suite) testRWInspect(t *testing.T) {
 	unlock(t, r1)
 	unlock(t, r2)
 	w := mustWLock(t, a.RWMutex(name))
-	info, err = b.InspectRWMutex(t.Context(), name)
+	info, err = b.RWMutex(name).Inspect(t.Context())
 	if err != nil || !info.Held || len(info.Holders) != 1 || info.Holders[0].Kind != dlock.KindWrite ||
 		info.Owner != w.Owner() || info.Token != w.Token() || info.Kind != dlock.KindWrite {
 		t.Fatalf("Inspect with a writer = %+v, %v; want the writer %s, token %d", info, err, w.Owner(), w.Token())
 	}
 	unlock(t, w)
-	info, err = b.InspectRWMutex(t.Context(), name)
+	info, err = b.RWMutex(name).Inspect(t.Context())
 	if err != nil || info.Held || len(info.Holders) != 0 {
 		t.Fatalf("Inspect after Unlock = %+v, %v; want free", info, err)
 	}

@@ -149,12 +149,12 @@ func (s *suite) testSemaphoreInspect(t *testing.T) {
 	a, b := s.client(t), s.client(t)
 	p1 := mustAcquire(t, a.Semaphore(name, 3, dlock.WithLabel("permit-one")))
 	p2 := mustAcquire(t, b.Semaphore(name, 3))
-	info, err := b.InspectSemaphore(t.Context(), name)
+	info, err := b.Semaphore(name, 1).Inspect(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !info.Held || info.Limit != 3 || len(info.Holders) != 2 || info.Kind != dlock.KindPermit {
-		t.Fatalf("InspectSemaphore = %+v; want 2 holders of 3 permits", info)
+		t.Fatalf("Semaphore.Inspect = %+v; want 2 holders of 3 permits", info)
 	}
 	toks := map[string]uint64{}
 	for _, h := range info.Holders {
@@ -171,8 +171,8 @@ func (s *suite) testSemaphoreInspect(t *testing.T) {
 	}
 	unlock(t, p1)
 	unlock(t, p2)
-	info, err = a.InspectSemaphore(t.Context(), name)
+	info, err = a.Semaphore(name, 1).Inspect(t.Context())
 	if err != nil || info.Held || len(info.Holders) != 0 {
-		t.Fatalf("InspectSemaphore after Unlock = %+v, %v; want free", info, err)
+		t.Fatalf("Semaphore.Inspect after Unlock = %+v, %v; want free", info, err)
 	}
 }

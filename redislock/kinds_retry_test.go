@@ -44,7 +44,7 @@ func TestRetriedKindScriptsApplyOnce(t *testing.T) {
 		if drop.drops.Load() != 1 {
 			t.Fatalf("%d replies dropped, want 1", drop.drops.Load())
 		}
-		info, err := other.InspectSemaphore(ctx, name)
+		info, err := other.Semaphore(name, 1).Inspect(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

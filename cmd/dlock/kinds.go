@@ -84,7 +84,7 @@ func toHolderJSON(h dlock.Holder) holderJSON {
 // without them, and free ones, give nil.
 func inspectKinds(ctx context.Context, c *dlock.Client, name string) (kindsJSON, error) {
 	var k kindsJSON
-	rw, err := c.InspectRWMutex(ctx, name)
+	rw, err := c.RWMutex(name).Inspect(ctx)
 	switch {
 	case errors.Is(err, dlock.ErrUnsupported):
 	case err != nil:
@@ -92,7 +92,7 @@ func inspectKinds(ctx context.Context, c *dlock.Client, name string) (kindsJSON,
 	case rw.Held || rw.Waiters > 0:
 		k.RWMutex = kindInfoOf(rw)
 	}
-	sem, err := c.InspectSemaphore(ctx, name)
+	sem, err := c.Semaphore(name, 1).Inspect(ctx) // the count plays no part in reading
 	switch {
 	case errors.Is(err, dlock.ErrUnsupported):
 	case err != nil:
