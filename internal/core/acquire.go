@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/dlock/dlock/driver"
@@ -156,79 +155,43 @@ func (e *Engine) enter(ctx context.Context, k holdKey, try bool) (*turn.Turn[hol
 	if t, ok := e.turns.TryTake(k); ok { // free: no wait for Close to end
 		return t, nil
 	}
-	ctx, b := e.bindClose(ctx)
-	defer e.unbind(b)
 	mode := turn.Wait
 	if try {
 		mode = turn.TryUnlessBlocked
 	}
-	t, err := e.turns.Take(ctx, k, mode)
+	t, err := e.turns.TakeUntil(ctx, k, mode, e.closing.Done())
 	switch {
 	case errors.Is(err, turn.ErrBusy):
 		return nil, driver.ErrNotAcquired
-	case err != nil && e.closing.Err() != nil:
+	case errors.Is(err, turn.ErrStopped), err != nil && e.closing.Err() != nil:
 		return nil, driver.ErrClosed
 	}
 	return t, err // as waitErr: an error matches ctx's
 }
 
-// waits are the contexts of the waits under way (see bindClose), which
-// Close cancels.
-type waits struct {
-	mu     sync.Mutex
-	closed bool
-	last   bound
-	cancel map[bound]context.CancelFunc
-}
-
-// bound names one wait's context in the engine's waits.
-type bound uint64
-
-// bindClose returns a ctx that also ends when the client closes, for a
-// wait, and its name, which unbind lets go. Close cancels it from the
-// engine's waits: a context.AfterFunc on e.closing, and a closure to stop
-// both, would cost three allocations more on every Lock of a blocking
-// store, which binds its one round trip.
-func (e *Engine) bindClose(ctx context.Context) (context.Context, bound) {
-	ctx, cancel := context.WithCancel(ctx)
-	w := &e.waits
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		cancel()
-		return ctx, 0
+// Await waits until the latest release under k, if one is under way, is
+// done. It returns ctx's error if ctx ends first, and driver.ErrClosed if
+// closing is closed first. (It is Releases' one wait, so it is here, on
+// the acquire path that waits, with the rest of Releases in releases.go.)
+func (s *Releases[K]) Await(ctx context.Context, k K, closing <-chan struct{}) error {
+	s.mu.Lock()
+	r := s.m[k]
+	if r == nil {
+		s.mu.Unlock()
+		return nil
 	}
-	if w.cancel == nil {
-		w.cancel = map[bound]context.CancelFunc{}
+	if r.done == nil {
+		r.done = make(chan struct{})
 	}
-	w.last++
-	w.cancel[w.last] = cancel
-	return ctx, w.last
-}
-
-// unbind lets the context of wait b go.
-func (e *Engine) unbind(b bound) {
-	w := &e.waits
-	w.mu.Lock()
-	cancel := w.cancel[b]
-	delete(w.cancel, b)
-	w.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
-}
-
-// endWaits cancels the context of every wait, and of every wait bound
-// from now on, for Close.
-func (e *Engine) endWaits() {
-	w := &e.waits
-	w.mu.Lock()
-	w.closed = true
-	cancels := w.cancel
-	w.cancel = nil
-	w.mu.Unlock()
-	for _, cancel := range cancels {
-		cancel()
+	done := r.done
+	s.mu.Unlock()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-closing:
+		return driver.ErrClosed
 	}
 }
 

@@ -1,15 +1,11 @@
 package core
 
-import (
-	"context"
-	"sync"
-
-	"github.com/dlock/dlock/driver"
-)
+import "sync"
 
 // Releases tracks, per key (a client's name, owner and kind), the store
 // release under way of a hold the client has detached, so that a new
-// acquisition under the key waits for it: the store would otherwise grant
+// acquisition under the key waits for it (Await, which is in acquire.go,
+// on the path that waits): the store would otherwise grant
 // it as a re-entry of the hold the release then deletes. It has a lock of
 // its own, which its callers may take while holding theirs, never the
 // reverse. The zero value is ready to use.
@@ -44,31 +40,6 @@ func (s *Releases[K]) End(k K, r *Release) {
 	}
 	if r.done != nil {
 		close(r.done)
-	}
-}
-
-// Await waits until the latest release under k, if one is under way, is
-// done. It returns ctx's error if ctx ends first, and driver.ErrClosed if
-// closing is closed first.
-func (s *Releases[K]) Await(ctx context.Context, k K, closing <-chan struct{}) error {
-	s.mu.Lock()
-	r := s.m[k]
-	if r == nil {
-		s.mu.Unlock()
-		return nil
-	}
-	if r.done == nil {
-		r.done = make(chan struct{})
-	}
-	done := r.done
-	s.mu.Unlock()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-closing:
-		return driver.ErrClosed
 	}
 }
 

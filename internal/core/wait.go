@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dlock/dlock/driver"
@@ -276,3 +277,63 @@ func (e notAcquired) Error() string {
 }
 func (e notAcquired) Is(target error) bool { return target == driver.ErrNotAcquired }
 func (e notAcquired) Unwrap() error        { return e.err }
+
+// waits are the contexts of the waits under way (see bindClose), which
+// Close cancels.
+type waits struct {
+	mu     sync.Mutex
+	closed bool
+	last   bound
+	cancel map[bound]context.CancelFunc
+}
+
+// bound names one wait's context in the engine's waits.
+type bound uint64
+
+// bindClose returns a ctx that also ends when the client closes, for a
+// wait, and its name, which unbind lets go. Close cancels it from the
+// engine's waits: a context.AfterFunc on e.closing, and a closure to stop
+// both, would cost three allocations more on every Lock of a blocking
+// store, which binds its one round trip.
+func (e *Engine) bindClose(ctx context.Context) (context.Context, bound) {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &e.waits
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		cancel()
+		return ctx, 0
+	}
+	if w.cancel == nil {
+		w.cancel = map[bound]context.CancelFunc{}
+	}
+	w.last++
+	w.cancel[w.last] = cancel
+	return ctx, w.last
+}
+
+// unbind lets the context of wait b go.
+func (e *Engine) unbind(b bound) {
+	w := &e.waits
+	w.mu.Lock()
+	cancel := w.cancel[b]
+	delete(w.cancel, b)
+	w.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// endWaits cancels the context of every wait, and of every wait bound
+// from now on, for Close.
+func (e *Engine) endWaits() {
+	w := &e.waits
+	w.mu.Lock()
+	w.closed = true
+	cancels := w.cancel
+	w.cancel = nil
+	w.mu.Unlock()
+	for _, cancel := range cancels {
+		cancel()
+	}
+}

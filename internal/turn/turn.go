@@ -18,6 +18,9 @@ import (
 // ErrBusy is returned by a try that found the key taken.
 var ErrBusy = errors.New("turn: key is taken")
 
+// ErrStopped is returned by TakeUntil when its stop channel closed first.
+var ErrStopped = errors.New("turn: stopped")
+
 // Mode says how Take waits.
 type Mode int
 
@@ -70,6 +73,13 @@ type Turn[K comparable] struct {
 // Take waits for the turn on key as mode says. It returns ErrBusy when a
 // try fails, or ctx's error when ctx ends first.
 func (s *Set[K]) Take(ctx context.Context, key K, mode Mode) (*Turn[K], error) {
+	return s.TakeUntil(ctx, key, mode, nil)
+}
+
+// TakeUntil is Take that also gives up, with ErrStopped, when stop is
+// closed first (a nil stop never is): a wait that must end when its client
+// closes, with no context made for it.
+func (s *Set[K]) TakeUntil(ctx context.Context, key K, mode Mode, stop <-chan struct{}) (*Turn[K], error) {
 	t, err := s.take(key, mode)
 	if t == nil || err != nil {
 		return t, err
@@ -85,6 +95,9 @@ func (s *Set[K]) Take(ctx context.Context, key K, mode Mode) (*Turn[K], error) {
 	case <-ctx.Done():
 		t.Done() // hands the turn on if it came meanwhile
 		return nil, ctx.Err()
+	case <-stop:
+		t.Done()
+		return nil, ErrStopped
 	}
 }
 

@@ -110,38 +110,53 @@ func TestTryModes(t *testing.T) {
 	}
 }
 
+// A waiter that gives up, because its ctx ends or (TakeUntil) its stop
+// channel closes, leaves the line: the turn passes over it.
 func TestCancelledWaiterLeavesLine(t *testing.T) {
-	var s Set[string]
-	held, _ := s.Take(t.Context(), "k", Wait)
-	ctx, cancel := context.WithCancel(t.Context())
-	got := make(chan error, 1)
-	go func() {
-		_, err := s.Take(ctx, "k", Wait)
-		got <- err
-	}()
-	waitQueued(t, &s, "k", 2)
-	third := make(chan *Turn[string], 1)
-	go func() {
-		tn, err := s.Take(t.Context(), "k", Wait)
-		if err != nil {
-			t.Error(err)
-		}
-		third <- tn
-	}()
-	waitQueued(t, &s, "k", 3)
-	cancel()
-	if err := <-got; !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled waiter: %v", err)
-	}
-	held.Done()
-	select {
-	case tn := <-third:
-		tn.Done()
-	case <-time.After(10 * time.Second):
-		t.Fatal("the turn did not pass over the cancelled waiter")
-	}
-	if n := s.Len(); n != 0 {
-		t.Fatalf("%d keys left", n)
+	for _, by := range []struct {
+		name string
+		want error
+	}{{"ctx", context.Canceled}, {"stop", ErrStopped}} {
+		t.Run(by.name, func(t *testing.T) {
+			var s Set[string]
+			held, _ := s.Take(t.Context(), "k", Wait)
+			ctx, cancel := context.WithCancel(t.Context())
+			stop := make(chan struct{})
+			got := make(chan error, 1)
+			go func() {
+				_, err := s.TakeUntil(ctx, "k", Wait, stop)
+				got <- err
+			}()
+			waitQueued(t, &s, "k", 2)
+			third := make(chan *Turn[string], 1)
+			go func() {
+				tn, err := s.Take(t.Context(), "k", Wait)
+				if err != nil {
+					t.Error(err)
+				}
+				third <- tn
+			}()
+			waitQueued(t, &s, "k", 3)
+			if by.want == ErrStopped {
+				close(stop)
+			} else {
+				cancel()
+			}
+			if err := <-got; !errors.Is(err, by.want) {
+				t.Fatalf("waiter given up by %s: %v; want %v", by.name, err, by.want)
+			}
+			cancel()
+			held.Done()
+			select {
+			case tn := <-third:
+				tn.Done()
+			case <-time.After(10 * time.Second):
+				t.Fatal("the turn did not pass over the waiter that gave up")
+			}
+			if n := s.Len(); n != 0 {
+				t.Fatalf("%d keys left", n)
+			}
+		})
 	}
 }
 
