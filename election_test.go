@@ -8,17 +8,15 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	_ "github.com/dlock/dlock/memlock"
 )
 
+// memClient opens a client of a mem store of the test's own, closed when t
+// ends.
 func memClient(t *testing.T) *dlock.Client {
 	t.Helper()
-	c, err := dlock.Open(t.Context(), "mem://"+t.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return drivertest.MustOpen(t, "mem://"+t.Name())
 }
 
 // Observe leaves no goroutine behind, whether its loop breaks or its ctx

@@ -10,19 +10,16 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/dlock/dlock/redislock"
 	"github.com/redis/go-redis/v9"
 )
 
+// openURL opens a client of srv, closed when t ends.
 func openURL(t *testing.T, srv *testserver.Server) *dlock.Client {
 	t.Helper()
-	c, err := dlock.Open(t.Context(), "redis://"+srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return drivertest.MustOpen(t, "redis://"+srv.Addr())
 }
 
 func rawClient(t *testing.T, srv *testserver.Server) *redis.Client {

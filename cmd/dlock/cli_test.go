@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 )
 
 // An unreachable etcd or ZooKeeper fails within --connect-timeout, saying
@@ -34,7 +35,7 @@ func TestConnectTimeout(t *testing.T) {
 // "Not acquired" names the holder.
 func TestNotAcquiredNamesHolder(t *testing.T) {
 	u := redisURL(t)
-	l, err := client(t, u).Mutex("busy", dlock.WithOwner("op-7"), dlock.WithLabel("billing-3")).Lock(t.Context())
+	l, err := drivertest.MustOpen(t, u).Mutex("busy", dlock.WithOwner("op-7"), dlock.WithLabel("billing-3")).Lock(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func TestJSONOutput(t *testing.T) {
 	if m := jsonKeys(t, "unlock", r.stdout, "name", "released", "holder"); m["released"] != false {
 		t.Errorf("unlock of a free lock: %s", r.stdout)
 	}
-	if _, err := client(t, u).Mutex("held-one").Lock(t.Context()); err != nil {
+	if _, err := drivertest.MustOpen(t, u).Mutex("held-one").Lock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	r = dlockCmd(t, env, "unlock", "--force", "--yes", "-o", "json", "held-one")
@@ -176,7 +177,7 @@ func TestDemoProgressOnTerminal(t *testing.T) {
 // and why the wait ended, once, without the library's restatement.
 func TestNotAcquiredSaysItOnce(t *testing.T) {
 	u := redisURL(t)
-	c := client(t, u)
+	c := drivertest.MustOpen(t, u)
 	if _, err := c.Mutex("once", dlock.WithLabel("billing-3")).Lock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
