@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
+	"github.com/dlock/dlock/internal/testserver"
 )
 
 // An unreachable etcd or ZooKeeper fails within --connect-timeout, saying
@@ -202,30 +204,9 @@ func TestNotAcquiredSaysItOnce(t *testing.T) {
 // TestConnectTimeoutMemcached: a memcached that accepts and never answers
 // gets the same message as every store, not a raw "i/o timeout".
 func TestConnectTimeoutMemcached(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { // accept and stay silent; the connections close with the test
-		defer close(done)
-		var conns []net.Conn
-		defer func() {
-			for _, c := range conns {
-				_ = c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c)
-		}
-	}()
-	defer func() { _ = ln.Close(); <-done }()
-	r := dlockCmd(t, nil, "ls", "--backend", "memcached://"+ln.Addr().String(), "--connect-timeout", "2s")
-	if r.code != 2 || !strings.Contains(r.stderr, "no answer from memcached at "+ln.Addr().String()+" within 2s (--connect-timeout)") || strings.Contains(r.stderr, "i/o timeout") {
+	addr := testserver.Serve(t, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) }) // accepts and stays silent
+	r := dlockCmd(t, nil, "ls", "--backend", "memcached://"+addr, "--connect-timeout", "2s")
+	if r.code != 2 || !strings.Contains(r.stderr, "no answer from memcached at "+addr+" within 2s (--connect-timeout)") || strings.Contains(r.stderr, "i/o timeout") {
 		t.Errorf("exit %d, stderr %q; want 2 and the uniform message, after the whole --connect-timeout", r.code, r.stderr)
 	}
 }
