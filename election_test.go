@@ -104,11 +104,7 @@ func TestCampaignCancelled(t *testing.T) {
 // A Group's Err is nil after its Unlock, and a second Unlock says ErrNotHeld.
 func TestGroupUnlock(t *testing.T) {
 	c := memClient(t)
-	c2, err := dlock.Open(t.Context(), "mem://"+t.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
+	c2 := drivertest.MustOpen(t, "mem://"+t.Name())
 	// one name through two clients of one store: the group would wait for itself
 	if _, err := dlock.LockAll(t.Context(), c.Mutex("a"), c2.Mutex("a")); !errors.Is(err, dlock.ErrInvalidName) {
 		t.Fatalf("LockAll of one name through two clients: %v; want ErrInvalidName", err)

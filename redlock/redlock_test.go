@@ -63,12 +63,7 @@ func TestConformance(t *testing.T) {
 
 func open(t *testing.T, addrs []string) *dlock.Client {
 	t.Helper()
-	c, err := dlock.Open(t.Context(), "redlock://"+strings.Join(addrs, ","))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return drivertest.MustOpen(t, "redlock://"+strings.Join(addrs, ","))
 }
 
 // With 2 of 5 nodes down locking goes on; with 3 down Lock fails by its
@@ -108,11 +103,7 @@ func TestSlowNode(t *testing.T) {
 	slow := testserver.NewProxy(t, addrs[4])
 	slow.SetDelay(delay / 2) // each way: a round trip takes delay
 	addrs[4] = slow.Addr()
-	c, err := dlock.Open(t.Context(), "redlock://"+strings.Join(addrs, ",")+"?node_timeout=1s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := drivertest.MustOpen(t, "redlock://"+strings.Join(addrs, ",")+"?node_timeout=1s")
 	start := time.Now()
 	l, err := c.Mutex("slow", dlock.WithTTL(5*time.Second)).Lock(t.Context())
 	if err != nil {
