@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/etcdlock"
 	"github.com/dlock/dlock/internal/embedetcd"
 	"github.com/dlock/dlock/internal/testserver"
@@ -75,14 +76,13 @@ func TestEtcdctlInterop(t *testing.T) {
 
 	// dlock holds; etcdctl lock waits until dlock unlocks.
 	var etcdctlRan atomic.Bool
-	done := make(chan error, 1)
-	go func() {
+	locked := drivertest.Go(func() (struct{}, error) {
 		cmd := exec.CommandContext(ctx, etcdctl, "--endpoints="+ep, "lock", "interop", "--", "true")
 		cmd.Env = append(cmd.Environ(), "ETCDCTL_API=3")
 		err := cmd.Run()
 		etcdctlRan.Store(true)
-		done <- err
-	}()
+		return struct{}{}, err
+	})
 	time.Sleep(time.Second)
 	if etcdctlRan.Load() {
 		t.Fatal("etcdctl lock ran while dlock held the lock")
@@ -90,14 +90,7 @@ func TestEtcdctlInterop(t *testing.T) {
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("etcdctl lock: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("etcdctl lock still waiting after dlock unlocked")
-	}
+	locked.Want(t, 10*time.Second, "etcdctl lock after dlock unlocked")
 }
 
 // A session lease revoked behind the holder's back ends its leases within a
@@ -548,27 +541,16 @@ func TestCallsFollowCtx(t *testing.T) {
 	}
 	for _, name := range []string{"Renew", "Acquire", "Inspect", "Release"} {
 		cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-		done := make(chan error, 1)
-		go func() { done <- calls[name](cctx) }()
-		select {
-		case err := <-done:
-			if err == nil {
-				t.Errorf("%s succeeded against a frozen server", name)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s still running 10s after its ctx ended", name)
+		call := drivertest.Go(func() (struct{}, error) { return struct{}{}, calls[name](cctx) })
+		if _, err := call.Result(t, 10*time.Second, name+" with its ctx ended"); err == nil {
+			t.Errorf("%s succeeded against a frozen server", name)
 		}
 		cancel()
 	}
 	uctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- l.Unlock(uctx) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Unlock still running 10s after its ctx ended")
-	}
+	unlock := drivertest.Go(func() (struct{}, error) { return struct{}{}, l.Unlock(uctx) })
+	_, _ = unlock.Result(t, 10*time.Second, "Unlock with its ctx ended")
 }
 
 // A key of the client's left under its session for a name (a retried put,
