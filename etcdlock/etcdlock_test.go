@@ -500,11 +500,7 @@ func testWaiterSessionLost(t *testing.T, paused bool) {
 func TestCallsFollowCtx(t *testing.T) {
 	srv := testserver.Etcd(t)
 	ctx := t.Context()
-	c, err := dlock.Open(ctx, "etcd://"+srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	c := drivertest.MustOpen(t, "etcd://"+srv.Addr())
 	const ttl = 2 * time.Second
 	l, err := c.Mutex("frozen", dlock.WithTTL(ttl)).Lock(ctx)
 	if err != nil {

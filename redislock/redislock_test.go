@@ -301,16 +301,8 @@ func TestClusterNamesAndBraces(t *testing.T) {
 	nodes := testserver.RedisCluster(t, 3)
 	ctx := t.Context()
 	u := "redis+cluster://" + nodes[0].Addr() + "," + nodes[1].Addr()
-	a, err := dlock.Open(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := dlock.Open(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a := drivertest.MustOpen(t, u)
+	b := drivertest.MustOpen(t, u)
 	var rdb redis.UniversalClient
 	a.As(&rdb)
 	cc := rdb.(*redis.ClusterClient)
@@ -351,11 +343,7 @@ func TestSentinelURL(t *testing.T) {
 	master := testserver.Redis(t)
 	sentinel := testserver.RedisSentinel(t, master, "mymaster")
 	ctx := t.Context()
-	c, err := dlock.Open(ctx, "redis+sentinel://"+sentinel.Addr()+"/mymaster?db=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := drivertest.MustOpen(t, "redis+sentinel://"+sentinel.Addr()+"/mymaster?db=1")
 	var sc redis.UniversalClient
 	if c.As(&sc); !sc.(*redis.Client).Options().ContextTimeoutEnabled {
 		t.Error("a sentinel-backed client built from a URL ignores context deadlines")
