@@ -141,11 +141,7 @@ func TestSessionExpiryDuringLock(t *testing.T) {
 	p := newBlackhole(t, srv.Addr())
 	a := proxied(t, p)
 	b := directClient(t, srv.Addr())
-	raw, _, err := connect(srv.Addr(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw := rawConn(t, srv.Addr())
 	ctx := t.Context()
 	const name = "expiry/x"
 	children := func() []string {
