@@ -21,6 +21,18 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
+// adminClient is an etcd client of endpoints, beside dlock's, closed when t
+// ends.
+func adminClient(t *testing.T, endpoints []string) *clientv3.Client {
+	t.Helper()
+	cli, err := newClientv3(endpoints, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
 func open(t *testing.T, endpoints ...string) *dlock.Client {
 	t.Helper()
 	cli, err := newClientv3(endpoints, nil)
@@ -108,11 +120,7 @@ func TestLeaseRevoked(t *testing.T) {
 	if !l.As(&el) {
 		t.Fatal("Lease.As(*etcdlock.Lease) failed")
 	}
-	admin, err := newClientv3(eps, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := adminClient(t, eps)
 	if _, err := admin.Revoke(ctx, el.LeaseID); err != nil {
 		t.Fatal(err)
 	}
@@ -266,11 +274,7 @@ func TestLeaderKillUnderContention(t *testing.T) {
 		eps = append(eps, "http://"+m.Addr())
 	}
 	ctx := t.Context()
-	admin, err := newClientv3(eps, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := adminClient(t, eps)
 	leader := func() *testserver.Server {
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 			for _, m := range members {
@@ -383,11 +387,7 @@ func testWaiterSessionLost(t *testing.T, paused bool) {
 	eps := embedded(t)
 	a, b, c := open(t, eps...), open(t, eps...), open(t, eps...)
 	ctx := t.Context()
-	admin, err := newClientv3(eps, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := adminClient(t, eps)
 	const ttl = 3 * time.Second
 	const name = "waiterlost"
 	keys := func() []*mvccpb.KeyValue {
@@ -564,11 +564,7 @@ func TestLeftoverKeyIsTakenOver(t *testing.T) {
 	defer l.Unlock(ctx)
 	var el *etcdlock.Lease
 	l.As(&el)
-	admin, err := newClientv3(eps, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := adminClient(t, eps)
 	key := fmt.Sprintf("leftover/%x", int64(el.LeaseID))
 	put, err := admin.Put(ctx, key, "stale", clientv3.WithLease(el.LeaseID))
 	if err != nil {
