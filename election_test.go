@@ -8,17 +8,15 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	_ "github.com/dlock/dlock/memlock"
 )
 
+// memClient opens a client of a mem store of the test's own, closed when t
+// ends.
 func memClient(t *testing.T) *dlock.Client {
 	t.Helper()
-	c, err := dlock.Open(t.Context(), "mem://"+t.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return drivertest.MustOpen(t, "mem://"+t.Name())
 }
 
 // Observe leaves no goroutine behind, whether its loop breaks or its ctx
@@ -106,11 +104,7 @@ func TestCampaignCancelled(t *testing.T) {
 // A Group's Err is nil after its Unlock, and a second Unlock says ErrNotHeld.
 func TestGroupUnlock(t *testing.T) {
 	c := memClient(t)
-	c2, err := dlock.Open(t.Context(), "mem://"+t.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
+	c2 := drivertest.MustOpen(t, "mem://"+t.Name())
 	// one name through two clients of one store: the group would wait for itself
 	if _, err := dlock.LockAll(t.Context(), c.Mutex("a"), c2.Mutex("a")); !errors.Is(err, dlock.ErrInvalidName) {
 		t.Fatalf("LockAll of one name through two clients: %v; want ErrInvalidName", err)

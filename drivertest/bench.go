@@ -88,13 +88,18 @@ func Contend(b *testing.B, ls []Locker, d time.Duration) {
 // LockUnlock is an uncontended benchmark loop: Lock and Unlock of name on
 // c, b.N times.
 func LockUnlock(b *testing.B, c *dlock.Client, name string) {
-	m := c.Mutex(name)
+	Uncontended(b, MutexLocker(c, name))
+}
+
+// Uncontended is an uncontended benchmark loop: Lock and Unlock of l, b.N
+// times.
+func Uncontended(b *testing.B, l Locker) {
+	ctx := b.Context()
 	for b.Loop() {
-		l, err := m.Lock(b.Context())
-		if err != nil {
+		if err := l.Lock(ctx); err != nil {
 			b.Fatal(err)
 		}
-		if err := l.Unlock(b.Context()); err != nil {
+		if err := l.Unlock(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -46,13 +46,18 @@ type TLSCase struct {
 	// with ErrInvalidURL saying NeedTLSSays (how to turn it on).
 	NeedTLS     string
 	NeedTLSSays string
-	// BadKey names a client key at a path holding "s3cret": Open must fail
-	// with ErrInvalidURL saying each of BadKeySays and not the path.
+	// BadKey names a client key at a path holding "s3cret" (MissingKey):
+	// Open must fail with ErrInvalidURL saying each of BadKeySays and not
+	// the path.
 	BadKey     string
 	BadKeySays []string
 	// More are the store's own checks against the same server.
 	More map[string]func(t *testing.T)
 }
+
+// MissingKey is a client key's path for TLSCase.BadKey: no file is there,
+// and it holds "s3cret", which Open's error must not show.
+const MissingKey = "/nonexistent/s3cret/k.pem"
 
 // runTLS runs the TLS section for tc.
 func runTLS(t *testing.T, tc TLSCase) {

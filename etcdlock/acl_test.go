@@ -137,11 +137,7 @@ func TestMissingRight(t *testing.T) {
 	if _, err := root.UserGrantRole(ctx, "reader", "reader"); err != nil {
 		t.Fatal(err)
 	}
-	c, err := dlock.Open(ctx, "etcd://reader:pw@"+host+"/ro/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := drivertest.MustOpen(t, "etcd://reader:pw@"+host+"/ro/")
 	drivertest.WantLockRefused(t, c, "x", `readwrite on the keys with prefix "ro/"`)
 }
 
@@ -175,11 +171,7 @@ func TestTenantsApart(t *testing.T) {
 		t.Errorf("revoke of a's session lease by b's user: %v; want permission denied", err)
 	}
 	drivertest.WantKept(t, a, la, name, 5*time.Second)
-	b, err := dlock.Open(ctx, "etcd://tb:pb@"+host+"/app-b/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := drivertest.MustOpen(t, "etcd://tb:pb@"+host+"/app-b/")
 	lb, err := b.Mutex(name).TryLock(ctx) // the same name under b's prefix is b's own
 	if err != nil {
 		t.Fatalf("b's own lock: %v", err)

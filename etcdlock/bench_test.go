@@ -68,15 +68,7 @@ func BenchmarkUncontended(b *testing.B) {
 			} else {
 				l = concurrencyLockers(b, eps, 1, "bench/u/"+lib)[0]
 			}
-			ctx := b.Context()
-			for b.Loop() {
-				if err := l.Lock(ctx); err != nil {
-					b.Fatal(err)
-				}
-				if err := l.Unlock(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
+			drivertest.Uncontended(b, l)
 		})
 	}
 }

@@ -13,12 +13,25 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/etcdlock"
 	"github.com/dlock/dlock/internal/embedetcd"
 	"github.com/dlock/dlock/internal/testserver"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
+
+// adminClient is an etcd client of endpoints, beside dlock's, closed when t
+// ends.
+func adminClient(t *testing.T, endpoints []string) *clientv3.Client {
+	t.Helper()
+	cli, err := newClientv3(endpoints, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
 
 func open(t *testing.T, endpoints ...string) *dlock.Client {
 	t.Helper()
@@ -75,14 +88,13 @@ func TestEtcdctlInterop(t *testing.T) {
 
 	// dlock holds; etcdctl lock waits until dlock unlocks.
 	var etcdctlRan atomic.Bool
-	done := make(chan error, 1)
-	go func() {
+	locked := drivertest.Go(func() (struct{}, error) {
 		cmd := exec.CommandContext(ctx, etcdctl, "--endpoints="+ep, "lock", "interop", "--", "true")
 		cmd.Env = append(cmd.Environ(), "ETCDCTL_API=3")
 		err := cmd.Run()
 		etcdctlRan.Store(true)
-		done <- err
-	}()
+		return struct{}{}, err
+	})
 	time.Sleep(time.Second)
 	if etcdctlRan.Load() {
 		t.Fatal("etcdctl lock ran while dlock held the lock")
@@ -90,14 +102,7 @@ func TestEtcdctlInterop(t *testing.T) {
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("etcdctl lock: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("etcdctl lock still waiting after dlock unlocked")
-	}
+	locked.Want(t, 10*time.Second, "etcdctl lock after dlock unlocked")
 }
 
 // A session lease revoked behind the holder's back ends its leases within a
@@ -115,11 +120,7 @@ func TestLeaseRevoked(t *testing.T) {
 	if !l.As(&el) {
 		t.Fatal("Lease.As(*etcdlock.Lease) failed")
 	}
-	admin, err := newClientv3(eps, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := adminClient(t, eps)
 	if _, err := admin.Revoke(ctx, el.LeaseID); err != nil {
 		t.Fatal(err)
 	}
@@ -273,11 +274,7 @@ func TestLeaderKillUnderContention(t *testing.T) {
 		eps = append(eps, "http://"+m.Addr())
 	}
 	ctx := t.Context()
-	admin, err := newClientv3(eps, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := adminClient(t, eps)
 	leader := func() *testserver.Server {
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 			for _, m := range members {
@@ -390,11 +387,7 @@ func testWaiterSessionLost(t *testing.T, paused bool) {
 	eps := embedded(t)
 	a, b, c := open(t, eps...), open(t, eps...), open(t, eps...)
 	ctx := t.Context()
-	admin, err := newClientv3(eps, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := adminClient(t, eps)
 	const ttl = 3 * time.Second
 	const name = "waiterlost"
 	keys := func() []*mvccpb.KeyValue {
@@ -507,11 +500,7 @@ func testWaiterSessionLost(t *testing.T, paused bool) {
 func TestCallsFollowCtx(t *testing.T) {
 	srv := testserver.Etcd(t)
 	ctx := t.Context()
-	c, err := dlock.Open(ctx, "etcd://"+srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	c := drivertest.MustOpen(t, "etcd://"+srv.Addr())
 	const ttl = 2 * time.Second
 	l, err := c.Mutex("frozen", dlock.WithTTL(ttl)).Lock(ctx)
 	if err != nil {
@@ -548,27 +537,16 @@ func TestCallsFollowCtx(t *testing.T) {
 	}
 	for _, name := range []string{"Renew", "Acquire", "Inspect", "Release"} {
 		cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-		done := make(chan error, 1)
-		go func() { done <- calls[name](cctx) }()
-		select {
-		case err := <-done:
-			if err == nil {
-				t.Errorf("%s succeeded against a frozen server", name)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s still running 10s after its ctx ended", name)
+		call := drivertest.Go(func() (struct{}, error) { return struct{}{}, calls[name](cctx) })
+		if _, err := call.Result(t, 10*time.Second, name+" with its ctx ended"); err == nil {
+			t.Errorf("%s succeeded against a frozen server", name)
 		}
 		cancel()
 	}
 	uctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- l.Unlock(uctx) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("Unlock still running 10s after its ctx ended")
-	}
+	unlock := drivertest.Go(func() (struct{}, error) { return struct{}{}, l.Unlock(uctx) })
+	_, _ = unlock.Result(t, 10*time.Second, "Unlock with its ctx ended")
 }
 
 // A key of the client's left under its session for a name (a retried put,
@@ -586,11 +564,7 @@ func TestLeftoverKeyIsTakenOver(t *testing.T) {
 	defer l.Unlock(ctx)
 	var el *etcdlock.Lease
 	l.As(&el)
-	admin, err := newClientv3(eps, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := adminClient(t, eps)
 	key := fmt.Sprintf("leftover/%x", int64(el.LeaseID))
 	put, err := admin.Put(ctx, key, "stale", clientv3.WithLease(el.LeaseID))
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 )
 
@@ -16,15 +17,8 @@ import (
 func TestNestedNamesAreIndependent(t *testing.T) {
 	srv := testserver.Etcd(t)
 	ctx := t.Context()
-	open := func() *dlock.Client {
-		c, err := dlock.Open(ctx, "etcd://"+srv.Addr())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		return c
-	}
-	a, b := open(), open()
+	u := "etcd://" + srv.Addr()
+	a, b := drivertest.MustOpen(t, u), drivertest.MustOpen(t, u)
 
 	child, err := a.Mutex("orders/sku-42").Lock(ctx)
 	if err != nil {
@@ -60,11 +54,7 @@ func TestNestedNamesAreIndependent(t *testing.T) {
 func TestPermitReentryWithOtherCount(t *testing.T) {
 	srv := testserver.Etcd(t)
 	ctx := t.Context()
-	c, err := dlock.Open(ctx, "etcd://"+srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := drivertest.MustOpen(t, "etcd://"+srv.Addr())
 	p1, err := c.Semaphore("adv/lim", 1, dlock.WithOwner("o")).Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -6,26 +6,15 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/dlock/dlock/internal/testserver"
 )
 
 // A cut proxy forwards nothing, not even a close, and keeps connections
 // open; healed, it delivers what it held back.
 func TestProxyCutHeal(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() { // an echo server
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _, _ = io.Copy(c, c); _ = c.Close() }()
-		}
-	}()
-	p, err := NewProxy(ln.Addr().String())
+	upstream := testserver.Serve(t, func(c net.Conn) { _, _ = io.Copy(c, c) }) // an echo server
+	p, err := NewProxy(upstream)
 	if err != nil {
 		t.Fatal(err)
 	}

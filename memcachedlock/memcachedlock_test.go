@@ -45,11 +45,7 @@ func TestConformance(t *testing.T) {
 // next renewal.
 func TestRestartLosesLocks(t *testing.T) {
 	srv := testserver.Memcached(t)
-	c, err := dlock.Open(t.Context(), "memcached://"+srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := drivertest.MustOpen(t, "memcached://"+srv.Addr())
 	const ttl = 3 * time.Second
 	l, err := c.Mutex("restart", dlock.WithTTL(ttl)).Lock(t.Context())
 	if err != nil {
@@ -71,11 +67,7 @@ func TestRestartLosesLocks(t *testing.T) {
 
 func TestTTLLimits(t *testing.T) {
 	srv := testserver.Memcached(t)
-	c, err := dlock.Open(t.Context(), "memcached://"+srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := drivertest.MustOpen(t, "memcached://"+srv.Addr())
 	for _, ttl := range []time.Duration{500 * time.Millisecond, 1500 * time.Millisecond, 31 * 24 * time.Hour} {
 		if _, err := c.Mutex("ttl", dlock.WithTTL(ttl)).TryLock(t.Context()); !errors.Is(err, dlock.ErrInvalidTTL) {
 			t.Errorf("TTL %v: %v; want ErrInvalidTTL", ttl, err)

@@ -2,7 +2,6 @@ package memcachedlock_test
 
 import (
 	"net/url"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +17,7 @@ func (h *harness) TLS(t *testing.T) drivertest.TLSCase {
 	srv := testserver.MemcachedTLS(t, c)
 	ca := "&ca=" + url.QueryEscape(c.CAFile)
 	good := "memcached://" + srv.Addr() + "?tls=true&timeout=2s" + ca
-	other := "memcached://localhost:" + strings.Split(srv.Addr(), ":")[1] + "?tls=true&timeout=2s" + ca
+	other := "memcached://" + testserver.Localhost(srv.Addr()) + "?tls=true&timeout=2s" + ca
 	caps := h.Caps()
 	// TTL 3s, not the plain suite's 2s: a lease is valid for TTL-1s
 	// (memcached's clock), and a renewal that dials a new TLS connection on
@@ -29,6 +28,6 @@ func (h *harness) TLS(t *testing.T) drivertest.TLSCase {
 		OtherName: other, Insecure: []string{other + "&insecure_skip_verify=true"},
 		Plaintext: "memcached://" + srv.Addr(), PlaintextSays: []string{"tls=true"},
 		NeedTLS: "memcached://" + srv.Addr() + "?" + ca[1:], NeedTLSSays: "tls=true",
-		BadKey: good + "&cert=" + url.QueryEscape(c.ClientCertFile) + "&key=/nonexistent/s3cret/k.pem", BadKeySays: []string{"key"},
+		BadKey: good + "&cert=" + url.QueryEscape(c.ClientCertFile) + "&key=" + drivertest.MissingKey, BadKeySays: []string{"key"},
 	}
 }

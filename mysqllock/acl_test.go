@@ -94,11 +94,7 @@ func TestMissingRight(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = c.Close()
-	w, err := dlock.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w := drivertest.MustOpen(t, url)
 	drivertest.WantLockRefused(t, w, "acl/x", "INSERT, UPDATE command denied")
 }
 

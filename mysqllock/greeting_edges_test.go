@@ -37,7 +37,7 @@ func TestShortGarbageThenWait(t *testing.T) {
 		{"Header", "\x4a\x00\x00\x00", "stalled within its first 5 bytes when spoken to"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			addr := listen(t, func(c net.Conn) {
+			addr := testserver.Serve(t, func(c net.Conn) {
 				_, _ = c.Write([]byte(tc.sends))
 				_, _ = io.Copy(io.Discard, c)
 			})
@@ -62,7 +62,7 @@ func stallProxy(t *testing.T, target string, k int) string {
 	var mu sync.Mutex
 	conns := 0
 	second := make(chan struct{})
-	return listen(t, func(c net.Conn) {
+	return testserver.Serve(t, func(c net.Conn) {
 		mu.Lock()
 		conns++
 		first := conns == 1
@@ -120,7 +120,7 @@ func TestStalledGreetingOfRealServer(t *testing.T) {
 // ends; it said only "mysqllock: connect: context deadline exceeded" (from
 // go-sql-driver's handshake read). It now says what it waited for.
 func TestGreetingHeaderThenHang(t *testing.T) {
-	addr := listen(t, func(c net.Conn) {
+	addr := testserver.Serve(t, func(c net.Conn) {
 		_, _ = c.Write([]byte{0x4a, 0, 0, 0, 10, '5', '.'})
 		_, _ = io.Copy(io.Discard, c)
 	})
@@ -139,7 +139,7 @@ func TestGreetingHeaderThenHang(t *testing.T) {
 
 // A server that hangs up in the middle of a greeting is said to.
 func TestGreetingThenHangUp(t *testing.T) {
-	addr := listen(t, func(c net.Conn) {
+	addr := testserver.Serve(t, func(c net.Conn) {
 		_, _ = c.Write([]byte{0x4a, 0, 0, 0, 10, '5', '.'})
 	})
 	err := openWithin(t, "mysql://root@"+addr+"/dlock", 20*time.Second)
@@ -156,7 +156,7 @@ func TestCancelDuringProbe(t *testing.T) {
 	mysqllock.SetAskWait(t, time.Hour)
 	var once sync.Once
 	asked := make(chan struct{})
-	silent := listen(t, func(c net.Conn) {
+	silent := testserver.Serve(t, func(c net.Conn) {
 		b := make([]byte, len("PING\r\n"))
 		if _, err := io.ReadFull(c, b); err == nil && bytes.Equal(b, []byte("PING\r\n")) {
 			once.Do(func() { close(asked) })
@@ -192,11 +192,11 @@ func TestCancelDuringProbe(t *testing.T) {
 // tls=preferred and tls=skip-verify against other servers' ports fail as
 // the tls=true and plaintext URLs do, without the password.
 func TestNotMySQLTLSVariants(t *testing.T) {
-	garbage := listen(t, func(c net.Conn) {
+	garbage := testserver.Serve(t, func(c net.Conn) {
 		_, _ = c.Write([]byte("INFO {\"server_id\":\"x\"}\r\n"))
 		_, _ = c.Read(make([]byte, 1))
 	})
-	hangup := listen(t, func(net.Conn) {})
+	hangup := testserver.Serve(t, func(net.Conn) {})
 	for _, addr := range []string{garbage, hangup} {
 		for _, q := range []string{"?tls=preferred", "?tls=skip-verify", "?tls=true&insecure_skip_verify=true"} {
 			u := "mysql://root:s3cret@" + addr + "/dlock" + q

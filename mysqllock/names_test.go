@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/dlock/dlock/mysqllock"
@@ -22,16 +21,7 @@ func TestDistinctNames(t *testing.T) {
 	for _, mode := range []mysqllock.Mode{mysqllock.ModeTable, mysqllock.ModeRow, mysqllock.ModeSession} {
 		t.Run(string(mode), func(t *testing.T) {
 			h := &harness{addr: srv.Addr(), mode: mode}
-			var cs [2]*dlock.Client
-			for i := range cs {
-				c, err := h.NewClient(t.Context())
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = c.Close() })
-				cs[i] = c
-			}
-			drivertest.DistinctNames(t, cs[0], cs[1], drivertest.NamePairs("distinct-", 2, 40))
+			drivertest.DistinctNames(t, drivertest.Client(t, h), drivertest.Client(t, h), drivertest.NamePairs("distinct-", 2, 40))
 		})
 	}
 }

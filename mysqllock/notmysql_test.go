@@ -15,29 +15,6 @@ import (
 	"github.com/go-sql-driver/mysql"
 )
 
-// listen serves each connection with serve on a listener of the test's own.
-func listen(t *testing.T, serve func(net.Conn)) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				serve(c)
-			}()
-		}
-	}()
-	return ln.Addr().String()
-}
-
 // openErr opens u with a deadline far beyond the connect timeouts a user
 // sets, so an Open that waits for it ends in context.DeadlineExceeded.
 func openErr(t *testing.T, u string) error {
@@ -70,11 +47,11 @@ func TestNotMySQLServer(t *testing.T) {
 	t.Cleanup(httpSrv.Close)
 	tlsSrv := httptest.NewTLSServer(http.NotFoundHandler())
 	t.Cleanup(tlsSrv.Close)
-	garbage := listen(t, func(c net.Conn) {
+	garbage := testserver.Serve(t, func(c net.Conn) {
 		_, _ = c.Write([]byte("INFO {\"server_id\":\"x\"}\r\n"))
 		_, _ = c.Read(make([]byte, 1))
 	})
-	hangup := listen(t, func(net.Conn) {})
+	hangup := testserver.Serve(t, func(net.Conn) {})
 	for _, tc := range []struct{ name, addr, says string }{
 		{"Redis", testserver.Redis(t).Addr(), "answered with something other than a MySQL greeting"},
 		{"HTTP", httpSrv.Listener.Addr().String(), "answered with something other than a MySQL greeting"},
@@ -102,7 +79,7 @@ func TestNotMySQLServer(t *testing.T) {
 // for seconds): Open waits for it until the deadline, but says what it
 // waited for.
 func TestSilentServer(t *testing.T) {
-	silent := listen(t, func(c net.Conn) { _, _ = c.Read(make([]byte, 1<<16)); _, _ = c.Read(make([]byte, 1)) })
+	silent := testserver.Serve(t, func(c net.Conn) { _, _ = c.Read(make([]byte, 1<<16)); _, _ = c.Read(make([]byte, 1)) })
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Second)
 	defer cancel()
 	_, err := dlock.Open(ctx, "mysql://root@"+silent+"/dlock?tls=true")

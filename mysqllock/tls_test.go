@@ -2,7 +2,6 @@ package mysqllock_test
 
 import (
 	"net/url"
-	"strings"
 	"testing"
 
 	"github.com/dlock/dlock/drivertest"
@@ -18,16 +17,16 @@ func (h tableHarness) TLS(t *testing.T) drivertest.TLSCase {
 	c := testserver.NewTLS(t)
 	srv := testserver.MariaDBTLS(t, c)
 	good := testserver.MariaDBTLSURL(t, srv, c, "dlock")
-	port := strings.Split(srv.Addr(), ":")[1]
+	local := testserver.Localhost(srv.Addr())
 	ca := "&ca=" + url.QueryEscape(c.CAFile)
-	other := "mysql://root@localhost:" + port + "/dlock?tls=true" + ca
+	other := "mysql://root@" + local + "/dlock?tls=true" + ca
 	cert := "&cert=" + url.QueryEscape(c.ClientCertFile)
 	return drivertest.TLSCase{URL: good, Caps: h.Caps(),
 		Working: map[string]string{"SessionMode": good + "&mode=session",
 			"ClientCertificate": good + cert + "&key=" + url.QueryEscape(c.ClientKeyFile)},
-		OtherName: other, Insecure: []string{other + "&insecure_skip_verify=true", "mysql://root@localhost:" + port + "/dlock?tls=skip-verify"},
+		OtherName: other, Insecure: []string{other + "&insecure_skip_verify=true", "mysql://root@" + local + "/dlock?tls=skip-verify"},
 		Plaintext: "mysql://root@" + srv.Addr() + "/dlock", PlaintextSays: []string{"require_secure_transport", "tls=true"},
 		NeedTLS: "mysql://root@" + srv.Addr() + "/dlock?" + ca[1:], NeedTLSSays: "tls=true",
-		BadKey: good + cert + "&key=/nonexistent/s3cret/k.pem", BadKeySays: []string{"key"},
+		BadKey: good + cert + "&key=" + drivertest.MissingKey, BadKeySays: []string{"key"},
 	}
 }

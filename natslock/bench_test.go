@@ -37,16 +37,7 @@ func dlockLockers(b *testing.B, url string, n int, name string) []drivertest.Loc
 func BenchmarkUncontended(b *testing.B) {
 	url := benchURL(b)
 	b.Run("dlock", func(b *testing.B) {
-		l := dlockLockers(b, url, 1, "bench/u")[0]
-		ctx := b.Context()
-		for b.Loop() {
-			if err := l.Lock(ctx); err != nil {
-				b.Fatal(err)
-			}
-			if err := l.Unlock(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
+		drivertest.Uncontended(b, dlockLockers(b, url, 1, "bench/u")[0])
 	})
 	b.Run("kv-create-purge", func(b *testing.B) {
 		ctx := b.Context()

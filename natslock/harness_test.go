@@ -34,6 +34,22 @@ func connect(url string, opts ...nats.Option) (*nats.Conn, error) {
 		nats.ReconnectBufSize(-1)}, opts...)...)
 }
 
+// waitQueued polls c's Inspect of name until a waiter is queued on it, and
+// returns what Inspect said then.
+func waitQueued(t *testing.T, ctx context.Context, c *dlock.Client, name string) dlock.Info {
+	t.Helper()
+	for {
+		info, err := c.Inspect(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Waiters > 0 {
+			return info
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func (h *harness) NewClient(ctx context.Context) (*dlock.Client, error) {
 	cu := &drivertest.Cutter{}
 	opts := []nats.Option{nats.SetCustomDialer(dialer{cu})}

@@ -78,16 +78,7 @@ func TestInboxPrefixGoodShapes(t *testing.T) {
 				}
 				got <- err
 			}()
-			for {
-				info, err := a.Inspect(ctx, "good")
-				if err != nil {
-					t.Fatal(err)
-				}
-				if info.Waiters > 0 {
-					break
-				}
-				time.Sleep(10 * time.Millisecond) // polls for the waiter
-			}
+			waitQueued(t, ctx, a, "good")
 			if err := l.Unlock(ctx); err != nil {
 				t.Fatal(err)
 			}

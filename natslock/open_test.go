@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/dlock/dlock/natslock"
 	"github.com/nats-io/nats-server/v2/server"
@@ -55,11 +56,7 @@ func TestOpenChecksBucket(t *testing.T) {
 	if _, err := js.KeyValue(ctx, "missing"); !errors.Is(err, jetstream.ErrBucketNotFound) {
 		t.Fatalf("create=false made the bucket: %v", err)
 	}
-	c, err := dlock.Open(ctx, "nats://"+srv.Addr()+"/made?replicas=1&storage=memory")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	drivertest.MustOpen(t, "nats://"+srv.Addr()+"/made?replicas=1&storage=memory")
 	kv, err := js.KeyValue(ctx, "made")
 	if err != nil {
 		t.Fatal(err)
@@ -98,11 +95,7 @@ func TestRecreatedBucketRefused(t *testing.T) {
 	ctx := t.Context()
 	srv := testserver.NATSProcess(t)
 	url := "nats://" + srv.Addr() + "/again"
-	c, err := dlock.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := drivertest.MustOpen(t, url)
 	for range 3 {
 		l, err := c.Mutex("r").Lock(ctx)
 		if err != nil {

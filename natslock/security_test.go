@@ -95,11 +95,7 @@ func TestTenantIsolation(t *testing.T) {
 	}
 	aURL := "nats://a:apw@" + srv.Addr() + "/bucket-a?create=false"
 
-	a, err := dlock.Open(ctx, aURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := drivertest.MustOpen(t, aURL)
 	l, err := a.Mutex("tenant").Lock(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -27,9 +27,15 @@ func newTestDriver(t *testing.T, ctx context.Context) *natsDriver {
 	return d
 }
 
-// waiter returns a request and a queued hold of a waiter for name: its
-// queue key is written, as acquireWait does.
-func waiter(t *testing.T, ctx context.Context, d *natsDriver, name, owner string) (driver.Request, *hold, string) {
+// queued is a waiter whose queue key is written, as acquireWait leaves it.
+type queued struct {
+	r   driver.Request
+	h   *hold
+	key string
+}
+
+// waiter returns a queued waiter of owner for name.
+func waiter(t *testing.T, ctx context.Context, d *natsDriver, name, owner string) queued {
 	t.Helper()
 	r := driver.Request{Name: name, Owner: owner, TTL: 30 * time.Second, Wait: true}
 	h := &hold{key: key(name), val: value{Owner: owner, ID: newID(), TTL: r.TTL.Milliseconds()}}
@@ -38,7 +44,29 @@ func waiter(t *testing.T, ctx context.Context, d *natsDriver, name, owner string
 	if _, err := d.putTTL(ctx, qkey, b, r.TTL); err != nil {
 		t.Fatal(err)
 	}
-	return r, h, qkey
+	return queued{r: r, h: h, key: qkey}
+}
+
+// step takes q's next step of its wait on d: the first flags the holder's
+// key.
+func (q queued) step(ctx context.Context, d *natsDriver) (driver.Grant, error) {
+	return d.step(ctx, q.r, q.h, q.key)
+}
+
+// flaggedHold has owner a take name on d, then waiter b take its first
+// step, which flags a's key. It returns a's request and grant, and b.
+func flaggedHold(t *testing.T, ctx context.Context, d *natsDriver, name string) (driver.Request, driver.Grant, queued) {
+	t.Helper()
+	r := driver.Request{Name: name, Owner: "a", TTL: 30 * time.Second}
+	g, err := d.Acquire(ctx, r)
+	if err != nil || !g.Acquired {
+		t.Fatalf("Acquire: %+v, %v", g, err)
+	}
+	b := waiter(t, ctx, d, name, "b")
+	if _, err := b.step(ctx, d); err != nil { // flags a's key
+		t.Fatal(err)
+	}
+	return r, g, b
 }
 
 // A release without a handle (dlock's undo of an attempt whose reply was
@@ -49,15 +77,7 @@ func TestReleaseWithoutHandleAfterFlag(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	d := newTestDriver(t, ctx)
-	r := driver.Request{Name: "undo", Owner: "a", TTL: 30 * time.Second}
-	g, err := d.Acquire(ctx, r)
-	if err != nil || !g.Acquired {
-		t.Fatalf("Acquire: %+v, %v", g, err)
-	}
-	rb, hb, qb := waiter(t, ctx, d, "undo", "b")
-	if _, err := d.step(ctx, rb, hb, qb); err != nil { // flags the holder's key
-		t.Fatal(err)
-	}
+	r, g, _ := flaggedHold(t, ctx, d, "undo")
 	if info, err := d.Inspect(ctx, "undo"); err != nil || info.Token != g.Token {
 		t.Errorf("Inspect after the flag: %+v, %v; want token %d", info, err, g.Token)
 	}
@@ -76,15 +96,7 @@ func TestHandoverTokenSurvivesFlag(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	d := newTestDriver(t, ctx)
-	r := driver.Request{Name: "ho", Owner: "a", TTL: 30 * time.Second}
-	ga, err := d.Acquire(ctx, r)
-	if err != nil || !ga.Acquired {
-		t.Fatalf("Acquire: %+v, %v", ga, err)
-	}
-	rb, hb, qb := waiter(t, ctx, d, "ho", "b")
-	if _, err := d.step(ctx, rb, hb, qb); err != nil { // b flags a's key
-		t.Fatal(err)
-	}
+	r, ga, b := flaggedHold(t, ctx, d, "ho")
 	if err := d.Release(ctx, driver.Held{Name: "ho", Owner: "a", TTL: r.TTL, Token: ga.Token, Handle: ga.Handle}, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -93,17 +105,16 @@ func TestHandoverTokenSurvivesFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	handover := e.Revision()
-	if v := decode(t, e.Value()); v.ID != hb.val.ID {
+	if v := decode(t, e.Value()); v.ID != b.h.val.ID {
 		t.Fatalf("after a's release the key holds %+v; want b's hold", v)
 	}
-	rc, hc, qc := waiter(t, ctx, d, "ho", "c")
-	if _, err := d.step(ctx, rc, hc, qc); err != nil { // c flags b's key before b confirms
+	if _, err := waiter(t, ctx, d, "ho", "c").step(ctx, d); err != nil { // c flags b's key before b confirms
 		t.Fatal(err)
 	}
 	if info, err := d.Inspect(ctx, "ho"); err != nil || info.Token != handover {
 		t.Errorf("Inspect with c queued: %+v, %v; want the handover's token %d", info, err, handover)
 	}
-	gb, err := d.step(ctx, rb, hb, qb) // b confirms
+	gb, err := b.step(ctx, d) // b confirms
 	if err != nil || !gb.Acquired {
 		t.Fatalf("b's confirm: %+v, %v", gb, err)
 	}

@@ -33,18 +33,8 @@ func TestTokenStableWhenWaiterQueues(t *testing.T) {
 			_ = l2.Unlock(ctx)
 		}
 	}()
-	for {
-		info, err := b.Inspect(ctx, "tok")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.Waiters > 0 {
-			if info.Token != l.Token() {
-				t.Errorf("Inspect with a waiter queued: token %d; the holder's token is %d", info.Token, l.Token())
-			}
-			break
-		}
-		time.Sleep(10 * time.Millisecond) // polls for the waiter
+	if info := waitQueued(t, ctx, b, "tok"); info.Token != l.Token() {
+		t.Errorf("Inspect with a waiter queued: token %d; the holder's token is %d", info.Token, l.Token())
 	}
 	if ld, err := b.Election("tok").Leader(ctx); err != nil || ld.Term != l.Token() {
 		t.Errorf("Leader: %+v, %v; want term %d", ld, err, l.Token())
@@ -95,16 +85,7 @@ func TestObserveReportsTermOnceWithCandidateQueued(t *testing.T) {
 		}
 		next <- tm
 	}()
-	for {
-		info, err := a.Inspect(ctx, "el")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.Waiters > 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond) // polls for the candidate
-	}
+	waitQueued(t, ctx, a, "el") // the candidate
 	// Lets Observe read the leader a few times (it polls every 200ms)
 	// with the candidate queued; not a timing assertion.
 	time.Sleep(time.Second)

@@ -80,11 +80,7 @@ func TestMissingRight(t *testing.T) {
 	if _, err := dlock.Open(ctx, roleURL(srv, "bare", "")); err == nil || !strings.Contains(err.Error(), "needs DELETE on dlock_locks (") {
 		t.Errorf("Open without DELETE: %v; want DELETE named", err)
 	}
-	w, err := dlock.Open(ctx, roleURL(srv, "bare", "&mode=session"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	w := drivertest.MustOpen(t, roleURL(srv, "bare", "&mode=session"))
 	superExec(t, srv, "REVOKE INSERT ON bare.dlock_tokens FROM bare")
 	drivertest.WantLockRefused(t, w, "acl/x", "permission denied for table dlock_tokens")
 }

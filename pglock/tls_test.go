@@ -2,7 +2,6 @@ package pglock_test
 
 import (
 	"net/url"
-	"strings"
 	"testing"
 
 	"github.com/dlock/dlock/drivertest"
@@ -20,14 +19,14 @@ func (h tableHarness) TLS(t *testing.T) drivertest.TLSCase {
 	c := testserver.NewTLS(t)
 	srv := testserver.PostgresTLS(t, c)
 	good := testserver.PostgresTLSURL(srv, c)
-	port := strings.Split(srv.Addr(), ":")[1]
+	local := testserver.Localhost(srv.Addr())
 	cert := "&sslcert=" + url.QueryEscape(c.ClientCertFile)
 	return drivertest.TLSCase{URL: good, Caps: h.Caps(),
 		Working: map[string]string{"SessionMode": good + "&mode=session",
 			"ClientCertificate": good + cert + "&sslkey=" + url.QueryEscape(c.ClientKeyFile)},
-		OtherName: "postgres://postgres@localhost:" + port + "/postgres?sslmode=verify-full&sslrootcert=" + url.QueryEscape(c.CAFile),
-		Insecure:  []string{"postgres://postgres@localhost:" + port + "/postgres?sslmode=require"},
+		OtherName: "postgres://postgres@" + local + "/postgres?sslmode=verify-full&sslrootcert=" + url.QueryEscape(c.CAFile),
+		Insecure:  []string{"postgres://postgres@" + local + "/postgres?sslmode=require"},
 		Plaintext: testserver.PostgresURL(srv), PlaintextSays: []string{"no encryption"},
-		BadKey: good + cert + "&sslkey=/nonexistent/s3cret/k.pem&sslpassword=s3cretpw",
+		BadKey: good + cert + "&sslkey=" + drivertest.MissingKey + "&sslpassword=s3cretpw",
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 )
 
@@ -20,11 +21,7 @@ func TestCutOffHolderIsToldFirst(t *testing.T) {
 	const name = "cut-off-holder"
 	ttl := 2 * time.Second
 	bh := testserver.NewProxy(t, srv.Addr())
-	holder, err := dlock.Open(ctx, "redis://"+bh.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
+	holder := drivertest.MustOpen(t, "redis://"+bh.Addr())
 	other := openURL(t, srv)
 
 	l, err := holder.Mutex(name, dlock.WithTTL(ttl)).Lock(ctx)

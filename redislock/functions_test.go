@@ -45,11 +45,7 @@ func TestScriptsMode(t *testing.T) {
 	}{{"", true}, {"?scripts=functions", true}, {"?scripts=eval", false}} {
 		t.Run(tc.query, func(t *testing.T) {
 			srv := testserver.Redis(t)
-			c, err := dlock.Open(t.Context(), "redis://"+srv.Addr()+tc.query)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c := drivertest.MustOpen(t, "redis://"+srv.Addr()+tc.query)
 			l, err := c.Mutex("scripts/mode").Lock(t.Context())
 			if err != nil {
 				t.Fatal(err)
@@ -79,22 +75,14 @@ func TestFunctionsNotLoaded(t *testing.T) {
 	if err := admin.Do(t.Context(), append([]any{"ACL", "SETUSER"}, docGrant(t, "w", "pw", "dlock")...)...).Err(); err != nil {
 		t.Fatal(err)
 	}
-	c, err := dlock.Open(t.Context(), "redis://w:pw@"+srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := drivertest.MustOpen(t, "redis://w:pw@"+srv.Addr())
 	if _, err := c.Mutex("fn/x").Lock(t.Context()); !errors.Is(err, dlock.ErrInvalidConfig) || !strings.Contains(err.Error(), "dlock migrate") {
 		t.Fatalf("Lock before migrate: %v; want ErrInvalidConfig telling to run dlock migrate", err)
 	}
 	if err := c.Migrate(t.Context()); !errors.Is(err, dlock.ErrInvalidConfig) {
 		t.Fatalf("Migrate as the worker: %v; want ErrInvalidConfig (no +function|load)", err)
 	}
-	ac, err := dlock.Open(t.Context(), "redis://"+srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ac.Close()
+	ac := drivertest.MustOpen(t, "redis://"+srv.Addr())
 	if err := ac.Migrate(t.Context()); err != nil {
 		t.Fatalf("Migrate as the default user: %v", err)
 	}
@@ -160,11 +148,7 @@ func serverMicros(b *testing.B, rdb *redis.Client, cmd string) float64 {
 // found out on the first call, and every step of a lock works.
 func TestNoFunctionsFallsBack(t *testing.T) {
 	srv := testserver.Redis(t, "--rename-command", "FCALL", "", "--rename-command", "FUNCTION", "")
-	c, err := dlock.Open(t.Context(), "redis://"+srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := drivertest.MustOpen(t, "redis://"+srv.Addr())
 	m := c.Mutex("scripts/old", dlock.WithTTL(3*time.Second))
 	l, err := m.Lock(t.Context())
 	if err != nil {

@@ -65,11 +65,7 @@ func TestListUnderTenantACL(t *testing.T) {
 func TestListPrunesIndex(t *testing.T) {
 	srv := testserver.Redis(t)
 	ctx := t.Context()
-	c, err := dlock.Open(ctx, "redis://"+srv.Addr()+"?prefix=p")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := drivertest.MustOpen(t, "redis://"+srv.Addr()+"?prefix=p")
 	if _, err := c.Mutex("held").Lock(ctx); err != nil {
 		t.Fatal(err)
 	}

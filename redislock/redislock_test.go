@@ -10,19 +10,16 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/dlock/dlock/redislock"
 	"github.com/redis/go-redis/v9"
 )
 
+// openURL opens a client of srv, closed when t ends.
 func openURL(t *testing.T, srv *testserver.Server) *dlock.Client {
 	t.Helper()
-	c, err := dlock.Open(t.Context(), "redis://"+srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return drivertest.MustOpen(t, "redis://"+srv.Addr())
 }
 
 func rawClient(t *testing.T, srv *testserver.Server) *redis.Client {
@@ -304,16 +301,8 @@ func TestClusterNamesAndBraces(t *testing.T) {
 	nodes := testserver.RedisCluster(t, 3)
 	ctx := t.Context()
 	u := "redis+cluster://" + nodes[0].Addr() + "," + nodes[1].Addr()
-	a, err := dlock.Open(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := dlock.Open(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a := drivertest.MustOpen(t, u)
+	b := drivertest.MustOpen(t, u)
 	var rdb redis.UniversalClient
 	a.As(&rdb)
 	cc := rdb.(*redis.ClusterClient)
@@ -354,11 +343,7 @@ func TestSentinelURL(t *testing.T) {
 	master := testserver.Redis(t)
 	sentinel := testserver.RedisSentinel(t, master, "mymaster")
 	ctx := t.Context()
-	c, err := dlock.Open(ctx, "redis+sentinel://"+sentinel.Addr()+"/mymaster?db=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := drivertest.MustOpen(t, "redis+sentinel://"+sentinel.Addr()+"/mymaster?db=1")
 	var sc redis.UniversalClient
 	if c.As(&sc); !sc.(*redis.Client).Options().ContextTimeoutEnabled {
 		t.Error("a sentinel-backed client built from a URL ignores context deadlines")

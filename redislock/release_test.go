@@ -55,27 +55,37 @@ func TestFailedReleaseIsNotReentered(t *testing.T) {
 	}
 }
 
-// TestLostReentryIsUndone: a re-entry that ran in the store but whose reply
-// was lost fails for the caller, so its hold must not stay counted (the
-// lock would outlive the owner's last Unlock), and undoing it must drop
-// that one hold, not the lock the owner still holds.
-func TestLostReentryIsUndone(t *testing.T) {
+// failedReentry has an owner lock name through a client whose script calls
+// go through a scriptDropper, then arms it with steps and re-enters: the
+// re-entry must fail. It returns the first lease, the dropper, and another
+// client of the same server to look at the store with.
+func failedReentry(t *testing.T, name string, steps ...string) (*dlock.Lease, *scriptDropper, *dlock.Client) {
+	t.Helper()
 	srv := testserver.Redis(t)
 	ctx := t.Context()
 	drop := &scriptDropper{}
 	c := openDialer(t, srv, drop.dial, false)
-	other := openURL(t, srv)
-	const name = "lost-reentry"
 	m := c.Mutex(name, dlock.WithOwner(dlock.NewOwnerID())) // the second Lock re-enters
 	l, err := m.Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	drop.arm("reply")
+	drop.arm(steps...)
 	if l2, err := m.Lock(ctx); err == nil {
 		_ = l2.Unlock(ctx)
 		t.Fatal("the re-entry succeeded though its reply was dropped")
 	}
+	return l, drop, openURL(t, srv)
+}
+
+// TestLostReentryIsUndone: a re-entry that ran in the store but whose reply
+// was lost fails for the caller, so its hold must not stay counted (the
+// lock would outlive the owner's last Unlock), and undoing it must drop
+// that one hold, not the lock the owner still holds.
+func TestLostReentryIsUndone(t *testing.T) {
+	ctx := t.Context()
+	const name = "lost-reentry"
+	l, drop, other := failedReentry(t, name, "reply")
 	if drop.drops.Load() != 1 {
 		t.Fatalf("%d replies dropped, want 1", drop.drops.Load())
 	}
@@ -102,22 +112,9 @@ func TestLostReentryIsUndone(t *testing.T) {
 // client does not have, so the cancel is sent again before the owner's next
 // call on the lock, and the owner's last Unlock frees it.
 func TestFailedCancelIsSentAgain(t *testing.T) {
-	srv := testserver.Redis(t)
 	ctx := t.Context()
-	drop := &scriptDropper{}
-	c := openDialer(t, srv, drop.dial, false)
-	other := openURL(t, srv)
 	const name = "failed-cancel"
-	m := c.Mutex(name, dlock.WithOwner(dlock.NewOwnerID())) // the second Lock re-enters
-	l, err := m.Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	drop.arm("reply", "request") // the re-entry's reply, then its cancel
-	if l2, err := m.Lock(ctx); err == nil {
-		_ = l2.Unlock(ctx)
-		t.Fatal("the re-entry succeeded though its reply was dropped")
-	}
+	l, _, other := failedReentry(t, name, "reply", "request") // the re-entry's reply, then its cancel
 	if info, err := other.Inspect(ctx, name); err != nil {
 		t.Fatal(err)
 	} else if info.Holds != 2 {

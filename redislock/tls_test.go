@@ -20,14 +20,14 @@ func (h singleHarness) TLS(t *testing.T) drivertest.TLSCase {
 	srv := testserver.RedisTLS(t, c)
 	ca := "?ca=" + url.QueryEscape(c.CAFile)
 	good := "rediss://" + srv.Addr() + "/0" + ca
-	other := "rediss://localhost:" + strings.Split(srv.Addr(), ":")[1] + "/0" + ca
+	other := "rediss://" + testserver.Localhost(srv.Addr()) + "/0" + ca
 	cert := "&cert=" + url.QueryEscape(c.ClientCertFile)
 	return drivertest.TLSCase{URL: good, Caps: h.Caps(),
 		Working:   map[string]string{"ClientCertificate": good + cert + "&key=" + url.QueryEscape(c.ClientKeyFile)},
 		OtherName: other, Insecure: []string{other + "&insecure_skip_verify=true"},
 		Plaintext: "redis://" + srv.Addr() + "/0", PlaintextSays: []string{"TLS"},
 		NeedTLS: "redis://" + srv.Addr() + "/0" + ca, NeedTLSSays: "rediss://",
-		BadKey: good + cert + "&key=/nonexistent/s3cret/client-key.pem", BadKeySays: []string{"key"},
+		BadKey: good + cert + "&key=" + drivertest.MissingKey, BadKeySays: []string{"key"},
 		More: map[string]func(t *testing.T){
 			"UnknownCA": func(t *testing.T) { drivertest.WantOpenError(t, "rediss://"+srv.Addr()+"/0", "certificate") },
 			"KeyFileNotAKey": func(t *testing.T) {
@@ -49,7 +49,7 @@ func TestTLSSentinel(t *testing.T) {
 	sentinel := testserver.RedisSentinelTLS(t, c, master, "tlsmaster")
 	ca := "?ca=" + url.QueryEscape(c.CAFile)
 	drivertest.CheckURL(t, "rediss+sentinel://"+sentinel.Addr()+"/tlsmaster"+ca)
-	drivertest.WantOpenError(t, "rediss+sentinel://localhost:"+strings.Split(sentinel.Addr(), ":")[1]+"/tlsmaster"+ca, "certificate", "localhost")
+	drivertest.WantOpenError(t, "rediss+sentinel://"+testserver.Localhost(sentinel.Addr())+"/tlsmaster"+ca, "certificate", "localhost")
 	drivertest.WantOpenError(t, "redis+sentinel://"+sentinel.Addr()+"/tlsmaster", "TLS")
 }
 
@@ -61,7 +61,7 @@ func TestTLSCluster(t *testing.T) {
 	var seeds, others []string
 	for _, n := range nodes {
 		seeds = append(seeds, n.Addr())
-		others = append(others, "localhost:"+strings.Split(n.Addr(), ":")[1])
+		others = append(others, testserver.Localhost(n.Addr()))
 	}
 	ca := "?ca=" + url.QueryEscape(c.CAFile)
 	u := "rediss+cluster://" + strings.Join(seeds, ",") + ca

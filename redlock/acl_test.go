@@ -76,10 +76,6 @@ func (h *aclHarness) NewClient(ctx context.Context) (*dlock.Client, error) {
 // naming it, where it used to read as a lock held by another owner.
 func TestMissingRight(t *testing.T) {
 	addrs := aclNodes(t, 3, "short", "pw", "-fcall")
-	c, err := dlock.Open(t.Context(), "redlock://short:pw@"+strings.Join(addrs, ","))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := drivertest.MustOpen(t, "redlock://short:pw@"+strings.Join(addrs, ","))
 	drivertest.WantLockRefused(t, c, "acl/x", "missing ACL permission for command FCALL")
 }

@@ -3,7 +3,6 @@ package redlock_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"strings"
 	"testing"
@@ -64,12 +63,7 @@ func TestConformance(t *testing.T) {
 
 func open(t *testing.T, addrs []string) *dlock.Client {
 	t.Helper()
-	c, err := dlock.Open(t.Context(), "redlock://"+strings.Join(addrs, ","))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return drivertest.MustOpen(t, "redlock://"+strings.Join(addrs, ","))
 }
 
 // With 2 of 5 nodes down locking goes on; with 3 down Lock fails by its
@@ -101,57 +95,15 @@ func TestMinorityAndMajorityDown(t *testing.T) {
 	}
 }
 
-// delayProxy forwards to addr, delaying every read from the server by d.
-func delayProxy(t *testing.T, addr string, d time.Duration) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", addr)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			go func() { _, _ = io.Copy(s, c); _ = s.Close() }()
-			go func() {
-				buf := make([]byte, 32<<10)
-				for {
-					n, err := s.Read(buf)
-					if n > 0 {
-						time.Sleep(d)
-						if _, err := c.Write(buf[:n]); err != nil {
-							break
-						}
-					}
-					if err != nil {
-						break
-					}
-				}
-				_ = c.Close()
-			}()
-		}
-	}()
-	return ln.Addr().String()
-}
-
 // A node slower than the per-node timeout does not stop the lock: the
 // majority answers in time.
 func TestSlowNode(t *testing.T) {
 	_, addrs := fiveNodes(t)
 	const delay = 5 * time.Second // far past the node timeout, so no load on the machine blurs the two
-	addrs[4] = delayProxy(t, addrs[4], delay)
-	c, err := dlock.Open(t.Context(), "redlock://"+strings.Join(addrs, ",")+"?node_timeout=1s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	slow := testserver.NewProxy(t, addrs[4])
+	slow.SetDelay(delay / 2) // each way: a round trip takes delay
+	addrs[4] = slow.Addr()
+	c := drivertest.MustOpen(t, "redlock://"+strings.Join(addrs, ",")+"?node_timeout=1s")
 	start := time.Now()
 	l, err := c.Mutex("slow", dlock.WithTTL(5*time.Second)).Lock(t.Context())
 	if err != nil {

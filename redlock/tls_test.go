@@ -18,7 +18,7 @@ func (h *harness) TLS(t *testing.T) drivertest.TLSCase {
 	for range 3 {
 		s := testserver.RedisTLS(t, c)
 		hosts = append(hosts, s.Addr())
-		others = append(others, "localhost:"+strings.Split(s.Addr(), ":")[1])
+		others = append(others, testserver.Localhost(s.Addr()))
 	}
 	ca := "&ca=" + url.QueryEscape(c.CAFile)
 	good := "redlock://" + strings.Join(hosts, ",") + "?tls=true" + ca
@@ -30,6 +30,6 @@ func (h *harness) TLS(t *testing.T) drivertest.TLSCase {
 		OtherName: other, Insecure: []string{other + "&insecure_skip_verify=true"},
 		Plaintext: "redlock://" + strings.Join(hosts, ","), PlaintextSays: []string{"tls=true"},
 		NeedTLS: "redlock://" + strings.Join(hosts, ",") + "?" + ca[1:], NeedTLSSays: "tls=true",
-		BadKey: good + cert + "&key=/nonexistent/s3cret/k.pem", BadKeySays: []string{"key"},
+		BadKey: good + cert + "&key=" + drivertest.MissingKey, BadKeySays: []string{"key"},
 	}
 }

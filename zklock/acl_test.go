@@ -49,16 +49,6 @@ func (h *harness) LeastPrivilege(ctx context.Context, t *testing.T) (drivertest.
 	return &aclHarness{harness: harness{addr: h.addr}, user: "worker", pw: "worker-pw"}, nil
 }
 
-func zkOpen(t *testing.T, u string) *dlock.Client {
-	t.Helper()
-	c, err := dlock.Open(t.Context(), u)
-	if err != nil {
-		t.Fatalf("Open %s: %v", u, err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 // TestTenantsApart: tenant a's locks, under /app-a, carry a's ACL plus read
 // and delete for an operator. b's identity can neither take, queue for,
 // release, force-release nor overwrite them, and fails at once with an
@@ -69,10 +59,10 @@ func TestTenantsApart(t *testing.T) {
 	ctx := t.Context()
 	opsACL := "digest:ops:" + testserver.ZooKeeperDigest("ops", "ops-pw") + ":rd"
 	base := "@" + srv.Addr() + "/app-a?session_timeout=2s&acl=" + url.QueryEscape(opsACL)
-	a := zkOpen(t, "zk://a:pa"+base)
-	b := zkOpen(t, "zk://b:pb"+base)
-	ops := zkOpen(t, "zk://ops:ops-pw"+base)
-	super := zkOpen(t, "zk://super:super-pw"+base)
+	a := drivertest.MustOpen(t, "zk://a:pa"+base)
+	b := drivertest.MustOpen(t, "zk://b:pb"+base)
+	ops := drivertest.MustOpen(t, "zk://ops:ops-pw"+base)
+	super := drivertest.MustOpen(t, "zk://super:super-pw"+base)
 
 	const name = "tenant/x"
 	la, err := a.Mutex(name).Lock(ctx)

@@ -19,11 +19,7 @@ func BenchmarkLockUnlock(b *testing.B) {
 // against: an ephemeral sequential node created and deleted, nothing more.
 func BenchmarkPlainCreateDelete(b *testing.B) {
 	srv := testserver.ZooKeeper(b)
-	conn, _, err := connect(srv.Addr(), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
+	conn := rawConn(b, srv.Addr())
 	acl := zk.WorldACL(zk.PermAll)
 	if _, err := conn.Create("/plain", nil, 0, acl); err != nil {
 		b.Fatal(err)

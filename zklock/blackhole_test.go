@@ -3,162 +3,29 @@ package zklock_test
 import (
 	"context"
 	"errors"
-	"net"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/faults"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/dlock/dlock/zklock"
 	"github.com/go-zookeeper/zk"
 )
 
-// blackhole is a TCP proxy that can stop forwarding without closing
-// anything, as a network that silently drops packets does: bytes already
-// read wait in the proxy, new connections are accepted but not passed on.
-// Resume forwards again, what waited first.
-type blackhole struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	open   chan struct{} // closed while forwarding
-	conns  []net.Conn
-	closed chan struct{}
-	wg     sync.WaitGroup
-}
-
-func newBlackhole(t *testing.T, target string) *blackhole {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// newBlackhole starts a faults.Proxy to target, closed at cleanup: Cut
+// stops forwarding without closing anything, as a network that silently
+// drops packets does (bytes already read wait in the proxy, new connections
+// get no answer), and Heal forwards again, what waited first.
+func newBlackhole(t *testing.T, target string) *faults.Proxy {
+	t.Helper()
+	p, err := faults.NewProxy(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &blackhole{ln: ln, target: target, open: make(chan struct{}), closed: make(chan struct{})}
-	close(p.open)
-	p.wg.Add(1)
-	go p.serve()
-	t.Cleanup(p.close)
+	t.Cleanup(func() { _ = p.Close() })
 	return p
-}
-
-func (p *blackhole) addr() string { return p.ln.Addr().String() }
-
-// drop stops forwarding.
-func (p *blackhole) drop() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	select {
-	case <-p.open:
-		p.open = make(chan struct{})
-	default:
-	}
-}
-
-// resume forwards again.
-func (p *blackhole) resume() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	select {
-	case <-p.open:
-	default:
-		close(p.open)
-	}
-}
-
-// pass waits until the proxy forwards; false once it is closed.
-func (p *blackhole) pass() bool {
-	p.mu.Lock()
-	open := p.open
-	p.mu.Unlock()
-	select {
-	case <-open:
-		return true
-	case <-p.closed:
-		return false
-	}
-}
-
-func (p *blackhole) track(c net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	select {
-	case <-p.closed:
-		c.Close()
-		return false
-	default:
-		p.conns = append(p.conns, c)
-		return true
-	}
-}
-
-// close cuts every connection and waits for the proxy's goroutines.
-func (p *blackhole) close() {
-	p.mu.Lock()
-	select {
-	case <-p.closed:
-	default:
-		close(p.closed)
-	}
-	p.ln.Close()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
-
-func (p *blackhole) serve() {
-	defer p.wg.Done()
-	for {
-		client, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		if !p.track(client) {
-			return
-		}
-		p.wg.Add(1)
-		go func() {
-			defer p.wg.Done()
-			if !p.pass() {
-				return
-			}
-			server, err := net.Dial("tcp", p.target)
-			if err != nil {
-				client.Close()
-				return
-			}
-			if !p.track(server) {
-				return
-			}
-			p.wg.Add(2)
-			go p.copy(server, client)
-			go p.copy(client, server)
-		}()
-	}
-}
-
-// copy forwards src to dst while the proxy lets it; it closes both at the
-// end of either, as a proxy does.
-func (p *blackhole) copy(dst, src net.Conn) {
-	defer p.wg.Done()
-	defer func() { dst.Close(); src.Close() }()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if !p.pass() {
-				return
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
 }
 
 // faultTimeout is the session timeout of the fault tests: long enough for
@@ -167,12 +34,12 @@ func (p *blackhole) copy(dst, src net.Conn) {
 const faultTimeout = 4 * time.Second
 
 // proxied opens a dlock client whose connection goes through p.
-func proxied(t *testing.T, p *blackhole) *dlock.Client {
+func proxied(t *testing.T, p *faults.Proxy) *dlock.Client {
 	t.Helper()
-	c := openZK(t, []string{p.addr()}, faultTimeout)
+	c := openZK(t, []string{p.Addr}, faultTimeout)
 	// Cut first (cleanups run last first), so that go-zookeeper's Close
 	// does not wait on a dead connection.
-	t.Cleanup(p.close)
+	t.Cleanup(func() { _ = p.Close() })
 	return c
 }
 
@@ -215,7 +82,7 @@ func TestBlackholedHolderIsToldFirst(t *testing.T) {
 		}()
 		time.Sleep(faultTimeout / 2) // some renewals go through first
 		cut := time.Now()
-		p.drop()
+		p.Cut()
 
 		lctx, cancel := context.WithTimeout(ctx, 4*faultTimeout)
 		ol, err := other.Mutex("blackhole/x").Lock(lctx)
@@ -249,7 +116,7 @@ func TestBlackholedHolderIsToldFirst(t *testing.T) {
 		}
 		// Renewals given up while unanswered leave no goroutine behind
 		// once the clients are closed.
-		p.close()
+		_ = p.Close()
 		_ = holder.Close()
 		_ = other.Close()
 		deadline := time.Now().Add(10 * time.Second)
@@ -274,11 +141,7 @@ func TestSessionExpiryDuringLock(t *testing.T) {
 	p := newBlackhole(t, srv.Addr())
 	a := proxied(t, p)
 	b := directClient(t, srv.Addr())
-	raw, _, err := connect(srv.Addr(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw := rawConn(t, srv.Addr())
 	ctx := t.Context()
 	const name = "expiry/x"
 	children := func() []string {
@@ -308,7 +171,7 @@ func TestSessionExpiryDuringLock(t *testing.T) {
 	if !la.As(&zl) {
 		t.Fatal("Lease.As(*zklock.Lease) failed")
 	}
-	p.drop()
+	p.Cut()
 	within(3*faultTimeout, "the server expires the cut-off session", func() bool {
 		ok, _, err := raw.Exists(zl.Path)
 		return err == nil && !ok
@@ -333,7 +196,7 @@ func TestSessionExpiryDuringLock(t *testing.T) {
 		got <- result{l, err, time.Now()}
 	}()
 	time.Sleep(500 * time.Millisecond)
-	p.resume()
+	p.Heal()
 	within(3*faultTimeout, "a's node is queued behind b's", func() bool { return len(children()) >= 2 })
 	time.Sleep(faultTimeout / 4) // let a settle: a retry, if any, goes out now
 	released := time.Now()
@@ -381,7 +244,7 @@ func TestRenewFollowsCtx(t *testing.T) {
 	if err := zklock.Renew(rctx, c, l); err != nil {
 		t.Fatalf("renew with the connection up: %v", err)
 	}
-	p.drop()
+	p.Cut()
 	for i := range 3 { // the second and third wait for the first's check
 		rctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		err := zklock.Renew(rctx, c, l)
@@ -402,11 +265,11 @@ func TestRenewFollowsCtx(t *testing.T) {
 func TestGrantedSessionTimeout(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
 	p := newBlackhole(t, srv.Addr())
-	holder, err := dlock.Open(t.Context(), "zk://"+p.addr()+"/?session_timeout=10s")
+	holder, err := dlock.Open(t.Context(), "zk://"+p.Addr+"/?session_timeout=10s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.close(); _ = holder.Close() })
+	t.Cleanup(func() { _ = p.Close(); _ = holder.Close() })
 	other := directClient(t, srv.Addr())
 	ctx := t.Context()
 	l, err := holder.Mutex("granted/x", dlock.WithTTL(10*time.Second)).Lock(ctx)
@@ -417,7 +280,7 @@ func TestGrantedSessionTimeout(t *testing.T) {
 	go func() { <-l.Done(); told <- time.Now() }()
 	time.Sleep(time.Second)
 	cut := time.Now()
-	p.drop()
+	p.Cut()
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	ol, err := other.Mutex("granted/x").Lock(lctx)
 	cancel()

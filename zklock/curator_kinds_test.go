@@ -1,7 +1,6 @@
 package zklock_test
 
 import (
-	"strconv"
 	"testing"
 	"time"
 
@@ -11,12 +10,15 @@ import (
 	"github.com/dlock/dlock/zklock"
 )
 
-// startCuratorKinds runs testdata/CuratorKinds.java: an Apache Curator
-// InterProcessReadWriteLock on rwPath and an InterProcessSemaphoreV2 of
-// limit leases on semPath, driven line by line.
-func startCuratorKinds(t *testing.T, addr, rwPath, semPath string, limit int) *curator {
+// curatorKinds starts a ZooKeeper and, on it, testdata/CuratorKinds.java
+// (an Apache Curator InterProcessReadWriteLock on /interop/rw and an
+// InterProcessSemaphoreV2 of 2 leases on /interop/sem, driven line by line)
+// and a dlock driver.
+func curatorKinds(t *testing.T) (*curator, driver.Driver) {
 	t.Helper()
-	return startCuratorProgram(t, "testdata/CuratorKinds.java", addr, rwPath, semPath, strconv.Itoa(limit))
+	srv := testserver.ZooKeeper(t)
+	cur := startCuratorProgram(t, "testdata/CuratorKinds.java", srv.Addr(), "/interop/rw", "/interop/sem", "2")
+	return cur, zklock.Driver(drivertest.Client(t, &harness{addr: srv.Addr()}))
 }
 
 func (c *curator) must(cmd, want string) {
@@ -30,9 +32,7 @@ func (c *curator) must(cmd, want string) {
 // path: readers of both hold at once, and a writer of either excludes the
 // other's readers and writers, each waiter getting its hold on release.
 func TestCuratorRWInterop(t *testing.T) {
-	srv := testserver.ZooKeeper(t)
-	cur := startCuratorKinds(t, srv.Addr(), "/interop/rw", "/interop/sem", 2)
-	d := zklock.Driver(drivertest.Client(t, &harness{addr: srv.Addr()}))
+	cur, d := curatorKinds(t)
 	const name = "interop/rw"
 
 	// Both read at once.
@@ -72,9 +72,7 @@ func TestCuratorRWInterop(t *testing.T) {
 // against one limit, and a waiter of either gets a permit when the other
 // returns one.
 func TestCuratorSemaphoreInterop(t *testing.T) {
-	srv := testserver.ZooKeeper(t)
-	cur := startCuratorKinds(t, srv.Addr(), "/interop/rw", "/interop/sem", 2)
-	d := zklock.Driver(drivertest.Client(t, &harness{addr: srv.Addr()}))
+	cur, d := curatorKinds(t)
 	const name = "interop/sem"
 
 	cur.must("acquire", "leased")

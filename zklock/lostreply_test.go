@@ -131,11 +131,7 @@ func TestLostCreateReply(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
 	proxy := newReplyDropper(t, srv.Addr())
 	c := openZK(t, []string{proxy.ln.Addr().String()}, sessionTimeout)
-	direct, _, err := connect(srv.Addr(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
+	direct := rawConn(t, srv.Addr())
 	ctx := t.Context()
 
 	// The first Lock of the path creates the node alone (it does not know
@@ -193,11 +189,7 @@ func TestLostCreateReply(t *testing.T) {
 // rest of the session).
 func TestLostCreateReplyKinds(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
-	direct, _, err := connect(srv.Addr(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
+	direct := rawConn(t, srv.Addr())
 	for _, kind := range []string{"__WRIT__", "lease-"} {
 		t.Run(kind, func(t *testing.T) {
 			proxy := newReplyDropperFor(t, srv.Addr(), kind)

@@ -16,11 +16,7 @@ func TestLockNodeWrite(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
 	h := &harness{addr: srv.Addr()}
 	ctx := t.Context()
-	admin, _, err := connect(srv.Addr(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
+	admin := rawConn(t, srv.Addr())
 	lockThrice := func(t *testing.T, name string) int64 {
 		t.Helper()
 		c, err := h.NewClient(ctx)

@@ -27,8 +27,8 @@ func TestACLDigestWithPlus(t *testing.T) {
 		hash = testserver.ZooKeeperDigest("ops", pw)
 	}
 	base := "@" + srv.Addr() + "/app-a?session_timeout=2s&acl=digest:ops:" + hash + ":rd"
-	a := zkOpen(t, "zk://a:pa"+base)
-	ops := zkOpen(t, "zk://ops:"+pw+base)
+	a := drivertest.MustOpen(t, "zk://a:pa"+base)
+	ops := drivertest.MustOpen(t, "zk://ops:"+pw+base)
 	la, err := a.Mutex("plus/x").Lock(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -80,8 +80,8 @@ func rawAs(t *testing.T, addr, auth string) *zk.Conn {
 func TestTenantAttacks(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
 	ctx := t.Context()
-	a := zkOpen(t, "zk://a:pa@"+srv.Addr()+"/app-a?session_timeout=2s")
-	zkOpen(t, "zk://b:pb@"+srv.Addr()+"/app-b?session_timeout=2s")
+	a := drivertest.MustOpen(t, "zk://a:pa@"+srv.Addr()+"/app-a?session_timeout=2s")
+	drivertest.MustOpen(t, "zk://b:pb@"+srv.Addr()+"/app-b?session_timeout=2s")
 	const name = "tenantA/secret"
 	la, err := a.Mutex(name).Lock(ctx)
 	if err != nil {

@@ -2,7 +2,6 @@ package zklock_test
 
 import (
 	"net/url"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,21 +16,21 @@ import (
 func (h *harness) TLS(t *testing.T) drivertest.TLSCase {
 	c := testserver.NewTLS(t)
 	srv := testserver.ZooKeeperTLS(t, c)
-	port := strings.Split(srv.Addr(), ":")[1]
+	local := testserver.Localhost(srv.Addr())
 	ca := "&ca=" + url.QueryEscape(c.CAFile)
 	good := "zk://" + srv.Addr() + "/tls?tls=true&session_timeout=" + sessionTimeout.String() + ca
-	other := "zk://localhost:" + port + "/tls?tls=true" + ca
+	other := "zk://" + local + "/tls?tls=true" + ca
 	return drivertest.TLSCase{URL: good, Caps: h.Caps(),
 		Working:   map[string]string{"ClientCertificate": good + "&cert=" + url.QueryEscape(c.ClientCertFile) + "&key=" + url.QueryEscape(c.ClientKeyFile)},
 		OtherName: other, Insecure: []string{other + "&insecure_skip_verify=true"},
 		Plaintext: "zk://" + srv.Addr(), PlaintextSays: []string{"TLS only", "tls=true"},
 		NeedTLS: "zk://" + srv.Addr() + "?" + ca[1:], NeedTLSSays: "tls=true",
-		BadKey: good + "&cert=" + url.QueryEscape(c.ClientCertFile) + "&key=/nonexistent/s3cret/k.pem", BadKeySays: []string{"key"},
+		BadKey: good + "&cert=" + url.QueryEscape(c.ClientCertFile) + "&key=" + drivertest.MissingKey, BadKeySays: []string{"key"},
 		More: map[string]func(t *testing.T){
 			// go-zookeeper's AddAuth, run first, said only "could not
 			// connect to a server".
 			"OtherNameWithCredentials": func(t *testing.T) {
-				drivertest.WantOpenError(t, "zk://dlock:pw@localhost:"+port+"/tls?tls=true"+ca, "certificate", "localhost")
+				drivertest.WantOpenError(t, "zk://dlock:pw@"+local+"/tls?tls=true"+ca, "certificate", "localhost")
 			},
 			"PlaintextAtOnce": func(t *testing.T) {
 				start := time.Now()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/dlock/dlock/zklock"
 )
@@ -19,11 +20,7 @@ func TestTokenIsCzxid(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
 	h := &harness{addr: srv.Addr()}
 	ctx := t.Context()
-	check, _, err := connect(srv.Addr(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer check.Close()
+	check := rawConn(t, srv.Addr())
 	verify := func(l *dlock.Lease) {
 		t.Helper()
 		var zl *zklock.Lease
@@ -41,10 +38,7 @@ func TestTokenIsCzxid(t *testing.T) {
 	}
 	clients := make([]*dlock.Client, 3)
 	for i := range clients {
-		if clients[i], err = h.NewClient(ctx); err != nil {
-			t.Fatal(err)
-		}
-		defer clients[i].Close()
+		clients[i] = drivertest.Client(t, h)
 	}
 	zklock.DisableMulti(clients[2]) // creates alone, and proves tokens from two reads
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 )
 
@@ -18,14 +19,10 @@ import (
 // timeout and how to raise it; a TTL within the limit is honoured.
 func TestTTLBeyondSessionRefused(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
-	c, err := dlock.Open(t.Context(), "zk://"+srv.Addr()+"/ttl?session_timeout=2s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	c := drivertest.MustOpen(t, "zk://"+srv.Addr()+"/ttl?session_timeout=2s")
 
 	long := c.Mutex("long", dlock.WithTTL(time.Hour))
-	err = long.Err()
+	err := long.Err()
 	if !errors.Is(err, dlock.ErrInvalidTTL) {
 		t.Fatalf("Mutex with a 1h TTL on a 2s session: Err = %v; want ErrInvalidTTL", err)
 	}

@@ -41,6 +41,18 @@ func connect(addr string, dial zk.Dialer) (*zk.Conn, <-chan zk.Event, error) {
 	return zk.Connect([]string{addr}, sessionTimeout, zk.WithLogger(quiet{}))
 }
 
+// rawConn is a go-zookeeper connection straight to addr, closed when tb
+// ends.
+func rawConn(tb testing.TB, addr string) *zk.Conn {
+	tb.Helper()
+	conn, _, err := connect(addr, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(conn.Close)
+	return conn
+}
+
 func (h *harness) NewClient(ctx context.Context) (*dlock.Client, error) {
 	cu := &drivertest.Cutter{}
 	conn, events, err := connect(h.addr, cu.DialTimeout)
@@ -90,11 +102,7 @@ func TestZkLockInterop(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
 	c := drivertest.Client(t, &harness{addr: srv.Addr()})
 	ctx := t.Context()
-	conn, _, err := connect(srv.Addr(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := rawConn(t, srv.Addr())
 	first, err := c.Mutex("interop/x").TryLock(ctx) // creates the parents
 	if err != nil {
 		t.Fatal(err)
@@ -151,11 +159,7 @@ func TestZkLockInterop(t *testing.T) {
 func TestBadNames(t *testing.T) {
 	srv := testserver.ZooKeeper(t)
 	c := drivertest.Client(t, &harness{addr: srv.Addr()})
-	direct, _, err := connect(srv.Addr(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
+	direct := rawConn(t, srv.Addr())
 	if _, err := direct.Create("/bad", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
+	"github.com/dlock/dlock/internal/testserver"
 )
 
 // An unreachable etcd or ZooKeeper fails within --connect-timeout, saying
@@ -34,7 +37,7 @@ func TestConnectTimeout(t *testing.T) {
 // "Not acquired" names the holder.
 func TestNotAcquiredNamesHolder(t *testing.T) {
 	u := redisURL(t)
-	l, err := client(t, u).Mutex("busy", dlock.WithOwner("op-7"), dlock.WithLabel("billing-3")).Lock(t.Context())
+	l, err := drivertest.MustOpen(t, u).Mutex("busy", dlock.WithOwner("op-7"), dlock.WithLabel("billing-3")).Lock(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +94,7 @@ func TestJSONOutput(t *testing.T) {
 	if m := jsonKeys(t, "unlock", r.stdout, "name", "released", "holder"); m["released"] != false {
 		t.Errorf("unlock of a free lock: %s", r.stdout)
 	}
-	if _, err := client(t, u).Mutex("held-one").Lock(t.Context()); err != nil {
+	if _, err := drivertest.MustOpen(t, u).Mutex("held-one").Lock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	r = dlockCmd(t, env, "unlock", "--force", "--yes", "-o", "json", "held-one")
@@ -176,7 +179,7 @@ func TestDemoProgressOnTerminal(t *testing.T) {
 // and why the wait ended, once, without the library's restatement.
 func TestNotAcquiredSaysItOnce(t *testing.T) {
 	u := redisURL(t)
-	c := client(t, u)
+	c := drivertest.MustOpen(t, u)
 	if _, err := c.Mutex("once", dlock.WithLabel("billing-3")).Lock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -201,30 +204,9 @@ func TestNotAcquiredSaysItOnce(t *testing.T) {
 // TestConnectTimeoutMemcached: a memcached that accepts and never answers
 // gets the same message as every store, not a raw "i/o timeout".
 func TestConnectTimeoutMemcached(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { // accept and stay silent; the connections close with the test
-		defer close(done)
-		var conns []net.Conn
-		defer func() {
-			for _, c := range conns {
-				_ = c.Close()
-			}
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c)
-		}
-	}()
-	defer func() { _ = ln.Close(); <-done }()
-	r := dlockCmd(t, nil, "ls", "--backend", "memcached://"+ln.Addr().String(), "--connect-timeout", "2s")
-	if r.code != 2 || !strings.Contains(r.stderr, "no answer from memcached at "+ln.Addr().String()+" within 2s (--connect-timeout)") || strings.Contains(r.stderr, "i/o timeout") {
+	addr := testserver.Serve(t, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) }) // accepts and stays silent
+	r := dlockCmd(t, nil, "ls", "--backend", "memcached://"+addr, "--connect-timeout", "2s")
+	if r.code != 2 || !strings.Contains(r.stderr, "no answer from memcached at "+addr+" within 2s (--connect-timeout)") || strings.Contains(r.stderr, "i/o timeout") {
 		t.Errorf("exit %d, stderr %q; want 2 and the uniform message, after the whole --connect-timeout", r.code, r.stderr)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dlock/dlock/drivertest"
 )
 
 // dlock elect runs its command only while leading, with the term as
@@ -75,7 +77,7 @@ func TestElectAndObserve(t *testing.T) {
 // when it cannot win within --wait, it exits 3.
 func TestElectLostKillsChild(t *testing.T) {
 	u := redisURL(t)
-	c := client(t, u)
+	c := drivertest.MustOpen(t, u)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	cmd, out := startSupervised(t, ctx, "elect", "--backend", u, "--ttl", "1s", "--grace", "5s", "leader", "me")

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -18,7 +19,7 @@ import (
 func TestInspectText(t *testing.T) {
 	t.Run("mutex free, readers", func(t *testing.T) {
 		u := redisURL(t)
-		if _, err := client(t, u).RWMutex("reports/x").RLock(t.Context()); err != nil {
+		if _, err := drivertest.MustOpen(t, u).RWMutex("reports/x").RLock(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		r := dlockCmd(t, nil, "inspect", "--backend", u, "reports/x")
@@ -48,7 +49,7 @@ func TestInspectText(t *testing.T) {
 	})
 	t.Run("zk time left", func(t *testing.T) {
 		u := "zk://" + testserver.ZooKeeper(t).Addr()
-		if _, err := client(t, u).Mutex("zx", dlock.WithLabel("w")).Lock(t.Context()); err != nil {
+		if _, err := drivertest.MustOpen(t, u).Mutex("zx", dlock.WithLabel("w")).Lock(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		r := dlockCmd(t, nil, "inspect", "--backend", u, "zx")

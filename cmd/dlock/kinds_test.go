@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 	_ "github.com/dlock/dlock/pglock"
 )
@@ -14,7 +15,7 @@ import (
 // and permits, against PostgreSQL's table mode.
 func TestRunKinds(t *testing.T) {
 	u := testserver.PostgresURL(testserver.Postgres(t))
-	c := client(t, u)
+	c := drivertest.MustOpen(t, u)
 	ctx := t.Context()
 
 	r, err := c.RWMutex("reports", dlock.WithLabel("reader-a")).RLock(ctx)

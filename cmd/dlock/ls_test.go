@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	_ "github.com/dlock/dlock/etcdlock"
 	"github.com/dlock/dlock/internal/testserver"
 	_ "github.com/dlock/dlock/mysqllock"
@@ -24,7 +25,7 @@ import (
 
 func TestLs(t *testing.T) {
 	u := redisURL(t)
-	c := client(t, u)
+	c := drivertest.MustOpen(t, u)
 	for _, n := range []string{"jobs/a", "jobs/b", "other"} {
 		if _, err := c.Mutex(n, dlock.WithLabel("w-"+n)).Lock(t.Context()); err != nil {
 			t.Fatal(err)
@@ -138,7 +139,7 @@ func TestTopInTerminal(t *testing.T) {
 }
 
 func testTop(t *testing.T, u string, queue bool) {
-	holder := client(t, u)
+	holder := drivertest.MustOpen(t, u)
 	if _, err := holder.Mutex("jobs/hot", dlock.WithLabel("worker-hot")).Lock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -150,14 +151,14 @@ func testTop(t *testing.T, u string, queue bool) {
 	defer wg.Wait()
 	defer cancel() // before the Wait
 	for range 2 {  // two waiters, each a process of its own
-		w := client(t, u)
+		w := drivertest.MustOpen(t, u)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			_, _ = w.Mutex("jobs/hot").Lock(ctx)
 		}()
 	}
-	busy := client(t, u)
+	busy := drivertest.MustOpen(t, u)
 	wg.Add(1)
 	go func() { // jobs/busy changes hands about every 100ms
 		defer wg.Done()
@@ -273,7 +274,7 @@ func TestLsKinds(t *testing.T) {
 }
 
 func testLsKinds(t *testing.T, u string) {
-	c := client(t, u)
+	c := drivertest.MustOpen(t, u)
 	ctx := t.Context()
 	term, err := c.Election("k/el").Campaign(ctx, "leader-1")
 	if err != nil {
@@ -357,7 +358,7 @@ func testLsKinds(t *testing.T, u string) {
 // sample; top on a store that cannot list exits 1 before drawing anything.
 func TestTopJSONAndUnsupported(t *testing.T) {
 	u := redisURL(t)
-	c := client(t, u)
+	c := drivertest.MustOpen(t, u)
 	if _, err := c.Semaphore("tj/sem", 2, dlock.WithLabel("w")).Acquire(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +394,7 @@ func TestTopJSONAndUnsupported(t *testing.T) {
 // escaped, never raw; ls -o json keeps them exact.
 func TestTerminalEscapes(t *testing.T) {
 	u := redisURL(t)
-	c := client(t, u)
+	c := drivertest.MustOpen(t, u)
 	name := "esc/a\nFAKE-ROW\r\x1b[2J"
 	label := "w\x1b]52;c;ZXZpbA==\x07\u009b"
 	if _, err := c.Mutex(name, dlock.WithLabel(label)).Lock(t.Context()); err != nil {
@@ -424,7 +425,7 @@ func TestTerminalEscapes(t *testing.T) {
 // line); at 200 they are shown whole.
 func TestTopWidth(t *testing.T) {
 	u := redisURL(t)
-	c := client(t, u)
+	c := drivertest.MustOpen(t, u)
 	label := "a-rather-long-holder-label-" + strings.Repeat("x", 40)
 	for _, n := range []string{"w/first-lock-with-a-long-name", "w/second-lock-with-a-long-name"} {
 		if _, err := c.Mutex(n, dlock.WithLabel(label)).Lock(t.Context()); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/dlock/dlock/internal/syncbuf"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 	_ "github.com/dlock/dlock/redislock"
 	"github.com/redis/go-redis/v9"
@@ -65,15 +66,6 @@ func dlockCmd(t *testing.T, env []string, args ...string) result {
 
 func redisURL(t *testing.T) string {
 	return "redis://" + testserver.Redis(t).Addr()
-}
-
-func client(t *testing.T, url string) *dlock.Client {
-	c, err := dlock.Open(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
 }
 
 type demoRow struct {
@@ -217,14 +209,14 @@ func TestRunPassesTokenAndExitStatus(t *testing.T) {
 	if r.code != 7 || r.stdout != "job 1\n" {
 		t.Fatalf("run: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
-	if info, _ := client(t, u).Inspect(t.Context(), "job"); info.Held {
+	if info, _ := drivertest.MustOpen(t, u).Inspect(t.Context(), "job"); info.Held {
 		t.Fatal("lock still held after run")
 	}
 }
 
 func TestRunNotAcquired(t *testing.T) {
 	u := redisURL(t)
-	l, err := client(t, u).Mutex("busy").Lock(t.Context())
+	l, err := drivertest.MustOpen(t, u).Mutex("busy").Lock(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +233,7 @@ func TestRunNotAcquired(t *testing.T) {
 // and exits 4.
 func TestRunLeaseLostKillsChild(t *testing.T) {
 	u := redisURL(t)
-	c := client(t, u)
+	c := drivertest.MustOpen(t, u)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	cmd, out := startSupervised(t, ctx, "run", "--backend", u, "--ttl", "1s", "--grace", "5s", "cron")
@@ -285,7 +277,7 @@ func wantLostExit(t *testing.T, cmd *exec.Cmd, out *syncBuffer, what string) {
 
 func TestInspectAndForceUnlock(t *testing.T) {
 	u := redisURL(t)
-	c := client(t, u)
+	c := drivertest.MustOpen(t, u)
 	l, err := c.Mutex("orders", dlock.WithOwner("op-test"), dlock.WithLabel("billing-3")).Lock(t.Context())
 	if err != nil {
 		t.Fatal(err)

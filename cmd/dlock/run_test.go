@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
 )
 
@@ -111,7 +112,7 @@ func cpuTime(t *testing.T, pid int) time.Duration {
 // lease was lost.
 func TestRunGraceDoesNotSpin(t *testing.T) {
 	u := redisURL(t)
-	c := client(t, u)
+	c := drivertest.MustOpen(t, u)
 	const grace = 6 * time.Second
 	cmd, out, _ := startRun(t, "run", "--backend", u, "--ttl", "1s", "--grace", grace.String(), "stubborn", "--",
 		"sh", "-c", `trap 'echo ignoring-TERM' TERM; echo pid $$; echo started; while :; do sleep 0.05; done`)
@@ -190,7 +191,7 @@ func TestRunChildDiesWithDlock(t *testing.T) {
 // start, and dlock exits as the signal's 128+N.
 func TestRunSignalWhileWaiting(t *testing.T) {
 	u := redisURL(t)
-	l, err := client(t, u).Mutex("queue").Lock(t.Context())
+	l, err := drivertest.MustOpen(t, u).Mutex("queue").Lock(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func TestRunLeaseLostJSON(t *testing.T) {
 	u := redisURL(t)
 	cmd, out, _ := startRun(t, "run", "-o", "json", "--backend", u, "--ttl", "1s", "--grace", "5s", "jsonjob", "--",
 		"sh", "-c", `echo pid $$; echo started; trap 'exit 0' TERM; while :; do sleep 0.05; done`)
-	if err := client(t, u).ForceUnlock(t.Context(), "jsonjob"); err != nil {
+	if err := drivertest.MustOpen(t, u).ForceUnlock(t.Context(), "jsonjob"); err != nil {
 		t.Fatal(err)
 	}
 	if code := waitExit(t, cmd, 30*time.Second, out); code != 4 {
@@ -254,7 +255,7 @@ func TestRunLostAtUnlock(t *testing.T) {
 			done := filepath.Join(t.TempDir(), "done")
 			cmd, out, _ := startRun(t, "run", "--backend", u, "--ttl", "60s", "gone", "--",
 				"sh", "-c", `echo started; while [ ! -e "$0" ]; do sleep 0.05; done`, done)
-			if err := client(t, u).ForceUnlock(t.Context(), "gone"); err != nil {
+			if err := drivertest.MustOpen(t, u).ForceUnlock(t.Context(), "gone"); err != nil {
 				t.Fatal(err)
 			}
 			if err := os.WriteFile(done, nil, 0o600); err != nil {

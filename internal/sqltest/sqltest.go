@@ -131,21 +131,16 @@ func BlackholedUnlockReturns(t *testing.T, be Backend) {
 				t.Fatal(err)
 			}
 			px.Blackhole()
-			done := make(chan error, 1)
-			go func() {
+			call := drivertest.Go(func() (struct{}, error) {
 				uctx, cancel := context.WithTimeout(ctx, time.Second)
 				defer cancel()
 				err := la.Unlock(uctx)
 				_ = a.Close()
-				done <- err
-			}()
-			select {
-			case err := <-done:
-				if err == nil {
-					t.Fatal("Unlock over a blackholed connection succeeded")
-				}
-			case <-time.After(20 * time.Second): // generous: the ctx ends after 1 s
-				t.Fatal("Unlock or Close over a blackholed connection did not return")
+				return struct{}{}, err
+			})
+			// generous: the ctx ends after 1 s
+			if _, err := call.Result(t, 20*time.Second, "Unlock and Close over a blackholed connection"); err == nil {
+				t.Fatal("Unlock over a blackholed connection succeeded")
 			}
 		})
 	}

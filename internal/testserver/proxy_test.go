@@ -5,7 +5,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"sync"
 	"testing"
 	"time"
 )
@@ -13,42 +12,7 @@ import (
 // echoServer answers every connection with what it reads, until cleanup.
 func echoServer(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, _ = io.Copy(c, c)
-				_ = c.Close()
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return ln.Addr().String()
+	return Serve(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
 }
 
 // A round trip through a delaying proxy takes at least twice the delay,

@@ -118,6 +118,14 @@ func (c *TLS) Issue(t TB, cn string, hosts ...string) (certFile, keyFile string)
 	return certFile, keyFile
 }
 
+// Localhost is addr (host:port) with its host replaced by localhost: the
+// same server by a name its certificate from NewTLS does not carry (unless
+// NewTLS was given it).
+func Localhost(addr string) string {
+	_, port, _ := net.SplitHostPort(addr)
+	return net.JoinHostPort("localhost", port)
+}
+
 // ClientConfig is a client TLS configuration that trusts the CA and
 // presents the client certificate.
 func (c *TLS) ClientConfig(t TB) *tls.Config {

@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/dlock/dlock/internal/testserver"
 )
 
 // A server that answers a ClientHello in plaintext, or closes at once, is
@@ -17,23 +19,10 @@ func TestPlaintextServer(t *testing.T) {
 	if err := PlaintextServer(t.Context(), plain.Listener.Addr().String(), "x://", nil); err == nil || !strings.Contains(err.Error(), "is it plaintext?") {
 		t.Errorf("plaintext HTTP server: %v", err)
 	}
-	closer, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closer.Close()
-	go func() {
-		for {
-			c, err := closer.Accept()
-			if err != nil {
-				return
-			}
-			buf := make([]byte, 1)
-			_, _ = c.Read(buf) // read the hello's first byte, then hang up
-			_ = c.Close()
-		}
-	}()
-	if err := PlaintextServer(t.Context(), closer.Addr().String(), "x://", nil); err == nil {
+	closer := testserver.Serve(t, func(c net.Conn) {
+		_, _ = c.Read(make([]byte, 1)) // read the hello's first byte, then hang up
+	})
+	if err := PlaintextServer(t.Context(), closer, "x://", nil); err == nil {
 		t.Error("a server that closes at once: nil")
 	}
 	tlsSrv := httptest.NewUnstartedServer(http.NotFoundHandler())
@@ -47,32 +36,18 @@ func TestPlaintextServer(t *testing.T) {
 		t.Errorf("no server: %v", err)
 	}
 	// A server that waits for more than a ClientHello is asked in plaintext.
-	silent, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer silent.Close()
-	go func() {
-		for {
-			c, err := silent.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 4096)
-				n, _ := c.Read(buf)
-				if strings.HasPrefix(string(buf[:n]), "PING") {
-					_, _ = c.Write([]byte("+PONG\r\n"))
-				}
-				_, _ = c.Read(buf) // then silent until the client hangs up
-			}()
+	silent := testserver.Serve(t, func(c net.Conn) {
+		buf := make([]byte, 4096)
+		n, _ := c.Read(buf)
+		if strings.HasPrefix(string(buf[:n]), "PING") {
+			_, _ = c.Write([]byte("+PONG\r\n"))
 		}
-	}()
-	if err := PlaintextServer(t.Context(), silent.Addr().String(), "x://", nil); err != nil {
+		_, _ = c.Read(buf) // then silent until the client hangs up
+	})
+	if err := PlaintextServer(t.Context(), silent, "x://", nil); err != nil {
 		t.Errorf("silent server without a ping: %v", err)
 	}
-	if err := PlaintextServer(t.Context(), silent.Addr().String(), "x://", []byte("PING\r\n")); err == nil {
+	if err := PlaintextServer(t.Context(), silent, "x://", []byte("PING\r\n")); err == nil {
 		t.Error("silent server that answers a plaintext ping: nil")
 	}
 	if err := PlaintextServer(t.Context(), tlsSrv.Listener.Addr().String(), "x://", []byte("PING\r\n")); err != nil {
