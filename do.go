@@ -58,16 +58,25 @@ func Do(ctx context.Context, m Locker, fn func(ctx context.Context, l *Lease) er
 	if err != nil {
 		return err
 	}
-	wctx, cancel := context.WithCancelCause(ContextWithLease(ctx, l))
-	lctx := l.l.Context()
-	stop := context.AfterFunc(lctx, func() { cancel(context.Cause(lctx)) })
+	return whileHeld(ctx, ContextWithLease(ctx, l), l.l.Context(), l.Unlock,
+		func(ctx context.Context) error { return fn(ctx, l) })
+}
+
+// whileHeld runs fn under a hold: fn's context derives from parent and is
+// cancelled, with the cause, when held (the hold's own context) ends. Then,
+// even if fn panics, release gives the hold up, with ctx's values but not
+// its cancellation. It returns fn's error, joined with release's unless
+// fn's already matches it.
+func whileHeld(ctx, parent, held context.Context, release func(context.Context) error, fn func(context.Context) error) (err error) {
+	wctx, cancel := context.WithCancelCause(parent)
+	stop := context.AfterFunc(held, func() { cancel(context.Cause(held)) })
 	defer func() {
 		stop()
 		cancel(nil)
-		uerr := l.Unlock(context.WithoutCancel(ctx))
-		if uerr != nil && !errors.Is(err, uerr) {
-			err = errors.Join(err, uerr)
+		rerr := release(context.WithoutCancel(ctx))
+		if rerr != nil && !errors.Is(err, rerr) {
+			err = errors.Join(err, rerr)
 		}
 	}()
-	return fn(wctx, l)
+	return fn(wctx)
 }

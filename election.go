@@ -191,21 +191,10 @@ func (t *Term) Proclaim(ctx context.Context, value string) error {
 // watch it. Lead returns fn's error, joined with a loss or resign error if
 // there was one. ctx bounds the campaign too: a Lead that never leads
 // returns when ctx ends, with an error matching ErrNotAcquired.
-func (e *Election) Lead(ctx context.Context, value string, fn func(ctx context.Context, t *Term) error) (err error) {
+func (e *Election) Lead(ctx context.Context, value string, fn func(ctx context.Context, t *Term) error) error {
 	t, err := e.Campaign(ctx, value)
 	if err != nil {
 		return err
 	}
-	wctx, cancel := context.WithCancelCause(ctx)
-	lctx := t.l.l.Context()
-	stop := context.AfterFunc(lctx, func() { cancel(context.Cause(lctx)) })
-	defer func() {
-		stop()
-		cancel(nil)
-		rerr := t.Resign(context.WithoutCancel(ctx))
-		if rerr != nil && !errors.Is(err, rerr) {
-			err = errors.Join(err, rerr)
-		}
-	}()
-	return fn(wctx, t)
+	return whileHeld(ctx, ctx, t.l.l.Context(), t.Resign, func(ctx context.Context) error { return fn(ctx, t) })
 }

@@ -80,24 +80,16 @@ func (d *etcdDriver) acquireKind(ctx context.Context, r driver.Request) (driver.
 		if err != nil {
 			return driver.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", r.Name, err)
 		}
-		if e.since.IsZero() && !r.Wait {
-			d.dropKey(e.sess, e.key, e.rev, nil)
-			return driver.Grant{}, nil
-		}
-		validity, err := d.await(ctx, e, r.Wait, func(ctx context.Context) error {
+		g, err := d.hold(ctx, r, e, nil, func(ctx context.Context) error {
 			return d.waitKindTurn(ctx, q, e)
 		})
 		if errors.Is(err, errKeyGone) {
 			continue
 		}
 		if err != nil {
-			d.dropKey(e.sess, e.key, e.rev, nil) // leave nothing behind
 			return driver.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", r.Name, err)
 		}
-		l := &Lease{Key: e.key, Revision: e.rev, LeaseID: e.sess.id, name: r.Name, sess: e.sess, free: func() {}}
-		e.sess.track(l)
-		return driver.Grant{Acquired: true, Token: uint64(e.rev), Holds: 1, Since: e.since,
-			Validity: validity, Lost: e.sess.lost, Handle: l}, nil
+		return g, nil
 	}
 }
 

@@ -51,25 +51,45 @@ func (d *etcdDriver) acquire(ctx context.Context, r driver.Request, slot *slotHo
 				e.since = sent
 			}
 		}
-		if e.since.IsZero() && !r.Wait {
-			d.dropKey(e.sess, e.key, e.rev, slot)
-			return driver.Grant{}, nil
-		}
-		validity, err := d.await(ctx, e, r.Wait, func(ctx context.Context) error {
+		g, err := d.hold(ctx, r, e, slot, func(ctx context.Context) error {
 			return d.waitTurn(ctx, pfx, e)
 		})
 		if errors.Is(err, errKeyGone) {
 			continue
 		}
 		if err != nil {
-			d.dropKey(e.sess, e.key, e.rev, slot) // leave nothing behind
 			return driver.Grant{}, fmt.Errorf("etcdlock: acquire: %w", err)
 		}
-		l := &Lease{Key: e.key, Revision: e.rev, LeaseID: e.sess.id, name: r.Name, sess: e.sess, free: slot.done}
-		e.sess.track(l)
-		return driver.Grant{Acquired: true, Token: uint64(e.rev), Holds: 1, Since: e.since,
-			Validity: validity, Lost: e.sess.lost, Handle: l}, nil
+		return g, nil
 	}
+}
+
+// hold ends an attempt of r whose key e is queued: without r.Wait, a key
+// not first in line is dropped and nothing granted; else it waits its turn
+// (see await) and is granted, or dropped if the wait fails (leave nothing
+// behind), but for errKeyGone, which says to queue again. slot, if not
+// nil, is the client's slot for the name, which the grant's lease frees.
+func (d *etcdDriver) hold(ctx context.Context, r driver.Request, e *entry, slot *slotHold, turn func(context.Context) error) (driver.Grant, error) {
+	if e.since.IsZero() && !r.Wait {
+		d.dropKey(e.sess, e.key, e.rev, slot)
+		return driver.Grant{}, nil
+	}
+	validity, err := d.await(ctx, e, r.Wait, turn)
+	if errors.Is(err, errKeyGone) {
+		return driver.Grant{}, err
+	}
+	if err != nil {
+		d.dropKey(e.sess, e.key, e.rev, slot) // leave nothing behind
+		return driver.Grant{}, err
+	}
+	free := func() {}
+	if slot != nil {
+		free = slot.done
+	}
+	l := &Lease{Key: e.key, Revision: e.rev, LeaseID: e.sess.id, name: r.Name, sess: e.sess, free: free}
+	e.sess.track(l)
+	return driver.Grant{Acquired: true, Token: uint64(e.rev), Holds: 1, Since: e.since,
+		Validity: validity, Lost: e.sess.lost, Handle: l}, nil
 }
 
 // holderValue is the value of a contender's key: its owner id, a NUL, and

@@ -216,6 +216,20 @@ func (d *pgDriver) Renew(ctx context.Context, batch []driver.Held) []driver.Rene
 	return res
 }
 
+// renewedSet reads the one column of a renewal statement's rows, what it
+// extended (names, or batch positions), as a set; err is the query's.
+func renewedSet[T comparable](rows pgx.Rows, err error) (map[T]bool, error) {
+	set := map[T]bool{}
+	if err != nil {
+		return set, err
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[T])
+	for _, v := range got {
+		set[v] = true
+	}
+	return set, err
+}
+
 func (d *pgDriver) Release(ctx context.Context, h driver.Held, count int) error {
 	if d.mode == ModeTable {
 		if h.Kind != driver.Exclusive {

@@ -196,15 +196,7 @@ func (d *pgDriver) renewKinds(ctx context.Context, batch []driver.Held, res []dr
 		h := batch[i]
 		names[j], fams[j], owners[j], tokens[j], ttls[j] = h.Name, int16(h.Kind.Family()), h.Owner, int64(h.Token), h.TTL.Milliseconds()
 	}
-	renewed := map[int64]bool{}
-	rows, err := d.pool.Query(ctx, renewKindsSQL, names, fams, owners, tokens, ttls)
-	if err == nil {
-		var got []int64
-		got, err = pgx.CollectRows(rows, pgx.RowTo[int64])
-		for _, i := range got {
-			renewed[i] = true
-		}
-	}
+	renewed, err := renewedSet[int64](d.pool.Query(ctx, renewKindsSQL, names, fams, owners, tokens, ttls))
 	for j, i := range idx {
 		switch {
 		case err != nil:

@@ -77,21 +77,7 @@ func (d *pgDriver) renewRows(ctx context.Context, batch []driver.Held) []driver.
 		names[i], owners[i], tokens[i], ttls[i] = h.Name, h.Owner, int64(h.Token), h.TTL.Milliseconds()
 	}
 	res := make([]driver.RenewResult, len(batch))
-	rows, err := d.pool.Query(ctx, renewSQL, names, owners, tokens, ttls)
-	renewed := map[string]bool{}
-	if err == nil {
-		for rows.Next() {
-			var n string
-			if err = rows.Scan(&n); err != nil {
-				break
-			}
-			renewed[n] = true
-		}
-		rows.Close()
-		if err == nil {
-			err = rows.Err()
-		}
-	}
+	renewed, err := renewedSet[string](d.pool.Query(ctx, renewSQL, names, owners, tokens, ttls))
 	for i, h := range batch {
 		switch {
 		case err != nil:

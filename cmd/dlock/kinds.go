@@ -84,23 +84,27 @@ func toHolderJSON(h dlock.Holder) holderJSON {
 // without them, and free ones, give nil.
 func inspectKinds(ctx context.Context, c *dlock.Client, name string) (kindsJSON, error) {
 	var k kindsJSON
-	rw, err := c.RWMutex(name).Inspect(ctx)
+	var err error
+	if k.RWMutex, err = inspected(c.RWMutex(name).Inspect(ctx)); err != nil {
+		return k, err
+	}
+	// A semaphore's permit count plays no part in reading it.
+	k.Semaphore, err = inspected(c.Semaphore(name, 1).Inspect(ctx))
+	return k, err
+}
+
+// inspected is the JSON of what one kind's Inspect returned: nil for a
+// backend without the kind, and for a free lock.
+func inspected(i dlock.Info, err error) (*kindInfoJSON, error) {
 	switch {
 	case errors.Is(err, dlock.ErrUnsupported):
+		return nil, nil
 	case err != nil:
-		return k, err
-	case rw.Held || rw.Waiters > 0:
-		k.RWMutex = kindInfoOf(rw)
+		return nil, err
+	case !i.Held && i.Waiters == 0:
+		return nil, nil
 	}
-	sem, err := c.Semaphore(name, 1).Inspect(ctx) // the count plays no part in reading
-	switch {
-	case errors.Is(err, dlock.ErrUnsupported):
-	case err != nil:
-		return k, err
-	case sem.Held || sem.Waiters > 0:
-		k.Semaphore = kindInfoOf(sem)
-	}
-	return k, nil
+	return kindInfoOf(i), nil
 }
 
 // kindInfoOf is the JSON of a read-write lock's (KindShared, KindWrite) or

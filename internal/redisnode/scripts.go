@@ -26,7 +26,8 @@ import (
 
 // prelude binds the keys; helpers defines the slow-path functions. Lua
 // builds a script's local functions on every call, so the fast paths of
-// acquire and release return before reaching them.
+// acquire and release return before reaching them (acquire's builds one,
+// grant, which its fast and slow paths share).
 const prelude = `
 local lock, tokk, q, qi = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local wttl, hcap = WAITER_TTL, HANDOFF_TTL
@@ -87,18 +88,25 @@ end
 // token, holds, pttl}.
 var acquireScript = newScript("acquire", prelude+`
 local owner, ttl, req, label = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[6] or ''
-if redis.call('EXISTS', lock, q) == 0 then -- free, nobody waiting: the common case
+-- grant makes owner the holder of the free lock for ttl and returns its
+-- token: the next of the node's counter, or ARGV[4] if set, a token chosen
+-- across nodes (Redlock), which raises the counter to it; nil, granting
+-- nothing, if this token or a later one was already given out here.
+local function grant()
   local token = ARGV[4]
   if token == nil or token == '' then
     token = redis.call('INCR', tokk)
   elseif tonumber(token) > tonumber(redis.call('GET', tokk) or '0') then
-    redis.call('SET', tokk, token) -- a token chosen across nodes (Redlock)
-  else -- this token, or a later one, was already given out here
-    return {0, 0, 0, redis.call('PTTL', lock)}
+    redis.call('SET', tokk, token)
+  else
+    return nil
   end
   redis.call('HSET', lock, owner, 1, '\0t', token, '\0r', req, '\0l', label)
   redis.call('PEXPIRE', lock, ttl)
   return tonumber(token)
+end
+if redis.call('EXISTS', lock, q) == 0 then -- free, nobody waiting: the common case
+  return grant() or {0, 0, 0, redis.call('PTTL', lock)}
 end
 `+helpers+`
 local ch = ARGV[5]
@@ -141,17 +149,9 @@ if redis.call('EXISTS', lock) == 0 then
       redis.call('LPOP', q)
       redis.call('HDEL', qi, head)
     end
-    local token = ARGV[4]
-    if token == nil or token == '' then
-      token = redis.call('INCR', tokk)
-    elseif tonumber(token) > tonumber(redis.call('GET', tokk) or '0') then
-      redis.call('SET', tokk, token) -- a token chosen across nodes (Redlock)
-    else -- this token, or a later one, was already given out here
-      return {0, 0, 0, redis.call('PTTL', lock)}
-    end
-    redis.call('HSET', lock, owner, 1, '\0t', token, '\0r', req, '\0l', label)
-    redis.call('PEXPIRE', lock, ttl)
-    return {1, tonumber(token), 1, ttl}
+    local token = grant()
+    if not token then return {0, 0, 0, redis.call('PTTL', lock)} end
+    return {1, token, 1, ttl}
   end
   handoff(now) -- it is an earlier waiter's turn: give it the lock now
 end

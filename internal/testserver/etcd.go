@@ -14,18 +14,23 @@ import (
 func Etcd(t TB) *Server {
 	t.Helper()
 	s := &Server{Name: "etcd", bin: LookBinary(t, "etcd")}
-	s.args = func(port int, dir string) []string {
-		peer, _ := FreePort()
-		curl := "http://127.0.0.1:" + strconv.Itoa(port)
-		purl := "http://127.0.0.1:" + strconv.Itoa(peer)
-		return []string{"--name", "dlocktest", "--data-dir", dir + "/data",
-			"--listen-client-urls", curl, "--advertise-client-urls", curl,
-			"--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
-			"--initial-cluster", "dlocktest=" + purl, "--log-level", "error"}
-	}
+	s.args = func(port int, dir string) []string { return etcdArgs("http", port, dir) }
 	s.ready = etcdReady
 	s.start(t)
 	return s
+}
+
+// etcdArgs are the arguments of a single member whose client URL is
+// scheme://127.0.0.1:port, its peer URL on a free port, its data in dir,
+// then extra.
+func etcdArgs(scheme string, port int, dir string, extra ...string) []string {
+	peer, _ := FreePort()
+	curl := scheme + "://127.0.0.1:" + strconv.Itoa(port)
+	purl := "http://127.0.0.1:" + strconv.Itoa(peer)
+	return append([]string{"--name", "dlocktest", "--data-dir", dir + "/data",
+		"--listen-client-urls", curl, "--advertise-client-urls", curl,
+		"--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
+		"--initial-cluster", "dlocktest=" + purl, "--log-level", "error"}, extra...)
 }
 
 // etcdReady asks /health, which says true once the member has a leader.

@@ -2,7 +2,6 @@ package testserver
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"net"
 	"os"
@@ -14,25 +13,20 @@ import (
 func Memcached(t TB) *Server {
 	t.Helper()
 	s := &Server{Name: "memcached", bin: LookBinary(t, "memcached")}
-	s.args = func(port int, _ string) []string {
-		args := []string{"-p", strconv.Itoa(port), "-l", "127.0.0.1", "-U", "0", "-M", "-m", "64"}
-		if os.Geteuid() == 0 { // memcached will not run as root without -u
-			args = append(args, "-u", "nobody")
-		}
-		return args
-	}
-	s.ready = memcachedReady
+	s.args = func(port int, _ string) []string { return memcachedArgs(port) }
+	s.ready = probeReady(plainDial, memcachedVersion)
 	s.start(t)
 	return s
 }
 
-func memcachedReady(ctx context.Context, addr string) error {
-	conn, err := plainDial(ctx, addr)
-	if err != nil {
-		return err
+// memcachedArgs are memcached's arguments for port on loopback, with
+// eviction disabled, then extra.
+func memcachedArgs(port int, extra ...string) []string {
+	args := append([]string{"-p", strconv.Itoa(port), "-l", "127.0.0.1", "-U", "0", "-M", "-m", "64"}, extra...)
+	if os.Geteuid() == 0 { // memcached will not run as root without -u
+		args = append(args, "-u", "nobody")
 	}
-	defer conn.Close()
-	return memcachedVersion(conn)
+	return args
 }
 
 // memcachedVersion asks memcached's version on conn and wants an answer.

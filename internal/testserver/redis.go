@@ -25,14 +25,24 @@ func Redis(t TB, extra ...string) *Server {
 
 // redisReady sends PING and wants PONG, which Redis answers only once it has
 // loaded its data.
-func redisReady(ctx context.Context, addr string) error {
-	conn, err := plainDial(ctx, addr)
-	if err != nil {
-		return err
+var redisReady = probeReady(plainDial, redisPing)
+
+// probeReady is a readiness check that connects with dial and asks probe on
+// the connection.
+func probeReady(dial dialFunc, probe func(net.Conn) error) func(ctx context.Context, addr string) error {
+	return func(ctx context.Context, addr string) error {
+		conn, err := dial(ctx, addr)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		return probe(conn)
 	}
-	defer conn.Close()
-	return redisPing(conn)
 }
+
+// dialFunc connects to a server's addr, the connection bounded by ctx's
+// deadline: plainDial, or tlsDial's.
+type dialFunc = func(ctx context.Context, addr string) (net.Conn, error)
 
 // plainDial dials addr over TCP, the connection bounded by ctx's deadline.
 func plainDial(ctx context.Context, addr string) (net.Conn, error) {

@@ -4,11 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"strings"
-	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
@@ -122,23 +119,7 @@ func ZooKeeperTLS(t TB, c *TLS) *Server {
 			"-Dzookeeper.ssl.clientAuth=none",
 			"org.apache.zookeeper.server.ZooKeeperServerMain", cfg}
 	}
-	s.ready = func(ctx context.Context, addr string) error {
-		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		conn, err := tlsDial(ctx, c, t, addr)
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		if _, err := conn.Write([]byte("srvr")); err != nil {
-			return err
-		}
-		b, err := io.ReadAll(conn)
-		if !strings.Contains(string(b), "Mode: ") {
-			return fmt.Errorf("srvr answered %q (%v)", b, err)
-		}
-		return nil
-	}
+	s.ready = zkReadyOver(tlsDial(c, t))
 	s.start(t)
 	return s
 }

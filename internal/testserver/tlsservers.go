@@ -18,9 +18,11 @@ import (
 // client certificates. Their readiness checks talk TLS with c's client
 // certificate.
 
-// tlsDial dials addr over TLS as c's client, bounded by ctx.
-func tlsDial(ctx context.Context, c *TLS, t TB, addr string) (net.Conn, error) {
-	return boundedDial(ctx, &tls.Dialer{Config: c.ClientConfig(t)}, addr)
+// tlsDial is the dialFunc that connects over TLS as c's client.
+func tlsDial(c *TLS, t TB) dialFunc {
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		return boundedDial(ctx, &tls.Dialer{Config: c.ClientConfig(t)}, addr)
+	}
 }
 
 // redisTLSArgs are redis-server's arguments for a TLS-only port: client
@@ -33,14 +35,7 @@ func redisTLSArgs(c *TLS, port int) []string {
 
 // redisTLSReady sends PING over TLS and wants PONG.
 func redisTLSReady(c *TLS, t TB) func(ctx context.Context, addr string) error {
-	return func(ctx context.Context, addr string) error {
-		conn, err := tlsDial(ctx, c, t, addr)
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		return redisPing(conn)
-	}
+	return probeReady(tlsDial(c, t), redisPing)
 }
 
 func redisPing(conn net.Conn) error {
@@ -99,7 +94,7 @@ func RedisClusterTLS(t TB, c *TLS, n int) []*Server {
 	return startRedisCluster(t, n, redisClusterSpec{
 		name:  "redis-server (TLS cluster)",
 		ready: redisTLSReady(c, t),
-		dial:  func(ctx context.Context, addr string) (net.Conn, error) { return tlsDial(ctx, c, t, addr) },
+		dial:  tlsDial(c, t),
 		args: func(port int, dir string) []string {
 			return append(append(clusterNodeArgs(dir), "--tls-cluster", "yes"), redisTLSArgs(c, port)...)
 		},
@@ -114,14 +109,7 @@ func EtcdTLS(t TB, c *TLS, clientCertAuth bool) *Server {
 	t.Helper()
 	s := &Server{Name: "etcd (TLS)", bin: LookBinary(t, "etcd")}
 	s.args = func(port int, dir string) []string {
-		peer, _ := FreePort()
-		curl := "https://127.0.0.1:" + strconv.Itoa(port)
-		purl := "http://127.0.0.1:" + strconv.Itoa(peer)
-		a := []string{"--name", "dlocktest", "--data-dir", dir + "/data",
-			"--listen-client-urls", curl, "--advertise-client-urls", curl,
-			"--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
-			"--initial-cluster", "dlocktest=" + purl, "--log-level", "error",
-			"--cert-file", c.CertFile, "--key-file", c.KeyFile, "--trusted-ca-file", c.CAFile}
+		a := etcdArgs("https", port, dir, "--cert-file", c.CertFile, "--key-file", c.KeyFile, "--trusted-ca-file", c.CAFile)
 		if clientCertAuth {
 			a = append(a, "--client-cert-auth")
 		}
@@ -142,21 +130,9 @@ func MemcachedTLS(t TB, c *TLS) *Server {
 	t.Helper()
 	s := &Server{Name: "memcached (TLS)", bin: LookBinary(t, "memcached")}
 	s.args = func(port int, _ string) []string {
-		args := []string{"-p", strconv.Itoa(port), "-l", "127.0.0.1", "-U", "0", "-M", "-m", "64",
-			"-Z", "-o", "ssl_chain_cert=" + c.CertFile + ",ssl_key=" + c.KeyFile + ",ssl_ca_cert=" + c.CAFile}
-		if os.Geteuid() == 0 {
-			args = append(args, "-u", "nobody")
-		}
-		return args
+		return memcachedArgs(port, "-Z", "-o", "ssl_chain_cert="+c.CertFile+",ssl_key="+c.KeyFile+",ssl_ca_cert="+c.CAFile)
 	}
-	s.ready = func(ctx context.Context, addr string) error {
-		conn, err := tlsDial(ctx, c, t, addr)
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		return memcachedVersion(conn)
-	}
+	s.ready = probeReady(tlsDial(c, t), memcachedVersion)
 	s.start(t)
 	return s
 }

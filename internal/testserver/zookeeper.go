@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -87,7 +86,7 @@ func ZooKeeperEnsemble(t TB, n int) []*Server {
 		}
 		// A member answers srvr as soon as it listens, serving or not; the
 		// ensemble's readiness is checked below, once all are up.
-		s.ready = func(ctx context.Context, addr string) error { _, err := zkSrvr(ctx, addr); return err }
+		s.ready = func(ctx context.Context, addr string) error { _, err := zkSrvr(ctx, plainDial, addr); return err }
 		if err := s.Start(); err != nil {
 			t.Fatalf("start %s: %v", s.Name, err)
 		}
@@ -111,7 +110,7 @@ func ZooKeeperEnsemble(t TB, n int) []*Server {
 func ZooKeeperMode(s *Server) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	out, err := zkSrvr(ctx, s.Addr())
+	out, err := zkSrvr(ctx, plainDial, s.Addr())
 	if err != nil {
 		return ""
 	}
@@ -137,23 +136,29 @@ func zkJava(t TB) string {
 
 // zkReady sends the srvr command and wants a Mode line: ruok answers imok
 // before the server serves sessions.
-func zkReady(ctx context.Context, addr string) error {
-	out, err := zkSrvr(ctx, addr)
-	if err == nil && !strings.Contains(out, "Mode: ") {
-		err = fmt.Errorf("srvr answered %q", out)
+var zkReady = zkReadyOver(plainDial)
+
+// zkReadyOver is zkReady over connections made with dial.
+func zkReadyOver(dial dialFunc) func(ctx context.Context, addr string) error {
+	return func(ctx context.Context, addr string) error {
+		out, err := zkSrvr(ctx, dial, addr)
+		if !strings.Contains(out, "Mode: ") {
+			return fmt.Errorf("srvr answered %q (%v)", out, err)
+		}
+		return nil
 	}
-	return err
 }
 
-// zkSrvr sends the srvr four-letter command and returns the answer.
-func zkSrvr(ctx context.Context, addr string) (string, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+// zkSrvr sends the srvr four-letter command on a connection made with dial,
+// within 2 s, and returns the answer.
+func zkSrvr(ctx context.Context, dial dialFunc, addr string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	conn, err := dial(ctx, addr)
 	if err != nil {
 		return "", err
 	}
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
 	if _, err := conn.Write([]byte("srvr")); err != nil {
 		return "", err
 	}
