@@ -253,6 +253,9 @@ WHERE expires_at > NOW(6) AND (name, owner, token) IN (`+in+`)`, args...); err !
 				live[n] = true
 			}
 			rows.Close()
+			if err == nil {
+				err = rows.Err() // a read that broke off is uncertain, not a loss
+			}
 		}
 	}
 	if err == nil {

@@ -244,6 +244,9 @@ WHERE expires_at > NOW(6) AND (name, family, owner, token) IN (`+in+`)`, args...
 					found[fmt.Sprint(name, "\x00", fam, "\x00", owner, "\x00", tok)] = true
 				}
 				rows.Close()
+				if err == nil {
+					err = rows.Err() // a read that broke off is uncertain, not a loss
+				}
 				for _, i := range idx {
 					h := batch[i]
 					live[i] = found[fmt.Sprint(h.Name, "\x00", int(h.Kind.Family()), "\x00", h.Owner, "\x00", h.Token)]
