@@ -107,9 +107,10 @@ end
 var acquireScript = newScript("acquire", prelude+`
 local owner, req, label = ARGV[1], ARGV[3], ARGV[6] or ''
 if redis.call('EXISTS', lock, q) == 0 then -- free, nobody waiting: the common case
-  local token = ARGV[4]
+  local token, t = ARGV[4], nil
   if token == nil or token == '' then
-    token = string.format('%d', redis.call('INCR', tokk))
+    t = redis.call('INCR', tokk)
+    token = string.format('%d', t)
   elseif tonumber(token) > tonumber(redis.call('GET', tokk) or '0') then
     redis.call('SET', tokk, token) -- a token chosen across nodes (Redlock)
   else -- this token, or a later one, was already given out here
@@ -117,7 +118,7 @@ if redis.call('EXISTS', lock, q) == 0 then -- free, nobody waiting: the common c
   end
   redis.call('HSET', lock, owner, '1', '\0t', token, '\0r', req, '\0l', label)
   redis.call('PEXPIRE', lock, ARGV[2])
-  return tonumber(token)
+  return t or tonumber(token)
 end
 local ttl = tonumber(ARGV[2])
 `+recent+helpers+`
