@@ -56,6 +56,30 @@ func serverUsec(ctx context.Context, rdb *redis.Client) float64 {
 	return total
 }
 
+// serverStats returns the commands the server has run, those scripts ran
+// included (INFO commandstats, INFO itself left out), and the server
+// process's CPU time, user and system, in µs (INFO cpu): the commands and
+// the reading, parsing and replying around each. (The commands' own times
+// in commandstats would count each command a script runs twice: in the
+// script's time and in its own.)
+func serverStats(ctx context.Context, rdb *redis.Client) (calls, cpu float64) {
+	for _, line := range strings.Split(rdb.Info(ctx, "commandstats", "cpu").Val(), "\n") {
+		line = strings.TrimSpace(line)
+		if k, v, ok := strings.Cut(line, ":"); ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, _ := strconv.ParseFloat(v, 64)
+			cpu += f * 1e6
+			continue
+		}
+		if !strings.HasPrefix(line, "cmdstat_") || strings.HasPrefix(line, "cmdstat_info:") {
+			continue
+		}
+		_, rest, _ := strings.Cut(line, "calls=")
+		n, _ := strconv.ParseFloat(rest[:strings.IndexByte(rest+",", ',')], 64)
+		calls += n
+	}
+	return calls, cpu
+}
+
 func BenchmarkAlternatives(b *testing.B) {
 	srv := testserver.Redis(b)
 	c, rdb := benchClient(b, srv)

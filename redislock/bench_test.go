@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
+	"github.com/dlock/dlock/internal/redisnode"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/dlock/dlock/redislock"
 	"github.com/redis/go-redis/v9"
@@ -56,14 +57,40 @@ func BenchmarkUncontended(b *testing.B) {
 	})
 }
 
-// BenchmarkDistinct16: 16 goroutines, each on its own name.
+// BenchmarkDistinct16: 16 goroutines, each on its own name. Client and
+// server share the machine's cores, so it is bound by their CPU time per
+// op: beside -benchmem it reports this process's ("cpu-µs/op", the loop's
+// own included), the server process's ("srv-cpu-µs/op", INFO cpu: the
+// commands and the reading, parsing and replying around each), the
+// commands the server ran ("cmds/op", those inside scripts included) and
+// the round trips the client made ("trips/op"). Besides dlock and the plain
+// SET NX PX + compare-and-delete loop, "scripts" runs dlock's acquire and
+// release scripts alone, without the portable layer.
 func BenchmarkDistinct16(b *testing.B) {
 	srv := testserver.Redis(b)
 	c, rdb := benchClient(b, srv)
+	trips := &pipelineCounter{}
+	rdb.AddHook(trips)
 	ctx := b.Context()
 	run := func(b *testing.B, op func(g int) error) {
 		var next atomic.Int64
 		var wg sync.WaitGroup
+		for g := range 16 { // warm: every name's keys, the pool's connections, the scripts
+			if err := op(g); err != nil {
+				b.Fatal(err)
+			}
+		}
+		n0, s0 := serverStats(ctx, rdb)
+		c0, t0 := clientUsec(), trips.cmds.Load()+trips.pipelines.Load()
+		defer func() {
+			t1 := trips.cmds.Load() + trips.pipelines.Load() - 1 // less the INFO below
+			n1, s1 := serverStats(ctx, rdb)
+			ops := float64(b.N)
+			b.ReportMetric((clientUsec()-c0)/ops, "cpu-µs/op")
+			b.ReportMetric((s1-s0)/ops, "srv-cpu-µs/op")
+			b.ReportMetric((n1-n0)/ops, "cmds/op")
+			b.ReportMetric(float64(t1-t0)/ops, "trips/op")
+		}()
 		b.ResetTimer()
 		for g := range 16 {
 			wg.Add(1)
@@ -90,6 +117,22 @@ func BenchmarkDistinct16(b *testing.B) {
 				return err
 			}
 			return l.Unlock(ctx)
+		})
+	})
+	b.Run("scripts", func(b *testing.B) { // dlock's two scripts alone, without the portable layer
+		node := redisnode.New(rdb, "")
+		ks := make([]redisnode.Keys, 16)
+		for i := range ks {
+			ks[i] = node.Keys(fmt.Sprintf("bench/scripts/%d", i))
+		}
+		owner := dlock.NewOwnerID()
+		run(b, func(g int) error {
+			gr, err := node.Acquire(ctx, ks[g], owner, "", 30*time.Second, 0, node.NewRequest(), "ch")
+			if err != nil || !gr.Acquired {
+				return fmt.Errorf("acquire: %v %v", gr, err)
+			}
+			_, err = node.ReleaseKeys(ctx, ks[g], owner, gr.Token, 1, false)
+			return err
 		})
 	})
 	b.Run("plain", func(b *testing.B) {
