@@ -37,7 +37,9 @@ func newDriver(ctx context.Context, rdb redis.UniversalClient, opts Options, own
 	if d.log == nil {
 		d.log = slog.Default()
 	}
-	redisnode.RouteLogs(rdb, d.log)
+	if opts.fromURL {
+		redisnode.RouteLogs(rdb, d.log)
+	}
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return nil, redisnode.PermissionError(fmt.Errorf("redislock: connect: %w", err), node.Prefix())
 	}

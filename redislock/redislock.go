@@ -323,6 +323,12 @@ type Options struct {
 	// instead of +fcall. Servers older than 7.0 get EVALSHA anyway. URL:
 	// scripts=eval (the default is scripts=functions).
 	Eval bool
+
+	// fromURL says that dlock made the go-redis client from a URL, so what
+	// go-redis logs about it goes to Logger (redisnode.RouteLogs). A
+	// caller's own client is left as it is: no hook on its commands, and its
+	// lines where the application sends them.
+	fromURL bool
 }
 
 // Open returns a dlock client over an existing go-redis client (single,
@@ -433,6 +439,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		}
 		rdb = redis.NewClient(o)
 	}
+	opts.fromURL = true
 	d, err := newDriver(ctx, rdb, opts, true)
 	if err != nil {
 		_ = rdb.Close()

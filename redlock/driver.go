@@ -50,7 +50,9 @@ func newDriver(ctx context.Context, clients []redis.UniversalClient, opts Option
 		if opts.Eval {
 			n.UseEval()
 		}
-		redisnode.RouteLogs(c, log)
+		if opts.fromURL {
+			redisnode.RouteLogs(c, log)
+		}
 		if !n.FollowsContext() {
 			log.Warn("redlock: a node's go-redis client ignores context deadlines (ContextTimeoutEnabled is false): "+
 				"the per-node timeout does not bound its socket reads; set ContextTimeoutEnabled: true in its options",

@@ -146,6 +146,11 @@ type Options struct {
 	// Eval runs dlock's scripts with EVALSHA instead of as Redis Functions,
 	// as in package redislock. URL: scripts=eval.
 	Eval bool
+
+	// fromURL says that dlock made the clients from a URL, so what go-redis
+	// logs about them goes to Logger (see package redislock's). A caller's
+	// own clients are left as they are.
+	fromURL bool
 }
 
 // Open returns a dlock client over independent Redis masters, one client
@@ -164,7 +169,7 @@ func Open(ctx context.Context, clients []redis.UniversalClient, opts Options) (*
 
 func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	q := u.Query()
-	opts := Options{KeyPrefix: q.Get("prefix"), CloseClients: true, Logger: driver.Logger(ctx)}
+	opts := Options{KeyPrefix: q.Get("prefix"), CloseClients: true, Logger: driver.Logger(ctx), fromURL: true}
 	// Per-node timeouts are contexts: have go-redis honour them on sockets.
 	base := redis.Options{ContextTimeoutEnabled: true,
 		DialTimeout: 2 * time.Second, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second}
