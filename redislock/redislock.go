@@ -54,13 +54,15 @@
 //
 // # Logs
 //
-// dlock's own log lines go to the dlock client's logger, and so do the
-// lines go-redis logs while running dlock's commands (failed dials, pool
-// trouble), as warnings. go-redis has one process-wide logger
-// (redis.SetLogger): Open installs, once per process, one that sends the
-// lines of dlock's commands to their client's logger and every other line
-// to stderr as go-redis's default does. An application that sets its own
-// go-redis logger after Open takes all of them back.
+// dlock's own log lines go to the dlock client's logger. So do the lines
+// go-redis logs about a go-redis client dlock made from a URL (failed
+// dials, pool trouble), as warnings: go-redis has one process-wide logger
+// (redis.SetLogger), and opening such a client installs, once per process,
+// one that sends those lines to their dlock client's logger and every
+// other line to stderr as go-redis's default does. An application that
+// sets its own go-redis logger afterwards takes all of them back. A client
+// given to Open is the application's: dlock adds no hook to it, and its
+// lines go where the application sends them.
 //
 // # Layout
 //
