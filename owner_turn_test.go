@@ -246,3 +246,61 @@ func TestCloseDuringSameOwnerReleaseWait(t *testing.T) {
 		t.Fatalf("the store still has a hold of %q after Close and Unlock", o)
 	}
 }
+
+// Close racing a grant: three acquisitions of one owner and name (one in
+// the store, two on the owner's turn) while the other holder lets go and
+// the client closes, at varying points. Each Lock ends with a lease or
+// ErrClosed; a lease it got is ended by Close; the store keeps no hold of
+// the owner and the client no state, whatever the order.
+func TestCloseRacingSameOwnerGrant(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	for i := range 40 {
+		d := &blockingFake{fakeDriver: newFake()}
+		other := New(d.fakeDriver, "fake", quiet())
+		held, err := other.Mutex("turn/race", WithTTL(time.Minute)).Lock(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := New(d, "fake", quiet())
+		m := c.Mutex("turn/race", WithOwner("worker"), WithTTL(time.Minute))
+		type result struct {
+			l   *Lease
+			err error
+		}
+		results := make(chan result, 3)
+		for range 3 {
+			go func() {
+				l, err := m.Lock(t.Context())
+				results <- result{l, err}
+			}()
+		}
+		for d.inStore.Load() == 0 {
+			runtime.Gosched()
+		}
+		go func() { _ = held.Unlock(t.Context()) }()
+		for range i % 8 * 10 {
+			runtime.Gosched()
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			r := <-results
+			switch {
+			case r.err == nil:
+				if err := r.l.Err(); !errors.Is(err, ErrClosed) {
+					t.Fatalf("round %d: a lease got before Close has Err %v after it; want ErrClosed", i, err)
+				}
+			case !errors.Is(r.err, ErrClosed):
+				t.Fatalf("round %d: Lock = %v; want a lease or ErrClosed", i, r.err)
+			}
+		}
+		if n, w, holds, freeing := c.e.Leftovers(); n+w+holds+freeing != 0 {
+			t.Fatalf("round %d: left behind: %d owner turns, %d wait lines, %d holds, %d releases", i, n, w, holds, freeing)
+		}
+		if o := heldBy(d.fakeDriver, "turn/race"); o == "worker" {
+			t.Fatalf("round %d: the store still has the owner's hold after Close", i)
+		}
+		_ = other.Close()
+	}
+}
