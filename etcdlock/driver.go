@@ -29,7 +29,7 @@ type etcdDriver struct {
 	// time; the others wait, in order
 	slots turn.Set[string]
 
-	bgCtx    context.Context // background key removals; cancelled by Close
+	bgCtx    context.Context // background key removals, and session grants; cancelled by Close first
 	bgCancel context.CancelFunc
 	bg       sync.WaitGroup
 }
@@ -97,7 +97,15 @@ func (d *etcdDriver) session(ctx context.Context, ttl time.Duration) (*session, 
 	if s := d.sessions[ttl]; s != nil && !s.isLost() {
 		return s, nil
 	}
-	s, err := newSession(ctx, d.cli, ttl)
+	// The grant is retried, under d.mu, until ctx ends: Close, which needs
+	// d.mu, ends it first through bgCtx (a TryLock's ctx may never end).
+	gctx, stop := context.WithCancel(ctx)
+	defer stop()
+	defer context.AfterFunc(d.bgCtx, stop)()
+	s, err := newSession(gctx, d.cli, ttl)
+	if err != nil && d.bgCtx.Err() != nil && ctx.Err() == nil {
+		return nil, dlock.ErrClosed
+	}
 	if err != nil {
 		return nil, fmt.Errorf("etcdlock: lease: %w", err)
 	}
@@ -288,12 +296,12 @@ func (d *etcdDriver) Inspect(ctx context.Context, name string) (driver.Info, err
 }
 
 func (d *etcdDriver) Close() error {
+	d.bgCancel() // first: it ends a session grant under way, which holds d.mu
 	d.mu.Lock()
 	d.closed = true
 	sessions := d.sessions
 	d.sessions = map[time.Duration]*session{}
 	d.mu.Unlock()
-	d.bgCancel()
 	d.bg.Wait()
 	for _, s := range sessions {
 		s.close(d.cli)
