@@ -95,7 +95,9 @@ local function grant(id, req, ttl, label, limit)
     c, tok, r, l = parse(rec)
     c, r = c + 1, push(r, req)
   else
-    c, tok, r, l = 1, redis.call('INCR', tokk), req, label
+    -- the token as digits: record's '..' would write a number of 10^14
+    -- or more as Lua's %.14g does ("1e+14"), which parse cannot read
+    c, tok, r, l = 1, string.format('%d', redis.call('INCR', tokk)), req, label
   end
   redis.call('HSET', hk, id, record(c, tok, r, l))
   local cur = redis.call('ZSCORE', zk, id)

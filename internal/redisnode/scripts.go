@@ -86,7 +86,7 @@ local function handoff(now)
       local z = string.find(who, '\0', 1, true) -- owner NUL label
       if z then owner, label = string.sub(who, 1, z - 1), string.sub(who, z + 1) end
       if tonumber(exp) > now then
-        local token = redis.call('INCR', tokk)
+        local token = string.format('%d', redis.call('INCR', tokk)) -- as grant writes it
         redis.call('HSET', lock, owner, 1, '\0t', token, '\0r', head, '\0l', label)
         redis.call('PEXPIRE', lock, math.min(tonumber(ttl), hcap))
         redis.call('PUBLISH', ch, 'h' .. head .. ' ' .. token)
