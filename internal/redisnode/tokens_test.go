@@ -2,6 +2,7 @@ package redisnode
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,13 +62,13 @@ func holdLifecycle(t *testing.T, n *Node, k Keys, owner string, g Grant, want ui
 // %.17g) writes 10^17 as "1e+17": a read-write lock or semaphore whose
 // counter passed 10^14 failed its re-entry with a script error and lost
 // its lease at the first renewal, and a mutex handed to a waiter with a
-// token of 10^17 or more lost it too. (Tokens above 2^53 are not exact in
-// Lua at all; these are the largest that are.)
+// token of 10^17 or more lost it too (such tokens are now refused: see
+// TestTokensStopBelow2To53).
 func TestTokensAreWrittenAsDigits(t *testing.T) {
 	rdb, ns := nodes(t)
 	ctx := t.Context()
 	for mode, n := range ns {
-		for _, want := range []uint64{1e14, 1e15 + 1, 1 << 53} {
+		for _, want := range []uint64{1e14, 1e15 + 1, TokenLimit - 1} {
 			for _, kind := range []driver.Kind{driver.Shared, driver.Write, driver.Permit} {
 				name := fmt.Sprintf("digits-%s-%d-%v", mode, want, kind)
 				k := NewKindKeys(n.prefix, name, kind)
@@ -79,8 +80,7 @@ func TestTokensAreWrittenAsDigits(t *testing.T) {
 				holdLifecycle(t, n, k, "o", g, want)
 			}
 		}
-		for _, want := range []uint64{1e14, 1e17, 1e17 + 64, 1<<62 + 1<<20} {
-			// Past 2^53 only multiples of a power of two are exact; these are.
+		for _, want := range []uint64{1e14, TokenLimit - 1} {
 			for _, path := range []string{"free", "queued", "handoff"} {
 				name := fmt.Sprintf("digits-%s-%d-%s", mode, want, path)
 				k := n.Keys(name)
@@ -96,8 +96,8 @@ func TestTokensAreWrittenAsDigits(t *testing.T) {
 					g, err = n.Acquire(ctx, k, "o", "", time.Minute, 0, n.NewRequest(), "")
 				case "handoff":
 					rdb.Set(ctx, k.token, want-2, 0)
-					first, err := n.Acquire(ctx, k, "a", "", time.Minute, 0, n.NewRequest(), "")
-					if err != nil || !first.Acquired {
+					var first Grant
+					if first, err = n.Acquire(ctx, k, "a", "", time.Minute, 0, n.NewRequest(), ""); err != nil || !first.Acquired {
 						t.Fatalf("%s: first holder: %+v, %v", name, first, err)
 					}
 					req := n.NewRequest()
@@ -113,6 +113,102 @@ func TestTokensAreWrittenAsDigits(t *testing.T) {
 					t.Fatalf("%s: acquire: %v", name, err)
 				}
 				holdLifecycle(t, n, k, "o", g, want)
+			}
+		}
+	}
+}
+
+// grantOrPast polls an acquire of req until it holds or fails; a failure
+// must be the refusal past TokenLimit.
+func grantOrPast(t *testing.T, n *Node, k Keys, owner, req, channel string) (Grant, bool) {
+	t.Helper()
+	for range 10 { // a waiter's polls each drop one popped place; one or two suffice
+		g, err := n.Acquire(t.Context(), k, owner, "", time.Minute, 1, req, channel)
+		switch {
+		case err != nil && strings.Contains(err.Error(), pastLimit):
+			return Grant{}, false
+		case err != nil:
+			t.Fatalf("%s: acquire: %v", k.name, err)
+		case g.Acquired:
+			return g, true
+		}
+	}
+	t.Fatalf("%s: acquire neither held nor failed", k.name)
+	return Grant{}, false
+}
+
+// Redis's Lua holds numbers as doubles, so INCR's 2^53 + 1 reads as 2^53:
+// with a counter set past it by hand, the scripts gave the next holder the
+// token of the one before (a fencing token that did not increase), and
+// Redlock, whose token max+1 read as max, found it at or below the
+// counter on every node and could never take the free lock. Every path
+// that gives out a token now either gives one above every earlier holder's
+// or fails with an error that says why.
+func TestTokensStopBelow2To53(t *testing.T) {
+	rdb, ns := nodes(t)
+	ctx := t.Context()
+	for mode, n := range ns {
+		for _, kind := range []driver.Kind{driver.Exclusive, driver.Write, driver.Permit} {
+			for _, handoff := range []bool{false, true} {
+				name := fmt.Sprintf("past-%s-%v-%v", mode, kind, handoff)
+				k := NewKindKeys(n.prefix, name, kind)
+				rdb.Set(ctx, k.token, TokenLimit-2, 0)
+				var last uint64
+				for round := range 3 {
+					g, ok := grantOrPast(t, n, k, "h", n.NewRequest(), "")
+					if !ok {
+						break
+					}
+					if round == 0 && g.Token != TokenLimit-1 || g.Token <= last {
+						t.Fatalf("%s: round %d: token %d after %d", name, round, g.Token, last)
+					}
+					last = g.Token
+					if handoff {
+						req := n.NewRequest()
+						if q, err := n.Acquire(ctx, k, "w", "", time.Minute, 1, req, "handoffs"); err != nil || q.Acquired {
+							t.Fatalf("%s: queue: %+v, %v", name, q, err)
+						}
+						if _, err := n.releaseReq(ctx, k, "h", g.Token, 1, false, n.NewRequest()); err != nil {
+							t.Fatalf("%s: release: %v", name, err)
+						}
+						if g, ok = grantOrPast(t, n, k, "w", req, "handoffs"); !ok {
+							break
+						}
+						if g.Token <= last {
+							t.Fatalf("%s: round %d: handed token %d after %d", name, round, g.Token, last)
+						}
+						last = g.Token
+						if _, err := n.releaseReq(ctx, k, "w", g.Token, 1, false, n.NewRequest()); err != nil {
+							t.Fatalf("%s: release: %v", name, err)
+						}
+						continue
+					}
+					if _, err := n.releaseReq(ctx, k, "h", g.Token, 1, false, n.NewRequest()); err != nil {
+						t.Fatalf("%s: release: %v", name, err)
+					}
+				}
+			}
+		}
+		// Redlock: the token is max+1 of the counters, sent to each node.
+		name := "past-redlock-" + mode
+		rdb.Set(ctx, n.Keys(name).token, TokenLimit-2, 0)
+		for round := range 3 {
+			c, err := n.Counter(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := n.TryAcquire(ctx, name, "h", "", time.Minute, c+1)
+			if err != nil {
+				if !strings.Contains(err.Error(), pastLimit) {
+					t.Fatalf("%s: round %d: %v", name, round, err)
+				}
+				break
+			}
+			if !g.Acquired || g.Token != c+1 {
+				t.Fatalf("%s: round %d: %+v on a free lock with counter %d; want token %d or an error", name, round, g, c, c+1)
+			}
+			if _, err := n.releaseReq(ctx, n.Keys(name), "h", g.Token, 1, false, n.NewRequest()); err != nil {
+				t.Fatalf("%s: release: %v", name, err)
 			}
 		}
 	}
