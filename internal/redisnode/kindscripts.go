@@ -88,7 +88,7 @@ end
 -- grant gives id (kind letter and owner) a hold for request req, or one
 -- more count on the hold it has, with a lease of at least ttl; returns the
 -- hold's token and count, or nothing if a new hold's token would be at or
--- past TOKEN_LIMIT.
+-- past TOKEN_LIMIT (or below 1: a counter set negative by hand).
 local function grant(id, req, ttl, label, limit)
   local rec = redis.call('HGET', hk, id)
   local c, tok, r, l
@@ -97,7 +97,7 @@ local function grant(id, req, ttl, label, limit)
     c, r = c + 1, push(r, req)
   else
     local t = redis.call('INCR', tokk)
-    if t >= TOKEN_LIMIT then return end
+    if t < 1 or t >= TOKEN_LIMIT then return end
     -- the token as digits: record's '..' would write a number of 10^14
     -- or more as Lua's %.14g does ("1e+14"), which parse cannot read
     c, tok, r, l = 1, string.format('%d', t), req, label

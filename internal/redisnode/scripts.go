@@ -86,7 +86,7 @@ local function handoff(now)
       local z = string.find(who, '\0', 1, true) -- owner NUL label
       if z then owner, label = string.sub(who, 1, z - 1), string.sub(who, z + 1) end
       local t = tonumber(exp) > now and redis.call('INCR', tokk)
-      if t and t >= TOKEN_LIMIT then return end -- grant refuses it too, with an error to the waiter
+      if t and (t < 1 or t >= TOKEN_LIMIT) then return end -- grant refuses it too, with an error to the waiter
       if t then
         local token = string.format('%d', t) -- as grant writes it
         redis.call('HSET', lock, owner, 1, '\0t', token, '\0r', head, '\0l', label)
@@ -117,7 +117,7 @@ local function grant()
   local token, t = ARGV[4], nil
   if token == nil or token == '' then
     t = redis.call('INCR', tokk)
-    if t >= TOKEN_LIMIT then error(PAST_LIMIT) end
+    if t < 1 or t >= TOKEN_LIMIT then error(PAST_LIMIT) end
     token = string.format('%d', t)
   elseif tonumber(token) > tonumber(redis.call('GET', tokk) or '0') then
     redis.call('SET', tokk, token)
@@ -269,12 +269,13 @@ return 1
 // (2^53 + 1 reads as 2^53), so a counter past it would give a holder the
 // token of the one before. A counter gets there only when set by hand; an
 // acquire then fails with an error saying so (pastLimit), rather than
-// break the fencing tokens' order.
+// break the fencing tokens' order. So it does below 1 (a counter set
+// negative), whose tokens the client would read as uint64s near 2^64.
 const TokenLimit = 1 << 53
 
-// pastLimit is the error of a script that would give out a token at or
-// above TokenLimit.
-const pastLimit = "dlock: the token counter is at or past 2^53, beyond which Redis's Lua cannot count exactly"
+// pastLimit is the error of a script that would give out a token below 1
+// or at or above TokenLimit.
+const pastLimit = "dlock: the token counter is negative or at or past 2^53, beyond which Redis's Lua cannot count exactly"
 
 // recentRequests is how many of the requests that last changed a hold it
 // lists: more than a reply can be late by, in changes of its owner's holds.

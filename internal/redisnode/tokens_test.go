@@ -213,3 +213,24 @@ func TestTokensStopBelow2To53(t *testing.T) {
 		}
 	}
 }
+
+// A counter set negative by hand gave tokens below 1, which the client
+// reads as uint64s near 2^64 (and which then fall to 1, 2, …): the hold
+// the store kept as "-4" was not the one its holder renewed as
+// 18446744073709551612, so its first renewal lost it. An acquire now fails
+// saying why.
+func TestNegativeTokenCounterIsRefused(t *testing.T) {
+	rdb, ns := nodes(t)
+	ctx := t.Context()
+	for mode, n := range ns {
+		for _, kind := range []driver.Kind{driver.Exclusive, driver.Write, driver.Permit} {
+			name := fmt.Sprintf("negative-%s-%v", mode, kind)
+			k := NewKindKeys(n.prefix, name, kind)
+			rdb.Set(ctx, k.token, -5, 0)
+			g, err := n.Acquire(ctx, k, "o", "", time.Minute, 1, n.NewRequest(), "")
+			if err == nil || !strings.Contains(err.Error(), pastLimit) {
+				t.Errorf("%s: acquire with the counter at -5: %+v, %v; want an error saying why", name, g, err)
+			}
+		}
+	}
+}
