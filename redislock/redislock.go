@@ -167,7 +167,9 @@
 //     restart without persistence (or with AOF not fsynced every write)
 //     or a failover that loses writes resets or rewinds the counter, and
 //     tokens can then repeat. Enable appendonly with appendfsync always where
-//     tokens must survive restarts.
+//     tokens must survive restarts. Tokens stay below 2^53, the last integer
+//     Redis's Lua counts exactly: a counter set past it by hand makes every
+//     new hold fail with an error that says so.
 //   - An evicted key is a silently lost lock. Open reads maxmemory-policy; if
 //     it is not noeviction it logs a warning, and Inspect reports it in Notes.
 //   - A holder that cannot reach Redis declares its lease lost before the key

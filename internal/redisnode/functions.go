@@ -48,6 +48,8 @@ func newScript(name, src string) *script {
 		"WAITER_TTL", fmt.Sprint(ms(WaiterTTL)),
 		"HANDOFF_TTL", fmt.Sprint(ms(HandoffTTL)),
 		"RECENT", fmt.Sprint(recentRequests),
+		"TOKEN_LIMIT", fmt.Sprint(TokenLimit),
+		"PAST_LIMIT", fmt.Sprintf("%q", pastLimit),
 	).Replace(src)
 	s := &script{Script: redis.NewScript(src), src: src, fn: name}
 	allScripts = append(allScripts, s)

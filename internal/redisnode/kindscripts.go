@@ -87,7 +87,8 @@ local function fits(kind, limit) -- a new hold of kind can join the live ones
 end
 -- grant gives id (kind letter and owner) a hold for request req, or one
 -- more count on the hold it has, with a lease of at least ttl; returns the
--- hold's token and count.
+-- hold's token and count, or nothing if a new hold's token would be at or
+-- past TOKEN_LIMIT (or below 1: a counter set negative by hand).
 local function grant(id, req, ttl, label, limit)
   local rec = redis.call('HGET', hk, id)
   local c, tok, r, l
@@ -95,7 +96,11 @@ local function grant(id, req, ttl, label, limit)
     c, tok, r, l = parse(rec)
     c, r = c + 1, push(r, req)
   else
-    c, tok, r, l = 1, redis.call('INCR', tokk), req, label
+    local t = redis.call('INCR', tokk)
+    if t < 1 or t >= TOKEN_LIMIT then return end
+    -- the token as digits: record's '..' would write a number of 10^14
+    -- or more as Lua's %.14g does ("1e+14"), which parse cannot read
+    c, tok, r, l = 1, string.format('%d', t), req, label
   end
   redis.call('HSET', hk, id, record(c, tok, r, l))
   local cur = redis.call('ZSCORE', zk, id)
@@ -128,6 +133,7 @@ local function serve()
       redis.call('LPOP', q)
       redis.call('HDEL', qi, head)
       local token = grant(kind .. owner, head, math.min(tonumber(ttl), hcap), label, limit)
+      if not token then return end -- past TOKEN_LIMIT: the waiter's own acquire fails saying so
       redis.call('PUBLISH', ch, 'h' .. head .. ' ' .. token)
     else
       redis.call('LPOP', q)
@@ -178,6 +184,7 @@ if rec then
 end
 if redis.call('EXISTS', q) == 0 and fits(kind, limit) then
   local token, n = grant(id, req, ttl, label, limit)
+  if not token then error(PAST_LIMIT) end
   return {1, token, n, ttl}
 end
 if ch ~= '' then -- take or keep a place in the queue

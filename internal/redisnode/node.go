@@ -131,6 +131,9 @@ func (n *Node) acquire(ctx context.Context, k Keys, owner, label string, ttl tim
 	if err := n.settle(ctx, k, owner); err != nil {
 		return Grant{}, err
 	}
+	if token >= TokenLimit {
+		return Grant{}, fmt.Errorf("redislock: acquire %q: token %d: %s", k.name, token, pastLimit)
+	}
 	tok := ""
 	if token > 0 {
 		tok = strconv.FormatUint(token, 10)

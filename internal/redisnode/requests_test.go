@@ -1,9 +1,11 @@
 package redisnode
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/dlock/dlock/driver"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -43,6 +45,53 @@ func TestRequestIDsMatchWhole(t *testing.T) {
 		}
 		if left, err = n.releaseReq(ctx, k, owner, g.Token, 1, false, "n-"); err != nil || left != 0 {
 			t.Fatalf("eval=%v: release as n-: %d left, %v; want 0", eval, left, err)
+		}
+	}
+}
+
+// A script sent again after its reply was lost runs with the same request
+// id, and acts once: a new hold (on the fast path, a free lock nobody
+// queues for, and on the slow path, where the queue key exists), a
+// re-entry and a release, on every kind of lock, with FCALL and with EVAL.
+// (redislock's TestRetriedScriptsApplyOnce drops real replies; this runs
+// every path.)
+func TestScriptsRunTwiceActOnce(t *testing.T) {
+	rdb, ns := nodes(t)
+	ctx := t.Context()
+	for mode, n := range ns {
+		for _, kind := range []driver.Kind{driver.Exclusive, driver.Write, driver.Permit} {
+			for _, queue := range []bool{false, true} {
+				name := fmt.Sprintf("twice-%s-%v-%v", mode, kind, queue)
+				k := NewKindKeys(n.prefix, name, kind)
+				if queue { // a queue key whose only place has gone
+					rdb.RPush(ctx, k.queue, "gone")
+				}
+				twice := func(step string, req string, holds int) Grant {
+					t.Helper()
+					var g [2]Grant
+					for i := range g {
+						var err error
+						if g[i], err = n.Acquire(ctx, k, "o", "", time.Minute, 1, req, ""); err != nil || !g[i].Acquired || g[i].Holds != holds {
+							t.Fatalf("%s: %s, run %d: %+v, %v; want %d holds", name, step, i+1, g[i], err, holds)
+						}
+					}
+					if g[1].Token != g[0].Token {
+						t.Fatalf("%s: %s: tokens %d, then %d", name, step, g[0].Token, g[1].Token)
+					}
+					return g[0]
+				}
+				g := twice("new hold", n.NewRequest(), 1)
+				twice("re-entry", n.NewRequest(), 2)
+				req := n.NewRequest()
+				for run := 1; run <= 2; run++ {
+					if left, err := n.releaseReq(ctx, k, "o", g.Token, 1, false, req); err != nil || left != 1 {
+						t.Fatalf("%s: release, run %d: %d left, %v; want 1", name, run, left, err)
+					}
+				}
+				if left, err := n.releaseReq(ctx, k, "o", g.Token, 1, false, n.NewRequest()); err != nil || left != 0 {
+					t.Fatalf("%s: last release: %d left, %v; want 0", name, left, err)
+				}
+			}
 		}
 	}
 }

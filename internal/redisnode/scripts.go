@@ -85,8 +85,10 @@ local function handoff(now)
       local owner, label = who, ''
       local z = string.find(who, '\0', 1, true) -- owner NUL label
       if z then owner, label = string.sub(who, 1, z - 1), string.sub(who, z + 1) end
-      if tonumber(exp) > now then
-        local token = redis.call('INCR', tokk)
+      local t = tonumber(exp) > now and redis.call('INCR', tokk)
+      if t and (t < 1 or t >= TOKEN_LIMIT) then return end -- grant refuses it too, with an error to the waiter
+      if t then
+        local token = string.format('%d', t) -- as grant writes it
         redis.call('HSET', lock, owner, 1, '\0t', token, '\0r', head, '\0l', label)
         redis.call('PEXPIRE', lock, math.min(tonumber(ttl), hcap))
         redis.call('PUBLISH', ch, 'h' .. head .. ' ' .. token)
@@ -115,6 +117,7 @@ local function grant()
   local token, t = ARGV[4], nil
   if token == nil or token == '' then
     t = redis.call('INCR', tokk)
+    if t < 1 or t >= TOKEN_LIMIT then error(PAST_LIMIT) end
     token = string.format('%d', t)
   elseif tonumber(token) > tonumber(redis.call('GET', tokk) or '0') then
     redis.call('SET', tokk, token)
@@ -260,6 +263,19 @@ if redis.call('DEL', lock) == 0 then return 0 end
 handoff(now_ms())
 return 1
 `)
+
+// TokenLimit bounds the tokens the scripts give out: Redis's Lua holds
+// numbers as doubles, which count every integer up to 2^53 and no further
+// (2^53 + 1 reads as 2^53), so a counter past it would give a holder the
+// token of the one before. A counter gets there only when set by hand; an
+// acquire then fails with an error saying so (pastLimit), rather than
+// break the fencing tokens' order. So it does below 1 (a counter set
+// negative), whose tokens the client would read as uint64s near 2^64.
+const TokenLimit = 1 << 53
+
+// pastLimit is the error of a script that would give out a token below 1
+// or at or above TokenLimit.
+const pastLimit = "dlock: the token counter is negative or at or past 2^53, beyond which Redis's Lua cannot count exactly"
 
 // recentRequests is how many of the requests that last changed a hold it
 // lists: more than a reply can be late by, in changes of its owner's holds.
