@@ -52,7 +52,9 @@
 // as long as a majority keeps its data. A node restarted without fsync'd
 // persistence comes back with a lower counter (or none): if that breaks the
 // majority that saw the last token, tokens can go backwards (the case
-// Martin Kleppmann raised); TestRestartedNodesCanRewindTokens shows it. The
+// Martin Kleppmann raised); TestRestartedNodesCanRewindTokens shows it.
+// Tokens stay below 2^53, as in package redislock: a counter set past it
+// by hand makes every new hold fail with an error that says so. The
 // same restart can grant the lock twice unless the node stays down for at
 // least the longest TTL before rejoining (antirez's "delayed restart" rule),
 // which dlock cannot enforce: run Redis with appendonly yes and appendfsync
