@@ -3,8 +3,6 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -102,28 +100,12 @@ func TestRefusedKindsLateDrop(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var inBackground atomic.Bool
-			release := make(chan struct{})
-			var once sync.Once
-			letGo := func() { once.Do(func() { close(release) }) }
-			etcdlock.SetDropHook(func(background bool) error {
-				if !background {
-					return errors.New("test: the first delete fails")
-				}
-				inBackground.Store(true)
-				<-release
-				return nil
-			})
-			t.Cleanup(func() { letGo(); etcdlock.SetDropHook(nil) })
+			inBackground, letGo := holdBackDrops(t)
 
 			if l, err := k.contender(a, name).TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
 				t.Fatalf("TryLock while b holds %q = %v, %v; want ErrNotAcquired", name, l, err)
 			}
-			for end := time.Now().Add(10 * time.Second); !inBackground.Load(); time.Sleep(5 * time.Millisecond) {
-				if time.Now().After(end) {
-					t.Fatal("the given-up key's delete did not go to the background")
-				}
-			}
+			inBackground()
 			if err := held.Unlock(ctx); err != nil {
 				t.Fatal(err)
 			}

@@ -30,30 +30,14 @@ func TestLateDropTakesNoHoldersKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var inBackground atomic.Bool
-	release := make(chan struct{})
-	var once sync.Once
-	letGo := func() { once.Do(func() { close(release) }) }
-	etcdlock.SetDropHook(func(background bool) error {
-		if !background {
-			return errors.New("test: the first delete fails")
-		}
-		inBackground.Store(true)
-		<-release
-		return nil
-	})
-	t.Cleanup(func() { letGo(); etcdlock.SetDropHook(nil) })
+	inBackground, letGo := holdBackDrops(t)
 
 	// a's TryLock puts its key, finds b first, gives the key up; the delete
 	// fails and is left to the background, held back.
 	if l, err := a.Mutex(name).TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("TryLock while b holds the lock = %v, %v; want ErrNotAcquired", l, err)
 	}
-	for end := time.Now().Add(10 * time.Second); !inBackground.Load(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatal("the given-up key's delete did not go to the background")
-		}
-	}
+	inBackground()
 	if err := held.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -90,4 +74,33 @@ func TestLateDropTakesNoHoldersKey(t *testing.T) {
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// holdBackDrops makes a contender's first delete of its given-up key fail,
+// and holds the background delete that follows back until letGo (also
+// called at cleanup). inBackground waits until that delete has started.
+func holdBackDrops(t *testing.T) (inBackground, letGo func()) {
+	t.Helper()
+	var started atomic.Bool
+	release := make(chan struct{})
+	var once sync.Once
+	letGo = func() { once.Do(func() { close(release) }) }
+	etcdlock.SetDropHook(func(background bool) error {
+		if !background {
+			return errors.New("test: the first delete fails")
+		}
+		started.Store(true)
+		<-release
+		return nil
+	})
+	t.Cleanup(func() { letGo(); etcdlock.SetDropHook(nil) })
+	inBackground = func() {
+		t.Helper()
+		for end := time.Now().Add(10 * time.Second); !started.Load(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatal("the given-up key's delete did not go to the background")
+			}
+		}
+	}
+	return inBackground, letGo
 }
