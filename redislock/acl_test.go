@@ -19,7 +19,7 @@ import (
 // to, for user name with password pw and key prefix prefix.
 func docGrant(t *testing.T, name, pw, prefix string) []any {
 	t.Helper()
-	l := drivertest.DocLines(t, "redislock.go", "", "ACL SETUSER ")[0]
+	l := drivertest.DocLines(t, "doc.go", "", "ACL SETUSER ")[0]
 	l = strings.NewReplacer("ACL SETUSER ", "", "dlock-worker", name, "PASSWORD", pw, "dlock:*", prefix+":*").Replace(l)
 	var args []any
 	for _, f := range strings.Fields(l) {
