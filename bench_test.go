@@ -47,9 +47,9 @@ func BenchmarkManyLeases(b *testing.B) {
 
 // TestLockUnlockAllocs holds the portable layer to its cost on the
 // in-process backend: an uncontended Lock+Unlock makes at most 10
-// allocations (7 at the time of writing: the owner id, the owner's turn,
-// the hold, the lease (the API's, holding the engine's) and its context,
-// and the mem store's own).
+// allocations (6 at the time of writing: the owner id, the owner's turn,
+// the hold, the lease (the API's, holding the engine's) and the mem
+// store's own; a lease's context is made only when asked for).
 func TestLockUnlockAllocs(t *testing.T) {
 	c := memlock.Open()
 	defer c.Close()

@@ -119,7 +119,7 @@ func (e *Engine) Acquire(ctx context.Context, op string, s Spec, o Opts, try boo
 func leaseIn(ctx context.Context, e *Engine, name string, kind driver.Kind) *Lease {
 	for x, _ := ctx.Value(leaseKey{}).(*ctxLeases); x != nil; x = x.next {
 		if x.l.h.e == e && x.l.h.name == name && x.l.h.kind.Family() == kind.Family() &&
-			x.l.ctx.Err() == nil && x.l.h.CheckDeadline() == nil {
+			x.l.endCause() == nil && x.l.h.CheckDeadline() == nil {
 			return x.l
 		}
 	}

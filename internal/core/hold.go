@@ -49,10 +49,10 @@ type Hold struct {
 
 // Lease is one hold on a lock: package dlock's Lease is a thin wrapper.
 type Lease struct {
-	h      *Hold
-	ctx    context.Context // cancelled, with the reason as cause, when the lease ends
-	cancel context.CancelCauseFunc
-	ended  bool // guarded by h.e.mu
+	h     *Hold
+	cause atomic.Pointer[error]    // why it ended, once it has (see leaseend.go)
+	lctx  atomic.Pointer[leaseCtx] // its context, once asked for
+	ended bool                     // guarded by h.e.mu
 }
 
 // Name returns the lock name.
@@ -96,7 +96,6 @@ func (h *Hold) newLease(alloc func() *Lease) *Lease {
 		l = new(Lease)
 	}
 	l.h = h
-	l.ctx, l.cancel = context.WithCancelCause(context.Background())
 	if h.leases == nil {
 		h.leases = h.first[:0]
 	}
@@ -156,28 +155,27 @@ func (l *Lease) Hold() *Hold { return l.h }
 
 // Context is cancelled, with the reason as its cause (ErrUnlocked after
 // Unlock), when l ends.
-func (l *Lease) Context() context.Context { return l.ctx }
+func (l *Lease) Context() context.Context { return l.context() }
 
 // Done is dlock.Lease.Done.
 func (l *Lease) Done() <-chan struct{} {
 	l.h.CheckDeadline()
-	return l.ctx.Done()
+	return l.context().Done()
 }
 
 // Err is dlock.Lease.Err.
 func (l *Lease) Err() error {
 	if err := l.h.CheckDeadline(); err != nil {
-		if c := context.Cause(l.ctx); c != nil && c != ErrUnlocked {
+		if c := l.endCause(); c != nil && c != ErrUnlocked {
 			return c
 		}
 		return err
 	}
-	select {
-	case <-l.ctx.Done():
-	default:
-		return l.h.lostCause() // lost, its Done about to close
+	cause := l.endCause()
+	if cause == nil {
+		return l.h.lostCause() // lost, its end about to be stored
 	}
-	if cause := context.Cause(l.ctx); cause != ErrUnlocked {
+	if cause != ErrUnlocked {
 		return cause
 	}
 	return nil
@@ -185,7 +183,7 @@ func (l *Lease) Err() error {
 
 // TimeLeft is dlock.Lease.TimeLeft.
 func (l *Lease) TimeLeft() time.Duration {
-	if l.ctx.Err() != nil {
+	if l.endCause() != nil {
 		return 0
 	}
 	return l.h.e.sched.TimeLeft(&l.h.ka)
@@ -218,7 +216,7 @@ func (l *Lease) Unlock(ctx context.Context) error {
 	if last && !e.detach(h) { // lost or closed while we unlocked
 		cause := h.lostCause()
 		if cause == nil {
-			cause = context.Cause(l.ctx)
+			cause = l.endCause()
 		}
 		if cause != nil {
 			l.cancel(cause)
@@ -266,7 +264,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := l.Err(); err != nil {
 		return err
 	}
-	if l.ctx.Err() != nil {
+	if l.endCause() != nil {
 		return e.wrap("extend", h.name, driver.ErrNotHeld)
 	}
 	removed, err := e.sched.Extend(ctx, &h.ka, ttl)
