@@ -64,6 +64,12 @@
 // given to Open is the application's: dlock adds no hook to it, and its
 // lines go where the application sends them.
 //
+// dlock reuses the argument slices of the scripts it calls (FCALL) once
+// go-redis's Process has returned. A hook of the application's that keeps
+// a command past its return (to log it later from another goroutine, say)
+// must copy cmd.Args() first; hooks that read a command while it runs, as
+// go-redis's OpenTelemetry hooks do, need nothing.
+//
 // # Layout
 //
 // A lock is a hash "<prefix>:{<name>}" of owner id → hold count, with a

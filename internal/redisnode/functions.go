@@ -169,15 +169,29 @@ func (n *Node) call(ctx context.Context, s *script, keys []any, args ...any) *re
 // fcall sends FCALL s with keys and args as go-redis's FCall does, but
 // builds the command's arguments in one slice from keys boxed once per lock
 // (go-redis's FCall boxes every key again and copies args into a second
-// slice): a lock's scripts run on every Lock and Unlock.
+// slice), and reuses that slice once Process has returned (see argSlices):
+// a lock's scripts run on every Lock and Unlock.
+//
+// The returned command's Args are cleared: callers read its reply only.
 func (n *Node) fcall(ctx context.Context, s *script, keys, args []any) *redis.Cmd {
-	a := make([]any, 0, 2+len(keys)+len(args))
-	a = append(append(append(a, "fcall", s.fnArg), keys...), args...)
+	p := argSlices.Get().(*[]any)
+	a := append(append(append((*p)[:0], "fcall", s.fnArg), keys...), args...)
 	cmd := redis.NewCmd(ctx, a...)
 	cmd.SetFirstKeyPos(3) // as FCall: the keys start after the count, for a Cluster's routing
 	_ = n.rdb.Process(ctx, cmd)
+	clear(a) // the values the call boxed go with it
+	*p = a[:0]
+	argSlices.Put(p)
 	return cmd
 }
+
+// argSlices are the argument slices of FCALLs, reused across calls: a
+// Lock+Unlock makes two, about 400 bytes. go-redis is done with a command's
+// arguments when Process returns (it writes and reads on the calling
+// goroutine, retries and redirections included, and its hooks run inside
+// Process); a hook that keeps a command past that must copy its Args, as
+// the package doc of redislock says.
+var argSlices = sync.Pool{New: func() any { a := make([]any, 0, 16); return &a }}
 
 // evalsha runs s with EVALSHA, or EVAL on NOSCRIPT. It copies args, which
 // go-redis keeps, so that call's own args need not escape.
