@@ -199,13 +199,14 @@ func BenchmarkManyLeases(b *testing.B) {
 	}
 }
 
-// TestLockUnlockAllocs holds the Redis backend to its client cost: an
-// uncontended Lock+Unlock on a real server makes at most 40 allocations
-// and 2,300 bytes (33 and about 1,830 at the time of writing; the plain
-// SET NX PX and compare-and-delete of BenchmarkUncontended make 21 and
-// 722). Allocations are counted, not timed; the bounds leave room for
-// go-redis's own to vary between versions, and catch a cost added on every
-// call (a key made again, a boxed argument list, a context per command).
+// TestLockUnlockAllocs holds the Redis backend to its client cost, issue
+// #29's target: an uncontended Lock+Unlock on a real server makes at most
+// 30 allocations and 1,300 bytes (24 and about 1,075 at the time of
+// writing; the plain SET NX PX and compare-and-delete of
+// BenchmarkUncontended make 19 and 626). Allocations are counted, not
+// timed; the bounds leave room for go-redis's own to vary between
+// versions, and catch a cost added on every call (a key made again, a
+// boxed argument list, a context per command).
 func TestLockUnlockAllocs(t *testing.T) {
 	srv := testserver.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
@@ -234,10 +235,10 @@ func TestLockUnlockAllocs(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	bytes := (after.TotalAlloc - before.TotalAlloc) / (runs + 1) // AllocsPerRun runs it once more to warm up
 	t.Logf("%v allocations and %d bytes per Lock+Unlock", allocs, bytes)
-	if allocs > 40 {
-		t.Errorf("Lock+Unlock on Redis made %v allocations; want at most 40", allocs)
+	if allocs > 30 {
+		t.Errorf("Lock+Unlock on Redis made %v allocations; want at most 30", allocs)
 	}
-	if bytes > 2300 {
-		t.Errorf("Lock+Unlock on Redis allocated %d bytes; want at most 2,300", bytes)
+	if bytes > 1300 {
+		t.Errorf("Lock+Unlock on Redis allocated %d bytes; want at most 1,300", bytes)
 	}
 }
