@@ -190,14 +190,6 @@ type Request struct {
 	// refused try, or a caller polling with tries would queue behind its own
 	// earlier attempts (each try is an owner of its own).
 	Try bool
-	// Closing, for a Wait request to a driver whose Caps.EndsWaits is true,
-	// ends when the client begins to close; nil otherwise. dlock binds no
-	// context of its own to Close around such a call, which spares every
-	// blocking Lock a context and its channel: the driver ends its wait, and
-	// the store calls it makes while waiting, when Closing ends, as when ctx
-	// does. Its first attempt may go unbound (dlock gives back a hold
-	// granted after Close began).
-	Closing context.Context
 }
 
 // Grant is the answer to a Request.
@@ -297,9 +289,6 @@ type Caps struct {
 	// store itself (etcd, ZooKeeper, database row locks). Otherwise dlock
 	// waits with Notifier subscriptions, or by polling with backoff.
 	Blocking bool
-	// EndsWaits reports that a Blocking driver ends a wait when
-	// Request.Closing ends (see there).
-	EndsWaits bool
 	// Kinds lists the kinds beyond Exclusive the driver supports: Shared and
 	// Write come together (a read-write lock), Permit alone (a semaphore).
 	// A driver with Kinds implements KindInspector.

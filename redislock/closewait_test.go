@@ -1,9 +1,12 @@
 package redislock_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,8 +21,7 @@ import (
 // ErrClosed when its dlock client closes, and leaves nothing behind: the
 // holder's Unlock leaves the lock free for another client at once. The
 // go-redis client underneath is the application's and stays open, so only
-// the driver's own binding of its wait to Close (Caps.EndsWaits: dlock
-// binds nothing around a Redis wait) can end it. Close comes at random
+// dlock's binding of the wait to Close can end it. Close comes at random
 // moments, some during the Lock's first round trip, some while it waits.
 func TestCloseEndsWaitOnAppClient(t *testing.T) {
 	srv := testserver.Redis(t)
@@ -62,4 +64,83 @@ func TestCloseEndsWaitOnAppClient(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestCloseEndsSilentFirstRoundTrip: the network to Redis goes silent (no
+// reset, no FIN) just before a blocking Lock, so its first round trip hangs
+// in go-redis, which cannot cut a read short but checks the call's context
+// before each retry. Close must end that Lock with ErrClosed after the
+// attempt in flight, not after every retry go-redis would make (up to 20
+// here, of 300 ms each, on the application's client, which dlock never
+// closes): dlock binds the whole call to Close, its first round trip
+// included, so go-redis gives the acquire script up with context.Canceled.
+// Close comes as the Lock's first attempt is sent. (A binding made only once
+// the Lock queued, as tried for issue #29, let the retries run: Close then
+// waited up to its 10 s drain.)
+func TestCloseEndsSilentFirstRoundTrip(t *testing.T) {
+	srv := testserver.Redis(t)
+	const name = "closewait/silent"
+	holder := openURL(t, srv)
+	held, err := holder.Mutex(name).Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Unlock(t.Context())
+	p := testserver.NewProxy(t, srv.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true,
+		ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, DialTimeout: time.Second,
+		MaxRetries: 20, MinRetryBackoff: time.Millisecond, MaxRetryBackoff: 5 * time.Millisecond})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c, err := redislock.Open(t.Context(), rdb, redislock.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	sent := make(chan struct{})
+	var once sync.Once
+	first := make(chan error, 1) // how the Lock's first FCALL ended, retries and all
+	rdb.AddHook(fcallSeen{
+		sent: func() { once.Do(func() { close(sent) }) },
+		done: func(err error) {
+			select {
+			case first <- err:
+			default:
+			}
+		}})
+	p.Blackhole()
+	w := drivertest.Go(func() (*dlock.Lease, error) { return c.Mutex(name).Lock(t.Context()) })
+	<-sent // the acquire script is on its way, into the silence
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	l, err := w.Result(t, 30*time.Second, "the closed client's Lock")
+	if !errors.Is(err, dlock.ErrClosed) {
+		t.Fatalf("Lock = %v, %v; want ErrClosed", l, err)
+	}
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Errorf("the Lock's acquire script ended with %v; want it cut short by Close (context.Canceled)", err)
+	}
+}
+
+// fcallSeen is a go-redis hook that calls sent as an FCALL is processed,
+// and done with its error once go-redis is through with it.
+type fcallSeen struct {
+	sent func()
+	done func(error)
+}
+
+func (fcallSeen) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h fcallSeen) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !strings.EqualFold(cmd.Name(), "fcall") {
+			return next(ctx, cmd)
+		}
+		h.sent()
+		err := next(ctx, cmd)
+		h.done(err)
+		return err
+	}
+}
+func (fcallSeen) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

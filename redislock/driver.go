@@ -87,7 +87,7 @@ func (d *redisDriver) checkEviction(ctx context.Context) {
 
 func (d *redisDriver) Caps() driver.Caps {
 	return driver.Caps{MaxNameLen: 1024, MinTTL: time.Millisecond, TTLResolution: time.Millisecond,
-		Reentrant: true, Blocking: true, EndsWaits: true, Kinds: []driver.Kind{driver.Shared, driver.Write, driver.Permit}}
+		Reentrant: true, Blocking: true, Kinds: []driver.Kind{driver.Shared, driver.Write, driver.Permit}}
 }
 
 // keysOf returns the keys of a held lock, from the entry Acquire kept in

@@ -46,15 +46,6 @@ func (d *redisDriver) wait(ctx context.Context, e *lockEntry, r driver.Request) 
 		granted = err == nil || errors.Is(err, redisnode.ErrUnsettled) // the latter was never sent
 		return g, err
 	}
-	// Queued: from here the wait and its calls end when the client closes
-	// too (Caps.EndsWaits). Binding only now spares the uncontended Lock a
-	// context and its channel.
-	if r.Closing != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		defer context.AfterFunc(r.Closing, cancel)()
-	}
 	handed, err := d.hub.await(ctx, req)
 	if err != nil {
 		return driver.Grant{}, fmt.Errorf("redislock: subscribe: %w", err)

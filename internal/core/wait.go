@@ -51,13 +51,8 @@ func (e *Engine) attempt(ctx context.Context, req driver.Request, uncertain *boo
 
 func (e *Engine) obtain1(ctx context.Context, t *turn.Turn[holdKey], req driver.Request, try bool, uncertain *bool) (driver.Grant, time.Time, error) {
 	if !try && e.caps.Blocking { // the store queues waiters itself
-		if e.caps.EndsWaits { // the driver ends its wait on Close itself
-			req.Closing = e.closing
-		} else {
-			var b bound
-			ctx, b = e.bindClose(ctx)
-			defer e.unbind(b)
-		}
+		ctx, b := e.bindClose(ctx)
+		defer e.unbind(b)
 		t.Block(true)
 		defer t.Block(false)
 		req.Wait = true
@@ -70,7 +65,7 @@ func (e *Engine) obtain1(ctx context.Context, t *turn.Turn[holdKey], req driver.
 			case err == nil:
 				err = driver.ErrNotAcquired
 			}
-			if permanent(err) || ctx.Err() != nil || e.closing.Err() != nil {
+			if permanent(err) || ctx.Err() != nil {
 				return g, sent, e.waitErr(ctx, err)
 			}
 			// The store may come back (a reconnect, a new session) before ctx ends.
@@ -78,8 +73,6 @@ func (e *Engine) obtain1(ctx context.Context, t *turn.Turn[holdKey], req driver.
 			select {
 			case <-time.After(jitter(errPause)):
 			case <-ctx.Done():
-				return g, sent, e.waitErr(ctx, err)
-			case <-e.closing.Done():
 				return g, sent, e.waitErr(ctx, err)
 			}
 		}
