@@ -263,7 +263,7 @@ func (e *Engine) grant(ctx context.Context, k holdKey, req driver.Request, g dri
 	}
 	h := &Hold{
 		e: e, name: req.Name, owner: req.Owner, label: req.Label, kind: req.Kind, limit: req.Limit, fresh: fresh,
-		token: g.Token, handle: g.Handle, acquired: sent,
+		token: g.Token, handle: g.Handle, acquired: sent.Sub(epoch),
 		ka: keepalive.Entry{TTL: req.TTL, Renew: renew, Lost: g.Lost},
 	}
 	h.ka.Ref = h

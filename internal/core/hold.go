@@ -33,16 +33,16 @@ type Hold struct {
 	limit    int // a permit's semaphore count, compared on re-entry
 	token    uint64
 	handle   any
-	acquired time.Time
-	fresh    bool // the owner id was made for this hold: nobody else holds under it
+	acquired time.Duration // when its acquire was sent, since epoch (a third of a time.Time)
+	fresh    bool          // the owner id was made for this hold: nobody else holds under it
+	detached bool          // guarded by e.mu; beside fresh, so that a Hold fits 256 bytes
 
 	lostErr atomic.Pointer[error] // why the hold was lost, if it was
 
 	// guarded by e.mu
-	detached bool
-	release  Release // its store release, once detached: a Lock by its owner waits for it
-	leases   []*Lease
-	first    [1]*Lease // room for the first lease, which most holds keep alone
+	release Release // its store release, once detached: a Lock by its owner waits for it
+	leases  []*Lease
+	first   [1]*Lease // room for the first lease, which most holds keep alone
 
 	ka keepalive.Entry // its renewal, the scheduler's alone
 }
@@ -74,7 +74,11 @@ func (h *Hold) Token() uint64 { return h.token }
 func (h *Hold) Handle() any { return h.handle }
 
 // Acquired returns when the hold was proven granted.
-func (h *Hold) Acquired() time.Time { return h.acquired }
+func (h *Hold) Acquired() time.Time { return epoch.Add(h.acquired) }
+
+// epoch is the origin of Hold.acquired: a monotonic clock reading, so that
+// Acquired keeps one too.
+var epoch = time.Now()
 
 // Entry is h's scheduler entry, for tests.
 func (h *Hold) Entry() *keepalive.Entry { return &h.ka }

@@ -140,7 +140,7 @@ func (s *Scheduler) keepExpiry(e *Entry, sent time.Time, v time.Duration) {
 		e.next = e.deadline
 	}
 	if e.idx >= 0 {
-		heap.Fix(&s.h, e.idx)
+		heap.Fix(&s.h, int(e.idx))
 	}
 	s.arm()
 }

@@ -25,16 +25,16 @@ type Entry struct {
 	expiry       instant   // the store keeps the hold at least until then
 	deadline     instant   // loss is signalled then, a margin before expiry
 	next         instant   // when the scheduler next looks at the hold
-	idx          int       // index in the scheduler's heap, -1 when not in it
 	renewals     uint64    // renewal results recorded, for Extend
 	extends      uint64    // Extend calls that may have reached the store, for renewals and Extend
 	batchExtends uint64    // extends when the renewal in flight was sent
 	inflight     *extendOp // Extend calls in flight (a list), for their bounds on each other
 
-	Renew    bool // set by the caller: renewed by the scheduler; false: a fixed lease, lost at its TTL
-	added    bool // scheduled once: expiry, deadline and next are set
-	removed  bool // unscheduled for good
-	renewing bool // a renewal of it is in flight
+	Renew    bool  // set by the caller: renewed by the scheduler; false: a fixed lease, lost at its TTL
+	added    bool  // scheduled once: expiry, deadline and next are set
+	removed  bool  // unscheduled for good
+	renewing bool  // a renewal of it is in flight
+	idx      int32 // index in the scheduler's heap, -1 when not in it (beside the flags: 8 bytes less per hold)
 }
 
 // instant is a point in time as the monotonic nanoseconds since epoch: a
@@ -169,7 +169,7 @@ func (s *Scheduler) Lower(h *Entry, sent time.Time, v time.Duration) {
 	}
 	s.lowerExpiry(h, sent, v)
 	if h.idx >= 0 {
-		heap.Fix(&s.h, h.idx)
+		heap.Fix(&s.h, int(h.idx))
 	}
 	s.arm()
 }
@@ -178,8 +178,8 @@ func (s *Scheduler) Lower(h *Entry, sent time.Time, v time.Duration) {
 func (s *Scheduler) Remove(h *Entry) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if h.idx >= 0 && h.idx < len(s.h) && s.h[h.idx] == h {
-		heap.Remove(&s.h, h.idx)
+	if h.idx >= 0 && int(h.idx) < len(s.h) && s.h[h.idx] == h {
+		heap.Remove(&s.h, int(h.idx))
 	}
 	h.idx = -1
 	h.removed = true
@@ -342,7 +342,7 @@ func (s *Scheduler) renew(batch []*Entry, now, earliest time.Time) {
 			h.next = min(at(after.Add(max(RenewInterval(h.TTL)/10, time.Millisecond))), h.deadline)
 		}
 		if h.idx >= 0 {
-			heap.Fix(&s.h, h.idx)
+			heap.Fix(&s.h, int(h.idx))
 		}
 	}
 	s.arm()
@@ -413,11 +413,11 @@ func (q entryHeap) Len() int           { return len(q) }
 func (q entryHeap) Less(i, j int) bool { return q[i].next < q[j].next }
 func (q entryHeap) Swap(i, j int) {
 	q[i], q[j] = q[j], q[i]
-	q[i].idx, q[j].idx = i, j
+	q[i].idx, q[j].idx = int32(i), int32(j)
 }
 func (q *entryHeap) Push(x any) {
 	h := x.(*Entry)
-	h.idx = len(*q)
+	h.idx = int32(len(*q))
 	*q = append(*q, h)
 }
 func (q *entryHeap) Pop() any {

@@ -7,6 +7,8 @@ package redisnode
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strconv"
@@ -50,7 +52,7 @@ func New(rdb redis.UniversalClient, keyPrefix string) *Node {
 	if keyPrefix == "" {
 		keyPrefix = DefaultPrefix
 	}
-	return &Node{rdb: rdb, prefix: keyPrefix, id: dlock.NewOwnerID() + "-", pending: map[pendingKey][]pendingRelease{}}
+	return &Node{rdb: rdb, prefix: keyPrefix, id: requestPrefix(), pending: map[pendingKey][]pendingRelease{}}
 }
 
 // Prefix returns the node's key prefix.
@@ -60,7 +62,7 @@ func (n *Node) Prefix() string { return n.prefix }
 func (n *Node) Keys(name string) Keys { return NewKeys(n.prefix, name) }
 
 // NewRequest returns an id for one acquire or release, unique to this
-// node's client: its random id (128 bits, as owner ids) and a count,
+// node's client: its random id (128 bits, as owner ids; requestPrefix) and a count,
 // built in one allocation. Scripts remember the last ids that changed a
 // hold, so a script run twice (see scripts.go) acts once; an acquire that
 // finds its id there takes the hold as its own, whatever its owner, so ids
@@ -68,6 +70,18 @@ func (n *Node) Keys(name string) Keys { return NewKeys(n.prefix, name) }
 func (n *Node) NewRequest() string {
 	var b [56]byte
 	return string(strconv.AppendUint(append(b[:0], n.id...), n.seq.Add(1), 10))
+}
+
+// requestPrefix is a node's random id, the first part of its request ids:
+// 128 bits from crypto/rand in unpadded URL-safe base64 (22 characters, no
+// space, which the scripts' lists of ids are separated by) and a '.', so an
+// id stays within 32 bytes, one size class of the allocator, for its first
+// billion requests (hex took 33 characters before the count, which put
+// every id in the 48-byte class).
+func requestPrefix() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return base64.RawURLEncoding.EncodeToString(b[:]) + "."
 }
 
 // FollowsContext reports whether the node's client follows context
