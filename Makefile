@@ -24,6 +24,7 @@ test: deps tidy lint
 	cd bench && $(GO) mod tidy -diff # the benchmark tool is compiled and linted (lint), not run
 	$(GO) test -race -count=1 ./...
 	$(GO) test -count=1 -run '^TestEnsemble$$' ./zklock/ # not under -race: see zklock/ensemble_test.go
+	$(GO) test -count=1 -run '^TestLockUnlockAllocs$$' . ./redislock/ # allocations of a plain build, not -race's
 
 # The same suite on a busy machine: one busy loop per core runs beside it
 # (scripts/busy.sh stops them when the suite ends, fails or is interrupted).

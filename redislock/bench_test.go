@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"runtime"
 	"sync"
@@ -201,13 +202,16 @@ func BenchmarkManyLeases(b *testing.B) {
 
 // TestLockUnlockAllocs holds the Redis backend to its client cost, issue
 // #29's target: an uncontended Lock+Unlock on a real server makes at most
-// 30 allocations and 1,300 bytes (24 and about 1,075 at the time of
+// 30 allocations and 1,300 bytes (27 and about 1,220 at the time of
 // writing; the plain SET NX PX and compare-and-delete of
 // BenchmarkUncontended make 19 and 626). Allocations are counted, not
 // timed; the bounds leave room for go-redis's own to vary between
 // versions, and catch a cost added on every call (a key made again, a
 // boxed argument list, a context per command).
 func TestLockUnlockAllocs(t *testing.T) {
+	if raceOn {
+		t.Skip("allocations under -race are not a plain build's; make test runs this test again without -race")
+	}
 	srv := testserver.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -228,13 +232,20 @@ func TestLockUnlockAllocs(t *testing.T) {
 		}
 	}
 	lockUnlock() // the lock's keys, the index's ZADD, the pool's connection: once per name
+	// The runtime counts every goroutine's allocations, and those of earlier
+	// tests' clients and servers' log readers may still run: they only add,
+	// so the least of five measures is the one closest to the loop's own.
 	const runs = 200
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	allocs := testing.AllocsPerRun(runs, lockUnlock)
-	runtime.ReadMemStats(&after)
-	bytes := (after.TotalAlloc - before.TotalAlloc) / (runs + 1) // AllocsPerRun runs it once more to warm up
-	t.Logf("%v allocations and %d bytes per Lock+Unlock", allocs, bytes)
+	allocs, bytes := math.Inf(1), uint64(math.MaxUint64)
+	for range 5 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		a := testing.AllocsPerRun(runs, lockUnlock)
+		runtime.ReadMemStats(&after)
+		b := (after.TotalAlloc - before.TotalAlloc) / (runs + 1) // AllocsPerRun runs it once more to warm up
+		t.Logf("%v allocations and %d bytes per Lock+Unlock", a, b)
+		allocs, bytes = min(allocs, a), min(bytes, b)
+	}
 	if allocs > 30 {
 		t.Errorf("Lock+Unlock on Redis made %v allocations; want at most 30", allocs)
 	}
