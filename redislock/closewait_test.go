@@ -69,10 +69,11 @@ func TestCloseEndsWaitOnAppClient(t *testing.T) {
 // TestCloseEndsSilentFirstRoundTrip: the network to Redis goes silent (no
 // reset, no FIN) just before a blocking Lock, so its first round trip hangs
 // in go-redis, which cannot cut a read short but checks the call's context
-// before each retry. Close must end that Lock with ErrClosed after the
-// attempt in flight, not after every retry go-redis would make (up to 20
-// here, of 300 ms each, on the application's client, which dlock never
-// closes): dlock binds the whole call to Close, its first round trip
+// before each retry. Close must end that Lock with ErrClosed once the
+// attempt in flight gives up (and the script that takes the request back
+// out of the queue has had its bounded try), not after every retry go-redis
+// would make (up to 20 here, of 300 ms each, on the application's client,
+// which dlock never closes): dlock binds the whole call to Close, its first round trip
 // included, so go-redis gives the acquire script up with context.Canceled.
 // Close comes as the Lock's first attempt is sent. (A binding made only once
 // the Lock queued, as tried for issue #29, let the retries run: Close then
@@ -86,27 +87,8 @@ func TestCloseEndsSilentFirstRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Unlock(t.Context())
-	p := testserver.NewProxy(t, srv.Addr())
-	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true,
-		ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, DialTimeout: time.Second,
-		MaxRetries: 20, MinRetryBackoff: time.Millisecond, MaxRetryBackoff: 5 * time.Millisecond})
-	t.Cleanup(func() { _ = rdb.Close() })
-	c, err := redislock.Open(t.Context(), rdb, redislock.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	sent := make(chan struct{})
-	var once sync.Once
-	first := make(chan error, 1) // how the Lock's first FCALL ended, retries and all
-	rdb.AddHook(fcallSeen{
-		sent: func() { once.Do(func() { close(sent) }) },
-		done: func(err error) {
-			select {
-			case first <- err:
-			default:
-			}
-		}})
+	p, rdb, c := silentClient(t, srv)
+	sent, first := watchFirstFCALL(rdb)
 	p.Blackhole()
 	w := drivertest.Go(func() (*dlock.Lease, error) { return c.Mutex(name).Lock(t.Context()) })
 	<-sent // the acquire script is on its way, into the silence
@@ -119,6 +101,95 @@ func TestCloseEndsSilentFirstRoundTrip(t *testing.T) {
 	}
 	if err := <-first; !errors.Is(err, context.Canceled) {
 		t.Errorf("the Lock's acquire script ended with %v; want it cut short by Close (context.Canceled)", err)
+	}
+}
+
+// silentClient opens a dlock client over an application's go-redis client
+// that reaches srv through a proxy the test can silence or slow, and that
+// would retry a command 20 times, each attempt on a new connection after a
+// 300 ms read timeout.
+func silentClient(t *testing.T, srv *testserver.Server) (*testserver.Proxy, *redis.Client, *dlock.Client) {
+	p := testserver.NewProxy(t, srv.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true,
+		ReadTimeout: 300 * time.Millisecond, WriteTimeout: 300 * time.Millisecond, DialTimeout: time.Second,
+		MaxRetries: 20, MinRetryBackoff: time.Millisecond, MaxRetryBackoff: 5 * time.Millisecond})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c, err := redislock.Open(t.Context(), rdb, redislock.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return p, rdb, c
+}
+
+// watchFirstFCALL hooks rdb: sent closes as the next FCALL is processed,
+// and first receives its error once go-redis is through with it, retries
+// and all.
+func watchFirstFCALL(rdb *redis.Client) (sent chan struct{}, first chan error) {
+	sent, first = make(chan struct{}), make(chan error, 1)
+	var once sync.Once
+	rdb.AddHook(fcallSeen{
+		sent: func() { once.Do(func() { close(sent) }) },
+		done: func(err error) {
+			select {
+			case first <- err:
+			default:
+			}
+		}})
+	return sent, first
+}
+
+// TestCloseEndsNestedLock: a nested Lock (its ctx carries the caller's
+// lease, so it re-enters the hold and the store counts it once more) is
+// bound to Close as a first acquire is. With the network silent, go-redis
+// gives the re-entry's script up with context.Canceled and the Lock ends
+// with ErrClosed. With the network slow, the re-entry's reply comes after
+// Close began: the Lock returns ErrClosed, not a lease, and gives back the
+// count it added, so the store holds nothing once Close returns.
+func TestCloseEndsNestedLock(t *testing.T) {
+	for _, silent := range []bool{true, false} {
+		t.Run(map[bool]string{true: "silent", false: "slow"}[silent], func(t *testing.T) {
+			srv := testserver.Redis(t)
+			raw := rawClient(t, srv)
+			p, rdb, c := silentClient(t, srv)
+			name := "closewait/nested/" + t.Name()
+			outer, err := c.Mutex(name).Lock(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := "dlock:{" + name + "}"
+			if n, err := raw.Exists(t.Context(), key).Result(); n != 1 {
+				t.Fatalf("the held lock's key %q is not in the store (%v)", key, err)
+			}
+			sent, first := watchFirstFCALL(rdb)
+			if silent {
+				p.Blackhole()
+			} else {
+				p.SetDelay(100 * time.Millisecond)
+			}
+			w := drivertest.Go(func() (*dlock.Lease, error) {
+				return c.Mutex(name).Lock(dlock.ContextWithLease(t.Context(), outer))
+			})
+			<-sent                // the re-entry is on its way
+			closeErr := c.Close() // in the silence, the outer hold's release fails
+			l, err := w.Result(t, 30*time.Second, "the closed client's nested Lock")
+			if !errors.Is(err, dlock.ErrClosed) {
+				t.Fatalf("nested Lock = %v, %v; want ErrClosed", l, err)
+			}
+			if silent {
+				if err := <-first; !errors.Is(err, context.Canceled) {
+					t.Errorf("the re-entry's script ended with %v; want it cut short by Close (context.Canceled)", err)
+				}
+				return
+			}
+			if closeErr != nil {
+				t.Fatalf("Close: %v", closeErr)
+			}
+			p.SetDelay(0)
+			if all, err := raw.HGetAll(t.Context(), key).Result(); err != nil || len(all) != 0 {
+				t.Errorf("after Close the store still holds the lock: %q, %v", all, err)
+			}
+		})
 	}
 }
 

@@ -211,9 +211,13 @@ func (e *Engine) reenter(ctx context.Context, k holdKey, req driver.Request, all
 		// believe no more than that if it is shorter than the hold's.
 		sent := time.Now()
 		e.sched.Lower(&h.ka, sent, req.TTL)
-		g, err := e.drv.Acquire(ctx, req)
+		// Bound to Close as a first acquire is: a re-entry sent into a
+		// silent network must not hold Close up for the client's retries.
+		bctx, b := e.bindClose(ctx)
+		g, err := e.drv.Acquire(bctx, req)
+		e.unbind(b)
 		if err != nil {
-			return nil, err
+			return nil, e.waitErr(ctx, err)
 		}
 		if g.Acquired && g.Validity > 0 {
 			e.sched.Lower(&h.ka, sent, g.Validity)
@@ -231,6 +235,19 @@ func (e *Engine) reenter(ctx context.Context, k holdKey, req driver.Request, all
 		}
 	}
 	e.mu.Lock()
+	if e.closed { // Close began while the store counted this re-entry
+		e.mu.Unlock()
+		if !e.caps.Reentrant {
+			return nil, driver.ErrClosed
+		}
+		// Close releases the counts of the leases it knows of, and this
+		// one is not among them: give back the count this attempt added,
+		// or the store keeps the lock until its TTL. (Close waits for
+		// this, an acquisition under way, before it closes the driver.)
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return nil, errors.Join(driver.ErrClosed, e.drv.Release(rctx, h.Held(), 1))
+	}
 	defer e.mu.Unlock()
 	if h.detached { // lost meanwhile
 		return nil, nil
