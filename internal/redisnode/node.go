@@ -29,7 +29,7 @@ import (
 type Node struct {
 	rdb    redis.UniversalClient
 	prefix string
-	id     string // prefix of the node's request ids: 128 random bits in hex, and "-"
+	id     string // prefix of the node's request ids: 128 random bits in base64url, and "." (requestPrefix)
 	seq    atomic.Uint64
 
 	eval atomic.Bool // run scripts with EVALSHA, not FCALL (see functions.go)

@@ -12,7 +12,7 @@ import (
 
 // A request id is "seen" by a script only as a whole word of the hold's
 // list of recent requests: one id inside another (a node's ids are its
-// prefix and a count, so "…-1" is inside "…-12") is another request, which
+// prefix and a count, so "….1" is inside "….12") is another request, which
 // acts. The scripts look for the id as a substring first and then as a
 // word; a script that stopped at the first look would take each of the
 // calls below for a retry and change nothing.
