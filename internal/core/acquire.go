@@ -248,10 +248,20 @@ func (e *Engine) reenter(ctx context.Context, k holdKey, req driver.Request, all
 		defer cancel()
 		return nil, errors.Join(driver.ErrClosed, e.drv.Release(rctx, h.Held(), 1))
 	}
-	defer e.mu.Unlock()
-	if h.detached { // lost meanwhile
+	if h.detached { // lost, or its last lease unlocked, meanwhile
+		e.mu.Unlock()
+		if e.caps.Reentrant {
+			// The Unlock that detached h released the counts of the leases
+			// it knew of, not this one's: give it back (the store refuses it
+			// if the hold is gone or has changed hands), or it keeps the
+			// lock until its TTL under an owner that no longer holds it.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = e.drv.Release(rctx, h.Held(), 1)
+		}
 		return nil, nil
 	}
+	defer e.mu.Unlock()
 	return h.newLease(alloc), nil
 }
 

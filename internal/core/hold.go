@@ -215,9 +215,22 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		}
 	}
 	last := len(h.leases) == 0
+	// The last lease detaches its hold in the same step that found it last:
+	// a re-entry must not add a lease to a hold this Unlock then releases
+	// (it sees the hold detached and gives its store count back).
+	detached := false
+	if last && !h.detached {
+		e.detachLocked(h)
+		detached = true
+	}
+	e.beginCallLocked() // Close keeps the driver open for this release
 	e.mu.Unlock()
+	defer e.endAcquire()
+	if detached {
+		e.sched.Remove(&h.ka)
+	}
 
-	if last && !e.detach(h) { // lost or closed while we unlocked
+	if last && !detached { // lost or closed while we unlocked
 		cause := h.lostCause()
 		if cause == nil {
 			cause = l.endCause()
