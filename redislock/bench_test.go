@@ -231,7 +231,7 @@ func TestLockUnlockAllocs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	lockUnlock() // the lock's keys, the index's ZADD, the pool's connection: once per name
+	lockUnlock()    // the lock's keys, the index's ZADD, the pool's connection: once per name
 	for range 300 { // past token 255: go boxes a smaller integer argument without allocating
 		lockUnlock()
 	}

@@ -215,3 +215,48 @@ func (h fcallSeen) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (fcallSeen) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
+
+// TestCloseWaitsForUnlocks: an Unlock racing Close has its release sent
+// before Close closes the driver. Close releases the holds it finds
+// attached; one an Unlock had already detached is the Unlock's to release,
+// and a client dlock made from a URL closes its go-redis client with the
+// driver, so a release still under way then failed ("client is closed")
+// and the lock stayed held until its TTL. Found by an adversary pass.
+// Whichever comes first, another client must get the lock at once.
+func TestCloseWaitsForUnlocks(t *testing.T) {
+	srv := testserver.Redis(t)
+	other := openURL(t, srv)
+	for round := range 200 {
+		name := fmt.Sprintf("closewait/unlock/%d", round)
+		c, err := dlock.Open(t.Context(), "redis://"+srv.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := c.Mutex(name, dlock.WithTTL(time.Minute)).Lock(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_ = l.Unlock(t.Context()) // ErrClosed if Close came first
+		}()
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(rand.N(300)) * time.Microsecond) // either may come first
+			if err := c.Close(); err != nil {
+				t.Errorf("round %d: Close: %v", round, err)
+			}
+		}()
+		wg.Wait()
+		got, err := other.Mutex(name).TryLock(t.Context())
+		if err != nil {
+			info, _ := other.Inspect(t.Context(), name)
+			t.Fatalf("round %d: after Unlock and Close, TryLock = %v; the store has %+v", round, err, info)
+		}
+		if err := got.Unlock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -136,7 +136,34 @@ func (e *Engine) beginAcquire() error {
 	return nil
 }
 
-// endAcquire ends what beginAcquire began.
+// beginCallLocked counts a store call that Close must wait for before it
+// closes the driver, as an acquisition: an Unlock's release. Unlike
+// beginAcquire it is not refused once Close has begun. e.mu must be held;
+// endAcquire ends it.
+func (e *Engine) beginCallLocked() { e.acquiring++ }
+
+// awaitCalls waits until no acquisition or counted call is under way, or
+// until timeout fires; it reports whether none is.
+func (e *Engine) awaitCalls(timeout <-chan time.Time) bool {
+	e.mu.Lock()
+	if e.acquiring == 0 {
+		e.mu.Unlock()
+		return true
+	}
+	if e.drained == nil {
+		e.drained = make(chan struct{})
+	}
+	drained := e.drained
+	e.mu.Unlock()
+	select {
+	case <-drained:
+		return true
+	case <-timeout:
+		return false
+	}
+}
+
+// endAcquire ends what beginAcquire or beginCallLocked began.
 func (e *Engine) endAcquire() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -160,11 +187,6 @@ func (e *Engine) Close() error {
 	for _, h := range e.holds {
 		holds = append(holds, h)
 	}
-	var drained chan struct{}
-	if e.acquiring > 0 {
-		drained = make(chan struct{})
-		e.drained = drained
-	}
 	e.mu.Unlock()
 	e.cancel()
 	e.endWaits()
@@ -172,14 +194,12 @@ func (e *Engine) Close() error {
 	// that came back is released, a wait given up leaves its queue and
 	// passes on a lock handed to it, through the driver, which must stay
 	// open until they are done (or a lock stays taken until its TTL ends).
-	if drained != nil {
-		t := time.NewTimer(closeDrainWait)
-		select {
-		case <-drained:
-		case <-t.C:
-			e.log.Warn("dlock: Close went on with acquisitions still under way", "backend", e.cfg.Scheme, "after", closeDrainWait)
-		}
-		t.Stop()
+	// So must an Unlock's release under way: a hold it detached is not
+	// among those Close releases below.
+	drain := time.NewTimer(closeDrainWait)
+	defer drain.Stop()
+	if !e.awaitCalls(drain.C) {
+		e.log.Warn("dlock: Close went on with acquisitions still under way", "backend", e.cfg.Scheme, "after", closeDrainWait)
 	}
 	e.sched.Stop()
 	e.cleanup.Wait()
@@ -197,6 +217,11 @@ func (e *Engine) Close() error {
 			errs = append(errs, e.wrap("close", h.name, err))
 		}
 		h.end(driver.ErrClosed)
+	}
+	// Unlocks that began while Close released (each of their holds is
+	// released once, by whoever detached it first).
+	if !e.awaitCalls(drain.C) {
+		e.log.Warn("dlock: Close went on with unlocks still under way", "backend", e.cfg.Scheme, "after", closeDrainWait)
 	}
 	if err := e.drv.Close(); err != nil {
 		errs = append(errs, e.wrap("close", "", err))
