@@ -209,8 +209,8 @@ func (d *mcDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 		switch err := d.mc.CompareAndSwap(it); {
 		case err == nil:
 			return driver.Grant{Acquired: true, Token: v.Token, Holds: v.Holds, Validity: validity(r.TTL)}, nil
-		case errors.Is(err, memcache.ErrCASConflict), errors.Is(err, memcache.ErrNotStored):
-			continue // changed meanwhile: look again
+		case errors.Is(err, memcache.ErrCASConflict), errors.Is(err, memcache.ErrNotStored), errors.Is(err, memcache.ErrCacheMiss):
+			continue // changed or deleted meanwhile (an Unlock of the hold): look again
 		default:
 			return driver.Grant{}, fmt.Errorf("memcachedlock: cas: %w", err)
 		}
@@ -245,7 +245,7 @@ func (d *mcDriver) update(h driver.Held, f func(value) (value, int32, error)) (v
 			return nv, nil
 		case errors.Is(err, memcache.ErrCASConflict):
 			continue
-		case errors.Is(err, memcache.ErrNotStored):
+		case errors.Is(err, memcache.ErrNotStored), errors.Is(err, memcache.ErrCacheMiss):
 			return value{}, fmt.Errorf("memcachedlock: %w: the lock is gone", dlock.ErrLeaseLost)
 		default:
 			return value{}, err
