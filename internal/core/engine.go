@@ -143,22 +143,29 @@ func (e *Engine) beginAcquire() error {
 func (e *Engine) beginCallLocked() { e.acquiring++ }
 
 // awaitCalls waits until no acquisition or counted call is under way, or
-// until timeout fires; it reports whether none is.
-func (e *Engine) awaitCalls(timeout <-chan time.Time) bool {
+// until deadline (at once if it has passed); it reports whether none is.
+func (e *Engine) awaitCalls(deadline time.Time) bool {
 	e.mu.Lock()
 	if e.acquiring == 0 {
 		e.mu.Unlock()
 		return true
+	}
+	left := time.Until(deadline)
+	if left <= 0 {
+		e.mu.Unlock()
+		return false
 	}
 	if e.drained == nil {
 		e.drained = make(chan struct{})
 	}
 	drained := e.drained
 	e.mu.Unlock()
+	t := time.NewTimer(left)
+	defer t.Stop()
 	select {
 	case <-drained:
 		return true
-	case <-timeout:
+	case <-t.C:
 		return false
 	}
 }
@@ -196,9 +203,8 @@ func (e *Engine) Close() error {
 	// open until they are done (or a lock stays taken until its TTL ends).
 	// So must an Unlock's release under way: a hold it detached is not
 	// among those Close releases below.
-	drain := time.NewTimer(closeDrainWait)
-	defer drain.Stop()
-	if !e.awaitCalls(drain.C) {
+	drain := time.Now().Add(closeDrainWait) // for both waits together
+	if !e.awaitCalls(drain) {
 		e.log.Warn("dlock: Close went on with acquisitions still under way", "backend", e.cfg.Scheme, "after", closeDrainWait)
 	}
 	e.sched.Stop()
@@ -220,7 +226,7 @@ func (e *Engine) Close() error {
 	}
 	// Unlocks that began while Close released (each of their holds is
 	// released once, by whoever detached it first).
-	if !e.awaitCalls(drain.C) {
+	if !e.awaitCalls(drain) {
 		e.log.Warn("dlock: Close went on with unlocks still under way", "backend", e.cfg.Scheme, "after", closeDrainWait)
 	}
 	if err := e.drv.Close(); err != nil {
