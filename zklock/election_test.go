@@ -73,7 +73,17 @@ func TestCuratorLeaderLatchInterop(t *testing.T) {
 	if got := cur2.send("close", 10*time.Second); got != "closed" {
 		t.Fatalf("curator close: %q", got)
 	}
-	if _, err := e.Leader(ctx); !errors.Is(err, dlock.ErrNoLeader) {
-		t.Fatalf("Leader after everyone resigned: %v; want ErrNoLeader", err)
+	// Curator's LeaderLatch.close deletes its node in the background (a
+	// guaranteed delete), so "closed" can come before the node is gone: wait
+	// for it, within a bound.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		_, err := e.Leader(ctx)
+		if errors.Is(err, dlock.ErrNoLeader) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Leader 10s after everyone resigned: %v; want ErrNoLeader", err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling: Curator's delete is out of our sight
 	}
 }
