@@ -196,6 +196,15 @@
 //     the owner would re-enter the forgotten hold (with its old token), and
 //     the lock would outlive each later Unlock. Meanwhile, the forgotten
 //     hold ends with its TTL.
+//   - While a Cluster slot is being migrated by hand (CLUSTER SETSLOT
+//     MIGRATING/IMPORTING, then MIGRATE key by key), Redis refuses a script
+//     whose keys are split between the two nodes ("Script attempted to
+//     access a non local key"): a lock's keys share one slot, but the
+//     migration moves them one at a time. A Lock, Unlock or renewal that
+//     meets this fails with that error; an Unlock's release stays pending
+//     and is sent again as above, and a renewal is tried again soon, the
+//     lease being declared lost only if none succeeds before it expires.
+//     Exclusion holds; expect such errors for the length of a migration.
 //
 // # TTL limits
 //
