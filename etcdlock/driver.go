@@ -34,6 +34,41 @@ type etcdDriver struct {
 	bg       sync.WaitGroup
 }
 
+// Lease is the etcd view of a held lock, reached with dlock's Lease.As.
+type Lease struct {
+	Key      string           // the holder's key
+	Revision int64            // its create revision (the fencing token)
+	LeaseID  clientv3.LeaseID // the session lease it lives under
+
+	name string
+	sess *session
+	free func()
+	once sync.Once
+}
+
+// release frees the client's slot for the name, once.
+func (l *Lease) release() {
+	l.once.Do(func() {
+		l.sess.untrack(l)
+		l.free()
+	})
+}
+
+// IsOwner is a comparison that holds while this lease holds the lock: put it
+// in the If of a transaction to write to etcd only as the holder.
+func (l *Lease) IsOwner() clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(l.Key), "=", l.Revision)
+}
+
+// As sets **Lease targets.
+func (l *Lease) As(target any) bool {
+	if p, ok := target.(**Lease); ok {
+		*p = l
+		return true
+	}
+	return false
+}
+
 func newDriver(ctx context.Context, cli *clientv3.Client, prefix string, owned bool, log *slog.Logger) (*etcdDriver, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -204,47 +239,25 @@ func (d *etcdDriver) validity(ctx context.Context, sess *session, sent time.Time
 // attemptTimeout until ctx ends or for the TTL at most. If it cannot, the key
 // is deleted in the background (the client's slot for the name is freed once
 // it is gone).
-//
-// While the hold keeps the client's slot for the name, the key is deleted by
-// name alone, as concurrency.Mutex's Unlock does: a transaction comparing
-// its create revision costs a few per cent of an uncontended Lock+Unlock. A
-// renewal that found the key gone frees the slot at once, and the client's
-// next contender may then put the same key; a Release after that compares
-// the revision, so it takes no newer holder's key.
 func (d *etcdDriver) Release(ctx context.Context, h driver.Held, _ int) error {
 	l, ok := h.Handle.(*Lease)
 	if !ok {
 		return fmt.Errorf("etcdlock: release: %w", dlock.ErrLeaseLost)
 	}
-	claimed := l.claim()
-	done := l.release
-	if claimed {
-		done = l.releaseClaimed
-	}
-	gone := false
+	var resp *clientv3.TxnResponse
 	// An unreachable store: retry for the TTL at most, then leave it to the background.
-	retried, err := retryWithin(ctx, h.TTL, func(ctx context.Context) error {
-		if claimed {
-			resp, err := d.cli.Delete(ctx, l.Key)
-			if err == nil {
-				gone = resp.Deleted == 0
-			}
-			return err
-		}
-		resp, err := d.cli.Txn(ctx).If(l.IsOwner()).Then(clientv3.OpDelete(l.Key)).Commit()
-		if err == nil {
-			gone = !resp.Succeeded
-		}
+	retried, err := retryWithin(ctx, h.TTL, func(ctx context.Context) (err error) {
+		resp, err = d.cli.Txn(ctx).If(l.IsOwner()).Then(clientv3.OpDelete(l.Key)).Commit()
 		return err
 	})
 	if err != nil {
 		// Uncertain: the key may remain while the session lives; free the
 		// slot only once it is known gone.
-		d.dropKeyLater(l.sess, l.Key, l.Revision, done)
+		d.dropKeyLater(l.sess, l.Key, l.Revision, l.release)
 		return permErr(fmt.Errorf("etcdlock: release: %w", err), d.prefix)
 	}
-	done()
-	if gone && !retried { // after an uncertain attempt, gone is likely our own delete
+	l.release()
+	if !resp.Succeeded && !retried { // after an uncertain attempt, gone is likely our own delete
 		return fmt.Errorf("etcdlock: release: %w: the key was already gone", dlock.ErrLeaseLost)
 	}
 	return nil
