@@ -62,6 +62,7 @@ func (s *suite) run(t *testing.T) {
 		{"Reentrancy", s.testReentrancy},
 		{"SharedOwnerTTLs", s.testSharedOwnerTTLs},
 		{"NestedDoReenters", s.testNestedDoReenters},
+		{"NestedLockRacingUnlock", s.testNestedLockRacingUnlock},
 		{"DoWaitBound", s.testDoWaitBound},
 		{"CloseReleases", s.testCloseReleases},
 		{"CloseDuringWait", s.testCloseDuringWait},
