@@ -101,12 +101,17 @@ func (h *Holds) Granted(name, owner string, token uint64) {
 
 // release returns the settle that releasing count holds of token applies:
 // those and any pending, keeping the holds the client still believes it
-// has.
+// has. The floor is set only when pending holds are settled with them: a
+// release of the client's own holds alone drops exactly those, whatever
+// other releases of the owner are under way. (A floor of the holds still
+// believed would count those other releases' holds, which they drop at the
+// same time: each would keep the other's, and the row would keep a hold
+// that nobody releases.)
 func (h *Holds) release(name, owner string, token uint64, count int) Settle {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := Settle{Token: token, Sub: count}
-	if st := h.m[holdKey{name, owner}]; st != nil && st.token == token {
+	if st := h.m[holdKey{name, owner}]; st != nil && st.token == token && st.pending > 0 {
 		s.Sub += st.pending
 		s.Floor = max(st.believed-count, 0)
 	}

@@ -76,3 +76,37 @@ func TestSettleWhileDownBlocksAcquire(t *testing.T) {
 		t.Fatalf("settle = %v, %d holds left", err, s.holds)
 	}
 }
+
+// Two releases of one owner's holds that overlap (two leases of a hold
+// unlocked at once, or a re-entry giving back its count while the hold's
+// last Unlock releases): each must drop its own hold only. A floor of the
+// holds the client still believes it has counts the other release's hold,
+// which that release is dropping at the same time, and the row would keep
+// a hold nobody releases (drivertest's NestedLockRacingUnlock found it on
+// pglock and mysqllock table modes).
+func TestOverlappingReleasesLeaveNothing(t *testing.T) {
+	ctx := context.Background()
+	var h Holds
+	s := &store{token: 3}
+	for range 2 {
+		s.holds++
+		h.Granted("n", "o", 3)
+	}
+	var inner Outcome
+	overlapped := func(ctx context.Context, st Settle) (int, Outcome, error) {
+		// The second release is computed and applied while the first is
+		// on its way to the store.
+		_, inner, _ = h.Drop(ctx, "n", "o", 3, 1, time.Second, s.stmt)
+		return s.stmt(ctx, st)
+	}
+	_, o, err := h.Drop(ctx, "n", "o", 3, 1, time.Second, overlapped)
+	if inner != Applied || o != Applied || err != nil {
+		t.Fatalf("releases = %v and %v, %v; want both applied", inner, o, err)
+	}
+	if s.holds != 0 {
+		t.Fatalf("%d holds left after both holds were released; want 0", s.holds)
+	}
+	if len(h.m) != 0 {
+		t.Fatalf("%d holds remembered after the last release", len(h.m))
+	}
+}
