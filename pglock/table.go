@@ -91,7 +91,15 @@ func (d *pgDriver) renewRows(ctx context.Context, batch []driver.Held) []driver.
 
 // releaseSQL drops $4 holds but keeps at least $5 (see sqlbase.Settle):
 // deleting the row (and notifying waiters) when none are left. Returns rows
-// deleted and the holds left (-1: not held).
+// deleted, the holds left (-1: not held) and whether the statement's
+// snapshot saw the row of that owner and token.
+//
+// Its DELETE and UPDATE choose between them on the statement's snapshot,
+// but each re-checks its condition on the row's latest version when a
+// concurrent statement (a re-entry, another release of the owner) changed
+// the row first (READ COMMITTED): then neither may apply although the row
+// is still the owner's. The third column tells that case from a row that is
+// gone, and releaseStmt runs the statement again.
 const releaseSQL = `
 WITH d AS (
   DELETE FROM dlock_locks WHERE name = $1 AND owner = $2 AND token = $3 AND greatest(holds - $4, $5) <= 0 RETURNING name
@@ -101,7 +109,8 @@ WITH d AS (
 ), n AS (
   SELECT pg_notify('dlock_release_' || 'dlock_locks'::regclass::oid::text, md5(name)) FROM d
 )
-SELECT (SELECT count(*) FROM d) + (SELECT count(*) FROM n) * 0, coalesce((SELECT holds FROM u), -1)`
+SELECT (SELECT count(*) FROM d) + (SELECT count(*) FROM n) * 0, coalesce((SELECT holds FROM u), -1),
+  EXISTS (SELECT 1 FROM dlock_locks WHERE name = $1 AND owner = $2 AND token = $3)`
 
 func (d *pgDriver) releaseRow(ctx context.Context, h driver.Held, count int) (int, error) {
 	left, o, err := d.holds.Drop(ctx, h.Name, h.Owner, h.Token, count, h.TTL, d.releaseStmt(h.Name, h.Owner))
@@ -117,17 +126,25 @@ func (d *pgDriver) releaseRow(ctx context.Context, h driver.Held, count int) (in
 // releaseStmt runs releaseSQL for a sqlbase.Settle of (name, owner).
 func (d *pgDriver) releaseStmt(name, owner string) sqlbase.Stmt {
 	return func(ctx context.Context, s sqlbase.Settle) (int, sqlbase.Outcome, error) {
-		var deleted, left int64
-		if err := d.pool.QueryRow(ctx, releaseSQL, name, owner, int64(s.Token), s.Sub, s.Floor).Scan(&deleted, &left); err != nil {
-			return 0, sqlbase.Uncertain, err
+		for {
+			var deleted, left int64
+			var seen bool
+			if err := d.pool.QueryRow(ctx, releaseSQL, name, owner, int64(s.Token), s.Sub, s.Floor).Scan(&deleted, &left, &seen); err != nil {
+				return 0, sqlbase.Uncertain, err
+			}
+			switch {
+			case deleted > 0:
+				return 0, sqlbase.Applied, nil
+			case left >= 0:
+				return int(left), sqlbase.Applied, nil
+			case !seen:
+				return 0, sqlbase.Gone, nil
+			}
+			// Neither applied, yet the row was the owner's: a concurrent
+			// statement changed it first (see releaseSQL). Nothing was
+			// done, so the statement runs again on a new snapshot; each
+			// round follows another statement's commit on the row.
 		}
-		switch {
-		case deleted > 0:
-			return 0, sqlbase.Applied, nil
-		case left >= 0:
-			return int(left), sqlbase.Applied, nil
-		}
-		return 0, sqlbase.Gone, nil
 	}
 }
 
