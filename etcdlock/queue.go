@@ -371,11 +371,21 @@ func (d *etcdDriver) waitDelete(ctx context.Context, kv *mvccpb.KeyValue, lost <
 	return errors.New("etcdlock: watch closed")
 }
 
-// deleteKey deletes key if its create revision is rev (any when rev is 0).
+// deleteKey deletes key if its create revision is rev. With rev 0 (a put
+// whose outcome is unknown) it reads the key's create revision first and
+// deletes the key only if it still has that one: every delete carries a
+// revision. A delete by name alone whose attempt timed out may reach etcd
+// after a retry succeeded and the client's next contender for the name put
+// the same key (it is named after the session lease), and take that
+// holder's key; a delete of one revision cannot, as revisions never come
+// back.
 func (d *etcdDriver) deleteKey(ctx context.Context, key string, rev int64) error {
 	if rev == 0 {
-		_, err := d.cli.Delete(ctx, key)
-		return err
+		resp, err := d.cli.Get(ctx, key, clientv3.WithKeysOnly())
+		if err != nil || len(resp.Kvs) == 0 {
+			return err
+		}
+		rev = resp.Kvs[0].CreateRevision
 	}
 	_, err := d.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
 		Then(clientv3.OpDelete(key)).Commit()

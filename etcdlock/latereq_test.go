@@ -1,0 +1,167 @@
+package etcdlock_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/etcdlock"
+	"github.com/dlock/dlock/internal/testserver"
+)
+
+// A request the driver gave up on (its attempt timed out) is not known to
+// be dead: it can reach etcd seconds later, after a retry through a new
+// connection succeeded and the client's next contender for the name put
+// the same key (it is named after the session lease). Every delete the
+// driver sends must then be one that cannot take that newer key.
+//
+// Each test sends one of A's deletes into a proxy that holds it for delay,
+// lifts the delay and resets A's connections once the attempt has timed
+// out (as a NAT or load balancer dropping the flow would), so that the
+// retry goes through; A then locks again, and once the held-back requests
+// have landed, A's newer key must still be there and B must not get the
+// lock.
+func TestLateReleaseDeleteTakesNoNewerKey(t *testing.T) {
+	lr := newLateRequests(t)
+	l1, err := lr.a.Mutex(lr.name, lr.ttl).Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lr.holdBack()
+	_ = l1.Unlock(t.Context()) // its first attempt is held back; a retry succeeds
+	lr.newerHoldSurvives()
+}
+
+// The same for a TryLock whose put was held back: the driver gives the key
+// up without knowing its revision, and its deletes, held back too, must
+// not take the key of the client's next contender.
+func TestLateDropDeleteTakesNoNewerKey(t *testing.T) {
+	lr := newLateRequests(t)
+	l, err := lr.a.Mutex(lr.name, lr.ttl).Lock(t.Context()) // A's session lease is granted before the delay
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	lr.holdBack()
+	if l, err := lr.a.Mutex(lr.name, lr.ttl).TryLock(t.Context()); err == nil {
+		_ = l.Unlock(t.Context())
+		t.Fatal("TryLock through the delay was granted; want its put to time out")
+	}
+	lr.newerHoldSurvives()
+}
+
+type lateRequests struct {
+	t      *testing.T
+	proxy  *testserver.Proxy
+	conns  *connTracker
+	a, b   *dlock.Client
+	server string
+	name   string
+	ttl    dlock.Option
+	t0     time.Time
+	lifted chan struct{}
+}
+
+const lateDelay = 3 * time.Second
+
+func newLateRequests(t *testing.T) *lateRequests {
+	srv := testserver.Etcd(t).Addr()
+	lr := &lateRequests{t: t, proxy: testserver.NewProxy(t, srv), conns: &connTracker{}, server: srv,
+		name: "late/" + t.Name(), ttl: dlock.WithTTL(10 * time.Second)}
+	cli, err := newClientv3([]string{"http://" + lr.proxy.Addr()}, lr.conns.dial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lr.a, err = etcdlock.Open(t.Context(), cli, etcdlock.Options{CloseClient: true})
+	if err != nil {
+		_ = cli.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lr.a.Close() })
+	lr.b = open(t, "http://"+srv)
+	return lr
+}
+
+// holdBack delays what A sends from now on by lateDelay, and after 1.2 s
+// (A's attempts time out after 1 s) lifts the delay and resets A's
+// connections.
+func (lr *lateRequests) holdBack() {
+	lr.proxy.SetDelay(lateDelay)
+	lr.t0 = time.Now()
+	lr.lifted = make(chan struct{})
+	go func() {
+		defer close(lr.lifted)
+		time.Sleep(1200 * time.Millisecond)
+		lr.proxy.SetDelay(0)
+		lr.conns.reset()
+	}()
+}
+
+// newerHoldSurvives locks the name again on A and, once every held-back
+// request has landed, checks that A's key is still there and B cannot
+// take the lock.
+func (lr *lateRequests) newerHoldSurvives() {
+	t, ctx := lr.t, lr.t.Context()
+	<-lr.lifted
+	lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	l2, err := lr.a.Mutex(lr.name, lr.ttl).Lock(lctx)
+	cancel()
+	if err != nil {
+		t.Fatalf("A's Lock after the delay was lifted: %v", err)
+	}
+	var el *etcdlock.Lease
+	if !l2.As(&el) {
+		t.Fatal("not an etcd lease")
+	}
+	time.Sleep(time.Until(lr.t0.Add(2*lateDelay + 500*time.Millisecond))) // every held-back request has landed
+	admin := adminClient(t, []string{"http://" + lr.server})
+	resp, err := admin.Get(ctx, el.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != 1 || resp.Kvs[0].CreateRevision != el.Revision {
+		t.Errorf("A's newer hold's key %s (create revision %d) after the held-back requests landed: %v; want it kept", el.Key, el.Revision, resp.Kvs)
+	}
+	if l, err := lr.b.Mutex(lr.name, lr.ttl).TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		if err == nil {
+			_ = l.Unlock(ctx)
+		}
+		t.Errorf("B's TryLock while A holds = %v; want ErrNotAcquired", err)
+	}
+	if err := l2.Unlock(ctx); err != nil {
+		t.Errorf("A's Unlock of its newer hold: %v", err)
+	}
+}
+
+// connTracker is a gRPC dialer that remembers its connections, so that a
+// test can reset them all while new dials go through.
+type connTracker struct {
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (c *connTracker) dial(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err == nil {
+		c.mu.Lock()
+		c.conns = append(c.conns, conn)
+		c.mu.Unlock()
+	}
+	return conn, err
+}
+
+func (c *connTracker) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.conns {
+		_ = conn.Close()
+	}
+	c.conns = nil
+}
