@@ -190,19 +190,15 @@ func (d *redlockDriver) Acquire(ctx context.Context, r driver.Request) (driver.G
 	grants, gerrs := each(ctx, d, to, func(ctx context.Context, n *redisnode.Node) (redisnode.Grant, error) {
 		return n.TryAcquire(ctx, r.Name, r.Owner, r.Label, r.TTL, token)
 	})
-	var won int
-	var got redisnode.Grant
+	won, got := agreed(grants)
 	var retry time.Duration
 	for _, g := range grants {
-		switch {
-		case g.Acquired:
-			won++
-			got.Token, got.Holds = max(got.Token, g.Token), max(got.Holds, g.Holds)
-		case g.TTL > 0 && (retry == 0 || g.TTL < retry):
+		if !g.Acquired && g.TTL > 0 && (retry == 0 || g.TTL < retry) {
 			retry = g.TTL
 		}
 	}
 	if won >= d.quorum && time.Since(start) < r.TTL-drift(r.TTL) {
+		d.undoOthers(ctx, r, grants, got.Token)
 		return driver.Grant{Acquired: true, Token: got.Token, Holds: got.Holds,
 			Validity: r.TTL - drift(r.TTL), Since: start}, nil
 	}
@@ -222,6 +218,55 @@ func (d *redlockDriver) Acquire(ctx context.Context, r driver.Request) (driver.G
 		return 0, nil
 	})
 	return driver.Grant{Retry: retry}, d.refused(gerrs)
+}
+
+// agreed returns the token that the most nodes granted under, how many did,
+// and the grant (its hold count the greatest of theirs). The nodes of one
+// acquire can grant under different tokens: a re-entry that races its
+// owner's release re-enters the old hold (its token) on nodes the release
+// has not reached yet and makes a new hold (the new token) on those it has.
+// Only a token a quorum agrees on is a hold.
+func agreed(grants []redisnode.Grant) (int, redisnode.Grant) {
+	var won int
+	var got redisnode.Grant
+	for _, g := range grants {
+		if !g.Acquired {
+			continue
+		}
+		n, holds := 0, 0
+		for _, h := range grants {
+			if h.Acquired && h.Token == g.Token {
+				n++
+				holds = max(holds, h.Holds)
+			}
+		}
+		if n > won {
+			won, got = n, redisnode.Grant{Acquired: true, Token: g.Token, Holds: holds}
+		}
+	}
+	return won, got
+}
+
+// undoOthers gives back the count that this acquire added on each node
+// that granted under a token other than the one agreed: left there, the
+// owner's next acquire would re-enter it, and the nodes would disagree
+// again.
+func (d *redlockDriver) undoOthers(ctx context.Context, r driver.Request, grants []redisnode.Grant, token uint64) {
+	others := false
+	for _, g := range grants {
+		others = others || (g.Acquired && g.Token != token)
+	}
+	if !others {
+		return
+	}
+	_, _ = each(context.WithoutCancel(ctx), d, d.timeout(r.TTL), func(ctx context.Context, n *redisnode.Node) (int, error) {
+		for i, m := range d.nodes {
+			if m == n && grants[i].Acquired && grants[i].Token != token {
+				return n.Release(ctx, r.Name, r.Owner, grants[i].Token, 1, true)
+			}
+		}
+		return 0, nil
+	})
 }
 
 // Renew renews every hold of the batch on every node (one pipeline per
