@@ -29,6 +29,10 @@ type etcdDriver struct {
 	// time; the others wait, in order
 	slots turn.Set[string]
 
+	// keys whose contender's put may land late, and until when each is
+	// watched for that (sweep.go)
+	sweeps map[string]*sweep
+
 	bgCtx    context.Context // background key removals, and session grants; cancelled by Close first
 	bgCancel context.CancelFunc
 	bg       sync.WaitGroup

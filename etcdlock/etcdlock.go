@@ -133,16 +133,18 @@
 //     TTL) queues again with a new key in a new session, behind whoever
 //     queued meanwhile, and gets a higher token.
 //   - A request whose attempt timed out may still reach etcd later (held in
-//     a proxy, or sent again by a member). Every delete the driver sends
-//     names the create revision of the key it means, so a late one takes no
-//     later holder's key. A late put is not fenced: if a waiter's put
-//     attempt timed out and reaches etcd only after the waiter was done
-//     with the name (granted and unlocked, or given up), it creates a key
-//     under the client's session lease that no contender owns, and the
-//     lock stays taken until that client takes the name again (its next
-//     contender adopts the key), closes, or its process ends. Exclusion
-//     holds; only liveness is at stake, and only under requests delayed
-//     past the 1s attempt timeout.
+//     a proxy, or in a dropped connection's buffers). Every delete the
+//     driver sends names the create revision of the key it means, so a late
+//     one takes no later holder's key. A mutex waiter's put that lands
+//     after the waiter was done with the name (granted and unlocked, or
+//     given up) creates a key under the client's session that no contender
+//     owns: after such an uncertain put, the client watches that key for a
+//     minute and deletes it, under its create revision, whenever it appears
+//     while none of the client's contenders uses it. A late put of a
+//     read-write lock or semaphore key is not swept: it holds its reader,
+//     writer or permit until the client closes or its process ends.
+//     Exclusion holds in every case; only liveness is at stake, and only
+//     under requests delayed past the 1s attempt timeout.
 //   - After the leader of a cluster is killed, locking resumes about an
 //     election timeout plus an attempt timeout (1s) later.
 //   - Re-entry by owner is counted within a client, not in etcd: processes

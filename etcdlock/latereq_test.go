@@ -165,3 +165,40 @@ func (c *connTracker) reset() {
 	}
 	c.conns = nil
 }
+
+// A Lock whose put attempt was held back, then retried through a new
+// connection and granted: once it is unlocked, the held-back put lands and
+// creates a key under A's session that no contender owns. A's client must
+// delete it (it watches for such a put after an uncertain attempt), so
+// that B gets the lock without waiting for A's client to end.
+func TestLatePutLeavesNoPhantomHold(t *testing.T) {
+	lr := newLateRequests(t)
+	l, err := lr.a.Mutex(lr.name, lr.ttl).Lock(t.Context()) // A's session lease is granted before the delay
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	lr.holdBack()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	l, err = lr.a.Mutex(lr.name, lr.ttl).Lock(ctx)
+	cancel()
+	if err != nil {
+		t.Fatalf("A's Lock through the delay: %v", err)
+	}
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(lr.t0.Add(lateDelay + 500*time.Millisecond))) // the held-back put has landed
+	ctx, cancel = context.WithTimeout(t.Context(), 8*time.Second)
+	defer cancel()
+	lb, err := lr.b.Mutex(lr.name, lr.ttl).Lock(ctx)
+	if err != nil {
+		info, _ := lr.b.Inspect(t.Context(), lr.name)
+		t.Fatalf("B's Lock after A unlocked and its held-back put landed: %v; the store has %+v", err, info)
+	}
+	if err := lb.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -135,10 +135,14 @@ func (d *etcdDriver) enqueue(ctx context.Context, r driver.Request, pfx string, 
 				Commit()
 			return err
 		}
+		uncertain := false
 		if r.Wait { // the put is idempotent: a retry finds the key
-			_, err = retrySettled(ctx, put)
+			uncertain, err = retrySettled(ctx, put)
 		} else {
 			err = settled(ctx, put)
+		}
+		if uncertain || (err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound)) {
+			d.sweepLatePuts(sess, r.Name, key) // an attempt may land after this contender is done
 		}
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt < 2 {
 			sess.markLost() // expired or revoked before the keepalive noticed: start a new session
