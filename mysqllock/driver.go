@@ -168,6 +168,7 @@ func (d *myDriver) acquireRow(ctx context.Context, r driver.Request) (driver.Gra
 		return driver.Grant{}, myErr("settle a failed release", err)
 	}
 	var token int64
+	end := d.holds.Enter(r.Name, r.Owner) // no settle of the owner's holds until the grant is recorded
 	err := d.onConn(ctx, func(ctx context.Context, c *sql.Conn) error {
 		res, err := c.ExecContext(ctx, acquireSQL, r.Name, r.Owner, r.TTL.Microseconds(), r.Label)
 		if err == nil {
@@ -175,11 +176,14 @@ func (d *myDriver) acquireRow(ctx context.Context, r driver.Request) (driver.Gra
 		}
 		return err
 	})
+	if err == nil && token > 0 {
+		d.holds.Granted(r.Name, r.Owner, uint64(token))
+	}
+	end()
 	if err != nil {
 		return driver.Grant{}, myErr("acquire", err)
 	}
 	if token > 0 {
-		d.holds.Granted(r.Name, r.Owner, uint64(token))
 		return driver.Grant{Acquired: true, Token: uint64(token)}, nil
 	}
 	var leftUs int64

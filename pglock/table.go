@@ -46,6 +46,7 @@ func (d *pgDriver) acquireRow(ctx context.Context, r driver.Request) (driver.Gra
 		return driver.Grant{}, pgErr("settle a failed release", err)
 	}
 	var token, holds, left int64
+	defer d.holds.Enter(r.Name, r.Owner)() // no settle of the owner's holds until the grant is recorded
 	err := d.onConn(ctx, func(c *pgxpool.Conn) error {
 		return c.QueryRow(ctx, acquireSQL, r.Name, r.Owner, r.TTL.Milliseconds(), r.Label).Scan(&token, &holds, &left)
 	})

@@ -21,9 +21,62 @@ import (
 // applied after all).
 //
 // A Holds is safe for concurrent use. The zero value is ready.
+//
+// A statement that settles pending holds runs alone on its (name, owner):
+// it counts the holds the client believes it has, and a release or acquire
+// of the owner in flight beside it would change that count under it (or
+// settle the same pending holds again). Releases and acquires without
+// pending holds run side by side, as before; each takes the pair's gate
+// for reading (Enter, Drop), a settle for writing.
 type Holds struct {
-	mu sync.Mutex
-	m  map[holdKey]*holdState
+	mu    sync.Mutex
+	m     map[holdKey]*holdState
+	gates map[holdKey]*gate
+}
+
+// gate orders one (name, owner)'s statements: settles alone, the rest side
+// by side. refs counts its users, so that an unused gate is forgotten.
+type gate struct {
+	rw   sync.RWMutex
+	refs int
+}
+
+// gate returns k's gate, counting one more user of it.
+func (h *Holds) gate(k holdKey) *gate {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	g := h.gates[k]
+	if g == nil {
+		if h.gates == nil {
+			h.gates = map[holdKey]*gate{}
+		}
+		g = &gate{}
+		h.gates[k] = g
+	}
+	g.refs++
+	return g
+}
+
+// ungate counts one user of k's gate fewer.
+func (h *Holds) ungate(k holdKey, g *gate) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if g.refs--; g.refs == 0 {
+		delete(h.gates, k)
+	}
+}
+
+// Enter is taken around an acquire statement of (name, owner) and the
+// Granted that records its grant, after Settle: no settle of the pair runs
+// meanwhile. The returned function ends it.
+func (h *Holds) Enter(name, owner string) func() {
+	k := holdKey{name, owner}
+	g := h.gate(k)
+	g.rw.RLock()
+	return func() {
+		g.rw.RUnlock()
+		h.ungate(k, g)
+	}
 }
 
 type holdKey struct{ name, owner string }
@@ -177,7 +230,15 @@ type Stmt func(ctx context.Context, s Settle) (left int, o Outcome, err error)
 // that failed, before the owner acquires again. It returns stmt's error if
 // that failed too (the acquire must not go ahead).
 func (h *Holds) Settle(ctx context.Context, name, owner string, stmt Stmt) error {
-	s, ok := h.pending(name, owner)
+	if _, ok := h.pending(name, owner); !ok {
+		return nil
+	}
+	k := holdKey{name, owner}
+	g := h.gate(k)
+	g.rw.Lock()
+	defer h.ungate(k, g)
+	defer g.rw.Unlock()
+	s, ok := h.pending(name, owner) // again, alone: another settle may have run meanwhile
 	if !ok {
 		return nil
 	}
@@ -192,7 +253,19 @@ func (h *Holds) Settle(ctx context.Context, name, owner string, stmt Stmt) error
 // Drop releases count holds of (name, owner, token), and any pending, through
 // stmt, and records the outcome; ttl is the lease's.
 func (h *Holds) Drop(ctx context.Context, name, owner string, token uint64, count int, ttl time.Duration, stmt Stmt) (int, Outcome, error) {
+	k := holdKey{name, owner}
+	g := h.gate(k)
+	defer h.ungate(k, g)
+	g.rw.RLock()
+	unlock := g.rw.RUnlock
 	s := h.release(name, owner, token, count)
+	if s.Sub > count { // it settles pending holds too: alone
+		g.rw.RUnlock()
+		g.rw.Lock()
+		unlock = g.rw.Unlock
+		s = h.release(name, owner, token, count)
+	}
+	defer unlock()
 	left, o, err := stmt(ctx, s)
 	h.released(name, owner, count, s, o, ttl)
 	return left, o, err
