@@ -187,8 +187,12 @@ func (d *redlockDriver) Acquire(ctx context.Context, r driver.Request) (driver.G
 		}
 	}
 	token++
+	reqs := make([]string, len(d.nodes))
+	for i, n := range d.nodes {
+		reqs[i] = n.NewRequest()
+	}
 	grants, gerrs := each(ctx, d, to, func(ctx context.Context, n *redisnode.Node) (redisnode.Grant, error) {
-		return n.TryAcquire(ctx, r.Name, r.Owner, r.Label, r.TTL, token)
+		return n.TryAcquireReq(ctx, r.Name, r.Owner, r.Label, r.TTL, token, reqs[d.index(n)])
 	})
 	won, got := agreed(grants)
 	var retry time.Duration
@@ -198,26 +202,23 @@ func (d *redlockDriver) Acquire(ctx context.Context, r driver.Request) (driver.G
 		}
 	}
 	if won >= d.quorum && time.Since(start) < r.TTL-drift(r.TTL) {
-		d.undoOthers(ctx, r, grants, got.Token)
+		d.undo(ctx, r, reqs, grants, gerrs, got.Token)
 		return driver.Grant{Acquired: true, Token: got.Token, Holds: got.Holds,
 			Validity: r.TTL - drift(r.TTL), Since: start}, nil
 	}
-	// No majority in time: undo what was granted, on every node at once,
-	// including those that did not answer in time: a late grant there would
-	// stay counted for the owner, whose next attempt would re-enter it.
-	_, _ = each(context.WithoutCancel(ctx), d, to, func(ctx context.Context, n *redisnode.Node) (int, error) {
-		for i, m := range d.nodes {
-			switch {
-			case m != n:
-			case grants[i].Acquired:
-				return n.Release(ctx, r.Name, r.Owner, grants[i].Token, 1, true)
-			case gerrs[i] != nil: // a hold made late has our token
-				return n.Release(ctx, r.Name, r.Owner, token, 1, true)
-			}
-		}
-		return 0, nil
-	})
+	// No majority in time: undo what was granted.
+	d.undo(ctx, r, reqs, grants, gerrs, 0)
 	return driver.Grant{Retry: retry}, d.refused(gerrs)
+}
+
+// index is n's place in d.nodes.
+func (d *redlockDriver) index(n *redisnode.Node) int {
+	for i, m := range d.nodes {
+		if m == n {
+			return i
+		}
+	}
+	panic("redlock: not one of the driver's nodes")
 }
 
 // agreed returns the token that the most nodes granted under, how many did,
@@ -247,23 +248,31 @@ func agreed(grants []redisnode.Grant) (int, redisnode.Grant) {
 	return won, got
 }
 
-// undoOthers gives back the count that this acquire added on each node
-// that granted under a token other than the one agreed: left there, the
-// owner's next acquire would re-enter it, and the nodes would disagree
-// again.
-func (d *redlockDriver) undoOthers(ctx context.Context, r driver.Request, grants []redisnode.Grant, token uint64) {
-	others := false
-	for _, g := range grants {
-		others = others || (g.Acquired && g.Token != token)
+// undo cancels this attempt's request (reqs) on every node where it may
+// have left a count that is not part of the grant: a node that granted
+// under a token other than keep (under any, when keep is 0: no grant), and
+// a node that did not answer, whose request may have run all the same,
+// granting or re-entering under a token the driver never saw. Node.Cancel
+// undoes exactly what the request did there, if anything: a new hold goes,
+// a re-entry gives its count back under whatever token it re-entered, and
+// a node where the request never ran is left alone. Left there, such a
+// count would stay the owner's, and its next acquire would re-enter it
+// under a token the others do not hold. A cancel that fails is sent again
+// before the owner's next call on that node.
+func (d *redlockDriver) undo(ctx context.Context, r driver.Request, reqs []string, grants []redisnode.Grant, errs []error, keep uint64) {
+	stray := func(i int) bool {
+		return (grants[i].Acquired && (keep == 0 || grants[i].Token != keep)) || errs[i] != nil
 	}
-	if !others {
+	some := false
+	for i := range grants {
+		some = some || stray(i)
+	}
+	if !some {
 		return
 	}
 	_, _ = each(context.WithoutCancel(ctx), d, d.timeout(r.TTL), func(ctx context.Context, n *redisnode.Node) (int, error) {
-		for i, m := range d.nodes {
-			if m == n && grants[i].Acquired && grants[i].Token != token {
-				return n.Release(ctx, r.Name, r.Owner, grants[i].Token, 1, true)
-			}
+		if i := d.index(n); stray(i) {
+			return 0, n.Cancel(ctx, n.Keys(r.Name), r.Owner, reqs[i])
 		}
 		return 0, nil
 	})

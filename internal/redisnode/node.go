@@ -121,7 +121,13 @@ type Grant struct {
 // already at or above it (that token was given out). A new hold keeps
 // label as its holder's label; a re-entry keeps the first hold's.
 func (n *Node) TryAcquire(ctx context.Context, name, owner, label string, ttl time.Duration, token uint64) (Grant, error) {
-	return n.acquire(ctx, NewKeys(n.prefix, name), owner, label, ttl, n.NewRequest(), "", token)
+	return n.TryAcquireReq(ctx, name, owner, label, ttl, token, n.NewRequest())
+}
+
+// TryAcquireReq is TryAcquire as request req (from NewRequest), which Cancel
+// can undo.
+func (n *Node) TryAcquireReq(ctx context.Context, name, owner, label string, ttl time.Duration, token uint64, req string) (Grant, error) {
+	return n.acquire(ctx, NewKeys(n.prefix, name), owner, label, ttl, req, "", token)
 }
 
 // Acquire runs the acquire script for request req, taking the node's next
