@@ -30,6 +30,8 @@ func (s *suite) testKinds(t *testing.T) {
 		{"RWReentry", rwOK, s.testRWReentry},
 		{"RWDeadReaderFreed", rwOK, s.testDeadReaderFreed},
 		{"RWInspect", rwOK, s.testRWInspect},
+		{"RWReadNestedRace", rwOK, func(t *testing.T) { s.testKindNestedRace(t, readKind) }},
+		{"RWWriteNestedRace", rwOK, func(t *testing.T) { s.testKindNestedRace(t, writeKind) }},
 		{"RWCancelledWaitTakesNothing", rwOK, s.testRWCancelledWaitTakesNothing},
 		{"RWDeadlineInRoundTrip", rwOK, func(t *testing.T) { s.testKindsDeadlineInRoundTrip(t, true) }},
 		{"SemaphoreCount", semOK, func(t *testing.T) { s.testSemaphoreCount(t, false) }},
@@ -38,6 +40,7 @@ func (s *suite) testKinds(t *testing.T) {
 		{"SemaphoreDeadHolderFreed", semOK, s.testDeadPermitFreed},
 		{"SemaphoreLimitMismatch", semOK, s.testLimitMismatch},
 		{"SemaphoreInspect", semOK, s.testSemaphoreInspect},
+		{"SemaphoreNestedRace", semOK, func(t *testing.T) { s.testKindNestedRace(t, permitKind) }},
 		{"SemaphoreCancelledWaitTakesNothing", semOK, s.testSemaphoreCancelledWaitTakesNothing},
 		{"SemaphoreDeadlineInRoundTrip", semOK, func(t *testing.T) { s.testKindsDeadlineInRoundTrip(t, false) }},
 		{"SemaphoreSharedOwnerTTLs", semOK, func(t *testing.T) {

@@ -40,19 +40,80 @@ type nestedRace struct {
 	// start, so that the nested Lock also meets a hold detached and its
 	// release under way.
 	unlockFirstEvery int
+	// kind is the lock raced (the zero value: a Mutex).
+	kind raceKind
 }
+
+// raceKind is a kind of lock a nestedRace takes: a Mutex, a read or write
+// hold of an RWMutex, a permit of a one-permit Semaphore.
+type raceKind struct {
+	// take returns the Lock of the lock named name on c, made with opts.
+	take func(c *dlock.Client, name string, opts ...dlock.Option) func(context.Context) (*dlock.Lease, error)
+	// try returns a single attempt by a new owner on c that any hold left
+	// on the lock refuses (for a read hold: the write lock's).
+	try func(c *dlock.Client, name string) func(context.Context) (*dlock.Lease, error)
+	// inspect describes the lock, for the failure messages.
+	inspect func(ctx context.Context, c *dlock.Client, name string) (dlock.Info, error)
+}
+
+// The kinds of lock raceKind takes.
+var (
+	mutexKind = raceKind{
+		take: func(c *dlock.Client, name string, opts ...dlock.Option) func(context.Context) (*dlock.Lease, error) {
+			return c.Mutex(name, opts...).Lock
+		},
+		try: func(c *dlock.Client, name string) func(context.Context) (*dlock.Lease, error) {
+			return c.Mutex(name).TryLock
+		},
+		inspect: func(ctx context.Context, c *dlock.Client, name string) (dlock.Info, error) {
+			return c.Inspect(ctx, name)
+		},
+	}
+	readKind = raceKind{
+		take: func(c *dlock.Client, name string, opts ...dlock.Option) func(context.Context) (*dlock.Lease, error) {
+			return c.RWMutex(name, opts...).RLock
+		},
+		try: func(c *dlock.Client, name string) func(context.Context) (*dlock.Lease, error) {
+			return c.RWMutex(name).TryLock
+		},
+		inspect: func(ctx context.Context, c *dlock.Client, name string) (dlock.Info, error) {
+			return c.RWMutex(name).Inspect(ctx)
+		},
+	}
+	writeKind = raceKind{
+		take: func(c *dlock.Client, name string, opts ...dlock.Option) func(context.Context) (*dlock.Lease, error) {
+			return c.RWMutex(name, opts...).Lock
+		},
+		try: readKind.try, inspect: readKind.inspect,
+	}
+	permitKind = raceKind{
+		take: func(c *dlock.Client, name string, opts ...dlock.Option) func(context.Context) (*dlock.Lease, error) {
+			return c.Semaphore(name, 1, opts...).Acquire
+		},
+		try: func(c *dlock.Client, name string) func(context.Context) (*dlock.Lease, error) {
+			return c.Semaphore(name, 1).TryAcquire
+		},
+		inspect: func(ctx context.Context, c *dlock.Client, name string) (dlock.Info, error) {
+			return c.Semaphore(name, 1).Inspect(ctx)
+		},
+	}
+)
 
 func (r nestedRace) run(t *testing.T, a, b *dlock.Client) {
 	t.Helper()
 	ctx := t.Context()
+	kind := r.kind
+	if kind.take == nil {
+		kind = mutexKind
+	}
 	for round := range r.rounds {
 		name := r.prefix + "/" + dlock.NewOwnerID()
 		opts := []dlock.Option{dlock.WithTTL(time.Minute)}
 		if r.fixedOwner {
 			opts = append(opts, dlock.WithOwner(dlock.NewOwnerID()))
 		}
-		m := a.Mutex(name, opts...)
-		outer, err := m.Lock(ctx)
+		take := kind.take(a, name, opts...)
+		outer, err := take(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,7 +133,7 @@ func (r nestedRace) run(t *testing.T, a, b *dlock.Client) {
 		go func() {
 			defer wg.Done()
 			time.Sleep(lockDelay)
-			nested, nerr = m.Lock(nctx)
+			nested, nerr = take(nctx)
 		}()
 		go func() {
 			defer wg.Done()
@@ -84,15 +145,15 @@ func (r nestedRace) run(t *testing.T, a, b *dlock.Client) {
 		wg.Wait()
 		cancel()
 		if nerr != nil {
-			info, _ := b.Inspect(ctx, name)
+			info, _ := kind.inspect(ctx, b, name)
 			t.Fatalf("round %d: nested Lock racing the outer Unlock = %v; the store has %+v", round, nerr, info)
 		}
 		if err := nested.Unlock(ctx); err != nil {
 			t.Fatalf("round %d: nested Unlock: %v", round, err)
 		}
-		l, err := b.Mutex(name).TryLock(ctx)
+		l, err := kind.try(b, name)(ctx)
 		if err != nil {
-			info, _ := b.Inspect(ctx, name)
+			info, _ := kind.inspect(ctx, b, name)
 			t.Fatalf("round %d: every lease unlocked, yet TryLock = %v; the store has %+v", round, err, info)
 		}
 		if err := l.Unlock(ctx); err != nil {
@@ -139,4 +200,75 @@ func roundTrip(t *testing.T, c *dlock.Client, name string) time.Duration {
 	}
 	slices.Sort(d[:])
 	return min(max(d[len(d)/2], 50*time.Microsecond), 5*time.Millisecond)
+}
+
+// unlocksTogether runs rounds in which the two leases of one hold, a Lock
+// and a nested one under a fixed owner (where the store counts holds, the
+// row's two counts), are unlocked at about the same moment, either first by
+// up to maxLead. Neither Unlock may report the lease lost, and then b must
+// get the lock at once.
+func (r nestedRace) unlocksTogether(t *testing.T, a, b *dlock.Client) {
+	t.Helper()
+	ctx := t.Context()
+	kind := r.kind
+	if kind.take == nil {
+		kind = mutexKind
+	}
+	for round := range r.rounds {
+		name := r.prefix + "/" + dlock.NewOwnerID()
+		take := kind.take(a, name, dlock.WithTTL(time.Minute), dlock.WithOwner(dlock.NewOwnerID()))
+		outer, err := take(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nctx, cancel := context.WithTimeout(dlock.ContextWithLease(ctx, outer), 15*time.Second)
+		nested, err := take(nctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: nested Lock: %v", round, err)
+		}
+		var wg sync.WaitGroup
+		for i, l := range []*dlock.Lease{outer, nested} {
+			delay := rand.N(r.maxLead)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(delay)
+				if err := l.Unlock(ctx); err != nil {
+					t.Errorf("round %d: Unlock of lease %d of 2, together with the other: %v", round, i+1, err)
+				}
+			}()
+		}
+		wg.Wait()
+		l, err := kind.try(b, name)(ctx)
+		if err != nil {
+			info, _ := kind.inspect(ctx, b, name)
+			t.Fatalf("round %d: both leases unlocked, yet another owner's try = %v; the store has %+v", round, err, info)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// testKindNestedRace runs, on a kind of lock, NestedLockRacingUnlock's
+// race under both owner paths (as testNestedLockRacingUnlock does for the
+// Mutex), and unlocksTogether's, with a lead fitted to the store.
+func (s *suite) testKindNestedRace(t *testing.T, kind raceKind) {
+	a, b := s.client(t), s.client(t)
+	lead := roundTrip(t, a, lockName(t)+"/rtt")
+	const rounds = 40 // each way
+	for _, mode := range []string{"FixedOwner", "OwnerFromCtx", "UnlocksTogether"} {
+		t.Run(mode, func(t *testing.T) {
+			start := time.Now()
+			r := nestedRace{prefix: lockName(t), rounds: rounds, maxLead: lead, fixedOwner: mode == "FixedOwner",
+				unlockFirstEvery: 4, kind: kind}
+			if mode == "UnlocksTogether" {
+				r.unlocksTogether(t, a, b)
+			} else {
+				r.run(t, a, b)
+			}
+			t.Logf("%d rounds, lead < %v: %v", rounds, lead, time.Since(start).Round(time.Millisecond))
+		})
+	}
 }
