@@ -141,10 +141,21 @@ VALUES (?, ?, ?, ?, 1, ?, NOW(6) + INTERVAL ? MICROSECOND, ?)`, r.Name, fam, r.O
 		}
 		g = driver.Grant{Acquired: true, Token: uint64(tok), Holds: 1}
 	case sqlbase.Reenter:
-		if _, err := tx.ExecContext(ctx, `UPDATE dlock_holds SET holds = holds + 1,
+		// kindHolds' read locked nothing: a release of the owner's last
+		// hold (which does not lock the state row) may have deleted the
+		// row since. (holds + 1 changes the row, so it counts as affected.)
+		res, err := tx.ExecContext(ctx, `UPDATE dlock_holds SET holds = holds + 1,
   expires_at = GREATEST(expires_at, NOW(6) + INTERVAL ? MICROSECOND)
-WHERE name = ? AND family = ? AND owner = ?`, ttl, r.Name, fam, r.Owner); err != nil {
+WHERE name = ? AND family = ? AND owner = ?`, ttl, r.Name, fam, r.Owner)
+		var n int64
+		if err == nil {
+			n, err = res.RowsAffected()
+		}
+		if err != nil {
 			return g, 0, 0, err
+		}
+		if n == 0 {
+			return g, 0, 0, sqlbase.ErrHoldGone
 		}
 		var tok uint64
 		if err := tx.QueryRowContext(ctx, `SELECT token, holds FROM dlock_holds WHERE name = ? AND family = ? AND owner = ?`,

@@ -126,9 +126,13 @@ VALUES ($1, $2, $3, $4, 1, $5, clock_timestamp() + $6 * interval '1 millisecond'
 				g = driver.Grant{Acquired: true, Token: uint64(tok), Holds: 1}
 			case sqlbase.Reenter:
 				var tok int64
-				if err := tx.QueryRow(ctx, `UPDATE dlock_holds SET holds = holds + 1,
+				err := tx.QueryRow(ctx, `UPDATE dlock_holds SET holds = holds + 1,
   expires_at = greatest(expires_at, clock_timestamp() + $4 * interval '1 millisecond')
-WHERE name = $1 AND family = $2 AND owner = $3 RETURNING token, holds`, r.Name, fam, r.Owner, ttl).Scan(&tok, &g.Holds); err != nil {
+WHERE name = $1 AND family = $2 AND owner = $3 RETURNING token, holds`, r.Name, fam, r.Owner, ttl).Scan(&tok, &g.Holds)
+				if errors.Is(err, pgx.ErrNoRows) {
+					return sqlbase.ErrHoldGone // released since kindHolds read it
+				}
+				if err != nil {
 					return err
 				}
 				g.Acquired, g.Token = true, uint64(tok)

@@ -3,6 +3,7 @@ package sqlbase
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -156,13 +157,22 @@ func Info(name string, kind driver.Kind, holds []KindHold, waiters, limit int) d
 	return info
 }
 
+// ErrHoldGone is what an acquire transaction returns (rolling back) when it
+// decided Reenter on the owner's hold row, but the row was gone when it
+// came to count the re-entry: a release of the owner's last hold, which
+// does not lock the state row, deleted it after the decision read it.
+// AcquireKind then runs the transaction again, which decides on the rows
+// without it.
+var ErrHoldGone = errors.New("the owner's hold was released while re-entering it")
+
 // AcquireKind is the table modes' acquire of a read, write or permit
 // request r, as both SQL backends do it: try runs one acquire transaction
 // (its grant, verdict and the stored permit count), again up to three times
 // while it fails with a deadlock (deadlock says which errors are one: a
-// renewal batch locks hold rows of several locks); then a failure is
-// wrapped by wrap, and a Mismatch or KindHeld verdict refused with the
-// error dlock matches. pkg prefixes the errors.
+// renewal batch locks hold rows of several locks), and again whenever it
+// fails with ErrHoldGone (each time follows a release's commit); then a
+// failure is wrapped by wrap, and a Mismatch or KindHeld verdict refused
+// with the error dlock matches. pkg prefixes the errors.
 func AcquireKind(ctx context.Context, pkg string, r driver.Request, try func() (driver.Grant, Verdict, int, error),
 	deadlock func(error) bool, wrap func(op string, err error) error) (driver.Grant, error) {
 	var (
@@ -171,11 +181,18 @@ func AcquireKind(ctx context.Context, pkg string, r driver.Request, try func() (
 		limit   int
 		err     error
 	)
-	for n := 0; ; n++ {
+	for n := 0; ; {
 		g, verdict, limit, err = try()
-		if err == nil || n == 3 || !deadlock(err) || ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil {
 			break
 		}
+		if errors.Is(err, ErrHoldGone) {
+			continue
+		}
+		if n == 3 || !deadlock(err) {
+			break
+		}
+		n++
 	}
 	if err != nil {
 		return driver.Grant{}, wrap("acquire", err)
