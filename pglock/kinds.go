@@ -212,7 +212,17 @@ func (d *pgDriver) renewKinds(ctx context.Context, batch []driver.Held, res []dr
 }
 
 // releaseKindSQL drops $5 holds, deleting the row (and notifying waiters)
-// when none are left. Returns rows deleted and the holds left (-1: not held).
+// when none are left. Returns rows deleted, the holds left (-1: not held)
+// and whether the statement's snapshot saw the live row of that owner and
+// token.
+//
+// As releaseSQL's, its DELETE and UPDATE choose between them on the
+// statement's snapshot, and each re-checks its condition on the row's
+// latest version when a concurrent statement (a re-entry, another release
+// of the owner's holds) changed the row first (READ COMMITTED): then
+// neither may apply although the row is still the owner's. The third
+// column tells that case from a row that is gone, and releaseKind runs the
+// statement again.
 const releaseKindSQL = `
 WITH d AS (
   DELETE FROM dlock_holds WHERE name = $1 AND family = $2 AND owner = $3 AND token = $4 AND holds <= $5
@@ -223,7 +233,8 @@ WITH d AS (
 ), n AS (
   SELECT pg_notify('dlock_release_' || 'dlock_locks'::regclass::oid::text, md5(name)) FROM d
 )
-SELECT (SELECT count(*) FROM d) + (SELECT count(*) FROM n) * 0, coalesce((SELECT holds FROM u), -1)`
+SELECT (SELECT count(*) FROM d) + (SELECT count(*) FROM n) * 0, coalesce((SELECT holds FROM u), -1),
+  EXISTS (SELECT 1 FROM dlock_holds WHERE name = $1 AND family = $2 AND owner = $3 AND token = $4 AND expires_at > clock_timestamp())`
 
 func (d *pgDriver) releaseKind(ctx context.Context, h driver.Held, count int) (int, error) {
 	if h.Token == 0 { // a wait given up: drop its place in line, and wake those behind it
@@ -235,17 +246,25 @@ func (d *pgDriver) releaseKind(ctx context.Context, h driver.Held, count int) (i
 		}
 		return 0, fmt.Errorf("pglock: release: %w: a wait given up holds nothing", dlock.ErrLeaseLost)
 	}
-	var deleted, left int64
-	err := d.pool.QueryRow(ctx, releaseKindSQL, h.Name, int(h.Kind.Family()), h.Owner, int64(h.Token), count).Scan(&deleted, &left)
-	switch {
-	case err != nil:
-		return 0, pgErr("release", err)
-	case deleted > 0:
-		return 0, nil
-	case left >= 0:
-		return int(left), nil
+	for {
+		var deleted, left int64
+		var seen bool
+		err := d.pool.QueryRow(ctx, releaseKindSQL, h.Name, int(h.Kind.Family()), h.Owner, int64(h.Token), count).Scan(&deleted, &left, &seen)
+		switch {
+		case err != nil:
+			return 0, pgErr("release", err)
+		case deleted > 0:
+			return 0, nil
+		case left >= 0:
+			return int(left), nil
+		case !seen:
+			return 0, fmt.Errorf("pglock: release: %w: the hold expired or was deleted", dlock.ErrLeaseLost)
+		}
+		// Neither applied, yet the row was the owner's: a concurrent
+		// statement changed it first (see releaseKindSQL). Nothing was
+		// done, so the statement runs again on a new snapshot; each round
+		// follows another statement's commit on the row.
 	}
-	return 0, fmt.Errorf("pglock: release: %w: the hold expired or was deleted", dlock.ErrLeaseLost)
 }
 
 // InspectKind implements driver.KindInspector (table mode).
