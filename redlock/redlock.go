@@ -33,7 +33,15 @@
 //     held only if N/2+1 nodes granted it and time is left: validity =
 //     TTL − elapsed − drift, drift = TTL/100 + 2ms. Otherwise it is released
 //     on every node at once. The lease's expiry is computed from the
-//     validity on the client's monotonic clock.
+//     validity on the client's monotonic clock. A grant counts only the
+//     nodes that agree on its token: a re-entry racing its owner's release
+//     can re-enter the old hold on some nodes and make a new one on others.
+//     On every node where the attempt may have left a count outside the
+//     grant (another token, or no answer in time: its script may have run
+//     all the same), the attempt's request is cancelled by its id, which
+//     undoes exactly what it did there, if anything. A request that reaches
+//     a node only after its cancel (held in a proxy, say) is not undone: its
+//     count stays until the TTL, or while the owner keeps re-entering it.
 //   - Renew: on every node, with the same rule; a lease that no longer holds
 //     a majority is lost. Release: on every node.
 //   - Waiting: waiters subscribe to the lock's release channel on every node
