@@ -99,13 +99,18 @@ var (
 	}
 )
 
+// lockKind is the kind of lock r races: a Mutex unless it names another.
+func (r nestedRace) lockKind() raceKind {
+	if r.kind.take == nil {
+		return mutexKind
+	}
+	return r.kind
+}
+
 func (r nestedRace) run(t *testing.T, a, b *dlock.Client) {
 	t.Helper()
 	ctx := t.Context()
-	kind := r.kind
-	if kind.take == nil {
-		kind = mutexKind
-	}
+	kind := r.lockKind()
 	for round := range r.rounds {
 		name := r.prefix + "/" + dlock.NewOwnerID()
 		opts := []dlock.Option{dlock.WithTTL(time.Minute)}
@@ -210,10 +215,7 @@ func roundTrip(t *testing.T, c *dlock.Client, name string) time.Duration {
 func (r nestedRace) unlocksTogether(t *testing.T, a, b *dlock.Client) {
 	t.Helper()
 	ctx := t.Context()
-	kind := r.kind
-	if kind.take == nil {
-		kind = mutexKind
-	}
+	kind := r.lockKind()
 	for round := range r.rounds {
 		name := r.prefix + "/" + dlock.NewOwnerID()
 		take := kind.take(a, name, dlock.WithTTL(time.Minute), dlock.WithOwner(dlock.NewOwnerID()))

@@ -41,13 +41,7 @@ func TestLateReleaseDeleteTakesNoNewerKey(t *testing.T) {
 // not take the key of the client's next contender.
 func TestLateDropDeleteTakesNoNewerKey(t *testing.T) {
 	lr := newLateRequests(t)
-	l, err := lr.a.Mutex(lr.name, lr.ttl).Lock(t.Context()) // A's session lease is granted before the delay
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Unlock(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	lr.startSession()
 	lr.holdBack()
 	if l, err := lr.a.Mutex(lr.name, lr.ttl).TryLock(t.Context()); err == nil {
 		_ = l.Unlock(t.Context())
@@ -86,6 +80,18 @@ func newLateRequests(t *testing.T) *lateRequests {
 	t.Cleanup(func() { _ = lr.a.Close() })
 	lr.b = open(t, "http://"+srv)
 	return lr
+}
+
+// startSession has A lock and unlock the name, so that its session lease
+// is granted before any delay.
+func (lr *lateRequests) startSession() {
+	l, err := lr.a.Mutex(lr.name, lr.ttl).Lock(lr.t.Context())
+	if err != nil {
+		lr.t.Fatal(err)
+	}
+	if err := l.Unlock(lr.t.Context()); err != nil {
+		lr.t.Fatal(err)
+	}
 }
 
 // holdBack delays what A sends from now on by lateDelay, and after 1.2 s
@@ -173,16 +179,10 @@ func (c *connTracker) reset() {
 // that B gets the lock without waiting for A's client to end.
 func TestLatePutLeavesNoPhantomHold(t *testing.T) {
 	lr := newLateRequests(t)
-	l, err := lr.a.Mutex(lr.name, lr.ttl).Lock(t.Context()) // A's session lease is granted before the delay
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Unlock(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	lr.startSession()
 	lr.holdBack()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	l, err = lr.a.Mutex(lr.name, lr.ttl).Lock(ctx)
+	l, err := lr.a.Mutex(lr.name, lr.ttl).Lock(ctx)
 	cancel()
 	if err != nil {
 		t.Fatalf("A's Lock through the delay: %v", err)
