@@ -177,20 +177,7 @@ func (r nestedRace) run(t *testing.T, a, b *dlock.Client) {
 // The lead is fitted to the store: up to two of its round trips, so that
 // the nested Lock's store call and the Unlock's overlap in every order.
 func (s *suite) testNestedLockRacingUnlock(t *testing.T) {
-	a, b := s.client(t), s.client(t)
-	lead := roundTrip(t, a, lockName(t)+"/rtt")
-	const rounds = 60 // each way, with every fourth round's Unlock first
-	for _, fixed := range []bool{true, false} {
-		mode := "FixedOwner"
-		if !fixed {
-			mode = "OwnerFromCtx"
-		}
-		t.Run(mode, func(t *testing.T) {
-			start := time.Now()
-			nestedRace{prefix: lockName(t), rounds: rounds, maxLead: lead, fixedOwner: fixed, unlockFirstEvery: 4}.run(t, a, b)
-			t.Logf("%d rounds, lead < %v: %v", rounds, lead, time.Since(start).Round(time.Millisecond))
-		})
-	}
+	s.testNestedRace(t, mutexKind, 60)
 }
 
 // roundTrip is the median time of an uncontended Lock and Unlock of name on
@@ -253,13 +240,15 @@ func (r nestedRace) unlocksTogether(t *testing.T, a, b *dlock.Client) {
 	}
 }
 
-// testKindNestedRace runs, on a kind of lock, NestedLockRacingUnlock's
-// race under both owner paths (as testNestedLockRacingUnlock does for the
-// Mutex), and unlocksTogether's, with a lead fitted to the store.
-func (s *suite) testKindNestedRace(t *testing.T, kind raceKind) {
+// testKindNestedRace runs testNestedRace on a kind of lock.
+func (s *suite) testKindNestedRace(t *testing.T, kind raceKind) { s.testNestedRace(t, kind, 40) }
+
+// testNestedRace runs, on a kind of lock, NestedLockRacingUnlock's race
+// under both owner paths and unlocksTogether's, rounds each, every fourth
+// round's Unlock first, with a lead fitted to the store.
+func (s *suite) testNestedRace(t *testing.T, kind raceKind, rounds int) {
 	a, b := s.client(t), s.client(t)
 	lead := roundTrip(t, a, lockName(t)+"/rtt")
-	const rounds = 40 // each way
 	for _, mode := range []string{"FixedOwner", "OwnerFromCtx", "UnlocksTogether"} {
 		t.Run(mode, func(t *testing.T) {
 			start := time.Now()
