@@ -144,23 +144,40 @@ func (d *etcdDriver) sweepWatch(ctx context.Context, sw *sweep, wch clientv3.Wat
 
 // sweepOnce deletes key if it is under s, holding the client's slot for
 // name so that none of the client's contenders uses it meanwhile. Once it
-// has the slot it gives up after sweepCheckTimeout (the slot must not stay
-// taken from the client's own contenders while etcd cannot be reached) and
-// reports whether the key is known not to be left under s.
+// has the slot it tries for sweepCheckTimeout (the slot must not stay taken
+// from the client's own contenders while etcd cannot be reached) and
+// reports whether the key is known not to be left under s. If it sent a
+// delete it could not confirm, the delete is left to the background with
+// the slot (dropKeyLater), as a release's is: the client's next contender
+// would adopt the key with its revision, and the unconfirmed delete, landing
+// late, would take that holder's key.
 func (d *etcdDriver) sweepOnce(ctx context.Context, s *session, name, key string) bool {
 	t, err := d.slots.Take(ctx, name, turn.Wait)
 	if err != nil {
 		return false
 	}
-	defer t.Done()
-	ctx, cancel := context.WithTimeout(ctx, sweepCheckTimeout)
+	cctx, cancel := context.WithTimeout(ctx, sweepCheckTimeout)
 	defer cancel()
-	_, err = retry(ctx, func(ctx context.Context) error {
-		resp, err := d.cli.Get(ctx, key, clientv3.WithKeysOnly())
-		if err != nil || len(resp.Kvs) == 0 || resp.Kvs[0].Lease != int64(s.id) {
-			return err
+	var rev int64 // the revision a delete was sent for
+	_, err = retry(cctx, func(ctx context.Context) error {
+		if rev == 0 {
+			resp, err := d.cli.Get(ctx, key, clientv3.WithKeysOnly())
+			if err != nil || len(resp.Kvs) == 0 || resp.Kvs[0].Lease != int64(s.id) {
+				return err
+			}
+			rev = resp.Kvs[0].CreateRevision
 		}
-		return d.deleteKey(ctx, key, resp.Kvs[0].CreateRevision)
+		return d.deleteKey(ctx, key, rev)
 	})
-	return err == nil
+	switch {
+	case err == nil:
+		t.Done()
+		return true
+	case rev != 0:
+		d.dropKeyLater(s, key, rev, t.Done)
+		return true // left to the background, which ends with the key gone (or the session)
+	default:
+		t.Done()
+		return false
+	}
 }
