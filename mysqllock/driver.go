@@ -168,8 +168,11 @@ func (d *myDriver) acquireRow(ctx context.Context, r driver.Request) (driver.Gra
 		return driver.Grant{}, myErr("settle a failed release", err)
 	}
 	var token int64
-	end := d.holds.Enter(r.Name, r.Owner) // no settle of the owner's holds until the grant is recorded
-	err := d.onConn(ctx, func(ctx context.Context, c *sql.Conn) error {
+	end, err := d.holds.Enter(ctx, r.Name, r.Owner) // no settle of the owner's holds until the grant is recorded
+	if err != nil {
+		return driver.Grant{}, myErr("acquire", err)
+	}
+	err = d.onConn(ctx, func(ctx context.Context, c *sql.Conn) error {
 		res, err := c.ExecContext(ctx, acquireSQL, r.Name, r.Owner, r.TTL.Microseconds(), r.Label)
 		if err == nil {
 			token, err = res.LastInsertId()

@@ -46,8 +46,12 @@ func (d *pgDriver) acquireRow(ctx context.Context, r driver.Request) (driver.Gra
 		return driver.Grant{}, pgErr("settle a failed release", err)
 	}
 	var token, holds, left int64
-	defer d.holds.Enter(r.Name, r.Owner)() // no settle of the owner's holds until the grant is recorded
-	err := d.onConn(ctx, func(c *pgxpool.Conn) error {
+	end, err := d.holds.Enter(ctx, r.Name, r.Owner) // no settle of the owner's holds until the grant is recorded
+	if err != nil {
+		return driver.Grant{}, pgErr("acquire", err)
+	}
+	defer end()
+	err = d.onConn(ctx, func(c *pgxpool.Conn) error {
 		return c.QueryRow(ctx, acquireSQL, r.Name, r.Owner, r.TTL.Milliseconds(), r.Label).Scan(&token, &holds, &left)
 	})
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // Holds records, per (name, owner), what a table-mode client holds in the
@@ -35,11 +37,16 @@ type Holds struct {
 }
 
 // gate orders one (name, owner)'s statements: settles alone, the rest side
-// by side. refs counts its users, so that an unused gate is forgotten.
+// by side. Waiting for it follows the caller's ctx. refs counts its users,
+// so that an unused gate is forgotten.
 type gate struct {
-	rw   sync.RWMutex
+	sem  *semaphore.Weighted
 	refs int
 }
+
+// gateAlone is a settle's weight on a gate: all of it. Any other statement
+// weighs 1; waiters are served in order, so a settle is not starved.
+const gateAlone = 1 << 30
 
 // gate returns k's gate, counting one more user of it.
 func (h *Holds) gate(k holdKey) *gate {
@@ -50,7 +57,7 @@ func (h *Holds) gate(k holdKey) *gate {
 		if h.gates == nil {
 			h.gates = map[holdKey]*gate{}
 		}
-		g = &gate{}
+		g = &gate{sem: semaphore.NewWeighted(gateAlone)}
 		h.gates[k] = g
 	}
 	g.refs++
@@ -66,17 +73,26 @@ func (h *Holds) ungate(k holdKey, g *gate) {
 	}
 }
 
+// pass takes k's gate with weight w (1, or gateAlone), waiting until ctx
+// ends at most; the returned function gives it back.
+func (h *Holds) pass(ctx context.Context, k holdKey, w int64) (func(), error) {
+	g := h.gate(k)
+	if err := g.sem.Acquire(ctx, w); err != nil {
+		h.ungate(k, g)
+		return nil, err
+	}
+	return func() {
+		g.sem.Release(w)
+		h.ungate(k, g)
+	}, nil
+}
+
 // Enter is taken around an acquire statement of (name, owner) and the
 // Granted that records its grant, after Settle: no settle of the pair runs
-// meanwhile. The returned function ends it.
-func (h *Holds) Enter(name, owner string) func() {
-	k := holdKey{name, owner}
-	g := h.gate(k)
-	g.rw.RLock()
-	return func() {
-		g.rw.RUnlock()
-		h.ungate(k, g)
-	}
+// meanwhile. It waits until ctx ends at most; the returned function ends
+// it.
+func (h *Holds) Enter(ctx context.Context, name, owner string) (func(), error) {
+	return h.pass(ctx, holdKey{name, owner}, 1)
 }
 
 type holdKey struct{ name, owner string }
@@ -233,11 +249,11 @@ func (h *Holds) Settle(ctx context.Context, name, owner string, stmt Stmt) error
 	if _, ok := h.pending(name, owner); !ok {
 		return nil
 	}
-	k := holdKey{name, owner}
-	g := h.gate(k)
-	g.rw.Lock()
-	defer h.ungate(k, g)
-	defer g.rw.Unlock()
+	done, err := h.pass(ctx, holdKey{name, owner}, gateAlone)
+	if err != nil {
+		return err
+	}
+	defer done()
 	s, ok := h.pending(name, owner) // again, alone: another settle may have run meanwhile
 	if !ok {
 		return nil
@@ -254,18 +270,19 @@ func (h *Holds) Settle(ctx context.Context, name, owner string, stmt Stmt) error
 // stmt, and records the outcome; ttl is the lease's.
 func (h *Holds) Drop(ctx context.Context, name, owner string, token uint64, count int, ttl time.Duration, stmt Stmt) (int, Outcome, error) {
 	k := holdKey{name, owner}
-	g := h.gate(k)
-	defer h.ungate(k, g)
-	g.rw.RLock()
-	unlock := g.rw.RUnlock
-	s := h.release(name, owner, token, count)
-	if s.Sub > count { // it settles pending holds too: alone
-		g.rw.RUnlock()
-		g.rw.Lock()
-		unlock = g.rw.Unlock
-		s = h.release(name, owner, token, count)
+	done, err := h.pass(ctx, k, 1)
+	if err == nil {
+		if s := h.release(name, owner, token, count); s.Sub > count { // it settles pending holds too: alone
+			done()
+			done, err = h.pass(ctx, k, gateAlone)
+		}
 	}
-	defer unlock()
+	if err != nil { // ctx ended before the statement was sent: the holds stay the store's until settled
+		h.released(name, owner, count, h.release(name, owner, token, count), Uncertain, ttl)
+		return 0, Uncertain, err
+	}
+	defer done()
+	s := h.release(name, owner, token, count)
 	left, o, err := stmt(ctx, s)
 	h.released(name, owner, count, s, o, ttl)
 	return left, o, err

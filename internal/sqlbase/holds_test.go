@@ -110,3 +110,60 @@ func TestOverlappingReleasesLeaveNothing(t *testing.T) {
 		t.Fatalf("%d holds remembered after the last release", len(h.m))
 	}
 }
+
+// A statement that waits for its (name, owner)'s gate behind a settle whose
+// statement does not return (a blackholed connection) ends with its ctx:
+// an acquire (Enter), a settle (Settle) and a release (Drop) alike. The
+// release that gave up waiting leaves its hold pending, to be settled.
+func TestGateWaitEndsWithCtx(t *testing.T) {
+	var h Holds
+	s := &store{token: 5}
+	for range 3 {
+		s.holds++
+		h.Granted("n", "o", 5)
+	}
+	s.down = true // the first release fails uncertainly: one hold pending
+	if _, o, _ := h.Drop(context.Background(), "n", "o", 5, 1, time.Minute, s.stmt); o != Uncertain {
+		t.Fatalf("release outcome %v; want Uncertain", o)
+	}
+	s.down = false
+
+	stuck, unstick := make(chan struct{}), make(chan struct{})
+	settling := make(chan error, 1)
+	go func() { // the next release settles the pending hold, alone, and hangs
+		_, _, err := h.Drop(context.Background(), "n", "o", 5, 1, time.Minute, func(ctx context.Context, st Settle) (int, Outcome, error) {
+			close(stuck)
+			<-unstick
+			return s.stmt(ctx, st)
+		})
+		settling <- err
+	}()
+	<-stuck
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if end, err := h.Enter(ctx, "n", "o"); !errors.Is(err, context.DeadlineExceeded) {
+		if end != nil {
+			end()
+		}
+		t.Errorf("Enter behind a hung settle = %v; want its ctx's end", err)
+	}
+	if _, o, err := h.Drop(ctx, "n", "o", 5, 1, time.Minute, s.stmt); o != Uncertain || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Drop behind a hung settle = %v, %v; want Uncertain and its ctx's end", o, err)
+	}
+	if _, ok := h.pending("n", "o"); !ok {
+		t.Error("the release that gave up waiting left nothing pending")
+	}
+	if err := h.Settle(ctx, "n", "o", s.stmt); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Settle behind a hung settle = %v; want its ctx's end", err)
+	}
+	close(unstick)
+	if err := <-settling; err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Settle(context.Background(), "n", "o", s.stmt); err != nil { // what the give-up left
+		t.Fatal(err)
+	}
+	if s.holds != 0 {
+		t.Errorf("%d holds in the store after every hold was released or settled; want 0", s.holds)
+	}
+}
