@@ -12,13 +12,9 @@ import (
 	"github.com/dlock/dlock/mysqllock"
 )
 
-// pglock's TestSettleRacesRelease on table mode here: L1's release is
-// uncertain (on MariaDB the cancelled statement is not applied), then L2's
-// Unlock races a nested Lock through L3. Both settled the same pending hold
-// or counted the other's in their floor, before settles ran alone on their
-// (name, owner). The row must end gone, with no lease reported lost and no
-// double grant.
-func TestSettleRacesRelease(t *testing.T) {
+// pglock's TestSettleRaces here (on MariaDB a cancelled statement is not
+// applied, but one held in the network still lands).
+func TestSettleRaces(t *testing.T) {
 	ctx := t.Context()
 	srv := testserver.MariaDB(t)
 	url := testserver.MariaDBURL(t, srv, "dlock")
@@ -52,5 +48,7 @@ func TestSettleRacesRelease(t *testing.T) {
 		}
 		return h
 	}
-	sqltest.SettleRace(t, a, b, px, rowHolds, false, 30)
+	t.Run("Release", func(t *testing.T) { sqltest.SettleRace(t, a, b, px, rowHolds, false, 30) })
+	t.Run("LateRelease", func(t *testing.T) { sqltest.LateReleaseAfterSettle(t, a, b, px, rowHolds, false, 8) })
+	t.Run("LateReleaseThenLock", func(t *testing.T) { sqltest.LateReleaseAfterSettle(t, a, b, px, rowHolds, true, 8) })
 }

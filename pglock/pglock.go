@@ -107,6 +107,13 @@
 // client still has; if that fails too, the acquire fails and Lock retries.
 // So an owner never re-enters, with its old token, a hold it gave up (which
 // would refresh the row at every re-entry and keep every other owner out).
+// A release whose ctx ended may still reach the server after it was
+// settled (held in the network, or run before the server saw the
+// connection drop). Every release carries the holds the client believed it
+// kept as a floor, so such a late release never takes the row below what
+// the owner holds, and the owner's releases run one at a time so that the
+// floor is exact when sent; it may leave the row a hold too many, which
+// keeps the lock until its TTL.
 // What remains: a client that exits, or never locks the name again, leaves
 // the row to expire at its TTL; and a release whose reply was lost after it
 // was applied is counted twice when settled, which, with one owner id

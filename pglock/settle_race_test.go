@@ -26,34 +26,19 @@ func rowHolds(t *testing.T, raw *pgxpool.Pool, name string) int64 {
 	return holds
 }
 
-// An owner with three nested leases (L1, L2, L3) has L1's release fail
-// uncertainly (its reply comes after the Unlock's deadline, though the
-// statement is applied), so one hold is pending. Then L2's Unlock, which
-// settles the pending hold with its own, races a nested Lock through L3,
-// whose acquire settles the pending hold first (or, with twoReleases, L3's
-// Unlock, which settles it too). Both settled the same pending hold, or
-// counted the other's hold in their floor: the row ended one below the
-// owner's leases (another owner was granted beside L4, whose Unlock then
-// said lease lost) or one above (a hold nobody releases). Settles now run
-// alone on their (name, owner). The row must end gone, with no Unlock
-// reporting its lease lost and no double grant.
-func TestSettleRacesRelease(t *testing.T) {
-	srv := testserver.Postgres(t)
-	settleRace(t, testserver.PostgresURL(srv), false, 40)
-}
-
-func TestSettleRacesTwoReleases(t *testing.T) {
-	srv := testserver.Postgres(t)
-	settleRace(t, testserver.PostgresURL(srv), true, 30)
-}
-
-func settleRace(t *testing.T, url string, twoReleases bool, rounds int) {
+// Settles of a fixed owner's pending holds in table mode, against releases
+// and re-entries in flight (sqltest.SettleRace) and against a release that
+// lands after its settle (sqltest.LateReleaseAfterSettle). Before settles
+// ran alone and every release carried its floor, another owner was granted
+// beside a live lease, or the row kept a hold nobody released.
+func TestSettleRaces(t *testing.T) {
 	ctx := t.Context()
+	srv := testserver.Postgres(t)
+	url := testserver.PostgresURL(srv)
 	srvAddr := url[len("postgres://postgres@"):]
 	srvAddr = srvAddr[:len(srvAddr)-len("/postgres?sslmode=disable")]
 	px := testserver.NewProxy(t, srvAddr)
-	pxURL := "postgres://postgres@" + px.Addr() + "/postgres?sslmode=disable"
-	p, err := pool(ctx, pxURL, nil)
+	p, err := pool(ctx, "postgres://postgres@"+px.Addr()+"/postgres?sslmode=disable", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,5 +53,9 @@ func settleRace(t *testing.T, url string, twoReleases bool, rounds int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(raw.Close)
-	sqltest.SettleRace(t, a, b, px, func(name string) int64 { return rowHolds(t, raw, name) }, twoReleases, rounds)
+	holds := func(name string) int64 { return rowHolds(t, raw, name) }
+	t.Run("Release", func(t *testing.T) { sqltest.SettleRace(t, a, b, px, holds, false, 40) })
+	t.Run("TwoReleases", func(t *testing.T) { sqltest.SettleRace(t, a, b, px, holds, true, 30) })
+	t.Run("LateRelease", func(t *testing.T) { sqltest.LateReleaseAfterSettle(t, a, b, px, holds, false, 8) })
+	t.Run("LateReleaseThenLock", func(t *testing.T) { sqltest.LateReleaseAfterSettle(t, a, b, px, holds, true, 8) })
 }

@@ -24,12 +24,21 @@ import (
 //
 // A Holds is safe for concurrent use. The zero value is ready.
 //
-// A statement that settles pending holds runs alone on its (name, owner):
-// it counts the holds the client believes it has, and a release or acquire
-// of the owner in flight beside it would change that count under it (or
-// settle the same pending holds again). Releases and acquires without
-// pending holds run side by side, as before; each takes the pair's gate
-// for reading (Enter, Drop), a settle for writing.
+// Every release and settle carries that floor: the holds the client
+// believes it still has once the statement is done. A statement whose ctx
+// ended may still reach the store later (held in the network, or run by a
+// server that has not yet seen the connection drop), after later
+// statements settled it; its floor keeps it from taking the row below the
+// holds the client had when it was sent, and each later release's floor
+// puts back what it took beyond that. So the row may count a hold too many
+// for a while (until the owner's last release, or the TTL), never one too
+// few: another owner is never granted beside a live lease.
+//
+// The floor counts the holds believed, so no other statement of the owner
+// may change them while a release or settle is in flight: on its (name,
+// owner) a release or settle runs alone, and acquires run side by side
+// (each takes the pair's gate: Enter for an acquire, Drop and Settle
+// alone).
 type Holds struct {
 	mu    sync.Mutex
 	m     map[holdKey]*holdState
@@ -170,17 +179,12 @@ func (h *Holds) Granted(name, owner string, token uint64) {
 
 // release returns the settle that releasing count holds of token applies:
 // those and any pending, keeping the holds the client still believes it
-// has. The floor is set only when pending holds are settled with them: a
-// release of the client's own holds alone drops exactly those, whatever
-// other releases of the owner are under way. (A floor of the holds still
-// believed would count those other releases' holds, which they drop at the
-// same time: each would keep the other's, and the row would keep a hold
-// that nobody releases.)
+// has besides them (see Holds).
 func (h *Holds) release(name, owner string, token uint64, count int) Settle {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := Settle{Token: token, Sub: count}
-	if st := h.m[holdKey{name, owner}]; st != nil && st.token == token && st.pending > 0 {
+	if st := h.m[holdKey{name, owner}]; st != nil && st.token == token {
 		s.Sub += st.pending
 		s.Floor = max(st.believed-count, 0)
 	}
@@ -269,14 +273,7 @@ func (h *Holds) Settle(ctx context.Context, name, owner string, stmt Stmt) error
 // Drop releases count holds of (name, owner, token), and any pending, through
 // stmt, and records the outcome; ttl is the lease's.
 func (h *Holds) Drop(ctx context.Context, name, owner string, token uint64, count int, ttl time.Duration, stmt Stmt) (int, Outcome, error) {
-	k := holdKey{name, owner}
-	done, err := h.pass(ctx, k, 1)
-	if err == nil {
-		if s := h.release(name, owner, token, count); s.Sub > count { // it settles pending holds too: alone
-			done()
-			done, err = h.pass(ctx, k, gateAlone)
-		}
-	}
+	done, err := h.pass(ctx, holdKey{name, owner}, gateAlone)
 	if err != nil { // ctx ended before the statement was sent: the holds stay the store's until settled
 		h.released(name, owner, count, h.release(name, owner, token, count), Uncertain, ttl)
 		return 0, Uncertain, err

@@ -3,6 +3,7 @@ package sqlbase
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 )
@@ -77,14 +78,11 @@ func TestSettleWhileDownBlocksAcquire(t *testing.T) {
 	}
 }
 
-// Two releases of one owner's holds that overlap (two leases of a hold
-// unlocked at once, or a re-entry giving back its count while the hold's
-// last Unlock releases): each must drop its own hold only. A floor of the
-// holds the client still believes it has counts the other release's hold,
-// which that release is dropping at the same time, and the row would keep
-// a hold nobody releases (drivertest's NestedLockRacingUnlock found it on
-// pglock and mysqllock table modes).
-func TestOverlappingReleasesLeaveNothing(t *testing.T) {
+// Two releases of one owner's holds do not overlap: each one's floor
+// counts the other's hold, so overlapping, each would keep the other's and
+// the row would keep a hold nobody releases. The second waits for the
+// first's statement to return.
+func TestReleasesOfOneOwnerRunAlone(t *testing.T) {
 	ctx := context.Background()
 	var h Holds
 	s := &store{token: 3}
@@ -92,16 +90,30 @@ func TestOverlappingReleasesLeaveNothing(t *testing.T) {
 		s.holds++
 		h.Granted("n", "o", 3)
 	}
-	var inner Outcome
-	overlapped := func(ctx context.Context, st Settle) (int, Outcome, error) {
-		// The second release is computed and applied while the first is
-		// on its way to the store.
-		_, inner, _ = h.Drop(ctx, "n", "o", 3, 1, time.Second, s.stmt)
-		return s.stmt(ctx, st)
-	}
-	_, o, err := h.Drop(ctx, "n", "o", 3, 1, time.Second, overlapped)
-	if inner != Applied || o != Applied || err != nil {
-		t.Fatalf("releases = %v and %v, %v; want both applied", inner, o, err)
+	second := make(chan Outcome, 1)
+	firstDone := false
+	var mu sync.Mutex
+	_, o, err := h.Drop(ctx, "n", "o", 3, 1, time.Second, func(ctx context.Context, st Settle) (int, Outcome, error) {
+		go func() {
+			_, o, _ := h.Drop(ctx, "n", "o", 3, 1, time.Second, func(ctx context.Context, st Settle) (int, Outcome, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				if !firstDone {
+					t.Error("the second release ran while the first was in flight")
+				}
+				return s.stmt(ctx, st)
+			})
+			second <- o
+		}()
+		time.Sleep(20 * time.Millisecond) // the second release has had time to overtake, if it could
+		left, o, err := s.stmt(ctx, st)
+		mu.Lock()
+		firstDone = true
+		mu.Unlock()
+		return left, o, err
+	})
+	if o2 := <-second; o != Applied || o2 != Applied || err != nil {
+		t.Fatalf("releases = %v and %v, %v; want both applied", o, o2, err)
 	}
 	if s.holds != 0 {
 		t.Fatalf("%d holds left after both holds were released; want 0", s.holds)
