@@ -143,8 +143,12 @@
 //     while none of the client's contenders uses it. A late put of a
 //     read-write lock or semaphore key is not swept: it holds its reader,
 //     writer or permit until the client closes or its process ends.
-//     Exclusion holds in every case; only liveness is at stake, and only
-//     under requests delayed past the 1s attempt timeout.
+//     A late put onto a key that is there overwrites its value: an
+//     election's leader can read an earlier Campaign or Proclaim value
+//     again (until its next Proclaim), and Inspect an earlier contender's
+//     owner and label. Exclusion holds in every case; only liveness and
+//     those values are at stake, and only under requests delayed past the
+//     1s attempt timeout.
 //   - After the leader of a cluster is killed, locking resumes about an
 //     election timeout plus an attempt timeout (1s) later.
 //   - Re-entry by owner is counted within a client, not in etcd: processes
