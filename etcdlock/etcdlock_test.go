@@ -39,8 +39,15 @@ func open(t *testing.T, endpoints ...string) *dlock.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return openCli(t, cli)
+}
+
+// openCli opens a dlock client on cli, which it closes when the test ends.
+func openCli(t *testing.T, cli *clientv3.Client) *dlock.Client {
+	t.Helper()
 	c, err := etcdlock.Open(t.Context(), cli, etcdlock.Options{CloseClient: true})
 	if err != nil {
+		_ = cli.Close()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })

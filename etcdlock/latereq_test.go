@@ -72,12 +72,7 @@ func newLateRequests(t *testing.T) *lateRequests {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lr.a, err = etcdlock.Open(t.Context(), cli, etcdlock.Options{CloseClient: true})
-	if err != nil {
-		_ = cli.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = lr.a.Close() })
+	lr.a = openCli(t, cli)
 	lr.b = open(t, "http://"+srv)
 	return lr
 }

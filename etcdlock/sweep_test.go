@@ -99,12 +99,7 @@ func openLate(t *testing.T, srv string, lt *lateTxn) *dlock.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := etcdlock.Open(t.Context(), cli, etcdlock.Options{CloseClient: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return openCli(t, cli)
 }
 
 // The sweeper of a phantom key (a put that landed after its contender was
