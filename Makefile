@@ -22,7 +22,7 @@ tidy:
 
 test: deps tidy lint
 	cd bench && $(GO) mod tidy -diff # the benchmark tool is compiled and linted (lint), not run
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 20m ./... # pglock's suite took 8 of go test's default 10 minutes on a busy 2-core machine
 	$(GO) test -count=1 -run '^TestEnsemble$$' ./zklock/ # not under -race: see zklock/ensemble_test.go
 	$(GO) test -count=1 -run '^TestLockUnlockAllocs$$' . ./redislock/ # allocations of a plain build, not -race's
 
