@@ -145,9 +145,9 @@ func openBackend(ctx context.Context, url string) (*dlock.Client, error) {
 			return nil, err
 		}
 	}
+	began := time.Now()
 	octx, cancel := context.WithTimeout(ctx, global.connectTimeout)
 	defer cancel()
-	began := time.Now()
 	c, err := dlock.Open(octx, url, dlock.WithLogger(clientLogger()))
 	if err == nil {
 		return c, nil
@@ -158,7 +158,10 @@ func openBackend(ctx context.Context, url string) (*dlock.Client, error) {
 			// One message for every store, whichever timeout ended the wait:
 			// ours, or a client's own (memcached's timeout= applies to
 			// every request, connecting included).
-			if waited := time.Since(began); waited < global.connectTimeout {
+			// A timeout set from our deadline (a dial's, say) ends at it
+			// or after: only one that ended before it is the client's own.
+			if dl, _ := octx.Deadline(); time.Now().Before(dl) {
+				waited := time.Since(began)
 				return nil, fail(exitUsage, "no answer from %s at %s within %v (the client's own timeout, before --connect-timeout %v)",
 					u.Scheme, u.Host, waited.Round(100*time.Millisecond), global.connectTimeout)
 			}
