@@ -37,6 +37,12 @@ type Event struct {
 	// Mode is a grant's kind of hold: "" a mutex, "r" a read hold, "w" a
 	// write hold, "p" a semaphore permit.
 	Mode string `json:"mode,omitempty"`
+	// RanOut: a grant whose lease, by its own clock, had no time left when
+	// its belief was stamped. Lock never returns such a lease (it refuses
+	// grants with less than a margin left), so the worker was held between
+	// Lock's return and its stamp: by a pause, which the checker then
+	// counts as the grant's.
+	RanOut bool `json:"ranout,omitempty"`
 
 	Recv     int64 `json:"recv,omitempty"` // when the checker received it
 	Accepted bool  `json:"ok,omitempty"`   // writes: the fenced view took it

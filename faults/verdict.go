@@ -52,6 +52,7 @@ type holdRec struct {
 	loss       int64
 	excused    bool
 	pausedIn   bool // its belief began inside a long pause of its worker
+	ranOut     bool // Event.RanOut: its lease had run out when its belief was stamped
 }
 
 type window struct {
@@ -100,7 +101,7 @@ func (r *Result) replay(evs []Event) *timeline {
 		tl.last = max(tl.last, e.T, e.Recv)
 		switch e.Kind {
 		case kindGrant:
-			h := &holdRec{id: e.id(), mode: e.Mode, asked: asked[e.Worker], token: e.Token, start: e.T}
+			h := &holdRec{id: e.id(), mode: e.Mode, asked: asked[e.Worker], token: e.Token, start: e.T, ranOut: e.RanOut}
 			tl.holds[h.id], open[e.Worker] = h, h
 		case kindEnd:
 			if h := tl.holds[e.id()]; h != nil {
@@ -163,6 +164,13 @@ func (tl *timeline) beliefs(ttl time.Duration, connDeath bool) []*holdRec {
 				// (a pause is recorded before SIGSTOP and after SIGCONT):
 				// its belief begins later than its grant did.
 				h.pausedIn = h.pausedIn || w.from <= h.start
+			}
+			// Paused after Lock had the grant but before it stamped it
+			// (after the pause was recorded as over): the lease says it ran
+			// out before the stamp, and the pause came during the Lock
+			// call. The grant is the pause's, older than its stamp.
+			if w.worker == h.id.worker && w.to-w.from > int64(ttl) && h.ranOut && w.from >= h.asked && w.to <= h.start {
+				h.excused, h.pausedIn = true, true
 			}
 		}
 		if connDeath {

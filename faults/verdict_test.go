@@ -67,6 +67,19 @@ func TestJudge(t *testing.T) {
 			Event{Worker: 1, Kind: kindPause, T: 20}, Event{Worker: 1, Kind: kindResume, T: 3500}), "not ordered by token"},
 		{"stale token after the pause", PauseWaiter, history([]histHold{{2, 2, 2500, 4000, 0}, {1, 1, 3550, 3600, 0}},
 			Event{Worker: 1, Kind: kindPause, T: 20}, Event{Worker: 1, Kind: kindResume, T: 3500}), "token regressions"},
+		// Worker 1 was paused after Lock had its grant but before the stamp,
+		// which came after the resume was recorded: its lease says it had run
+		// out, and the pause came during its Lock call (asked at 5 ms).
+		{"ran out in the pause, fenced", PauseWaiter, asking(ranOut(history([]histHold{{2, 2, 2500, 3000, 0}, {1, 1, 3550, 3560, 3560}},
+			Event{Worker: 1, Kind: kindPause, T: 20}, Event{Worker: 1, Kind: kindResume, T: 3500}), 1), 1, 5), ""},
+		// The same without the lease's word, or without the pause, or with
+		// the pause before the Lock call: a stale token and a dead grant.
+		{"ran out, not said", PauseWaiter, asking(history([]histHold{{2, 2, 2500, 3000, 0}, {1, 1, 3550, 3560, 3560}},
+			Event{Worker: 1, Kind: kindPause, T: 20}, Event{Worker: 1, Kind: kindResume, T: 3500}), 1, 5), "token regressions"},
+		{"ran out with no pause", PauseWaiter, asking(ranOut(history([]histHold{{2, 2, 2500, 3000, 0}, {1, 1, 3550, 3560, 3560}}), 1), 1, 5),
+			"lost within 20 ms"},
+		{"ran out, paused before asking", PauseWaiter, asking(ranOut(history([]histHold{{2, 2, 2500, 3000, 0}, {1, 1, 3550, 3560, 3560}},
+			Event{Worker: 1, Kind: kindPause, T: 20}, Event{Worker: 1, Kind: kindResume, T: 3500}), 1), 1, 25), "token regressions"},
 		{"short pause excuses nothing", PauseHolder, history([]histHold{{1, 1, 10, 4000, 0}, {2, 2, 2500, 2600, 0}},
 			Event{Worker: 1, Kind: kindPause, T: 20}, Event{Worker: 1, Kind: kindResume, T: 500}), "overlapping holds"},
 		{"slow recovery", KillHolder, history([]histHold{{1, 1, 10, 100, 0}, {2, 2, 3500, 3600, 0}},
@@ -159,4 +172,15 @@ func TestJudgeKinds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ranOut marks worker w's grants as stamped after their lease ran out
+// (Event.RanOut).
+func ranOut(evs []Event, w int) []Event {
+	for i := range evs {
+		if evs[i].Worker == w && evs[i].Kind == kindGrant {
+			evs[i].RanOut = true
+		}
+	}
+	return evs
 }

@@ -134,6 +134,7 @@ func (w *worker) writes() bool { return w.mode == "" || w.mode == "w" }
 // hold runs one hold: grant, writes, belief end, Unlock.
 func (w *worker) hold(ctx context.Context, l *dlock.Lease, hold int, long *atomic.Bool) {
 	start := time.Now().UnixNano()
+	ranOut := l.TimeLeft() <= 0
 	var lossAt atomic.Int64 // when Done was first seen closed
 	noteLoss := func() { lossAt.CompareAndSwap(0, time.Now().UnixNano()) }
 	watched, unwatch := make(chan struct{}), make(chan struct{})
@@ -146,7 +147,7 @@ func (w *worker) hold(ctx context.Context, l *dlock.Lease, hold int, long *atomi
 		}
 	}()
 	tok := l.Token()
-	w.send(Event{Kind: kindGrant, Hold: hold, Token: tok, T: start, Mode: w.mode})
+	w.send(Event{Kind: kindGrant, Hold: hold, Token: tok, T: start, Mode: w.mode, RanOut: ranOut})
 	w.write(hold, tok)
 	if long.Swap(false) {
 		select {
