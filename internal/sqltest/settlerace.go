@@ -29,17 +29,8 @@ func SettleRace(t *testing.T, a, b *dlock.Client, px *testserver.Proxy, rowHolds
 	var leftover, lost, doubles, inTime int
 	for round := range rounds {
 		name := fmt.Sprintf("settle-race-%d-%s", round, dlock.NewOwnerID()[:8])
-		m := a.Mutex(name, dlock.WithTTL(20*time.Second), dlock.WithOwner(dlock.NewOwnerID()))
-		l1, err := m.Lock(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var l2, l3, l4 *dlock.Lease
-		for _, l := range []**dlock.Lease{&l2, &l3} {
-			if *l, err = m.Lock(dlock.ContextWithLease(ctx, l1)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		m, l1, l2, l3 := threeLeases(t, a, name)
+		var l4 *dlock.Lease
 		px.SetDelay(6 * time.Millisecond) // L1's release: uncertain
 		uctx, cancel := context.WithTimeout(ctx, 9*time.Millisecond)
 		if l1.Unlock(uctx) == nil {
@@ -128,17 +119,7 @@ func LateReleaseAfterSettle(t *testing.T, a, b *dlock.Client, px *testserver.Pro
 	var uncertain, doubles, gone, leftover int
 	for round := range rounds {
 		name := fmt.Sprintf("late-release-%d-%s", round, dlock.NewOwnerID()[:8])
-		m := a.Mutex(name, dlock.WithTTL(20*time.Second), dlock.WithOwner(dlock.NewOwnerID()))
-		l1, err := m.Lock(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var l2, l3 *dlock.Lease
-		for _, l := range []**dlock.Lease{&l2, &l3} {
-			if *l, err = m.Lock(dlock.ContextWithLease(ctx, l1)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		m, l1, l2, l3 := threeLeases(t, a, name)
 		px.SetDelay(d)
 		dl := deadlines[round%len(deadlines)]
 		uctx, cancel := context.WithTimeout(ctx, dl)
@@ -200,4 +181,22 @@ func LateReleaseAfterSettle(t *testing.T, a, b *dlock.Client, px *testserver.Pro
 	if gone+doubles > 0 { // a leftover row holds the lock until its TTL: liveness, as documented
 		t.Errorf("row gone under a live lease %d, double grants %d", gone, doubles)
 	}
+}
+
+// threeLeases locks name on a with a fixed owner of its own, then twice
+// more nested in the first lease: one hold of three counts.
+func threeLeases(t *testing.T, a *dlock.Client, name string) (m *dlock.Mutex, l1, l2, l3 *dlock.Lease) {
+	t.Helper()
+	ctx := t.Context()
+	m = a.Mutex(name, dlock.WithTTL(20*time.Second), dlock.WithOwner(dlock.NewOwnerID()))
+	l1, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []**dlock.Lease{&l2, &l3} {
+		if *l, err = m.Lock(dlock.ContextWithLease(ctx, l1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return m, l1, l2, l3
 }
