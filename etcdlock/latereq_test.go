@@ -16,8 +16,9 @@ import (
 // A request the driver gave up on (its attempt timed out) is not known to
 // be dead: it can reach etcd seconds later, after a retry through a new
 // connection succeeded and the client's next contender for the name put
-// the same key (it is named after the session lease). Every delete the
-// driver sends must then be one that cannot take that newer key.
+// its key. Every delete the driver sends must then be one that cannot take
+// that newer key (a delete by name of a key named after the session lease,
+// as etcd's Mutex names its, could).
 //
 // Each test sends one of A's deletes into a proxy that holds it for delay,
 // lifts the delay and resets A's connections once the attempt has timed
@@ -194,6 +195,36 @@ func TestLatePutLeavesNoPhantomHold(t *testing.T) {
 		t.Fatalf("B's Lock after A unlocked and its held-back put landed: %v; the store has %+v", err, info)
 	}
 	if err := lb.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The same late put, landing before A's client locks the name again: the
+// key it created is ahead of A's new contender in the queue. A's client
+// must still sweep it (its new contender does not use it), so that A
+// itself gets the lock.
+func TestLatePutBlocksNotItsOwnClient(t *testing.T) {
+	lr := newLateRequests(t)
+	lr.startSession()
+	lr.holdBack()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	l, err := lr.a.Mutex(lr.name, lr.ttl).Lock(ctx)
+	cancel()
+	if err != nil {
+		t.Fatalf("A's Lock through the delay: %v", err)
+	}
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(lr.t0.Add(lateDelay + 500*time.Millisecond))) // the held-back put has landed
+	ctx, cancel = context.WithTimeout(t.Context(), 8*time.Second)
+	defer cancel()
+	l2, err := lr.a.Mutex(lr.name, lr.ttl).Lock(ctx)
+	if err != nil {
+		info, _ := lr.b.Inspect(t.Context(), lr.name)
+		t.Fatalf("A's Lock after its held-back put landed: %v; the store has %+v", err, info)
+	}
+	if err := l2.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 }

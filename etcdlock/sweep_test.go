@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,8 +24,10 @@ import (
 // etcd for real, detached, `delay` later.
 type lateTxn struct {
 	mu sync.Mutex
-	// holdPut: the next Txn that puts key under a lease is held for putDelay;
-	// then, just before it is sent, holdDel is switched on.
+	// holdPut: the next Txn that puts a key under pfx and a lease is held
+	// for putDelay, and its key becomes key; then, just before it is sent,
+	// holdDel (which holds deletes of key) is switched on.
+	pfx        string
 	key        string
 	holdPut    bool
 	putDelay   time.Duration
@@ -41,19 +44,19 @@ func (lt *lateTxn) interceptor(ctx context.Context, method string, req, reply an
 	if !ok || method != "/etcdserverpb.KV/Txn" {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	isPut, isDel := false, false
+	lt.mu.Lock()
+	isPut, isDel := "", false
 	for _, op := range tr.Success {
-		if p := op.GetRequestPut(); p != nil && string(p.Key) == lt.keyOf() && p.Lease != 0 {
-			isPut = true
+		if p := op.GetRequestPut(); p != nil && strings.HasPrefix(string(p.Key), lt.pfx) && p.Lease != 0 {
+			isPut = string(p.Key)
 		}
-		if d := op.GetRequestDeleteRange(); d != nil && string(d.Key) == lt.keyOf() {
+		if d := op.GetRequestDeleteRange(); d != nil && lt.key != "" && string(d.Key) == lt.key {
 			isDel = true
 		}
 	}
-	lt.mu.Lock()
 	switch {
-	case isPut && lt.holdPut:
-		lt.holdPut = false
+	case isPut != "" && lt.holdPut:
+		lt.holdPut, lt.key = false, isPut
 		d := lt.putDelay
 		arm := lt.armOnLand
 		lt.mu.Unlock()
@@ -85,12 +88,6 @@ func (lt *lateTxn) interceptor(ctx context.Context, method string, req, reply an
 	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
-func (lt *lateTxn) keyOf() string {
-	lt.mu.Lock()
-	defer lt.mu.Unlock()
-	return lt.key
-}
-
 func openLate(t *testing.T, srv string, lt *lateTxn) *dlock.Client {
 	cfg := clientv3.Config{Endpoints: []string{"http://" + srv}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
 		DialKeepAliveTime: time.Second, DialKeepAliveTimeout: time.Second,
@@ -103,14 +100,15 @@ func openLate(t *testing.T, srv string, lt *lateTxn) *dlock.Client {
 }
 
 // The sweeper of a phantom key (a put that landed after its contender was
-// done) gives up a check after sweepCheckTimeout. It once freed the
-// client's slot for the name then, while its delete of the phantom (under
-// the phantom's create revision R) could still be in flight: the client's
-// next contender put the same key, adopted the phantom with revision R,
-// and the late delete took its key while it held (another client was then
-// granted beside it). An unconfirmed delete now keeps the slot until the
-// key is known gone, as a release's does.
-func TestSweepLateDeleteTakesNoAdoptedKey(t *testing.T) {
+// done) gives up a check after sweepCheckTimeout, with its delete of the
+// phantom (under the phantom's create revision) perhaps still in flight.
+// When a client's contenders for a name all put the key named after its
+// session lease, the client's next contender put the same key, adopted
+// the phantom with its revision, and the late delete took its key while it
+// held (another client was then granted beside it). Each contender's key
+// now has a name of its own; the late deletes must take no later holder's
+// key however they land.
+func TestSweepLateDeleteTakesNoLaterKey(t *testing.T) {
 	const sweepCheck = 5 * time.Second // etcdlock's sweepCheckTimeout
 	srv := testserver.Etcd(t).Addr()
 	name := "sweep/" + t.Name()
@@ -120,23 +118,19 @@ func TestSweepLateDeleteTakesNoAdoptedKey(t *testing.T) {
 	b := open(t, "http://"+srv)
 	ctx := t.Context()
 
-	l0, err := a.Mutex(name, ttl).Lock(ctx) // A's session is granted; its key is known
+	l0, err := a.Mutex(name, ttl).Lock(ctx) // A's session is granted
 	if err != nil {
 		t.Fatal(err)
-	}
-	var el *etcdlock.Lease
-	if !l0.As(&el) {
-		t.Fatal("not an etcd lease")
 	}
 	if err := l0.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 
 	// C1's first put is held back 1.5 s (its retry is granted); once it
-	// lands, every delete of the key is held back 6 s, until just after the
+	// lands, every delete of its key is held back 6 s, until just after the
 	// sweeper's check gave up with its deletes in flight.
 	lt.mu.Lock()
-	lt.key, lt.holdPut, lt.putDelay, lt.armOnLand, lt.delDelay = el.Key, true, 1500*time.Millisecond, true, 6*time.Second
+	lt.pfx, lt.holdPut, lt.putDelay, lt.armOnLand, lt.delDelay = name+"/", true, 1500*time.Millisecond, true, 6*time.Second
 	lt.mu.Unlock()
 	l1, err := a.Mutex(name, ttl).Lock(ctx)
 	if err != nil {
@@ -145,8 +139,12 @@ func TestSweepLateDeleteTakesNoAdoptedKey(t *testing.T) {
 	if err := l1.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	<-lt.landedPut
-	for deadline := time.Now().Add(5 * time.Second); lt.heldDels.Load() == 0; { // the sweeper has the slot
+	select {
+	case <-lt.landedPut:
+	case <-time.After(10 * time.Second):
+		t.Fatal("C1's held-back put never landed")
+	}
+	for deadline := time.Now().Add(5 * time.Second); lt.heldDels.Load() == 0; {
 		if time.Now().After(deadline) {
 			t.Fatal("the sweeper sent no delete of the phantom key")
 		}
@@ -158,7 +156,7 @@ func TestSweepLateDeleteTakesNoAdoptedKey(t *testing.T) {
 		lt.mu.Unlock()
 	})
 
-	// A's next contender waits for the slot behind the sweeper.
+	// A's next contender queues behind the phantom until its delete lands.
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	l3, err := a.Mutex(name, ttl).Lock(lctx)
 	cancel()
