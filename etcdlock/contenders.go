@@ -8,11 +8,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// The contenders of the lock "n" are the keys "<prefix>n/<id>", id at most
-// 16 hex digits (dlock's are random, new for each attempt; etcd's Mutex and
-// etcdctl use their lease id): the direct children of its key prefix pfx,
-// "<prefix>n/". The keys of the locks named under it ("n/x/<id>",
-// "n/x/y/<id>") share that prefix,
+// The contenders of the lock "n" are the keys "<prefix>n/<lease id in hex>":
+// the direct children of its key prefix pfx, "<prefix>n/". The keys of the
+// locks named under it ("n/x/<lease>", "n/x/y/<lease>") share that prefix,
 // and etcd reads a prefix as a whole, so every read of a lock's queue (a
 // range of pfx, sorted by create revision) is filtered by contender and
 // taken a page at a time: a lock's line never includes another name's key.
@@ -22,8 +20,8 @@ import (
 const pageSize = 64
 
 // contender reports whether key, which starts with pfx, is a contender key
-// of pfx's lock: a direct child named by at most 16 hex digits, as dlock,
-// etcd's Mutex and Election and etcdctl name theirs. Not a key of a lock named
+// of pfx's lock: a direct child named by a lease id in hex, as dlock, etcd's
+// Mutex and Election and etcdctl name theirs. Not a key of a lock named
 // under it, nor another program's key under the prefix ("n/config"), which
 // no lock layout writes and nothing would ever delete: Inspect, List and
 // every acquire agree that it holds nothing.

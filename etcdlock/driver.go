@@ -25,12 +25,9 @@ type etcdDriver struct {
 	mu       sync.Mutex
 	closed   bool
 	sessions map[time.Duration]*session
-	// per name: the client's one contender in its queue at a time; the
-	// others wait, in order
+	// per name: the client's one key for it, owned by one contender at a
+	// time; the others wait, in order
 	slots turn.Set[string]
-	// the mutex keys a contender of this client uses (slotHold.use): its
-	// own until it is done with it, then never again
-	inUse map[string]struct{}
 
 	// keys whose contender's put may land late, and until when each is
 	// watched for that (sweep.go)
@@ -146,7 +143,7 @@ func (d *etcdDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gran
 	if err != nil || !ok {
 		return driver.Grant{}, err
 	}
-	slot := &slotHold{d: d, refs: 1, free: free}
+	slot := &slotHold{refs: 1, free: free}
 	g, err := d.acquire(ctx, r, slot)
 	if err != nil || !g.Acquired {
 		slot.done()
@@ -155,39 +152,15 @@ func (d *etcdDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gran
 }
 
 // slotHold is a mutex contender's hold on its client's slot for the name
-// (see takeSlot), and names the key it uses. It is freed once the contender
-// is done with it (a grant's Lease keeps it until released) and no key the
-// contender put is still being deleted in the background, so that the client
-// has one key in a name's queue at a time: a release wakes one waiter per
-// client.
+// (see takeSlot). It is freed once the contender is done with it (a grant's
+// Lease keeps it until released) and no key the contender put is still
+// being deleted in the background: the client's next contender for the
+// name would put the same key (its name is the session lease's), take it
+// over, and lose it to the late delete while it holds the lock.
 type slotHold struct {
-	d    *etcdDriver
 	mu   sync.Mutex
-	refs int    // the contender, and each background delete of its key
-	key  string // the key it uses, in d.inUse; guarded by d.mu
+	refs int // the contender, and each background delete of its key
 	free func()
-}
-
-// use records key as the one the contender now uses, in place of any
-// earlier one (gone, or given up): the sweeper of late puts leaves it alone
-// until the contender is done with it.
-func (s *slotHold) use(key string) {
-	d := s.d
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	delete(d.inUse, s.key)
-	if d.inUse == nil {
-		d.inUse = map[string]struct{}{}
-	}
-	s.key, d.inUse[key] = key, struct{}{}
-}
-
-// keyInUse reports whether a contender of the client uses key.
-func (d *etcdDriver) keyInUse(key string) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	_, ok := d.inUse[key]
-	return ok
 }
 
 // keep holds the slot for one more background delete.
@@ -197,16 +170,13 @@ func (s *slotHold) keep() {
 	s.mu.Unlock()
 }
 
-// done drops one hold; the last frees the slot and the key.
+// done drops one hold; the last frees the slot.
 func (s *slotHold) done() {
 	s.mu.Lock()
 	s.refs--
 	last := s.refs == 0
 	s.mu.Unlock()
 	if last {
-		s.d.mu.Lock()
-		delete(s.d.inUse, s.key)
-		s.d.mu.Unlock()
 		s.free()
 	}
 }
@@ -278,12 +248,10 @@ func (d *etcdDriver) Release(ctx context.Context, h driver.Held, _ int) error {
 	if !ok {
 		return fmt.Errorf("etcdlock: release: %w", dlock.ErrLeaseLost)
 	}
-	var resp *clientv3.DeleteResponse
-	// An unreachable store: retry for the TTL at most, then leave it to the
-	// background. The key's name is this hold's alone (contenderName): a
-	// delete by name, even one that reaches etcd late, takes no other key.
+	var resp *clientv3.TxnResponse
+	// An unreachable store: retry for the TTL at most, then leave it to the background.
 	retried, err := retryWithin(ctx, h.TTL, func(ctx context.Context) (err error) {
-		resp, err = d.cli.Delete(ctx, l.Key)
+		resp, err = d.cli.Txn(ctx).If(l.IsOwner()).Then(clientv3.OpDelete(l.Key)).Commit()
 		return err
 	})
 	if err != nil {
@@ -293,7 +261,7 @@ func (d *etcdDriver) Release(ctx context.Context, h driver.Held, _ int) error {
 		return permErr(fmt.Errorf("etcdlock: release: %w", err), d.prefix)
 	}
 	l.release()
-	if resp.Deleted == 0 && !retried { // after an uncertain attempt, gone is likely our own delete
+	if !resp.Succeeded && !retried { // after an uncertain attempt, gone is likely our own delete
 		return fmt.Errorf("etcdlock: release: %w: the key was already gone", dlock.ErrLeaseLost)
 	}
 	return nil

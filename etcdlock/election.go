@@ -12,9 +12,8 @@ import (
 
 // Elections (driver.Elector) have the layout of etcd's client/v3/concurrency
 // Election and `etcdctl elect`, which is that of its lock: a candidate puts
-// "<prefix><name>/<id>" (as a lock contender does) under its session's
-// lease, the key with the lowest create revision leads, and its create
-// revision is the term.
+// "<prefix><name>/<lease id in hex>" under its session's lease, the key with
+// the lowest create revision leads, and its create revision is the term.
 // The key's value is the candidate's value alone (no owner id or label), as
 // etcd's Election writes it, so `etcdctl elect -l NAME` prints dlock's
 // leader and Election.Leader reports etcdctl's. Proclaim rewrites the value

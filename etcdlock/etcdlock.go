@@ -40,8 +40,8 @@
 //
 // # Layout: the same as etcd's own lock
 //
-// A contender puts the key "<prefix><name>/<id>" under its session's lease,
-// where id is 64 random bits in hex, new for each attempt, with its owner id and holder label (dlock.WithLabel,
+// A contender puts the key "<prefix><name>/<lease id in hex>" under its
+// session's lease, with its owner id and holder label (dlock.WithLabel,
 // "host:pid" by default) as the value, joined by a NUL; the key with the lowest
 // create revision holds the lock, and each waiter watches only the contender
 // key just before its own. That is the layout of etcd's client/v3/concurrency
@@ -50,18 +50,15 @@
 // an empty value and never read it: Inspect reports their holders with no
 // owner id or label.
 //
-// etcd's Mutex and etcdctl name their keys by their lease id in hex, which
-// has the same form.
-//
-// Names may nest: the keys of the lock "a/b" ("a/b/<id>") lie under the
+// Names may nest: the keys of the lock "a/b" ("a/b/<lease>") lie under the
 // prefix of the lock "a" ("a/"). dlock counts as the contenders of "a" only
-// the direct children "a/<id>", so among dlock clients "a" and "a/b" are
+// the direct children "a/<lease>", so among dlock clients "a" and "a/b" are
 // two locks: a holder of "a/b" neither blocks "a" nor shows in its Inspect,
 // List, Leader or ForceUnlock. etcd's Mutex and `etcdctl lock` do not
 // filter: `etcdctl lock a` queues behind every key under "a/", dlock's
 // holders of "a/b" included (it waits longer, never less), and `etcdctl
 // lock a/b` is seen by dlock as the lock "a/b". A contender's last part is
-// at most 16 hex digits in every etcd lock layout, so another program's key
+// its lease id in hex, in every etcd lock layout, so another program's key
 // under the prefix ("a/config", put without a lease, which nothing would
 // ever delete) holds nothing for dlock either. The reads of a queue go a
 // page (64 keys) at a time, so a lock with many locks named under it costs
@@ -103,14 +100,14 @@
 // A client keeps one lease per distinct lock TTL (its session), refreshed
 // every TTL/3 by one goroutine per session (not per lock); every lock of that
 // TTL is a key under it. When a session's lease expires or is revoked, Done closes on every
-// lease of it. One client has at most one contender at a time in a name's
-// queue: its other contenders for that name queue inside the client, behind
+// lease of it. Because a key is per lease, one client has at most one key per
+// name: its other contenders for that name queue inside the client, behind
 // it, so a release wakes one waiter per client.
 //
 // # Elections
 //
 // Client.Election uses the layout of etcd's client/v3/concurrency Election,
-// which is that of its lock: the candidate's key "<prefix><name>/<id>"
+// which is that of its lock: the candidate's key "<prefix><name>/<lease id>"
 // holds its value alone, the lowest create revision leads and is the term,
 // and Proclaim rewrites the value while the leader key's create revision is
 // the term's. So `etcdctl elect NAME PROPOSAL`, `etcdctl elect -l NAME` and
@@ -136,10 +133,9 @@
 //     TTL) queues again with a new key in a new session, behind whoever
 //     queued meanwhile, and gets a higher token.
 //   - A request whose attempt timed out may still reach etcd later (held in
-//     a proxy, or in a dropped connection's buffers). Every key is one
-//     contender attempt's own (no name is used twice), so a late delete,
-//     Release's by name or the others' under the key's create revision,
-//     takes no later holder's key. A mutex waiter's put that lands
+//     a proxy, or in a dropped connection's buffers). Every delete the
+//     driver sends names the create revision of the key it means, so a late
+//     one takes no later holder's key. A mutex waiter's put that lands
 //     after the waiter was done with the name (granted and unlocked, or
 //     given up) creates a key under the client's session that no contender
 //     owns: after such an uncertain put, the client watches that key for a
@@ -147,9 +143,10 @@
 //     while none of the client's contenders uses it. A late put of a
 //     read-write lock or semaphore key is not swept: it holds its reader,
 //     writer or permit until the client closes or its process ends.
-//     A late put onto a key that is there rewrites the value that put
-//     carried: an election's leader can read its Campaign value again after
-//     a Proclaim (until its next Proclaim). Exclusion holds in every case; only liveness and
+//     A late put onto a key that is there overwrites its value: an
+//     election's leader can read an earlier Campaign or Proclaim value
+//     again (until its next Proclaim), and Inspect an earlier contender's
+//     owner and label. Exclusion holds in every case; only liveness and
 //     those values are at stake, and only under requests delayed past the
 //     1s attempt timeout.
 //   - After the leader of a cluster is killed, locking resumes about an

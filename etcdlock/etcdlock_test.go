@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"sync"
@@ -555,44 +556,55 @@ func TestCallsFollowCtx(t *testing.T) {
 	_, _ = unlock.Result(t, 10*time.Second, "Unlock with its ctx ended")
 }
 
-// Every contender's key is its own: a client's successive holds of one
-// name put keys of different names, each of the contender form (a direct
-// child of the name's prefix, at most 16 hex digits, as etcd's Mutex and
-// etcdctl name theirs) under the session lease, and each Unlock deletes its
-// own. A delete by name, however late, can then take no other holder's key.
-func TestContenderKeysAreNeverReused(t *testing.T) {
+// A key of the client's left under its session for a name (a retried put,
+// or an earlier contender's key still being dropped) is taken over by the
+// next contender: it holds with that key, whose create revision is the
+// token, and the key carries the new holder's owner id and label.
+func TestLeftoverKeyIsTakenOver(t *testing.T) {
 	eps := embedded(t)
 	c := open(t, eps...)
 	ctx := t.Context()
+	l, err := c.Mutex("session").Lock(ctx) // starts the session of the default TTL
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	var el *etcdlock.Lease
+	l.As(&el)
 	admin := adminClient(t, eps)
-	seen := map[string]bool{}
-	for i := range 3 {
-		l, err := c.Mutex("fresh").Lock(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var el *etcdlock.Lease
-		l.As(&el)
-		last, ok := strings.CutPrefix(el.Key, "fresh/")
-		if !ok || len(last) == 0 || len(last) > 16 || strings.Trim(last, "0123456789abcdef") != "" {
-			t.Fatalf("hold %d's key %q: want fresh/ and at most 16 hex digits", i, el.Key)
-		}
-		if seen[el.Key] {
-			t.Fatalf("hold %d's key %q was an earlier hold's", i, el.Key)
-		}
-		seen[el.Key] = true
-		get, err := admin.Get(ctx, el.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(get.Kvs) != 1 || get.Kvs[0].Lease != int64(el.LeaseID) || uint64(get.Kvs[0].CreateRevision) != l.Token() {
-			t.Fatalf("hold %d's key in etcd: %v; want it under lease %x with create revision %d", i, get.Kvs, el.LeaseID, l.Token())
-		}
-		if err := l.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if get, err = admin.Get(ctx, el.Key); err != nil || len(get.Kvs) != 0 {
-			t.Fatalf("hold %d's key after Unlock: %v, %v; want it gone", i, get, err)
-		}
+	key := fmt.Sprintf("leftover/%x", int64(el.LeaseID))
+	put, err := admin.Put(ctx, key, "stale", clientv3.WithLease(el.LeaseID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, err := c.Mutex("leftover", dlock.WithLabel("new-holder")).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var el2 *etcdlock.Lease
+	l2.As(&el2)
+	if el2.Key != key || el2.LeaseID != el.LeaseID || l2.Token() != uint64(put.Header.Revision) {
+		t.Fatalf("holds with key %q lease %x token %d, want the leftover %q lease %x token %d",
+			el2.Key, el2.LeaseID, l2.Token(), key, el.LeaseID, put.Header.Revision)
+	}
+	info, err := c.Inspect(ctx, "leftover")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Held || info.Owner != l2.Owner() || info.Label != "new-holder" || info.Token != l2.Token() {
+		t.Fatalf("Inspect = %+v, want held by %s labelled new-holder with token %d", info, l2.Owner(), l2.Token())
+	}
+	get, err := admin.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(get.Kvs) != 1 || get.Kvs[0].Lease != int64(el.LeaseID) {
+		t.Fatalf("the key after the grant: %v, want it under lease %x", get.Kvs, el.LeaseID)
+	}
+	if err := l2.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if get, err = admin.Get(ctx, key); err != nil || len(get.Kvs) != 0 {
+		t.Fatalf("the key after Unlock: %v, %v; want it gone", get, err)
 	}
 }

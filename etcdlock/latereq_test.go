@@ -16,9 +16,8 @@ import (
 // A request the driver gave up on (its attempt timed out) is not known to
 // be dead: it can reach etcd seconds later, after a retry through a new
 // connection succeeded and the client's next contender for the name put
-// its key. Every delete the driver sends must then be one that cannot take
-// that newer key (a delete by name of a key named after the session lease,
-// as etcd's Mutex names its, could).
+// the same key (it is named after the session lease). Every delete the
+// driver sends must then be one that cannot take that newer key.
 //
 // Each test sends one of A's deletes into a proxy that holds it for delay,
 // lifts the delay and resets A's connections once the attempt has timed
@@ -200,9 +199,9 @@ func TestLatePutLeavesNoPhantomHold(t *testing.T) {
 }
 
 // The same late put, landing before A's client locks the name again: the
-// key it created is ahead of A's new contender in the queue. A's client
-// must still sweep it (its new contender does not use it), so that A
-// itself gets the lock.
+// key it created is under A's session, first in the queue. A's next
+// contender must not wait behind it (it takes the key over, or the sweeper
+// has deleted it first): A itself gets the lock.
 func TestLatePutBlocksNotItsOwnClient(t *testing.T) {
 	lr := newLateRequests(t)
 	lr.startSession()

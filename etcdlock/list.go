@@ -12,7 +12,7 @@ import (
 )
 
 // List implements driver.Lister: the contender keys under the prefix are
-// "<prefix><name>/<id>" for a Mutex or an election,
+// "<prefix><name>/<lease id in hex>" for a Mutex or an election,
 // "<prefix>\x00rw\x00<name>\x00…" for a read-write lock and
 // "<prefix>\x00sem\x00<name>\x00…" for a semaphore (kinds.go); each name
 // found is inspected. A Mutex key whose value has no owner id (no NUL) and

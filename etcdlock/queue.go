@@ -2,11 +2,8 @@ package etcdlock
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -121,18 +118,18 @@ func (d *etcdDriver) enqueue(ctx context.Context, r driver.Request, pfx string, 
 		if err != nil {
 			return nil, err
 		}
-		key := pfx + contenderName()
-		slot.use(key)
+		key := fmt.Sprintf("%s%x", pfx, int64(sess.id))
 		val := keyValue(ctx, r)
 		var resp *clientv3.TxnResponse
 		var sent time.Time
 		put := func(ctx context.Context) (err error) {
 			sent = time.Now()
-			// No compare and no else branch: the key's name is this
-			// attempt's own, so a key there is one an earlier try of this
-			// put created (its reply was lost), under this lease already.
-			// The put keeps its create revision, which its previous value
-			// (prevKV) tells.
+			// No compare and no else branch: the key's name is the session
+			// lease's, so a key of ours left over (a retried put, or one
+			// an earlier attempt of this contender queued with) is under
+			// that lease already. (An earlier contender's key being dropped
+			// keeps the client's slot: see slotHold.) The put gives it this holder's value and keeps
+			// its create revision, which its previous value (prevKV) tells.
 			resp, err = d.cli.Txn(ctx).
 				Then(clientv3.OpPut(key, val, clientv3.WithLease(sess.id), clientv3.WithPrevKV()), first).
 				Commit()
@@ -145,7 +142,7 @@ func (d *etcdDriver) enqueue(ctx context.Context, r driver.Request, pfx string, 
 			err = settled(ctx, put)
 		}
 		if uncertain || (err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound)) {
-			d.sweepLatePuts(sess, key) // an attempt may land after this contender is done
+			d.sweepLatePuts(sess, r.Name, key) // an attempt may land after this contender is done
 		}
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt < 2 {
 			sess.markLost() // expired or revoked before the keepalive noticed: start a new session
@@ -378,25 +375,14 @@ func (d *etcdDriver) waitDelete(ctx context.Context, kv *mvccpb.KeyValue, lost <
 	return errors.New("etcdlock: watch closed")
 }
 
-// contenderName is a new mutex contender key's last part: 64 random bits in
-// hex, so that no two attempts, of this client or of any other, ever put
-// the same key. A delete by name of one (Release) can then take no other
-// contender's key, however late it reaches etcd. etcd's Mutex and etcdctl
-// name theirs by their lease id in hex, which has the same form: dlock's
-// readers of older versions count these keys as contenders too.
-func contenderName() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
-	return strconv.FormatUint(binary.LittleEndian.Uint64(b[:]), 16)
-}
-
 // deleteKey deletes key if its create revision is rev. With rev 0 (a put
 // whose outcome is unknown) it reads the key's create revision first and
-// deletes the key only if it still has that one. Every key is one
-// contender attempt's own (contenderName, and the kinds' random suffix), so
-// a late delete by name could take no other holder's key; these deletes,
-// off the hot path, name the revision all the same, as a second guard.
-// Release, on it, deletes by name.
+// deletes the key only if it still has that one: every delete carries a
+// revision. A delete by name alone whose attempt timed out may reach etcd
+// after a retry succeeded and the client's next contender for the name put
+// the same key (it is named after the session lease), and take that
+// holder's key; a delete of one revision cannot, as revisions never come
+// back.
 func (d *etcdDriver) deleteKey(ctx context.Context, key string, rev int64) error {
 	if rev == 0 {
 		resp, err := d.cli.Get(ctx, key, clientv3.WithKeysOnly())

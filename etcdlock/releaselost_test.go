@@ -13,11 +13,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// A renewal that finds the holder's key gone frees the client's slot for
-// the name at once, so the client's next contender queues while the
-// portable layer may still be releasing the lost hold. When every contender
-// of a client put the key named after its session lease, that late Release
-// (by name) took the newer holder's key. It must leave it.
+// Release deletes the holder's key by name alone while the client's slot
+// for the name is still the hold's. A renewal that finds the key gone frees
+// the slot at once, so the client's next contender puts the same key (it is
+// named after the session lease) while the portable layer may still be
+// releasing the lost hold: that late Release must not take the newer
+// holder's key.
 func TestReleaseAfterLossTakesNoNewerKey(t *testing.T) {
 	addr := testserver.Etcd(t).Addr()
 	c := drivertest.MustOpen(t, "etcd://"+addr)
@@ -52,12 +53,14 @@ func TestReleaseAfterLossTakesNoNewerKey(t *testing.T) {
 	defer func() {
 		_ = drv.Release(ctx, driver.Held{Name: req.Name, Owner: req.Owner, TTL: req.TTL, Token: g2.Token, Handle: g2.Handle}, 1)
 	}()
-	key2 := g2.Handle.(*etcdlock.Lease).Key
+	if k2 := g2.Handle.(*etcdlock.Lease).Key; k2 != key {
+		t.Fatalf("second contender's key %q, want the same key %q (same session)", k2, key)
+	}
 
 	if err := drv.Release(ctx, h1, 1); !errors.Is(err, dlock.ErrLeaseLost) {
 		t.Errorf("late Release of the lost hold = %v; want ErrLeaseLost", err)
 	}
-	resp, err := cli.Get(ctx, key2)
+	resp, err := cli.Get(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/dlock/dlock/internal/turn"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -15,16 +16,18 @@ const sweepHorizon = time.Minute
 // for the name is taken.
 const sweepCheckTimeout = 5 * time.Second
 
-// sweepLatePuts watches key, which a mutex contender put under s with an
-// attempt that failed without a certain answer (timed out, or its
+// sweepLatePuts watches key, which a contender for name put under s with
+// an attempt that failed without a certain answer (timed out, or its
 // connection broke). Such a put may still reach etcd, held in a proxy or a
-// dropped connection's buffers, after the contender is done with the key:
+// dropped connection's buffers, after the contender is done with the name:
 // it would create a key under s that no contender owns and that holds the
-// lock while the client lives. Until sweepHorizon has passed since the last
-// such put (a later one extends it), while s lives and the driver is open,
-// each time the key is created under s the sweeper deletes it, under its
-// create revision, once no contender of the client uses it (sweepOnce).
-func (d *etcdDriver) sweepLatePuts(s *session, key string) {
+// lock until the client takes the name again or closes. Until sweepHorizon
+// has passed since the last such put (a later one extends it), while s
+// lives and the driver is open, each time the key is created under s the
+// sweeper takes the client's slot for the name and deletes, under the key's
+// create revision, a key still under s: with the slot in hand, none of the
+// client's contenders uses it.
+func (d *etcdDriver) sweepLatePuts(s *session, name, key string) {
 	until := time.Now().Add(sweepHorizon)
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -38,7 +41,7 @@ func (d *etcdDriver) sweepLatePuts(s *session, key string) {
 	if d.sweeps == nil {
 		d.sweeps = map[string]*sweep{}
 	}
-	sw := &sweep{s: s, key: key, until: until}
+	sw := &sweep{s: s, name: name, key: key, until: until}
 	d.sweeps[key] = sw
 	d.bg.Add(1)
 	go d.sweep(sw)
@@ -46,9 +49,9 @@ func (d *etcdDriver) sweepLatePuts(s *session, key string) {
 
 // sweep is one key's sweeper (see sweepLatePuts).
 type sweep struct {
-	s     *session
-	key   string
-	until time.Time // guarded by etcdDriver.mu
+	s         *session
+	name, key string
+	until     time.Time // guarded by etcdDriver.mu
 }
 
 // over reports, under d.mu, whether sw's horizon has passed, and if so
@@ -124,7 +127,7 @@ func (d *etcdDriver) sweepWatch(ctx context.Context, sw *sweep, wch clientv3.Wat
 			for _, ev := range wr.Events {
 				check = check || (ev.IsCreate() && ev.Kv.Lease == int64(sw.s.id))
 			}
-			if check && !d.sweepOnce(ctx, sw.s, sw.key) {
+			if check && !d.sweepOnce(ctx, sw.s, sw.name, sw.key) {
 				return ctx.Err() != nil
 			}
 		case <-horizon.C:
@@ -139,21 +142,24 @@ func (d *etcdDriver) sweepWatch(ctx context.Context, sw *sweep, wch clientv3.Wat
 	}
 }
 
-// sweepOnce deletes key if it is under s and no contender of the client
-// uses it: the contender that put it may be holding it, or waiting with it,
-// and deletes it itself when done; a key no contender uses is a late put's
-// (key names are never used again, see contenderName). It tries for
-// sweepCheckTimeout (etcd may be unreachable) and reports whether the key
-// is known not to be left under s. A delete it sent and could not confirm is
-// left to the background (dropKeyLater), which ends with the key gone.
-func (d *etcdDriver) sweepOnce(ctx context.Context, s *session, key string) bool {
-	if d.keyInUse(key) {
-		return true
+// sweepOnce deletes key if it is under s, holding the client's slot for
+// name so that none of the client's contenders uses it meanwhile. Once it
+// has the slot it tries for sweepCheckTimeout (the slot must not stay taken
+// from the client's own contenders while etcd cannot be reached) and
+// reports whether the key is known not to be left under s. If it sent a
+// delete it could not confirm, the delete is left to the background with
+// the slot (dropKeyLater), as a release's is: the client's next contender
+// would adopt the key with its revision, and the unconfirmed delete, landing
+// late, would take that holder's key.
+func (d *etcdDriver) sweepOnce(ctx context.Context, s *session, name, key string) bool {
+	t, err := d.slots.Take(ctx, name, turn.Wait)
+	if err != nil {
+		return false
 	}
 	cctx, cancel := context.WithTimeout(ctx, sweepCheckTimeout)
 	defer cancel()
 	var rev int64 // the revision a delete was sent for
-	_, err := retry(cctx, func(ctx context.Context) error {
+	_, err = retry(cctx, func(ctx context.Context) error {
 		if rev == 0 {
 			resp, err := d.cli.Get(ctx, key, clientv3.WithKeysOnly())
 			if err != nil || len(resp.Kvs) == 0 || resp.Kvs[0].Lease != int64(s.id) {
@@ -165,11 +171,13 @@ func (d *etcdDriver) sweepOnce(ctx context.Context, s *session, key string) bool
 	})
 	switch {
 	case err == nil:
+		t.Done()
 		return true
 	case rev != 0:
-		d.dropKeyLater(s, key, rev, func() {})
+		d.dropKeyLater(s, key, rev, t.Done)
 		return true // left to the background, which ends with the key gone (or the session)
 	default:
+		t.Done()
 		return false
 	}
 }

@@ -100,15 +100,14 @@ func openLate(t *testing.T, srv string, lt *lateTxn) *dlock.Client {
 }
 
 // The sweeper of a phantom key (a put that landed after its contender was
-// done) gives up a check after sweepCheckTimeout, with its delete of the
-// phantom (under the phantom's create revision) perhaps still in flight.
-// When a client's contenders for a name all put the key named after its
-// session lease, the client's next contender put the same key, adopted
-// the phantom with its revision, and the late delete took its key while it
-// held (another client was then granted beside it). Each contender's key
-// now has a name of its own; the late deletes must take no later holder's
-// key however they land.
-func TestSweepLateDeleteTakesNoLaterKey(t *testing.T) {
+// done) gives up a check after sweepCheckTimeout. It once freed the
+// client's slot for the name then, while its delete of the phantom (under
+// the phantom's create revision R) could still be in flight: the client's
+// next contender put the same key, adopted the phantom with revision R,
+// and the late delete took its key while it held (another client was then
+// granted beside it). An unconfirmed delete now keeps the slot until the
+// key is known gone, as a release's does.
+func TestSweepLateDeleteTakesNoAdoptedKey(t *testing.T) {
 	const sweepCheck = 5 * time.Second // etcdlock's sweepCheckTimeout
 	srv := testserver.Etcd(t).Addr()
 	name := "sweep/" + t.Name()
@@ -144,7 +143,7 @@ func TestSweepLateDeleteTakesNoLaterKey(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("C1's held-back put never landed")
 	}
-	for deadline := time.Now().Add(5 * time.Second); lt.heldDels.Load() == 0; {
+	for deadline := time.Now().Add(5 * time.Second); lt.heldDels.Load() == 0; { // the sweeper has the slot
 		if time.Now().After(deadline) {
 			t.Fatal("the sweeper sent no delete of the phantom key")
 		}
@@ -156,7 +155,7 @@ func TestSweepLateDeleteTakesNoLaterKey(t *testing.T) {
 		lt.mu.Unlock()
 	})
 
-	// A's next contender queues behind the phantom until its delete lands.
+	// A's next contender waits for the slot behind the sweeper.
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	l3, err := a.Mutex(name, ttl).Lock(lctx)
 	cancel()
