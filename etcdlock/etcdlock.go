@@ -162,6 +162,21 @@
 // go with its holds. A semaphore's permit-count key stays once the
 // semaphore is idle (see above): one small key per semaphore name used.
 //
+// # Compaction
+//
+// etcd keeps every revision until it is compacted, and a deleted key stays
+// in its index until then: every read of a range visits the deleted keys in
+// it. A Mutex's key is named after the client's session lease, so a name
+// has one such key per client. A read-write lock's and a semaphore's keys
+// are new for each acquisition, so each read of their queue visits every key
+// acquired and released since the last compaction: on the embedded etcd, a
+// semaphore's uncontended Acquire+Unlock took 1.5 ms each over 1,000 and
+// 3.5 ms each over 20,000. Run etcd with automatic compaction, as
+// Kubernetes' API server does every 5 minutes (etcd
+// --auto-compaction-mode=periodic --auto-compaction-retention=5m); etcd's
+// own documentation asks for it anyway, since the history otherwise grows
+// until the space quota stops every write.
+//
 // # Least privilege
 //
 // With authentication on, dlock needs a user whose role may read and write
