@@ -32,6 +32,9 @@ type etcdDriver struct {
 	// keys whose contender's put may land late, and until when each is
 	// watched for that (sweep.go)
 	sweeps map[string]*sweep
+	// the names of read-write lock and semaphore keys in use, per session
+	// and prefix (kindkeys.go)
+	kindKeys map[kindPoolKey]*kindKeys
 
 	bgCtx    context.Context // background key removals, and session grants; cancelled by Close first
 	bgCancel context.CancelFunc
@@ -152,15 +155,32 @@ func (d *etcdDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gran
 }
 
 // slotHold is a mutex contender's hold on its client's slot for the name
-// (see takeSlot). It is freed once the contender is done with it (a grant's
-// Lease keeps it until released) and no key the contender put is still
-// being deleted in the background: the client's next contender for the
-// name would put the same key (its name is the session lease's), take it
-// over, and lose it to the late delete while it holds the lock.
+// (see takeSlot), or a read-write lock or semaphore contender's on its key's
+// name (takeKindKey). It is freed once the contender is done with it (a
+// grant's Lease keeps it until released) and no key the contender put is
+// still being deleted in the background: the client's next contender for
+// the name would put the same key (its name is the session lease's, or the
+// one given back), take it over, and lose it to the late delete while it
+// holds the lock.
 type slotHold struct {
-	mu   sync.Mutex
-	refs int // the contender, and each background delete of its key
-	free func()
+	mu    sync.Mutex
+	refs  int // the contender, and each background delete of its key
+	burnt bool
+	free  func()
+}
+
+// burn says that a put of the key had no certain answer: its name must not
+// be given back (kindkeys.go).
+func (s *slotHold) burn() {
+	s.mu.Lock()
+	s.burnt = true
+	s.mu.Unlock()
+}
+
+func (s *slotHold) isBurnt() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.burnt
 }
 
 // keep holds the slot for one more background delete.

@@ -2,8 +2,6 @@ package etcdlock
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -63,7 +61,7 @@ func (q kindQuery) before(rev int64) clientv3.Op {
 // acquireKind takes a read or write hold of a read-write lock or a permit of
 // a semaphore. Unlike the mutex's, each contender has a key of its own
 // (several readers or permit holders of one client share its session), so
-// no per-client slot is taken.
+// no per-client slot is taken: its key's name is held instead (kindkeys.go).
 func (d *etcdDriver) acquireKind(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	switch r.Kind {
 	case driver.Shared, driver.Write:
@@ -76,13 +74,16 @@ func (d *etcdDriver) acquireKind(ctx context.Context, r driver.Request) (driver.
 	}
 	q := d.queryOf(r)
 	for {
-		e, err := d.enqueueKind(ctx, r, q)
+		e, slot, err := d.enqueueKind(ctx, r, q)
 		if err != nil {
 			return driver.Grant{}, fmt.Errorf("etcdlock: acquire %q: %w", r.Name, err)
 		}
-		g, err := d.hold(ctx, r, e, nil, func(ctx context.Context) error {
+		g, err := d.hold(ctx, r, e, slot, func(ctx context.Context) error {
 			return d.waitKindTurn(ctx, q, e)
 		})
+		if err != nil || !g.Acquired { // the key is gone, or dropped (a background drop keeps the name)
+			slot.done()
+		}
 		if errors.Is(err, errKeyGone) {
 			continue
 		}
@@ -101,18 +102,17 @@ var errLimitChanged = errors.New("etcdlock: the semaphore's limit changed")
 // the same transaction, the keys it waits for, to tell whether it holds at
 // once. A permit's key goes in only while the stored limit is r.Limit, or
 // (storing r.Limit) while the semaphore has no keys, or no limit stored.
-func (d *etcdDriver) enqueueKind(ctx context.Context, r driver.Request, q kindQuery) (*entry, error) {
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
+// The slotHold it returns holds the key's name (takeKindKey) until done.
+func (d *etcdDriver) enqueueKind(ctx context.Context, r driver.Request, q kindQuery) (*entry, *slotHold, error) {
 	limitKey := d.semLimitKey(r.Name)
 	limit := strconv.Itoa(r.Limit)
 	mineScanned := strings.HasPrefix(q.pfx, q.scan) // our own key is among those counted
 	for attempt := 0; ; attempt++ {
 		sess, err := d.session(ctx, r.TTL)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		key := fmt.Sprintf("%s%x_%s", q.pfx, int64(sess.id), hex.EncodeToString(rnd[:]))
+		key, slot := d.takeKindKey(sess, q.pfx)
 		val := holderValue(r.Owner, r.Label)
 		// How the limit is checked: as stored (same), over an empty
 		// semaphore (empty), or over a missing limit key (missing).
@@ -145,10 +145,14 @@ func (d *etcdDriver) enqueueKind(ctx context.Context, r driver.Request, q kindQu
 			return err
 		}
 		for tries := 0; ; tries++ {
+			uncertain := false
 			if r.Wait { // the put is idempotent: a retry finds the key
-				_, err = retrySettled(ctx, put)
+				uncertain, err = retrySettled(ctx, put)
 			} else {
 				err = settled(ctx, put)
+			}
+			if uncertain || (err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound)) {
+				slot.burn() // a put may land later: the name is not used again
 			}
 			if err != nil || resp.Succeeded || len(resp.Responses[0].GetResponseRange().Kvs) > 0 {
 				break // done, failed, or our key went in on an earlier try
@@ -164,25 +168,29 @@ func (d *etcdDriver) enqueueKind(ctx context.Context, r driver.Request, q kindQu
 			case len(stored) == 0: // keys but no limit (deleted by hand): store ours
 				how = "missing"
 			default:
-				return nil, fmt.Errorf("%w: %d permits asked for, %d held or waiting under a limit of %s",
+				slot.done()
+				return nil, nil, fmt.Errorf("%w: %d permits asked for, %d held or waiting under a limit of %s",
 					dlock.ErrLimitMismatch, r.Limit, keys, stored[0].Value)
 			}
 			if tries > 10 {
-				return nil, errLimitChanged
+				slot.done()
+				return nil, nil, errLimitChanged
 			}
 		}
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) && attempt < 2 {
 			sess.markLost() // expired or revoked before the keepalive noticed: start a new session
+			slot.done()
 			continue
 		}
 		if err != nil { // the put may have happened: take the key back
-			d.dropKey(sess, key, 0, nil)
-			return nil, err
+			d.dropKey(sess, key, 0, slot)
+			slot.done()
+			return nil, nil, err
 		}
 		e := &entry{sess: sess, key: key}
 		if !resp.Succeeded { // our key, from an earlier try: waitKindTurn reads where it stands
 			e.rev = resp.Responses[0].GetResponseRange().Kvs[0].CreateRevision
-			return e, nil
+			return e, slot, nil
 		}
 		// The transaction's reads see our key as the newest: every other
 		// key counted comes before it.
@@ -194,7 +202,7 @@ func (d *etcdDriver) enqueueKind(ctx context.Context, r driver.Request, q kindQu
 		if before < int64(q.limit) {
 			e.since = sent
 		}
-		return e, nil
+		return e, slot, nil
 	}
 }
 
@@ -238,8 +246,9 @@ func (d *etcdDriver) waitPermit(ctx context.Context, q kindQuery, e *entry) erro
 		if err != nil {
 			return err
 		}
-		// Keys are never put again once deleted (each attempt has a new
-		// random suffix), so a name stands for one key.
+		// A key's name is put again only after its key is deleted
+		// (takeKindKey), and the new key comes after ours: each name read
+		// here stands for one key until its first deletion after the read.
 		ahead := map[string]bool{}
 		for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
 			ahead[string(kv.Key)] = true

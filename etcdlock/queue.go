@@ -399,8 +399,8 @@ func (d *etcdDriver) deleteKey(ctx context.Context, key string, rev int64) error
 // dropKey deletes a contender's key that is given up, outliving the caller's
 // ctx: one attempt now, then (see dropKeyLater) in the background until it is
 // gone.
-// A mutex contender's slot (nil for the kinds, whose keys are each
-// contender's own) is kept until the key is gone.
+// The contender's slot (a mutex's slot for the name, a read-write lock or
+// semaphore key's name), if not nil, is kept until the key is gone.
 func (d *etcdDriver) dropKey(s *session, key string, rev int64, slot *slotHold) {
 	ctx, cancel := context.WithTimeout(context.Background(), attemptTimeout)
 	err := testDropHook(false)

@@ -1,0 +1,81 @@
+package etcdlock
+
+import (
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The keys of read-write lock and semaphore contenders are named
+// "<prefix><lease>_<n>": n is a number that none of the session's
+// contenders under that prefix uses (the last given back, else a new one).
+// Several contenders of one client hold keys of one name at once, so the
+// name cannot be the lease alone, as a mutex's is; a name new for every
+// acquisition would leave a deleted key in etcd's index for each one until
+// the next compaction, and every read of the queue visits those (see the
+// package doc, "Compaction"). Reused names leave as many as the client ever
+// had contenders at once.
+//
+// A name is given back only once its key is known gone: deleted (by its
+// create revision, or a release), or gone with its session, and every put
+// of it answered. A name whose put had no certain answer is never used
+// again by the session: that put may still land, and the next contender
+// with the name would take its key for its own earlier try. A pool with such
+// a name stays until the client closes (a few bytes per name).
+
+// kindKeys is one session's numbers under one prefix.
+type kindKeys struct {
+	free  []int // given back
+	next  int   // never used yet from here on
+	taken int
+	burnt bool // some number is never given back: keep the pool
+}
+
+type kindPoolKey struct {
+	lease clientv3.LeaseID
+	pfx   string
+}
+
+// takeKindKey names a new contender key under pfx for sess. The slotHold it
+// returns gives the name back when done (once per keep, as for a mutex
+// slot), unless burn was called.
+func (d *etcdDriver) takeKindKey(sess *session, pfx string) (string, *slotHold) {
+	pk := kindPoolKey{sess.id, pfx}
+	d.mu.Lock()
+	p := d.kindKeys[pk]
+	if p == nil {
+		p = &kindKeys{}
+		if d.kindKeys == nil {
+			d.kindKeys = map[kindPoolKey]*kindKeys{}
+		}
+		d.kindKeys[pk] = p
+	}
+	var n int
+	if k := len(p.free); k > 0 {
+		n, p.free = p.free[k-1], p.free[:k-1]
+	} else {
+		n = p.next
+		p.next++
+	}
+	p.taken++
+	d.mu.Unlock()
+	slot := &slotHold{refs: 1}
+	slot.free = func() { d.giveKindKey(pk, p, n, slot.isBurnt()) }
+	return fmt.Sprintf("%s%x_%x", pfx, int64(sess.id), n), slot
+}
+
+// giveKindKey gives number n of pool p back, or burns it. A pool with
+// nothing taken and nothing burnt is forgotten: it starts again at 0.
+func (d *etcdDriver) giveKindKey(pk kindPoolKey, p *kindKeys, n int, burnt bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p.taken--
+	if burnt {
+		p.burnt = true
+	} else {
+		p.free = append(p.free, n)
+	}
+	if p.taken == 0 && !p.burnt && d.kindKeys[pk] == p {
+		delete(d.kindKeys, pk)
+	}
+}
