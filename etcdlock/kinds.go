@@ -19,9 +19,9 @@ import (
 // these never fall under a mutex's prefix (<prefix><name>/) nor under
 // another name's: a family marker first, the name ended by a NUL.
 //
-//	<prefix>\x00rw\x00<name>\x00r/<lease>_<rand>    a read hold or waiter
-//	<prefix>\x00rw\x00<name>\x00w/<lease>_<rand>    a write hold or waiter
-//	<prefix>\x00sem\x00<name>\x00<lease>_<rand>     a permit hold or waiter
+//	<prefix>\x00rw\x00<name>\x00r/<lease>_<n>       a read hold or waiter (n: kindkeys.go)
+//	<prefix>\x00rw\x00<name>\x00w/<lease>_<n>       a write hold or waiter
+//	<prefix>\x00sem\x00<name>\x00<lease>_<n>        a permit hold or waiter
 //	<prefix>\x00sem\x00<name>                       the semaphore's limit
 func (d *etcdDriver) rwPrefix(name string) string { return d.prefix + "\x00rw\x00" + name + "\x00" }
 func (d *etcdDriver) semLimitKey(name string) string {
