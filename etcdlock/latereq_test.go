@@ -174,28 +174,7 @@ func (c *connTracker) reset() {
 // that B gets the lock without waiting for A's client to end.
 func TestLatePutLeavesNoPhantomHold(t *testing.T) {
 	lr := newLateRequests(t)
-	lr.startSession()
-	lr.holdBack()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	l, err := lr.a.Mutex(lr.name, lr.ttl).Lock(ctx)
-	cancel()
-	if err != nil {
-		t.Fatalf("A's Lock through the delay: %v", err)
-	}
-	if err := l.Unlock(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(time.Until(lr.t0.Add(lateDelay + 500*time.Millisecond))) // the held-back put has landed
-	ctx, cancel = context.WithTimeout(t.Context(), 8*time.Second)
-	defer cancel()
-	lb, err := lr.b.Mutex(lr.name, lr.ttl).Lock(ctx)
-	if err != nil {
-		info, _ := lr.b.Inspect(t.Context(), lr.name)
-		t.Fatalf("B's Lock after A unlocked and its held-back put landed: %v; the store has %+v", err, info)
-	}
-	if err := lb.Unlock(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	lr.lockAfterLatePut("B", lr.b)
 }
 
 // The same late put, landing before A's client locks the name again: the
@@ -204,6 +183,14 @@ func TestLatePutLeavesNoPhantomHold(t *testing.T) {
 // has deleted it first): A itself gets the lock.
 func TestLatePutBlocksNotItsOwnClient(t *testing.T) {
 	lr := newLateRequests(t)
+	lr.lockAfterLatePut("A", lr.a)
+}
+
+// lockAfterLatePut has A lock the name through a held-back put (its retry
+// is granted) and unlock it, waits until the held-back put has landed,
+// then has who (A or B) lock the name within 8 s.
+func (lr *lateRequests) lockAfterLatePut(who string, c *dlock.Client) {
+	t := lr.t
 	lr.startSession()
 	lr.holdBack()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -218,10 +205,10 @@ func TestLatePutBlocksNotItsOwnClient(t *testing.T) {
 	time.Sleep(time.Until(lr.t0.Add(lateDelay + 500*time.Millisecond))) // the held-back put has landed
 	ctx, cancel = context.WithTimeout(t.Context(), 8*time.Second)
 	defer cancel()
-	l2, err := lr.a.Mutex(lr.name, lr.ttl).Lock(ctx)
+	l2, err := c.Mutex(lr.name, lr.ttl).Lock(ctx)
 	if err != nil {
 		info, _ := lr.b.Inspect(t.Context(), lr.name)
-		t.Fatalf("A's Lock after its held-back put landed: %v; the store has %+v", err, info)
+		t.Fatalf("%s's Lock after A unlocked and its held-back put landed: %v; the store has %+v", who, err, info)
 	}
 	if err := l2.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
