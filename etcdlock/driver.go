@@ -101,8 +101,9 @@ func (d *etcdDriver) session(ctx context.Context, ttl time.Duration) (*session, 
 	if d.closed {
 		return nil, dlock.ErrClosed
 	}
-	if s := d.sessions[ttl]; s != nil && !s.isLost() {
-		return s, nil
+	old := d.sessions[ttl]
+	if old != nil && !old.isLost() {
+		return old, nil
 	}
 	// The grant is retried, under d.mu, until ctx ends: Close, which needs
 	// d.mu, ends it first through bgCtx (a TryLock's ctx may never end).
@@ -117,6 +118,9 @@ func (d *etcdDriver) session(ctx context.Context, ttl time.Duration) (*session, 
 		return nil, fmt.Errorf("etcdlock: lease: %w", err)
 	}
 	d.sessions[ttl] = s
+	if old != nil {
+		d.forgetKindKeys(old)
+	}
 	return s, nil
 }
 

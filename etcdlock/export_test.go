@@ -41,3 +41,15 @@ func SetDropHook(f func(background bool) error) {
 	}
 	dropHook.Store(&f)
 }
+
+// KindPools returns how many pools of read-write lock and semaphore key
+// names c keeps (kindkeys.go).
+func KindPools(c *dlock.Client) int {
+	var d *etcdDriver
+	if !c.As(&d) {
+		panic("etcdlock: not an etcd client")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.kindKeys)
+}

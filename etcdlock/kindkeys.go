@@ -25,10 +25,11 @@ import (
 
 // kindKeys is one session's numbers under one prefix.
 type kindKeys struct {
+	sess  *session
 	free  []int // given back
 	next  int   // never used yet from here on
 	taken int
-	burnt bool // some number is never given back: keep the pool
+	burnt bool // some number is never given back: keep the pool while sess lives
 }
 
 type kindPoolKey struct {
@@ -44,7 +45,7 @@ func (d *etcdDriver) takeKindKey(sess *session, pfx string) (string, *slotHold) 
 	d.mu.Lock()
 	p := d.kindKeys[pk]
 	if p == nil {
-		p = &kindKeys{}
+		p = &kindKeys{sess: sess}
 		if d.kindKeys == nil {
 			d.kindKeys = map[kindPoolKey]*kindKeys{}
 		}
@@ -65,17 +66,29 @@ func (d *etcdDriver) takeKindKey(sess *session, pfx string) (string, *slotHold) 
 }
 
 // giveKindKey gives number n of pool p back, or burns it. A pool with
-// nothing taken and nothing burnt is forgotten: it starts again at 0.
+// nothing taken is forgotten if nothing is burnt (it starts again at 0), or
+// if its session is lost: no key can be put under that lease again, late
+// puts included.
 func (d *etcdDriver) giveKindKey(pk kindPoolKey, p *kindKeys, n int, burnt bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	p.taken--
-	if burnt {
+	if burnt || d.closed { // Close stops background deletes: the key may still be there
 		p.burnt = true
 	} else {
 		p.free = append(p.free, n)
 	}
-	if p.taken == 0 && !p.burnt && d.kindKeys[pk] == p {
+	if p.taken == 0 && (!p.burnt || p.sess.isLost()) && d.kindKeys[pk] == p {
 		delete(d.kindKeys, pk)
+	}
+}
+
+// forgetKindKeys forgets the idle pools of the lost session s (those with
+// names taken go once the last comes back); d.mu is held.
+func (d *etcdDriver) forgetKindKeys(s *session) {
+	for pk, p := range d.kindKeys {
+		if p.sess == s && p.taken == 0 {
+			delete(d.kindKeys, pk)
+		}
 	}
 }

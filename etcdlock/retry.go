@@ -107,7 +107,8 @@ func transient(err error) bool {
 
 // ended returns err, made to wrap ctx's error if ctx has ended, or
 // context.DeadlineExceeded if until has passed, as a ctx with that deadline
-// would have.
+// would have. err stays visible to errors.Is: a last answer such as "lease
+// not found" is certain, and callers act on it.
 func ended(ctx context.Context, until time.Time, err error) error {
 	end := ctx.Err()
 	if end == nil && passed(until) {
@@ -116,7 +117,7 @@ func ended(ctx context.Context, until time.Time, err error) error {
 	if err == nil || end == nil || errors.Is(err, end) {
 		return err
 	}
-	return fmt.Errorf("%w (last error: %v)", end, err)
+	return fmt.Errorf("%w (last error: %w)", end, err)
 }
 
 // settled runs op, a put of a contender's key, to its reply even when ctx

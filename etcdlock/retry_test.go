@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -76,5 +77,17 @@ func TestRetrySettledAttemptOutlivesCtx(t *testing.T) {
 	})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
+
+// A retry cut short by its ctx still tells its last error to errors.Is:
+// "lease not found" is a certain answer (no key went in), which the
+// acquire acts on (a new session; a key name not burnt).
+func TestEndedKeepsLastError(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := retrySettled(ctx, func(context.Context) error { return rpctypes.ErrLeaseNotFound })
+	if !errors.Is(err, rpctypes.ErrLeaseNotFound) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("retry whose ctx ended, last answer lease not found: %v; want both errors.Is", err)
 	}
 }
