@@ -51,8 +51,9 @@ func (i instant) add(d time.Duration) instant { return i + instant(d) }
 // Scheduler renews every lease of a client from one timer: it keeps the holds
 // in a heap ordered by when each needs attention, and at each tick sends all
 // renewals that are due (or nearly due) to the driver as one batch. The timer
-// is reset only when the earliest deadline moves, so taking and releasing
-// leases costs no goroutine switch, and no goroutine runs between ticks. It also
+// is reset only when the earliest deadline moves, and a session's watcher
+// outlives its holds (see watchers), so taking and releasing leases costs
+// no goroutine switch, and no goroutine runs between ticks. It also
 // signals loss: a hold whose renewal could not be confirmed is declared lost a
 // margin before it could expire in the store, never after.
 type Scheduler struct {
@@ -73,14 +74,25 @@ type Scheduler struct {
 	flights  sync.WaitGroup
 	stopping context.Context // cancelled by stop: in-flight renewals give up
 	halt     context.CancelFunc
-	// session-loss channels from Grant.Lost, each watched by one goroutine
+	// session-loss channels from Grant.Lost, each watched by one goroutine.
+	// A watcher whose last hold went stays, idle, so that the next hold of
+	// the same session (an uncontended Lock after an Unlock) starts no
+	// goroutine; the longest idle beyond maxIdleWatchers are stopped.
 	watchers map[<-chan struct{}]*watcher
+	idle     int        // watchers without holds
+	idleSeq  uint64     // orders idle watchers by when they went idle
 	pending  []lostHold // found lost during a tick, signalled after it
 }
 
+// maxIdleWatchers is how many watchers without holds a Scheduler keeps: a
+// client uses one store session per TTL (etcd) or per connection
+// (ZooKeeper), so a few cover them all.
+const maxIdleWatchers = 4
+
 type watcher struct {
-	holds map[*Entry]struct{}
-	stop  chan struct{}
+	holds  map[*Entry]struct{}
+	stop   chan struct{}
+	idleAt uint64 // when it went idle (idleSeq); 0 while it has holds
 }
 
 // NewScheduler returns a Scheduler renewing holds through drv, which it
@@ -108,6 +120,10 @@ func (s *Scheduler) Add(h *Entry, sent time.Time, validity time.Duration) {
 			w = &watcher{holds: map[*Entry]struct{}{}, stop: make(chan struct{})}
 			s.watchers[h.Lost] = w
 			go s.watch(h.Lost, w)
+		}
+		if w.idleAt != 0 {
+			w.idleAt = 0
+			s.idle--
 		}
 		w.holds[h] = struct{}{}
 	}
@@ -185,10 +201,31 @@ func (s *Scheduler) Remove(h *Entry) {
 	h.removed = true
 	if w := s.watchers[h.Lost]; w != nil {
 		delete(w.holds, h)
-		if len(w.holds) == 0 {
-			close(w.stop)
-			delete(s.watchers, h.Lost)
+		if len(w.holds) == 0 && w.idleAt == 0 {
+			s.idleSeq++
+			w.idleAt = s.idleSeq
+			s.idle++
+			if s.idle > maxIdleWatchers {
+				s.stopLongestIdle()
+			}
 		}
+	}
+}
+
+// stopLongestIdle stops the watcher that has been idle longest. s.mu must
+// be held.
+func (s *Scheduler) stopLongestIdle() {
+	var oldest <-chan struct{}
+	var ow *watcher
+	for ch, w := range s.watchers {
+		if w.idleAt != 0 && (ow == nil || w.idleAt < ow.idleAt) {
+			oldest, ow = ch, w
+		}
+	}
+	if ow != nil {
+		close(ow.stop)
+		delete(s.watchers, oldest)
+		s.idle--
 	}
 }
 
@@ -202,6 +239,7 @@ func (s *Scheduler) Stop() {
 		close(w.stop)
 		delete(s.watchers, ch)
 	}
+	s.idle = 0
 	s.mu.Unlock()
 	s.halt()
 	s.ticking.Lock()
@@ -389,6 +427,12 @@ func (s *Scheduler) watch(ch <-chan struct{}, w *watcher) {
 	case <-ch:
 	}
 	s.mu.Lock()
+	if s.watchers[ch] == w { // a hold added from now on starts a watcher that finds ch closed
+		delete(s.watchers, ch)
+		if w.idleAt != 0 {
+			s.idle--
+		}
+	}
 	var hs []*Entry
 	for h := range w.holds {
 		hs = append(hs, h)
