@@ -11,8 +11,6 @@ import (
 	"github.com/dlock/dlock/etcdlock"
 	"github.com/dlock/dlock/internal/testserver"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 )
 
@@ -183,13 +181,7 @@ func (s *slowPuts) interceptor(ctx context.Context, method string, req, reply an
 func TestKindPoolsOfLostSessionsGo(t *testing.T) {
 	srv := testserver.Etcd(t).Addr()
 	sp := &slowPuts{delay: 60 * time.Millisecond}
-	cfg := clientv3.Config{Endpoints: []string{"http://" + srv}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(sp.interceptor)}}
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := openCli(t, cli)
+	c := openVia(t, srv, sp.interceptor)
 	admin := adminClient(t, []string{"http://" + srv})
 	ctx := t.Context()
 	sem := c.Semaphore("lost-pools", 2, dlock.WithTTL(10*time.Second))

@@ -89,9 +89,15 @@ func (lt *lateTxn) interceptor(ctx context.Context, method string, req, reply an
 }
 
 func openLate(t *testing.T, srv string, lt *lateTxn) *dlock.Client {
+	return openVia(t, srv, lt.interceptor)
+}
+
+// openVia opens a dlock client on the etcd at srv whose requests go
+// through the test's gRPC interceptor.
+func openVia(t *testing.T, srv string, interceptor grpc.UnaryClientInterceptor) *dlock.Client {
 	cfg := clientv3.Config{Endpoints: []string{"http://" + srv}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
 		DialKeepAliveTime: time.Second, DialKeepAliveTimeout: time.Second,
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(lt.interceptor)}}
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(interceptor)}}
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		t.Fatal(err)
