@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"time"
 )
@@ -40,6 +42,13 @@ func serveTurns(ctx context.Context, e *env, srv servers, scenario, store, libra
 	step, err := prep(ctx, *l)
 	if err != nil {
 		return err
+	}
+	if dir := os.Getenv("DLOCK_BENCH_CPUPROFILE"); dir != "" {
+		stop, err := profileTo(dir, store, library)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	fmt.Println("ready")
 	in := bufio.NewScanner(os.Stdin)
@@ -169,4 +178,19 @@ func errorsJoin(errs ...error) error {
 		}
 	}
 	return nil
+}
+
+// profileTo starts a CPU profile of this child in dir, one file per store
+// and library (DLOCK_BENCH_CPUPROFILE names dir); stop ends it.
+func profileTo(dir, store, library string) (stop func(), err error) {
+	name := strings.NewReplacer(" ", "_", "/", "_", "+", "").Replace(store + "-" + library)
+	f, err := os.Create(filepath.Join(dir, name+".pprof"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
 }
