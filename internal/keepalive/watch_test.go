@@ -48,18 +48,27 @@ func waitLost(t *testing.T, lost <-chan *Entry, want *Entry) {
 	}
 }
 
-// A session's watcher stays when its last hold goes, and the session's
-// next hold (an uncontended Lock after an Unlock) uses it: no goroutine is
-// started and stopped per Lock.
-func TestWatcherOutlivesItsHolds(t *testing.T) {
-	defer goleak.VerifyNone(t)
+// idleSession gives a watchScheduler whose session ch had a hold and has
+// none now, and the watcher the hold started; the test's end stops the
+// scheduler and checks that no goroutine is left.
+func idleSession(t *testing.T) (*Scheduler, <-chan *Entry, chan struct{}, *watcher) {
+	t.Helper()
+	t.Cleanup(func() { goleak.VerifyNone(t) })
 	s, lost := watchScheduler(t)
-	defer s.Stop()
+	t.Cleanup(s.Stop)
 	ch := make(chan struct{})
 	first := sessionHold(ch)
 	s.Add(first, time.Now(), time.Hour)
 	w := s.watcherOf(ch)
 	s.Remove(first)
+	return s, lost, ch, w
+}
+
+// A session's watcher stays when its last hold goes, and the session's
+// next hold (an uncontended Lock after an Unlock) uses it: no goroutine is
+// started and stopped per Lock.
+func TestWatcherOutlivesItsHolds(t *testing.T) {
+	s, lost, ch, w := idleSession(t)
 	if s.watcherOf(ch) != w {
 		t.Fatal("the watcher went with its last hold")
 	}
@@ -76,13 +85,7 @@ func TestWatcherOutlivesItsHolds(t *testing.T) {
 // session's idle watcher saw the end, is still declared lost: the watcher
 // that saw the end is not the one the hold joins.
 func TestHoldAddedAfterSessionEndIsLost(t *testing.T) {
-	defer goleak.VerifyNone(t)
-	s, lost := watchScheduler(t)
-	defer s.Stop()
-	ch := make(chan struct{})
-	first := sessionHold(ch)
-	s.Add(first, time.Now(), time.Hour)
-	s.Remove(first)
+	s, lost, ch, _ := idleSession(t)
 	close(ch)
 	for deadline := time.Now().Add(10 * time.Second); s.watcherOf(ch) != nil; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
