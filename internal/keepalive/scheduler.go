@@ -114,7 +114,7 @@ func (s *Scheduler) Add(h *Entry, sent time.Time, validity time.Duration) {
 	s.mu.Lock()
 	s.setExpiry(h, sent, validity)
 	heap.Push(&s.h, h)
-	if h.Lost != nil {
+	if h.Lost != nil && !s.stopped { // after Stop, nothing would stop its watcher
 		w := s.watchers[h.Lost]
 		if w == nil {
 			w = &watcher{holds: map[*Entry]struct{}{}, stop: make(chan struct{})}

@@ -121,3 +121,16 @@ func TestIdleWatchersAreBounded(t *testing.T) {
 	s.mu.Unlock()
 	s.Stop()
 }
+
+// A hold added after Stop (a grant racing Client.Close past its drain)
+// and then removed leaves no watcher running: Stop has already stopped
+// the watchers, and no one would stop an idle one started after it.
+// (Found by an adversary pass.)
+func TestNoWatcherAfterStop(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	s, _ := watchScheduler(t)
+	s.Stop()
+	h := sessionHold(make(chan struct{}))
+	s.Add(h, time.Now(), time.Hour)
+	s.Remove(h)
+}
