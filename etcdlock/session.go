@@ -34,10 +34,12 @@ type session struct {
 }
 
 // markLost records that the lease is gone, with every key under it: the
-// client's slots for those names are free again at once.
+// client's slots for those names are free again at once, and the keepalive
+// loop ends (the driver replaces the session, so Close would not end it).
 func (s *session) markLost() {
 	s.lostOnce.Do(func() {
 		close(s.lost)
+		s.cancel()
 		s.mu.Lock()
 		hs := s.holds
 		s.holds = nil
