@@ -191,15 +191,8 @@ func TestKindPoolsOfLostSessionsGo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var el *etcdlock.Lease
-		l.As(&el)
-		if err := l.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
 		etcdlock.PauseKeepAlives(c)
-		if _, err := admin.Revoke(ctx, el.LeaseID); err != nil {
-			t.Fatal(err)
-		}
+		unlockAndRevoke(t, admin, l)
 		sp.pfx.Store(&pfx)
 		actx, cancel := context.WithTimeout(ctx, 20*time.Millisecond) // ends while the put is out
 		_, err = sem.Acquire(actx)

@@ -10,6 +10,7 @@ import (
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/etcdlock"
 	"github.com/dlock/dlock/internal/testserver"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // keepAliveLoops returns the stacks of the sessions' keepalive goroutines.
@@ -22,6 +23,22 @@ func keepAliveLoops() []string {
 		}
 	}
 	return loops
+}
+
+// unlockAndRevoke unlocks l, then revokes its session's lease behind the
+// client's back, as an operator would, or etcd when the lease expires.
+func unlockAndRevoke(t *testing.T, admin *clientv3.Client, l *dlock.Lease) {
+	t.Helper()
+	var el *etcdlock.Lease
+	if !l.As(&el) {
+		t.Fatal("not an etcd lease")
+	}
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Revoke(t.Context(), el.LeaseID); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A session found lost by a Lock (etcd answered "lease not found" before
@@ -45,14 +62,7 @@ func TestLostSessionsKeepAliveEnds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var el *etcdlock.Lease
-		l.As(&el)
-		if err := l.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := admin.Revoke(ctx, el.LeaseID); err != nil {
-			t.Fatal(err)
-		}
+		unlockAndRevoke(t, admin, l)
 		// Finds the lease gone before the keepalive does, and starts another session.
 		l, err = c.Mutex(fmt.Sprint("lost-keepalive-", round), dlock.WithTTL(ttl)).TryLock(ctx)
 		if err != nil {
