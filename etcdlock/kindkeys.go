@@ -78,7 +78,7 @@ func (d *etcdDriver) giveKindKey(pk kindPoolKey, p *kindKeys, n int, burnt bool)
 	} else {
 		p.free = append(p.free, n)
 	}
-	if p.taken == 0 && (!p.burnt || p.sess.isLost()) && d.kindKeys[pk] == p {
+	if p.taken == 0 && (!p.burnt || p.sess.ended.Load()) && d.kindKeys[pk] == p {
 		delete(d.kindKeys, pk)
 	}
 }

@@ -31,15 +31,22 @@ type session struct {
 	last     time.Time // when the last refresh that succeeded (or the grant) was sent
 	holds    map[*Lease]struct{}
 	lostOnce sync.Once
+
+	// ended is set when markLost begins, before it frees the slots of
+	// the session's holds and closes lost: from then on no hold is
+	// tracked, and a pool of key names given back is the lost session's.
+	ended atomic.Bool
 }
 
 // markLost records that the lease is gone, with every key under it: the
-// client's slots for those names are free again at once, and the keepalive
-// loop ends (the driver replaces the session, so Close would not end it).
+// client's slots for those names are free again, and the keepalive loop
+// ends (the driver replaces the session, so Close would not end it). The
+// slots are freed before lost is closed: a holder told of the loss (by
+// lost, or by a renewal that finds it closed) may at once take the name
+// again, and must not find its own lost hold's slot still taken.
 func (s *session) markLost() {
 	s.lostOnce.Do(func() {
-		close(s.lost)
-		s.cancel()
+		s.ended.Store(true)
 		s.mu.Lock()
 		hs := s.holds
 		s.holds = nil
@@ -47,6 +54,8 @@ func (s *session) markLost() {
 		for l := range hs {
 			l.release()
 		}
+		close(s.lost)
+		s.cancel()
 	})
 }
 
@@ -54,10 +63,10 @@ func (s *session) markLost() {
 func (s *session) track(l *Lease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.ended.Load() {
+		return
+	}
 	if s.holds == nil {
-		if s.isLost() {
-			return
-		}
 		s.holds = map[*Lease]struct{}{}
 	}
 	s.holds[l] = struct{}{}
