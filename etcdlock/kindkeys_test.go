@@ -90,7 +90,7 @@ func TestKindKeysAreReused(t *testing.T) {
 func TestKindKeyOfUncertainPutIsNotReused(t *testing.T) {
 	srv := testserver.Etcd(t).Addr()
 	lt := &lateTxn{landedPut: make(chan struct{})}
-	c := openLate(t, srv, lt)
+	c := openVia(t, srv, lt.interceptor)
 	ctx := t.Context()
 	sem := c.Semaphore("uncertain/"+t.Name(), 2, dlock.WithTTL(10*time.Second))
 	l0, err := sem.Acquire(ctx) // the session is granted, and the name's first key used once

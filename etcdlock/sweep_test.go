@@ -88,10 +88,6 @@ func (lt *lateTxn) interceptor(ctx context.Context, method string, req, reply an
 	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
-func openLate(t *testing.T, srv string, lt *lateTxn) *dlock.Client {
-	return openVia(t, srv, lt.interceptor)
-}
-
 // openVia opens a dlock client on the etcd at srv whose requests go
 // through the test's gRPC interceptor.
 func openVia(t *testing.T, srv string, interceptor grpc.UnaryClientInterceptor) *dlock.Client {
@@ -119,7 +115,7 @@ func TestSweepLateDeleteTakesNoAdoptedKey(t *testing.T) {
 	name := "sweep/" + t.Name()
 	ttl := dlock.WithTTL(10 * time.Second)
 	lt := &lateTxn{landedPut: make(chan struct{})}
-	a := openLate(t, srv, lt)
+	a := openVia(t, srv, lt.interceptor)
 	b := open(t, "http://"+srv)
 	ctx := t.Context()
 
