@@ -185,7 +185,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -195,6 +194,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/smallfile"
 	"github.com/dlock/dlock/internal/tlsurl"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -338,11 +338,15 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 			}
 			opts.NoCreate = !b
 		case "creds":
-			if _, err := os.Stat(v); err != nil {
-				return nil, badURL("creds %s: %v", v, errors.Unwrap(err))
+			// nats.go reads the file itself, and all of it: bound it first.
+			if _, err := smallfile.Read(v, smallfile.MaxSecret); err != nil {
+				return nil, badURL("creds %s: %v", v, err)
 			}
 			nopts = append(nopts, nats.UserCredentials(v))
 		case "nkey":
+			if _, err := smallfile.Read(v, smallfile.MaxSecret); err != nil {
+				return nil, badURL("nkey %s: %v", v, err)
+			}
 			o, err := nats.NkeyOptionFromSeed(v)
 			if err != nil {
 				return nil, badURL("nkey %s: cannot read a seed from it", v)
@@ -354,9 +358,9 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 			}
 			nopts = append(nopts, nats.CustomInboxPrefix(v))
 		case "token_file":
-			b, err := os.ReadFile(v)
+			b, err := smallfile.Read(v, smallfile.MaxSecret)
 			if err != nil {
-				return nil, badURL("token_file %s: %v", v, errors.Unwrap(err))
+				return nil, badURL("token_file %s: %v", v, err)
 			}
 			tok := strings.TrimSpace(string(b))
 			if tok == "" || strings.ContainsAny(tok, "\r\n") {

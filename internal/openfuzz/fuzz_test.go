@@ -14,6 +14,7 @@ import (
 	_ "github.com/dlock/dlock/memcachedlock"
 	_ "github.com/dlock/dlock/memlock"
 	_ "github.com/dlock/dlock/mysqllock"
+	_ "github.com/dlock/dlock/natslock"
 	_ "github.com/dlock/dlock/pglock"
 	_ "github.com/dlock/dlock/redislock"
 	_ "github.com/dlock/dlock/redlock"
