@@ -47,3 +47,14 @@ func TestFileParamsAreBounded(t *testing.T) {
 		}
 	}
 }
+
+// A NATS URL carries a token as its user name (nats://TOKEN@host): Open's
+// errors hide it as they hide a password.
+func TestNATSTokenHidden(t *testing.T) {
+	for _, rawURL := range []string{"nats://SUPERSECRETTOKEN@127.0.0.1:1/b", "tls://SUPERSECRETTOKEN@127.0.0.1:1/b", "nats://SUPERSECRETTOKEN@127.0.0.1:1/b?bad=1"} {
+		err, _ := openSafely(t, rawURL)
+		if err == nil || strings.Contains(err.Error(), "SUPERSECRETTOKEN") {
+			t.Errorf("Open(%s) = %v; want an error without the token", rawURL, err)
+		}
+	}
+}

@@ -8,6 +8,8 @@ package urlsecret
 import (
 	"net/url"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // PasswordFileParam is the URL parameter that names a file holding the
@@ -19,6 +21,26 @@ const PasswordFileParam = "password_file"
 // Parameters whose names contain "password", "secret" or "token" (such as
 // sentinel_password, sslpassword) are secret too.
 var secretParams = []string{"key", "sslkey", PasswordFileParam}
+
+// tokenSchemes are the schemes whose URLs carry a token as their user name
+// when no password follows it (nats://TOKEN@host, as NATS clients read it).
+var tokenSchemes = []string{"nats", "tls"}
+
+// userToken returns the token u carries as its user name, if any.
+func userToken(u *url.URL) (string, bool) {
+	if u.User == nil {
+		return "", false
+	}
+	if _, ok := u.User.Password(); ok {
+		return "", false
+	}
+	for _, s := range tokenSchemes {
+		if strings.EqualFold(u.Scheme, s) && u.User.Username() != "" {
+			return u.User.Username(), true
+		}
+	}
+	return "", false
+}
 
 // secretParam reports whether the URL parameter name holds a secret.
 func secretParam(name string) bool {
@@ -40,6 +62,9 @@ func Redact(u *url.URL) string {
 		return ""
 	}
 	v := *u
+	if _, ok := userToken(u); ok {
+		v.User = url.User("xxxxx")
+	}
 	if v.RawQuery != "" {
 		q := v.Query()
 		hidden := false
@@ -68,6 +93,9 @@ func Secrets(u *url.URL) []string {
 	if pw, ok := u.User.Password(); ok && pw != "" {
 		s = append(s, pw, url.QueryEscape(pw), url.PathEscape(pw))
 	}
+	if tok, ok := userToken(u); ok {
+		s = append(s, tok, url.QueryEscape(tok), url.PathEscape(tok))
+	}
 	for k, vs := range u.Query() {
 		if !secretParam(k) {
 			continue
@@ -81,12 +109,68 @@ func Secrets(u *url.URL) []string {
 	return s
 }
 
-// RedactText replaces every secret of u (see Secrets) in text by "xxxxx".
+// RedactText replaces the secrets of u (see Secrets) in text by "xxxxx"
+// wherever text shows them as secrets: in a URL, a DSN, a quoted value.
+// A secret that text holds only as part of a longer word ("p" in "tcp") or,
+// if the secret is a word (letters and digits), as a word of the text's own
+// prose ("refused" in "connection refused") is left as it is: there it says
+// nothing of the secret, and "connection xxxxx" would tell the password.
 func RedactText(text string, u *url.URL) string {
 	for _, s := range Secrets(u) {
-		text = strings.ReplaceAll(text, s, "xxxxx")
+		text = redactAll(text, s)
 	}
 	return text
+}
+
+// redactAll replaces the occurrences of s in text that stand as a value
+// (see RedactText).
+func redactAll(text, s string) string {
+	word := strings.IndexFunc(s, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) < 0
+	var b strings.Builder
+	done := 0 // text[:done] is in b
+	for from := 0; ; {
+		i := strings.Index(text[from:], s)
+		if i < 0 {
+			break
+		}
+		i += from
+		before, _ := utf8.DecodeLastRuneInString(text[:i])   // RuneError at the start
+		after, _ := utf8.DecodeRuneInString(text[i+len(s):]) // and at the end
+		if inWord(before, s, true) || inWord(after, s, false) || word && inProse(before) && inProse(after) {
+			from = i + 1 // occurrences may overlap
+			continue
+		}
+		b.WriteString(text[done:i])
+		b.WriteString("xxxxx")
+		done = i + len(s)
+		from = done
+	}
+	if done == 0 {
+		return text
+	}
+	b.WriteString(text[done:])
+	return b.String()
+}
+
+// inWord reports whether r, the rune next to an occurrence of s (before it
+// or after), makes that occurrence part of a longer word: both r and s's
+// neighbouring end are letters or digits.
+func inWord(r rune, s string, before bool) bool {
+	var end rune
+	if before {
+		end, _ = utf8.DecodeRuneInString(s)
+	} else {
+		end, _ = utf8.DecodeLastRuneInString(s)
+	}
+	word := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+	return word(r) && word(end)
+}
+
+// inProse reports whether r, next to an occurrence, is what separates
+// words of prose: the start or end of text (RuneError), a space, or a
+// sentence's punctuation.
+func inProse(r rune) bool {
+	return r == utf8.RuneError || unicode.IsSpace(r) || strings.ContainsRune(".,;!()", r)
 }
 
 // HasSecret reports whether rawURL itself holds a password or token (in its
@@ -96,6 +180,9 @@ func RedactText(text string, u *url.URL) string {
 func HasSecret(rawURL string) bool {
 	if u, err := url.Parse(rawURL); err == nil {
 		if pw, ok := u.User.Password(); ok && pw != "" {
+			return true
+		}
+		if _, ok := userToken(u); ok {
 			return true
 		}
 		for k, vs := range u.Query() {

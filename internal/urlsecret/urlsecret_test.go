@@ -32,3 +32,55 @@ func TestSecrets(t *testing.T) {
 		t.Errorf("Secrets = %q; want both passwords", got)
 	}
 }
+
+// A secret is hidden where a text shows it as a value, and left where it
+// is only part of a longer word or a word of the text's own prose, where
+// "xxxxx" would tell it (finding of an adversary pass: with the password
+// "refused", "connection refused" became "connection xxxxx").
+func TestRedactTextHidesValuesOnly(t *testing.T) {
+	for _, c := range []struct{ raw, text, want string }{
+		{"redis://app:refused@h:1", "dial tcp h:1: connect: connection refused", "dial tcp h:1: connect: connection refused"},
+		{"redis://app:p@h:1", "dial tcp: invalid port; independent", "dial tcp: invalid port; independent"},
+		{"redis://app:refused@h:1", `parse "redis://app:refused@h:1": bad`, `parse "redis://app:xxxxx@h:1": bad`},
+		{"redis://app:p@h:1", `parse "redis://app:p@h:1": bad; tcp`, `parse "redis://app:xxxxx@h:1": bad; tcp`},
+		{"redis://app:s3cret@h:1", `auth "s3cret" refused`, `auth "xxxxx" refused`},
+		{"redis://app:s3cret@h:1", "password=s3cret&x=1", "password=xxxxx&x=1"},
+		{"redis://app:s3cret@h:1", "s3cret", "s3cret"},
+		{"redis://app:aa@h:1", "x:aaa@", "x:aaa@"},
+		{"redis://app:a%2Fb@h:1", "app:a/b@h and a%2Fb@h", "app:xxxxx@h and xxxxx@h"},
+		{"nats://T0KEN@h:1/b", "open nats://T0KEN@h:1/b: refused", "open nats://xxxxx@h:1/b: refused"},
+	} {
+		u, err := url.Parse(c.raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := RedactText(c.text, u); got != c.want {
+			t.Errorf("RedactText(%q) with %s = %q; want %q", c.text, c.raw, got, c.want)
+		}
+	}
+}
+
+// nats://TOKEN@host carries a token as its user name: it is a secret like
+// a password (finding of an adversary pass: the CLI printed it).
+func TestNATSTokenIsSecret(t *testing.T) {
+	for raw, want := range map[string]bool{
+		"nats://T0KEN@h:1/b":   true,
+		"tls://T0KEN@h:1/b":    true,
+		"nats://u:pw@h:1/b":    true,
+		"nats://h:1/b":         false,
+		"redis://user@h:1":     false,
+		"postgres://user@h/db": false,
+	} {
+		if got := HasSecret(raw); got != want {
+			t.Errorf("HasSecret(%s) = %v; want %v", raw, got, want)
+		}
+	}
+	u, _ := url.Parse("nats://T0KEN@h:1/b")
+	if s := Redact(u); strings.Contains(s, "T0KEN") || s != "nats://xxxxx@h:1/b" {
+		t.Errorf("Redact = %s", s)
+	}
+	u, _ = url.Parse("redis://user@h:1")
+	if s := Redact(u); s != "redis://user@h:1" {
+		t.Errorf("Redact = %s; want the user name kept", s)
+	}
+}
