@@ -56,7 +56,8 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 
 // ForceUnlock deletes the lock named name whoever holds it. It is for
 // operators clearing a lock by hand; the holder finds out at its next
-// renewal. Backends that cannot do it return ErrUnsupported.
+// renewal. Backends that cannot do it return ErrUnsupported. It releases
+// the Mutex of that name only, not a RWMutex's or a Semaphore's holds.
 func (c *Client) ForceUnlock(ctx context.Context, name string) error {
 	if ctx == nil {
 		return c.e.Wrap("force-unlock", name, ErrNilContext)

@@ -161,6 +161,8 @@ func unlockCmd() *cobra.Command {
 					return fail(exitFailed, "%v", err)
 				}
 				res.Released = true
+			} else if err := kindHeld(cmd.Context(), c, name); err != nil {
+				return err
 			}
 			switch {
 			case jsonOutput():

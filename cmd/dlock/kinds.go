@@ -93,6 +93,27 @@ func inspectKinds(ctx context.Context, c *dlock.Client, name string) (kindsJSON,
 	return k, err
 }
 
+// kindHeld fails if name's mutex is free but its read-write lock or
+// semaphore is held or waited for: unlock --force releases the mutex only,
+// and "not held" would tell an operator a stuck lock is free.
+func kindHeld(ctx context.Context, c *dlock.Client, name string) error {
+	k, err := inspectKinds(ctx, c, name)
+	if err != nil {
+		return fail(exitFailed, "%v", err)
+	}
+	what := ""
+	switch {
+	case k.RWMutex != nil:
+		what = "a read-write lock"
+	case k.Semaphore != nil:
+		what = "a semaphore"
+	default:
+		return nil
+	}
+	return fail(exitFailed, "%s: not released: %s of this name is held or waited for (see dlock inspect), "+
+		"and unlock --force releases a mutex only; its holders' leases end at their TTL once they stop renewing", esc(name), what)
+}
+
 // inspected is the JSON of what one kind's Inspect returned: nil for a
 // backend without the kind, and for a free lock.
 func inspected(i dlock.Info, err error) (*kindInfoJSON, error) {

@@ -57,6 +57,9 @@ func TestRunKinds(t *testing.T) {
 	if json.Unmarshal([]byte(out.stdout), &info) != nil || info.RWMutex.Writer.Owner != w.Owner() || info.RWMutex.Writer.Token != w.Token() {
 		t.Fatalf("inspect json with a writer: %q", out.stdout)
 	}
+	if res := dlockCmd(t, nil, "unlock", "--backend", u, "--force", "--yes", "reports"); res.code != 1 || !strings.Contains(res.stderr, "a read-write lock of this name is held") {
+		t.Fatalf("unlock --force of a held read-write lock: exit %d %q %q; want 1 and why", res.code, res.stdout, res.stderr)
+	}
 	_ = w.Unlock(ctx)
 
 	sem := c.Semaphore("api", 2, dlock.WithLabel("worker-1"))
@@ -81,8 +84,16 @@ func TestRunKinds(t *testing.T) {
 	if !strings.Contains(out.stdout, "(semaphore): 2 of 2 permits held: worker-1") {
 		t.Fatalf("inspect text: %q", out.stdout)
 	}
+	// unlock --force releases a mutex only: for a held semaphore it must
+	// not say "not held".
+	if res := dlockCmd(t, nil, "unlock", "--backend", u, "--force", "--yes", "api"); res.code != 1 || !strings.Contains(res.stderr, "a semaphore of this name is held") {
+		t.Fatalf("unlock --force of a held semaphore: exit %d %q %q; want 1 and why", res.code, res.stdout, res.stderr)
+	}
 	_ = p1.Unlock(ctx)
 	_ = p2.Unlock(ctx)
+	if res := dlockCmd(t, nil, "unlock", "--backend", u, "--force", "--yes", "api"); res.code != 0 || !strings.Contains(res.stdout, "not held") {
+		t.Fatalf("unlock --force of a free name: exit %d %q %q", res.code, res.stdout, res.stderr)
+	}
 	if res := dlockCmd(t, nil, "run", "--backend", u, "--permits", "2", "--shared", "api", "--", "true"); res.code != 2 {
 		t.Fatalf("run --permits with --shared: exit %d; want 2", res.code)
 	}
