@@ -109,12 +109,12 @@ func Secrets(u *url.URL) []string {
 	return s
 }
 
-// RedactText replaces the secrets of u (see Secrets) in text by "xxxxx"
-// wherever text shows them as secrets: in a URL, a DSN, a quoted value.
-// A secret that text holds only as part of a longer word ("p" in "tcp") or,
-// if the secret is a word (letters and digits), as a word of the text's own
-// prose ("refused" in "connection refused") is left as it is: there it says
-// nothing of the secret, and "connection xxxxx" would tell the password.
+// RedactText replaces the secrets of u (see Secrets) in text by "xxxxx",
+// except where text holds one only as part of a longer word ("p" in "tcp",
+// which would otherwise read "tcxxxxx" and tell the password). A secret
+// that is itself a word of the text's prose is replaced all the same (a
+// backend may quote a password in prose): with the password "refused",
+// "connection refused" reads "connection xxxxx".
 func RedactText(text string, u *url.URL) string {
 	for _, s := range Secrets(u) {
 		text = redactAll(text, s)
@@ -122,10 +122,9 @@ func RedactText(text string, u *url.URL) string {
 	return text
 }
 
-// redactAll replaces the occurrences of s in text that stand as a value
-// (see RedactText).
+// redactAll replaces the occurrences of s in text that are not part of a
+// longer word (see RedactText).
 func redactAll(text, s string) string {
-	word := strings.IndexFunc(s, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) < 0
 	var b strings.Builder
 	done := 0 // text[:done] is in b
 	for from := 0; ; {
@@ -136,7 +135,7 @@ func redactAll(text, s string) string {
 		i += from
 		before, _ := utf8.DecodeLastRuneInString(text[:i])   // RuneError at the start
 		after, _ := utf8.DecodeRuneInString(text[i+len(s):]) // and at the end
-		if inWord(before, s, true) || inWord(after, s, false) || word && inProse(before) && inProse(after) {
+		if inWord(before, s, true) || inWord(after, s, false) {
 			from = i + 1 // occurrences may overlap
 			continue
 		}
@@ -164,13 +163,6 @@ func inWord(r rune, s string, before bool) bool {
 	}
 	word := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
 	return word(r) && word(end)
-}
-
-// inProse reports whether r, next to an occurrence, is what separates
-// words of prose: the start or end of text (RuneError), a space, or a
-// sentence's punctuation.
-func inProse(r rune) bool {
-	return r == utf8.RuneError || unicode.IsSpace(r) || strings.ContainsRune(".,;!()", r)
 }
 
 // HasSecret reports whether rawURL itself holds a password or token (in its

@@ -33,19 +33,19 @@ func TestSecrets(t *testing.T) {
 	}
 }
 
-// A secret is hidden where a text shows it as a value, and left where it
-// is only part of a longer word or a word of the text's own prose, where
-// "xxxxx" would tell it (finding of an adversary pass: with the password
-// "refused", "connection refused" became "connection xxxxx").
+// A secret is hidden wherever a text shows it, but not where it is only
+// part of a longer word, where "xxxxx" would tell it (finding of an
+// adversary pass: with the password "p", "tcp" became "tcxxxxx").
 func TestRedactTextHidesValuesOnly(t *testing.T) {
 	for _, c := range []struct{ raw, text, want string }{
-		{"redis://app:refused@h:1", "dial tcp h:1: connect: connection refused", "dial tcp h:1: connect: connection refused"},
+		{"redis://app:refused@h:1", "dial tcp h:1: connect: connection refused", "dial tcp h:1: connect: connection xxxxx"},
 		{"redis://app:p@h:1", "dial tcp: invalid port; independent", "dial tcp: invalid port; independent"},
 		{"redis://app:refused@h:1", `parse "redis://app:refused@h:1": bad`, `parse "redis://app:xxxxx@h:1": bad`},
 		{"redis://app:p@h:1", `parse "redis://app:p@h:1": bad; tcp`, `parse "redis://app:xxxxx@h:1": bad; tcp`},
 		{"redis://app:s3cret@h:1", `auth "s3cret" refused`, `auth "xxxxx" refused`},
 		{"redis://app:s3cret@h:1", "password=s3cret&x=1", "password=xxxxx&x=1"},
-		{"redis://app:s3cret@h:1", "s3cret", "s3cret"},
+		{"redis://app:s3cret@h:1", "s3cret", "xxxxx"},
+		{"redis://app:s3cret@h:1", "cannot load key with s3cret (k.pem)", "cannot load key with xxxxx (k.pem)"},
 		{"redis://app:aa@h:1", "x:aaa@", "x:aaa@"},
 		{"redis://app:a%2Fb@h:1", "app:a/b@h and a%2Fb@h", "app:xxxxx@h and xxxxx@h"},
 		{"nats://T0KEN@h:1/b", "open nats://T0KEN@h:1/b: refused", "open nats://xxxxx@h:1/b: refused"},
