@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -35,10 +36,18 @@ func TryOnce() DoOption { return func(o *doOptions) { o.try = true } }
 // nested Do of the same lock re-enters it) and is cancelled when the lease is
 // lost, with the loss as its cause (context.Cause wraps ErrLeaseLost): fn
 // should watch it. Do returns fn's error, joined with a loss or unlock error
-// if there was one. The lock is released even if fn panics.
+// if there was one. The lock is released even if fn panics. A nil ctx, m
+// or fn is an *Error wrapping ErrNilContext, ErrInvalidName or
+// ErrInvalidConfig, and nothing is locked.
 func Do(ctx context.Context, m Locker, fn func(ctx context.Context, l *Lease) error, opts ...DoOption) (err error) {
-	if ctx == nil {
-		return ErrNilContext
+	name, backend, nilLocker := lockerID(m)
+	switch {
+	case ctx == nil:
+		return &Error{Op: "do", Backend: backend, Name: name, Err: ErrNilContext}
+	case nilLocker:
+		return &Error{Op: "do", Backend: backend, Name: name, Err: fmt.Errorf("%w: the locker is nil", ErrInvalidName)}
+	case fn == nil:
+		return &Error{Op: "do", Backend: backend, Name: name, Err: fmt.Errorf("%w: the function to run is nil", ErrInvalidConfig)}
 	}
 	var o doOptions
 	for _, opt := range opts {
@@ -79,4 +88,40 @@ func whileHeld(ctx, parent, held context.Context, release func(context.Context) 
 		}
 	}()
 	return fn(wctx)
+}
+
+// lockerID names what m locks, for Do's errors, as far as m tells; isNil
+// reports a nil m or a nil lock behind it, which Do cannot lock.
+func lockerID(m Locker) (name, backend string, isNil bool) {
+	var c *Client
+	switch v := m.(type) {
+	case nil:
+		return "", "", true
+	case *Mutex:
+		if v == nil {
+			return "", "", true
+		}
+		c, name = v.c, v.name
+	case *RWMutex:
+		if v == nil {
+			return "", "", true
+		}
+		c, name = v.c, v.name
+	case rlocker:
+		if v.rw == nil {
+			return "", "", true
+		}
+		c, name = v.rw.c, v.rw.name
+	case semLocker:
+		if v.s == nil {
+			return "", "", true
+		}
+		c, name = v.s.c, v.s.name
+	case NamedLocker:
+		return v.Name(), "", false
+	}
+	if c != nil {
+		backend = c.Backend()
+	}
+	return name, backend, false
 }

@@ -25,4 +25,9 @@ import (
 // A success confirmed only after the lease's loss deadline counts for
 // nothing, as a late renewal does: Extend then returns an error wrapping
 // ErrLeaseLost and the lease ends.
-func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error { return extend(ctx, l, ttl) }
+func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
+	if l == nil {
+		return nilLease("extend")
+	}
+	return extend(ctx, l, ttl)
+}

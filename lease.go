@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/dlock/dlock/internal/core"
@@ -67,7 +68,17 @@ func (l *Lease) As(target any) bool {
 // ErrNotHeld if it was already unlocked. If the store cannot be reached, the
 // lease still ends and is no longer renewed, so the lock frees itself at
 // expiry; the error says so.
-func (l *Lease) Unlock(ctx context.Context) error { return unlock(ctx, l) }
+func (l *Lease) Unlock(ctx context.Context) error {
+	if l == nil {
+		return nilLease("unlock")
+	}
+	return unlock(ctx, l)
+}
+
+// nilLease is the error of op on a nil *Lease: there is no hold to act on.
+func nilLease(op string) error {
+	return &Error{Op: op, Err: fmt.Errorf("%w: the lease is nil", ErrNotHeld)}
+}
 
 // hold is the hold l is a lease on.
 func (l *Lease) hold() *core.Hold { return l.l.Hold() }

@@ -10,7 +10,10 @@ import (
 // through this client with that ctx (or one derived from it) re-enters l's
 // hold instead of waiting for it, as long as l is live. Do passes such a ctx
 // to its function, so a nested Do of the same lock re-enters. The returned
-// ctx is not cancelled when l ends; Do's is.
+// ctx is not cancelled when l ends; Do's is. A nil l returns ctx as it is.
 func ContextWithLease(ctx context.Context, l *Lease) context.Context {
+	if l == nil {
+		return ctx
+	}
 	return core.ContextWithLease(ctx, &l.l)
 }
