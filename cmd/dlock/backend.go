@@ -18,6 +18,7 @@ import (
 	"github.com/dlock/dlock/internal/smallfile"
 	"github.com/dlock/dlock/internal/urlsecret"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // global holds the root command's persistent flags, shared by every
@@ -47,6 +48,21 @@ func checkGlobalFlags() error {
 		return fail(exitUsage, "--connect-timeout must be positive")
 	}
 	return nil
+}
+
+// checkDurations refuses a negative value of any duration flag of cmd
+// (--wait -1s waited for ever, --grace -1s killed at once): no flag gives
+// a negative duration a meaning.
+func checkDurations(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if err == nil && f.Value.Type() == "duration" {
+			if v, perr := time.ParseDuration(f.Value.String()); perr == nil && v < 0 {
+				err = fail(exitUsage, "--%s must not be negative", f.Name)
+			}
+		}
+	})
+	return err
 }
 
 // jsonOutput reports whether -o json was given.

@@ -106,6 +106,9 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkDurations(cmd); err != nil {
+				return err
+			}
 			return checkGlobalFlags()
 		},
 	}

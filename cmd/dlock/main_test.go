@@ -420,3 +420,21 @@ func TestBackendSecrets(t *testing.T) {
 
 // syncBuffer is a buffer the child writes while the test reads it.
 type syncBuffer = syncbuf.Buffer
+
+// A negative duration flag is a usage error (exit 2), for every command:
+// `run --wait -1s` waited for ever and `--grace -1s` was taken.
+func TestNegativeDurationsRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"run", "--backend", "mem://neg", "--wait", "-1s", "x", "--", "true"},
+		{"run", "--backend", "mem://neg", "--grace", "-1s", "x", "--", "true"},
+		{"run", "--backend", "mem://neg", "--ttl", "-5s", "x", "--", "true"},
+		{"elect", "--backend", "mem://neg", "--wait", "-1ms", "x", "--", "true"},
+		{"top", "--backend", "mem://neg", "--interval", "-1s", "-n", "1"},
+		{"inspect", "--backend", "mem://neg", "--connect-timeout", "-1s", "x"},
+	} {
+		r := dlockCmd(t, nil, args...)
+		if r.code != 2 || !strings.Contains(r.stderr, "must not be negative") && !strings.Contains(r.stderr, "must be positive") {
+			t.Errorf("dlock %v: exit %d %q; want 2 and why", args, r.code, r.stderr)
+		}
+	}
+}
