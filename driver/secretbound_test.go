@@ -16,3 +16,17 @@ func TestPasswordFileIsBounded(t *testing.T) {
 		t.Fatalf("ParseURL(password_file=/dev/zero) = %v; want ErrInvalidURL saying the file is too large", err)
 	}
 }
+
+// A port out of range is a bad URL, not a dial error after retries.
+func TestPortOutOfRange(t *testing.T) {
+	for _, raw := range []string{"redis://[::1]:99999", "redis://127.0.0.1:0", "redlock://127.0.0.1:6379,127.0.0.1:65536", "etcd://127.0.0.1:1,127.0.0.1:70000/p"} {
+		if _, err := driver.ParseURL(raw); !errors.Is(err, driver.ErrInvalidURL) || !strings.Contains(err.Error(), "out of range") {
+			t.Errorf("ParseURL(%s) = %v; want ErrInvalidURL for the port", raw, err)
+		}
+	}
+	for _, raw := range []string{"redis://[::1]:6379", "redis://127.0.0.1:65535", "mem://x", "redlock://a:1,b:2"} {
+		if _, err := driver.ParseURL(raw); err != nil {
+			t.Errorf("ParseURL(%s) = %v", raw, err)
+		}
+	}
+}

@@ -2,7 +2,9 @@ package driver
 
 import (
 	"fmt"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/dlock/dlock/internal/urlsecret"
@@ -58,6 +60,13 @@ func ParseURL(rawURL string) (*url.URL, error) {
 			msg = dropQuoted(msg) + " (percent-encode any of : / ? # @ % in the user info)"
 		}
 		return nil, bad(msg)
+	}
+	for _, h := range hosts {
+		if _, port, err := net.SplitHostPort(h); err == nil && port != "" {
+			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+				return nil, bad("port " + port + " out of range 1 to 65535")
+			}
+		}
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
 	u.Host = hostlist
