@@ -99,6 +99,7 @@ func commands() []*cobra.Command {
 }
 
 func main() {
+	runGuardIfAsked() // dlock run's guard of its command (Linux), not a subcommand
 	redis.SetLogger(quietRedis{})
 	root := &cobra.Command{
 		Use:           "dlock",
