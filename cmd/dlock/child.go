@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -92,56 +91,24 @@ type childExit struct {
 
 // superviseChild starts spec.Argv with stdin, stdout and stderr shared with
 // dlock, forwards signals to it, stops it when spec.Stop fires, and returns
-// when it has exited. The child may not outlive dlock: on Linux it gets
-// SIGKILL from the kernel when dlock dies, even by kill -9 (see
-// childSysProcAttr for what other systems get). It runs in its own process
-// group (unless it must share dlock's terminal), and forwarded signals, the
-// SIGTERM and the SIGKILL go to that whole group, so the command's own
-// children are stopped with it.
+// when it has exited. It runs in its own process group (unless it must
+// share dlock's terminal), and forwarded signals, the SIGTERM and the
+// SIGKILL go to that whole group, so the command's own children are stopped
+// with it. The group may not outlive dlock: on Linux a guard process
+// between dlock and the command kills it when dlock dies, even by kill -9
+// (see startChild for how, and what other systems get).
 //
 // An error means the child could not be started.
 func superviseChild(spec childSpec) (childExit, error) {
 	if len(spec.Argv) == 0 {
 		return childExit{}, errors.New("no command")
 	}
-	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(childEnv(os.Environ(), spec.PassURL), spec.Env...)
-	cmd.SysProcAttr = childSysProcAttr()
-	group := cmd.SysProcAttr.Setpgid
-
-	// The child is started and waited for on one goroutine locked to its
-	// OS thread: Linux's parent-death signal fires when the *thread* that
-	// created the child exits, and the Go runtime may end threads. The
-	// locked thread lives until the child has exited.
-	started := make(chan error, 1)
-	exited := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		exited <- cmd.Wait()
-	}()
-	if err := <-started; err != nil {
+	child, err := startChild(spec.Argv, append(childEnv(os.Environ(), spec.PassURL), spec.Env...), !isTerminal(os.Stdin))
+	if err != nil {
 		return childExit{}, err
 	}
 	if spec.Started != nil {
-		spec.Started(cmd.Process.Pid)
-	}
-	signalChild := func(sig syscall.Signal) {
-		if group {
-			// The group's id is the child's pid. Once the child has
-			// exited and been waited for its pid may be reused, but
-			// only the supervising loop below signals, and it stops
-			// before then.
-			_ = syscall.Kill(-cmd.Process.Pid, sig)
-			return
-		}
-		_ = cmd.Process.Signal(sig)
+		spec.Started(child.pid)
 	}
 
 	var sigs <-chan os.Signal
@@ -155,7 +122,7 @@ func superviseChild(spec childSpec) (childExit, error) {
 		select {
 		case sig := <-sigs:
 			if s, ok := sig.(syscall.Signal); ok {
-				signalChild(s)
+				child.signal(s)
 			}
 		case <-stop:
 			stop = nil // once: a closed channel would make this loop spin
@@ -163,17 +130,27 @@ func superviseChild(spec childSpec) (childExit, error) {
 			if spec.Stopping != nil {
 				spec.Stopping()
 			}
-			signalChild(syscall.SIGTERM)
+			child.signal(syscall.SIGTERM)
 			t := time.NewTimer(spec.Grace)
 			defer t.Stop()
 			kill = t.C
 		case <-kill:
 			kill = nil
-			signalChild(syscall.SIGKILL)
-		case err := <-exited:
+			child.signal(syscall.SIGKILL)
+		case err := <-child.exited:
 			return childExit{Code: exitCode(err), Stopped: stopped}, nil
 		}
 	}
+}
+
+// startedChild is a command startChild started.
+type startedChild struct {
+	pid int // the command's
+	// signal sends a signal to the command's process group (to the command
+	// alone if it shares dlock's). Only superviseChild's loop calls it, and
+	// not after exited has said the command ended.
+	signal func(syscall.Signal)
+	exited <-chan error // gets how it ended (see exitCode), once
 }
 
 // exitCode is the shell's view of how a command ended: its exit status, or

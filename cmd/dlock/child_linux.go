@@ -1,20 +1,228 @@
 package main
 
 import (
+	"bufio"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"unsafe"
 )
 
-// childSysProcAttr: on Linux the kernel sends the child SIGKILL when the
-// thread that started it exits (superviseChild keeps that thread alive
-// while the child runs), so the child dies with dlock even on kill -9; Go
-// also kills a child whose parent died before the signal was armed. The
-// child gets its own process group, so that signals reach the children it
-// starts too, unless dlock's stdin is a terminal: then it stays in dlock's
-// group, where the terminal's job control (Ctrl-C, Ctrl-Z, reading the
-// terminal) works as for any foreground command. The parent-death signal
-// reaches the child only, not its own children.
+// On Linux, dlock run (and elect) start the command through a guard: the
+// dlock binary run again as `dlock __run-guard`, which starts the command
+// and kills its whole process group with SIGKILL the moment dlock dies, by
+// any means, kill -9 included. The kernel's parent-death signal, which
+// dlock once set on the command itself, reaches the command only: the
+// children it started (a script's workers) ran on, unguarded, once the
+// lock's TTL had freed the name.
+//
+// The guard learns of dlock's death from a socket: dlock holds one end
+// (close-on-exec, so no other process has it), the guard the other, and the
+// kernel closes dlock's end however dlock dies, so the guard reads EOF. This
+// needs no signal to be armed in time: if dlock died even before the guard
+// ran, the guard reads EOF at once and kills what it has just started. The
+// guard has no parent-death signal itself (SIGKILL would leave it no time
+// to kill the group).
+//
+// The socket also carries the rest of what dlock and the guard say to each
+// other. The guard writes one line: "ok PID" once the command runs, or
+// "err ERRNO MESSAGE" (MESSAGE quoted) if it could not be started. dlock
+// writes one byte per signal for the guard to send to the command's group
+// (or to the command alone, if it shares dlock's group). The guard exits with the command's status (128+N if signal N
+// killed it), which is what dlock reports as the command's.
+
+// guardArg is the guard's argv[1]; its arguments are "group" or "own" (the
+// command gets a process group of its own, or stays in dlock's), the
+// command's path, and its argv.
+const guardArg = "__run-guard"
+
+// runGuardIfAsked runs the guard and exits, if this process is one.
+func runGuardIfAsked() {
+	if len(os.Args) < 5 || os.Args[1] != guardArg {
+		return
+	}
+	os.Exit(runGuard(os.Args[2] == "group", os.Args[3], os.Args[4:]))
+}
+
+// startChild starts argv with env through a guard (see above), the command
+// in a process group of its own if group.
+func startChild(argv, env []string, group bool) (*startedChild, error) {
+	// The command is looked for in dlock's PATH, as exec.Command does: a
+	// command not found is said by the same error as without a guard.
+	look := exec.Command(argv[0])
+	if look.Err != nil {
+		return nil, look.Err
+	}
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("guard socket: %v", err)
+	}
+	link := os.NewFile(uintptr(fds[0]), "dlock-guard")
+	theirs := os.NewFile(uintptr(fds[1]), "dlock-guard")
+	mode := "own"
+	if group {
+		mode = "group"
+	}
+	// /proc/self/exe is this binary even if its file was replaced or
+	// removed since dlock started.
+	guard := &exec.Cmd{
+		Path:       "/proc/self/exe",
+		Args:       append([]string{"dlock", guardArg, mode, look.Path}, argv...),
+		Env:        env,
+		Stdin:      os.Stdin,
+		Stdout:     os.Stdout,
+		Stderr:     os.Stderr,
+		ExtraFiles: []*os.File{theirs}, // its fd 3
+	}
+	err = guard.Start()
+	theirs.Close()
+	if err != nil {
+		link.Close()
+		// %v: an error of the guard's start is not the command's (not
+		// found: 127), it is dlock's.
+		return nil, fmt.Errorf("start the guard: %v", err)
+	}
+	report, err := bufio.NewReader(link).ReadString('\n')
+	pid, ok := 0, false
+	if p, found := strings.CutPrefix(strings.TrimSuffix(report, "\n"), "ok "); found {
+		pid, err = strconv.Atoi(p)
+		ok = err == nil && pid > 0
+	}
+	if !ok {
+		link.Close()
+		werr := guard.Wait()
+		if f, isErr := parseStartFailure(report); isErr {
+			return nil, f
+		}
+		return nil, fmt.Errorf("the guard ended without starting the command (%v, said %q)", werr, report)
+	}
+	exited := make(chan error, 1)
+	go func() {
+		err := guard.Wait()
+		link.Close() // only now: closing it earlier kills the command
+		exited <- err
+	}()
+	return &startedChild{
+		pid: pid,
+		signal: func(sig syscall.Signal) {
+			_, _ = link.Write([]byte{byte(sig)})
+		},
+		exited: exited,
+	}, nil
+}
+
+// startFailure is the guard's report that the command could not be
+// started: its message, and its errno (which startError looks at).
+type startFailure struct {
+	msg   string
+	errno syscall.Errno
+}
+
+func (e *startFailure) Error() string { return e.msg }
+func (e *startFailure) Unwrap() error {
+	if e.errno == 0 {
+		return nil
+	}
+	return e.errno
+}
+
+// parseStartFailure reads an "err ERRNO MESSAGE" report.
+func parseStartFailure(report string) (*startFailure, bool) {
+	rest, ok := strings.CutPrefix(strings.TrimSuffix(report, "\n"), "err ")
+	if !ok {
+		return nil, false
+	}
+	n, quoted, ok := strings.Cut(rest, " ")
+	errno, err := strconv.Atoi(n)
+	if !ok || err != nil {
+		return nil, false
+	}
+	msg, err := strconv.Unquote(quoted)
+	if err != nil {
+		return nil, false
+	}
+	return &startFailure{msg: msg, errno: syscall.Errno(errno)}, true
+}
+
+// runGuard is the guard: it starts the command at path with argv (and its
+// own environment, which dlock made the command's) and returns the
+// command's exit status, or kills the command's group and returns when
+// dlock dies.
+func runGuard(group bool, path string, argv []string) int {
+	link := os.NewFile(3, "dlock-link")
+	syscall.CloseOnExec(3) // not the command's
+	// Signals sent to dlock's process group (Ctrl-C, a kill of the job)
+	// reach the guard too: dlock forwards them, and the guard must not die
+	// of them and leave the group unguarded. Caught, not ignored: the
+	// command gets the default dispositions, not an ignored SIGINT.
+	signal.Notify(make(chan os.Signal, 1), forwardedSignals...)
+	// The command also gets SIGKILL if the guard itself is killed. Linux's
+	// parent-death signal fires when the thread that started the child
+	// ends, so this one stays locked to this goroutine until the guard
+	// exits.
+	runtime.LockOSThread()
+	cmd := &exec.Cmd{
+		Path:        path,
+		Args:        argv,
+		Stdin:       os.Stdin,
+		Stdout:      os.Stdout,
+		Stderr:      os.Stderr,
+		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: group},
+	}
+	if err := cmd.Start(); err != nil {
+		var errno syscall.Errno
+		errors.As(err, &errno)
+		fmt.Fprintf(link, "err %d %s\n", int(errno), strconv.Quote(err.Error()))
+		return exitFailed
+	}
+	signalCommand := func(sig syscall.Signal) {
+		if group {
+			_ = syscall.Kill(-cmd.Process.Pid, sig) // the group's id is the command's pid
+			return
+		}
+		_ = cmd.Process.Signal(sig)
+	}
+	// If dlock is already gone this write fails, and the read below says so.
+	fmt.Fprintf(link, "ok %d\n", cmd.Process.Pid)
+
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	sigs := make(chan syscall.Signal)
+	dlockGone := make(chan struct{})
+	go func() {
+		b := make([]byte, 1)
+		for {
+			if _, err := link.Read(b); err != nil {
+				close(dlockGone) // EOF: dlock's end is closed, dlock is dead
+				return
+			}
+			sigs <- syscall.Signal(b[0])
+		}
+	}()
+	for {
+		select {
+		case sig := <-sigs:
+			signalCommand(sig)
+		case <-dlockGone:
+			signalCommand(syscall.SIGKILL)
+			return 128 + int(syscall.SIGKILL)
+		case err := <-exited:
+			return exitCode(err)
+		}
+	}
+}
+
+// childSysProcAttr is the demo's for its instances: the kernel sends an
+// instance SIGKILL when the thread that started it exits. The child gets
+// its own process group unless dlock's stdin is a terminal: then it stays
+// in dlock's group, where the terminal's job control (Ctrl-C, Ctrl-Z,
+// reading the terminal) works as for any foreground command.
 func childSysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{
 		Pdeathsig: syscall.SIGKILL,

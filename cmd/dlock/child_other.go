@@ -4,15 +4,47 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"syscall"
 )
 
+// startChild starts argv with env, in a process group of its own if group,
+// as dlock's direct child. Systems other than Linux have no parent-death
+// signal that Go can set, so a command whose dlock was killed with SIGKILL
+// runs on without the lock, with its own children, until it ends by itself
+// (dlock's own death by SIGTERM, SIGINT, SIGHUP or SIGQUIT is forwarded to
+// it as usual). Such a command should fence its writes with DLOCK_TOKEN.
+func startChild(argv, env []string, group bool) (*startedChild, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: group}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	pid := cmd.Process.Pid
+	return &startedChild{
+		pid: pid,
+		signal: func(sig syscall.Signal) {
+			if group {
+				// The group's id is the child's pid.
+				_ = syscall.Kill(-pid, sig)
+				return
+			}
+			_ = cmd.Process.Signal(sig)
+		},
+		exited: exited,
+	}, nil
+}
+
+// runGuardIfAsked: the guard process is Linux's (see child_linux.go).
+func runGuardIfAsked() {}
+
 // childSysProcAttr: systems other than Linux have no parent-death signal
-// that Go can set, so a child whose dlock was killed with SIGKILL runs on
-// without the lock until it ends by itself (dlock's own death by SIGTERM,
-// SIGINT, SIGHUP or SIGQUIT is forwarded to it as usual). Such a child
-// should fence its writes with DLOCK_TOKEN. The child gets its own process
-// group unless dlock's stdin is a terminal, as on Linux.
+// that Go can set; the child gets its own process group unless dlock's
+// stdin is a terminal, as on Linux.
 func childSysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: !isTerminal(os.Stdin)}
 }

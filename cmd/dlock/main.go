@@ -11,11 +11,13 @@
 // {"error": ..., "exit": N}).
 //
 // dlock run and the parent-death guarantee: on Linux the command dlock run
-// starts is killed by the kernel when dlock dies, even by kill -9, so it
-// never runs on without the lock's guard; it runs in its own process group
-// (unless stdin is a terminal) and forwarded signals go to that group. Other
-// systems have no parent-death signal: there a command whose dlock was
-// killed with SIGKILL runs on until it ends by itself. On every system, a
+// starts runs in its own process group (unless stdin is a terminal), and a
+// guard process between dlock and the command kills that group when dlock
+// dies, even by kill -9, so neither the command nor the children it started
+// run on without the lock's guard (with a terminal, only the command itself
+// is killed). Forwarded signals go to that group. Other systems have no
+// parent-death signal: there a command whose dlock was killed with SIGKILL
+// runs on until it ends by itself. On every system, a
 // dlock process that is stopped (SIGSTOP, a frozen VM or container) cannot
 // renew: once the TTL passes the store gives the lock to someone else while
 // the command still runs, unprotected, until dlock resumes, sees the loss
@@ -99,6 +101,7 @@ func commands() []*cobra.Command {
 }
 
 func main() {
+	runGuardIfAsked() // dlock run's guard of its command (Linux), not a subcommand
 	redis.SetLogger(quietRedis{})
 	root := &cobra.Command{
 		Use:           "dlock",

@@ -33,11 +33,14 @@ of, unless --pass-url), forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to it,
 and unlocks when it exits. If the lease is lost while CMD runs, CMD gets
 SIGTERM, then SIGKILL after --grace.
 
-CMD may not outlive its guard: on Linux the kernel kills it (SIGKILL) when
-dlock dies, even by kill -9. It runs in its own process group, which gets
-the forwarded signals, unless stdin is a terminal (then it shares dlock's, so
-that job control works). Other systems have no parent-death signal: there a
-CMD whose dlock was killed with SIGKILL runs on until it ends by itself.
+CMD may not outlive its guard: on Linux, when dlock dies, even by kill -9, a
+guard process between dlock and CMD kills CMD's process group (SIGKILL), the
+children CMD started with it. CMD runs in its own process group, which gets
+the forwarded signals, unless stdin is a terminal: then it shares dlock's, so
+that job control works, and only CMD itself is killed with dlock. A process
+that leaves the group (setsid, a daemon) is beyond the guard. Other systems
+have no parent-death signal: there a CMD whose dlock was killed with SIGKILL
+runs on, with its children, until it ends by itself.
 
 While dlock itself is stopped (SIGSTOP, a frozen VM or container) it cannot
 renew: once the TTL passes, another process may take the lock while CMD runs

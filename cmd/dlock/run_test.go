@@ -159,7 +159,7 @@ func alive(pid int) bool {
 }
 
 // kill -9 of dlock run does not leave its command running without the lock:
-// the kernel kills the command with it (Linux's parent-death signal).
+// the guard kills the command with it (on Linux).
 func TestRunChildDiesWithDlock(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("needs Linux /proc")
@@ -184,6 +184,57 @@ func TestRunChildDiesWithDlock(t *testing.T) {
 	// Its lock expires with its TTL, and the next run takes it.
 	if r := dlockCmd(t, nil, "run", "--backend", u, "--wait", "30s", "guarded", "--", "true"); r.code != 0 {
 		t.Fatalf("next run: exit %d %s", r.code, r.stderr)
+	}
+}
+
+// kill -9 of dlock run stops the command's own children too, not only the
+// command: a script whose work is done by a child it started (in the
+// background here, as a cron script may) must not go on writing once the
+// lock's TTL has freed the name. The parent-death signal alone reached only
+// the command, and the child ran on unguarded.
+func TestRunGrandchildDiesWithDlock(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("needs Linux /proc")
+	}
+	u := redisURL(t)
+	log := filepath.Join(t.TempDir(), "log")
+	cmd, out, pid := startRun(t, "run", "--backend", u, "--ttl", "2s", "k9", "--",
+		"sh", "-c", `sh -c 'while :; do echo x >> "$0"; sleep 0.05; done' "$0" &
+echo grandchild $!; echo pid $$; echo started; wait`, log)
+	var gpid int
+	for _, line := range strings.Split(out.String(), "\n") {
+		if p, ok := strings.CutPrefix(line, "grandchild "); ok {
+			gpid, _ = strconv.Atoi(p)
+		}
+	}
+	if pid == 0 || gpid == 0 || !alive(gpid) {
+		t.Fatalf("no command or grandchild pid:\n%s", out.String())
+	}
+	t.Cleanup(func() { _ = syscall.Kill(gpid, syscall.SIGKILL) })
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) || alive(gpid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("10s after dlock run was killed with SIGKILL, the command (pid %d) alive: %v, its child (pid %d) alive: %v",
+				pid, alive(pid), gpid, alive(gpid))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Nothing writes the log any more: it stops growing.
+	size := func() int64 {
+		fi, err := os.Stat(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	before := size()
+	time.Sleep(500 * time.Millisecond) // ten of the loop's turns
+	if after := size(); after != before {
+		t.Fatalf("the log still grows (%d to %d bytes) after its writer was found gone", before, after)
 	}
 }
 
