@@ -218,28 +218,48 @@ func (d *natsDriver) queue(ctx context.Context, name string) (string, int, error
 // handOver rewrites the lock's key, at h's revision, as held by the head
 // of the queue, or purges it if the queue is empty.
 func (d *natsDriver) handOver(ctx context.Context, name string, h *hold) error {
+	v, ok, err := d.nextHolder(ctx, name)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return d.kv.Purge(ctx, h.key, jetstream.LastRevision(h.rev), jetstream.PurgeTTL(markerTTL))
+	}
+	return d.handTo(ctx, h, v)
+}
+
+// nextHolder reads the queue of name for a handover: the value the head
+// of the queue is to hold the lock's key with, or false if the lock is
+// to be freed instead.
+func (d *natsDriver) nextHolder(ctx context.Context, name string) (value, bool, error) {
 	head, others, err := d.queueHead(ctx, name)
 	if err != nil || head == "" {
 		// No queue to read (a consumer cannot be made, as for a while after a
 		// leader change): free the lock; the waiters wake on the purge and
 		// the head of the queue takes it.
-		return d.kv.Purge(ctx, h.key, jetstream.LastRevision(h.rev), jetstream.PurgeTTL(markerTTL))
+		return value{}, false, nil
 	}
 	e, err := d.kv.Get(ctx, head)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		// It left meanwhile: free the lock; the others wake on the purge.
-		return d.kv.Purge(ctx, h.key, jetstream.LastRevision(h.rev), jetstream.PurgeTTL(markerTTL))
+		return value{}, false, nil
 	}
 	if err != nil {
-		return err
+		return value{}, false, err
 	}
 	var v value
 	if err := json.Unmarshal(e.Value(), &v); err != nil {
-		return err
+		return value{}, false, err
 	}
 	v.W, v.Token = others, 0
+	return v, true, nil
+}
+
+// handTo rewrites the lock's key, at h's revision, as held by v (from
+// nextHolder).
+func (d *natsDriver) handTo(ctx context.Context, h *hold, v value) error {
 	b, _ := json.Marshal(v)
-	_, err = d.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + d.bucket + "." + h.key, Data: b},
+	_, err := d.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + d.bucket + "." + h.key, Data: b},
 		jetstream.WithExpectLastSequencePerSubject(h.rev), jetstream.WithMsgTTL(time.Duration(v.TTL)*time.Millisecond))
 	return err
 }
