@@ -148,21 +148,32 @@ func (d *natsDriver) step(ctx context.Context, r driver.Request, h *hold, qkey s
 	if v.W {
 		return driver.Grant{}, nil
 	}
-	// The flag is a new revision of the holder's key: it stores the
-	// holder's token (the grant's revision, which a create or a handover
-	// could not write), so that every reader keeps seeing the holder's own.
-	v.W, v.Token = true, tokenOf(e, v)
-	b, _ := json.Marshal(v)
-	left := time.Until(e.Created().Add(time.Duration(v.TTL) * time.Millisecond))
-	if left < time.Second {
+	if time.Until(expiry(e, v)) < time.Second {
 		return driver.Grant{}, nil // about to expire: its marker wakes us
 	}
-	_, err = d.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + d.bucket + "." + h.key, Data: b},
-		jetstream.WithExpectLastSequencePerSubject(e.Revision()), jetstream.WithMsgTTL(left.Truncate(time.Second)+time.Second))
+	v.W = true
+	err = d.rewrite(ctx, h.key, e, v)
 	if wrongRevision(err) {
 		err = nil // it changed meanwhile: the watch tells
 	}
 	return driver.Grant{}, err
+}
+
+// rewrite writes v, a waiter's change of the value e shows (a flag, or
+// none: a fence), to the lock's key at e's revision. It is a new revision
+// of the holder's key, so it stores the holder's token (the grant's
+// revision, which a create or a handover could not write), so that every
+// reader keeps seeing the holder's own, and keeps the key's expiry, within
+// a second (the TTL unit, rounded up), so that waiters that rewrite the key
+// do not keep it past its holder's TTL.
+func (d *natsDriver) rewrite(ctx context.Context, k string, e jetstream.KeyValueEntry, v value) error {
+	exp := expiry(e, v)
+	v.Token, v.EX = tokenOf(e, v), exp.UnixMilli()
+	b, _ := json.Marshal(v)
+	ttl := max(time.Until(exp).Truncate(time.Second)+time.Second, time.Second)
+	_, err := d.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + d.bucket + "." + k, Data: b},
+		jetstream.WithExpectLastSequencePerSubject(e.Revision()), jetstream.WithMsgTTL(ttl))
+	return err
 }
 
 // queueHead returns the queue key of name with the lowest revision, and
@@ -282,18 +293,35 @@ func (d *natsDriver) dropQueueKey(ctx context.Context, qkey string) {
 
 // leaveQueue gives up a wait: the queue key goes and, if the lock was
 // handed to h meanwhile, it is released (to the next waiter).
+//
+// A handover to h may still be on its way: its holder's release read the
+// queue before h's queue key went, and writes the lock's key, at the
+// revision it holds, after h read it. So when the key is another hold's,
+// h fences it: it rewrites the key unchanged at the revision it read
+// (keeping its expiry, see rewrite). Either the fence comes first, and the
+// handover is refused on the revision (its holder reads the key and the
+// queue again, without h), or the handover comes first, the fence is
+// refused, and h reads the key again and finds it its own.
 func (d *natsDriver) leaveQueue(ctx context.Context, r driver.Request, h *hold, qkey string) {
 	d.dropQueueKey(ctx, qkey)
 	ctx, cancel := d.detached(ctx, attemptTimeout)
 	defer cancel()
-	e, err := d.kv.Get(ctx, h.key)
-	if err != nil {
-		return
+	for range 10 { // each try is refused only by another write of the key
+		e, err := d.kv.Get(ctx, h.key)
+		if err != nil {
+			return // gone (a handover at its old revision cannot land), or no store
+		}
+		var v value
+		if json.Unmarshal(e.Value(), &v) != nil {
+			return
+		}
+		if v.ID == h.val.ID {
+			h.rev, h.val.W = e.Revision(), v.W
+			_ = d.Release(ctx, driver.Held{Name: r.Name, Owner: r.Owner, TTL: r.TTL, Handle: h}, 1)
+			return
+		}
+		if err := d.rewrite(ctx, h.key, e, v); !wrongRevision(err) {
+			return
+		}
 	}
-	var v value
-	if json.Unmarshal(e.Value(), &v) != nil || v.ID != h.val.ID {
-		return
-	}
-	h.rev, h.val.W = e.Revision(), v.W
-	_ = d.Release(ctx, driver.Held{Name: r.Name, Owner: r.Owner, TTL: r.TTL, Handle: h}, 1)
 }
