@@ -92,3 +92,28 @@ func TestFenceKeepsExpiry(t *testing.T) {
 		}
 	}
 }
+
+// A hold given back (a create whose reply was lost, undone; a grant the
+// bucket check refused) is released even if a waiter flagged the key after
+// the hold's revision was read: the give-back follows the key's revision
+// as a release does. Before, it was one purge at that revision, refused,
+// and the key stayed held, by a hold nobody had, to its TTL.
+func TestGiveBackAfterFlag(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	d := newTestDriver(t, ctx)
+	r := driver.Request{Name: "back", Owner: "a", TTL: 30 * time.Second}
+	h := &hold{key: key("back"), val: value{Owner: "a", ID: newID(), TTL: r.TTL.Milliseconds()}}
+	if g, err := d.tryCreate(ctx, r, h); err != nil || !g.Acquired { // its reply, say, lost
+		t.Fatalf("create: %+v, %v", g, err)
+	}
+	b := waiter(t, ctx, d, "back", "b")
+	if _, err := b.step(ctx, d); err != nil { // flags a's key
+		t.Fatal(err)
+	}
+	d.dropQueueKey(ctx, b.key) // b gives up: nobody to hand the lock to
+	d.giveBack(ctx, r, h)
+	if info, err := d.Inspect(ctx, "back"); err != nil || info.Held {
+		t.Errorf("Inspect after the give-back: %+v, %v; want the lock free", info, err)
+	}
+}
