@@ -58,10 +58,7 @@ type value struct {
 	TTL   int64  `json:"ttl"`         // ms
 	Token uint64 `json:"t,omitempty"` // the grant's revision, stored by every write after the grant
 	W     bool   `json:"w,omitempty"` // waiters are queued: release hands over
-	// EX is the expiry (Unix ms) of the holder's write that a waiter's
-	// rewrite (a flag, a fence) keeps: set by those, never by the holder.
-	EX int64  `json:"ex,omitempty"`
-	Q  uint64 `json:"q,omitempty"` // a queue key's place: the revision of its first write
+	Q     uint64 `json:"q,omitempty"` // a queue key's place: the revision of its first write
 }
 
 // hold is the driver's state of a held lock.
@@ -288,17 +285,8 @@ func describe(name string, e jetstream.KeyValueEntry) driver.Info {
 		return info
 	}
 	info.Held, info.Owner, info.Label, info.Holds, info.Token = true, v.Owner, v.Label, 1, tokenOf(e, v)
-	info.TTL = max(time.Until(expiry(e, v)), 0)
+	info.TTL = max(time.Until(e.Created().Add(time.Duration(v.TTL)*time.Millisecond)), 0)
 	return info
-}
-
-// expiry is when the key e shows expires: its holder's write's time plus
-// the hold's TTL, or the expiry that a waiter's rewrite of the key kept.
-func expiry(e jetstream.KeyValueEntry, v value) time.Time {
-	if v.EX != 0 {
-		return time.UnixMilli(v.EX)
-	}
-	return e.Created().Add(time.Duration(v.TTL) * time.Millisecond)
 }
 
 // Close ends every call in flight (see bind) and, if the driver owns the

@@ -2,95 +2,78 @@ package natslock
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // A waiter whose ctx ends while a release is handing it the lock (the
 // release read the queue before the waiter's queue key went, and writes
 // the key after the waiter looked at it) is not left holding it: the
-// handover is refused on the key's revision, and the release frees the
-// lock instead. Before, the handover landed and the key stayed held, by a
-// hold nobody had, until its TTL.
+// release sees the waiter's queue key gone and takes the lock back.
+// Before, the handover stood, and the key stayed held, by a hold nobody
+// had, until the waiter's TTL.
 func TestLeaveDuringHandover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	d := newTestDriver(t, ctx)
-	r, ga, b := flaggedHold(t, ctx, d, "leave")
-	a := ga.Handle.(*hold)
-	// a's release finds the flag (its purge refused on the revision, it
-	// reads the key again) and reads the queue: b heads it.
+	_, ga, b := flaggedHold(t, ctx, d, "leave")
+	a := leaveDuringHandover(t, ctx, d, "leave", ga, b)
+	if info, err := d.Inspect(ctx, "leave"); err != nil || info.Held {
+		t.Errorf("Inspect after a's handover to b, b gone: %+v, %v; want the lock free", info, err)
+	}
+	if err := d.Release(ctx, driver.Held{Name: "leave", Owner: "a", TTL: time.Minute, Handle: a}, 1); !errors.Is(err, dlock.ErrLeaseLost) {
+		t.Errorf("a's release again: %v; want it lost (a handed the lock over)", err)
+	}
+}
+
+// A handover to a waiter that left goes on to the next waiter, if one is
+// queued, rather than freeing the lock.
+func TestLeaveDuringHandoverNext(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	d := newTestDriver(t, ctx)
+	_, ga, b := flaggedHold(t, ctx, d, "leave")
+	c := waiter(t, ctx, d, "leave", "c")
+	leaveDuringHandover(t, ctx, d, "leave", ga, b)
+	e, err := d.kv.Get(ctx, key("leave"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := decode(t, e.Value()); v.ID != c.h.val.ID {
+		t.Fatalf("after a's handover the key holds %+v; want c's hold", v)
+	}
+	if g, err := c.step(ctx, d); err != nil || !g.Acquired { // c confirms
+		t.Fatalf("c's confirm: %+v, %v", g, err)
+	}
+}
+
+// leaveDuringHandover has the holder of grant g release name, handing it to
+// the queued waiter b, with b's leave (its ctx ended) between the
+// release's read of the queue and its write of the handover. It returns
+// the holder's hold.
+func leaveDuringHandover(t *testing.T, ctx context.Context, d *natsDriver, name string, g driver.Grant, b queued) *hold {
+	t.Helper()
+	a := g.Handle.(*hold)
+	// a's release finds b's flag (its purge refused on the revision, it
+	// reads the key again), then reads the queue: b heads it.
 	rev, err := d.ownRevision(ctx, a)
 	if err != nil || !a.val.W {
 		t.Fatalf("a's key after b's flag: %v, flagged %v", err, a.val.W)
 	}
 	a.rev = rev
-	v, ok, err := d.nextHolder(ctx, "leave")
-	if err != nil || !ok || v.ID != b.h.val.ID {
-		t.Fatalf("nextHolder: %+v, %v, %v; want b's hold", v, ok, err)
+	n, ok, err := d.nextHolder(ctx, name)
+	if err != nil || !ok || n.v.ID != b.h.val.ID {
+		t.Fatalf("nextHolder: %+v, %v, %v; want b's hold", n, ok, err)
 	}
-	d.leaveQueue(ctx, b.r, b.h, b.key) // b's ctx ends
-	if err := d.handTo(ctx, a, v); !wrongRevision(err) {
-		t.Errorf("a's handover to b, after b left: %v; want it refused on the revision", err)
+	d.leaveQueue(ctx, b.r, b.h, b.key) // reads the key before the handover
+	if err := d.handOverTo(ctx, name, a, n); err != nil {
+		t.Fatalf("a's handover to b: %v", err)
 	}
-	if err := d.Release(ctx, driver.Held{Name: "leave", Owner: "a", TTL: r.TTL, Token: ga.Token, Handle: a}, 1); err != nil {
-		t.Errorf("a's release: %v", err)
-	}
-	if info, err := d.Inspect(ctx, "leave"); err != nil || info.Held {
-		t.Errorf("Inspect after a's release, b gone: %+v, %v; want the lock free", info, err)
-	}
-}
-
-// The rewrites of a holder's key by waiters (a flag, and the fence of each
-// waiter that leaves) keep its expiry, within the second the TTL is
-// rounded up to: waiters leaving one after another do not keep a dead
-// holder's key past its TTL.
-func TestFenceKeepsExpiry(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	d := newTestDriver(t, ctx)
-	r := driver.Request{Name: "exp", Owner: "a", TTL: 30 * time.Second}
-	g, err := d.Acquire(ctx, r)
-	if err != nil || !g.Acquired {
-		t.Fatalf("Acquire: %+v, %v", g, err)
-	}
-	e, err := d.kv.Get(ctx, key("exp"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	exp := e.Created().Add(r.TTL)
-	if _, err := waiter(t, ctx, d, "exp", "b").step(ctx, d); err != nil { // flags a's key
-		t.Fatal(err)
-	}
-	st, err := d.js.Stream(ctx, "KV_"+d.bucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	last := e.Revision()
-	for i := range 2 {
-		time.Sleep(1100 * time.Millisecond)
-		c := waiter(t, ctx, d, "exp", fmt.Sprint("c", i))
-		d.leaveQueue(ctx, c.r, c.h, c.key)
-		m, err := st.GetLastMsgForSubject(ctx, "$KV."+d.bucket+"."+key("exp"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if v := decode(t, m.Data); v.ID != g.Handle.(*hold).val.ID || m.Sequence <= last {
-			t.Fatalf("after waiter %d left, the key holds %+v at revision %d; want a's hold rewritten after %d", i, v, m.Sequence, last)
-		}
-		last = m.Sequence
-		ttl, err := time.ParseDuration(m.Header.Get(jetstream.MsgTTLHeader))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if until := m.Time.Add(ttl); until.After(exp.Add(time.Second)) {
-			t.Errorf("after waiter %d left, the key expires %v after a's write did; want at most 1s", i, until.Sub(exp))
-		}
-	}
+	return a
 }
 
 // A hold given back (a create whose reply was lost, undone; a grant the

@@ -67,7 +67,7 @@ func (d *natsDriver) tryCreate(ctx context.Context, r driver.Request, h *hold) (
 		if e, err := d.kv.Get(ctx, h.key); err == nil {
 			var v value
 			if json.Unmarshal(e.Value(), &v) == nil {
-				g.Retry = max(time.Until(expiry(e, v)), 0)
+				g.Retry = max(time.Until(e.Created().Add(time.Duration(v.TTL)*time.Millisecond)), 0)
 			}
 		}
 		return g, nil
@@ -121,12 +121,11 @@ func (d *natsDriver) giveBack(ctx context.Context, r driver.Request, h *hold) {
 
 // write rewrites h's key with its TTL, expecting the revision h last wrote;
 // if that fails, it reads the key and, if the hold id is still h's (a
-// reply lost, a waiter's flag or fence), writes again at the key's
-// revision: a few times, as waiters that leave each fence the key once.
+// reply lost), writes again at the key's revision.
 func (d *natsDriver) write(ctx context.Context, h *hold, ttl time.Duration) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for range 10 {
+	for range 2 {
 		b, _ := json.Marshal(h.val)
 		pa, err := d.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + d.bucket + "." + h.key, Data: b},
 			jetstream.WithExpectLastSequencePerSubject(h.rev), jetstream.WithMsgTTL(ttl))

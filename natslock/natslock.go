@@ -78,9 +78,8 @@
 // # Layout
 //
 // A mutex is the key "m.<name in unpadded base64url>" holding, as JSON, the
-// owner id, holder label, a random hold id, the hold's TTL and token,
-// whether waiters are queued, and, once a waiter rewrote it, the expiry
-// that rewrite kept (see Waiting).
+// owner id, holder label, a random hold id, the hold's TTL and token, and
+// whether waiters are queued (see Waiting).
 // Acquire is a create-if-absent with the TTL as the message's own TTL;
 // renewal is a write that expects the key's last revision (compare-and-set)
 // and carries the TTL again; release is a purge that expects the last
@@ -130,11 +129,12 @@
 // is its token. When the lock's key is removed instead (an expiry, a force
 // release, a release that raced a waiter's flag), the waiter at the head of
 // the queue creates it. A waiter whose ctx ends drops its queue key and, if
-// it was handed the lock meanwhile, hands it on; if not, it rewrites the
-// holder's key unchanged (a fence, keeping its expiry), so that a handover
-// to it already on its way (its holder read the queue before the queue key
-// went) is refused on the revision and goes to the next waiter instead
-// (TestLeaveDuringHandover). A waiter that dies leaves
+// it was handed the lock meanwhile, hands it on; a release that handed the
+// lock to a waiter whose queue key is gone by the time the handover is
+// written (it left between the release's read of the queue and that
+// write, and may have read the key before the handover) takes it back, at
+// the handover's revision, for the next waiter (TestLeaveDuringHandover).
+// A waiter that dies leaves
 // a queue key that expires within its TTL (and one not rewritten within
 // its TTL plus 1 s, by the server's timestamps against the reader's clock,
 // is skipped and removed, as a server restarted by kill -9 may keep it);

@@ -148,32 +148,21 @@ func (d *natsDriver) step(ctx context.Context, r driver.Request, h *hold, qkey s
 	if v.W {
 		return driver.Grant{}, nil
 	}
-	if time.Until(expiry(e, v)) < time.Second {
+	// The flag is a new revision of the holder's key: it stores the
+	// holder's token (the grant's revision, which a create or a handover
+	// could not write), so that every reader keeps seeing the holder's own.
+	v.W, v.Token = true, tokenOf(e, v)
+	b, _ := json.Marshal(v)
+	left := time.Until(e.Created().Add(time.Duration(v.TTL) * time.Millisecond))
+	if left < time.Second {
 		return driver.Grant{}, nil // about to expire: its marker wakes us
 	}
-	v.W = true
-	err = d.rewrite(ctx, h.key, e, v)
+	_, err = d.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + d.bucket + "." + h.key, Data: b},
+		jetstream.WithExpectLastSequencePerSubject(e.Revision()), jetstream.WithMsgTTL(left.Truncate(time.Second)+time.Second))
 	if wrongRevision(err) {
 		err = nil // it changed meanwhile: the watch tells
 	}
 	return driver.Grant{}, err
-}
-
-// rewrite writes v, a waiter's change of the value e shows (a flag, or
-// none: a fence), to the lock's key at e's revision. It is a new revision
-// of the holder's key, so it stores the holder's token (the grant's
-// revision, which a create or a handover could not write), so that every
-// reader keeps seeing the holder's own, and keeps the key's expiry, within
-// a second (the TTL unit, rounded up), so that waiters that rewrite the key
-// do not keep it past its holder's TTL.
-func (d *natsDriver) rewrite(ctx context.Context, k string, e jetstream.KeyValueEntry, v value) error {
-	exp := expiry(e, v)
-	v.Token, v.EX = tokenOf(e, v), exp.UnixMilli()
-	b, _ := json.Marshal(v)
-	ttl := max(time.Until(exp).Truncate(time.Second)+time.Second, time.Second)
-	_, err := d.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + d.bucket + "." + k, Data: b},
-		jetstream.WithExpectLastSequencePerSubject(e.Revision()), jetstream.WithMsgTTL(ttl))
-	return err
 }
 
 // queueHead returns the queue key of name with the lowest revision, and
@@ -229,50 +218,100 @@ func (d *natsDriver) queue(ctx context.Context, name string) (string, int, error
 // handOver rewrites the lock's key, at h's revision, as held by the head
 // of the queue, or purges it if the queue is empty.
 func (d *natsDriver) handOver(ctx context.Context, name string, h *hold) error {
-	v, ok, err := d.nextHolder(ctx, name)
+	n, ok, err := d.nextHolder(ctx, name)
 	if err != nil {
 		return err
 	}
 	if !ok {
 		return d.kv.Purge(ctx, h.key, jetstream.LastRevision(h.rev), jetstream.PurgeTTL(markerTTL))
 	}
-	return d.handTo(ctx, h, v)
+	return d.handOverTo(ctx, name, h, n)
 }
 
-// nextHolder reads the queue of name for a handover: the value the head
-// of the queue is to hold the lock's key with, or false if the lock is
-// to be freed instead.
-func (d *natsDriver) nextHolder(ctx context.Context, name string) (value, bool, error) {
+// next is the waiter a handover is for: its queue key, and the value the
+// lock's key is to hold.
+type next struct {
+	qkey string
+	v    value
+}
+
+// nextHolder reads the queue of name for a handover: the waiter at its
+// head, or false if the lock is to be freed instead.
+func (d *natsDriver) nextHolder(ctx context.Context, name string) (next, bool, error) {
 	head, others, err := d.queueHead(ctx, name)
 	if err != nil || head == "" {
 		// No queue to read (a consumer cannot be made, as for a while after a
 		// leader change): free the lock; the waiters wake on the purge and
 		// the head of the queue takes it.
-		return value{}, false, nil
+		return next{}, false, nil
 	}
 	e, err := d.kv.Get(ctx, head)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		// It left meanwhile: free the lock; the others wake on the purge.
-		return value{}, false, nil
+		return next{}, false, nil
 	}
 	if err != nil {
-		return value{}, false, err
+		return next{}, false, err
 	}
 	var v value
 	if err := json.Unmarshal(e.Value(), &v); err != nil {
-		return value{}, false, err
+		return next{}, false, err
 	}
 	v.W, v.Token = others, 0
-	return v, true, nil
+	return next{qkey: head, v: v}, true, nil
 }
 
-// handTo rewrites the lock's key, at h's revision, as held by v (from
-// nextHolder).
-func (d *natsDriver) handTo(ctx context.Context, h *hold, v value) error {
+// handOverTo rewrites the lock's key, at h's revision, as held by n, then
+// makes sure n has not left meanwhile.
+//
+// n may leave (its ctx ends) between the queue read and the write: its
+// leave (leaveQueue) drops its queue key, then reads the lock's key, and
+// may read it before the handover lands; nobody would then hold the lock
+// but the key, until n's TTL. So once the handover is written, n's queue
+// key is read again. Still there: n has not begun to leave, and when it
+// does it reads the key after the handover and hands the lock on itself.
+// Gone: n left, or confirmed the handover (which it does before it drops
+// its queue key, with a write that moves the key's revision); the lock is
+// taken back, to the next waiter or freed, with a write that expects the
+// handover's revision, so that it cannot undo a confirm, nor anything n's
+// own leave did. Each such handover is checked the same way.
+func (d *natsDriver) handOverTo(ctx context.Context, name string, h *hold, n next) error {
+	rev, err := d.handTo(ctx, h.key, h.rev, n.v)
+	if err != nil {
+		return err
+	}
+	for range 10 { // each waiter taken back from has left for good
+		_, err := d.kv.Get(ctx, n.qkey)
+		if !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted) {
+			return nil // still queued (or no answer: left to the waiter, or its TTL)
+		}
+		if e, err := d.kv.Get(ctx, h.key); err != nil || e.Revision() != rev {
+			return nil // moved on: n confirmed, or its leave gave the lock on
+		}
+		var ok bool
+		if n, ok, err = d.nextHolder(ctx, name); err != nil || !ok {
+			if err == nil {
+				_ = d.kv.Purge(ctx, h.key, jetstream.LastRevision(rev), jetstream.PurgeTTL(markerTTL))
+			}
+			return nil
+		}
+		if rev, err = d.handTo(ctx, h.key, rev, n.v); err != nil {
+			return nil // refused on the revision: the waiter confirmed, or gave it on itself
+		}
+	}
+	return nil
+}
+
+// handTo rewrites the lock's key k, at revision rev, as held by v, and
+// returns the handover's revision.
+func (d *natsDriver) handTo(ctx context.Context, k string, rev uint64, v value) (uint64, error) {
 	b, _ := json.Marshal(v)
-	_, err := d.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + d.bucket + "." + h.key, Data: b},
-		jetstream.WithExpectLastSequencePerSubject(h.rev), jetstream.WithMsgTTL(time.Duration(v.TTL)*time.Millisecond))
-	return err
+	pa, err := d.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + d.bucket + "." + k, Data: b},
+		jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(time.Duration(v.TTL)*time.Millisecond))
+	if err != nil {
+		return 0, err
+	}
+	return pa.Sequence, nil
 }
 
 // putTTL writes key with its own TTL, whatever it held, and returns the
@@ -293,35 +332,18 @@ func (d *natsDriver) dropQueueKey(ctx context.Context, qkey string) {
 
 // leaveQueue gives up a wait: the queue key goes and, if the lock was
 // handed to h meanwhile, it is released (to the next waiter).
-//
-// A handover to h may still be on its way: its holder's release read the
-// queue before h's queue key went, and writes the lock's key, at the
-// revision it holds, after h read it. So when the key is another hold's,
-// h fences it: it rewrites the key unchanged at the revision it read
-// (keeping its expiry, see rewrite). Either the fence comes first, and the
-// handover is refused on the revision (its holder reads the key and the
-// queue again, without h), or the handover comes first, the fence is
-// refused, and h reads the key again and finds it its own.
 func (d *natsDriver) leaveQueue(ctx context.Context, r driver.Request, h *hold, qkey string) {
 	d.dropQueueKey(ctx, qkey)
 	ctx, cancel := d.detached(ctx, attemptTimeout)
 	defer cancel()
-	for range 10 { // each try is refused only by another write of the key
-		e, err := d.kv.Get(ctx, h.key)
-		if err != nil {
-			return // gone (a handover at its old revision cannot land), or no store
-		}
-		var v value
-		if json.Unmarshal(e.Value(), &v) != nil {
-			return
-		}
-		if v.ID == h.val.ID {
-			h.rev, h.val.W = e.Revision(), v.W
-			_ = d.Release(ctx, driver.Held{Name: r.Name, Owner: r.Owner, TTL: r.TTL, Handle: h}, 1)
-			return
-		}
-		if err := d.rewrite(ctx, h.key, e, v); !wrongRevision(err) {
-			return
-		}
+	e, err := d.kv.Get(ctx, h.key)
+	if err != nil {
+		return
 	}
+	var v value
+	if json.Unmarshal(e.Value(), &v) != nil || v.ID != h.val.ID {
+		return
+	}
+	h.rev, h.val.W = e.Revision(), v.W
+	_ = d.Release(ctx, driver.Held{Name: r.Name, Owner: r.Owner, TTL: r.TTL, Handle: h}, 1)
 }
