@@ -51,6 +51,73 @@ func TestLeaveDuringHandoverNext(t *testing.T) {
 	}
 }
 
+// A waiter's flag on the key handed to a waiter that left (a new revision,
+// the handover's mark kept) does not stop the release from taking the
+// lock back: it reads the key again and hands it to the flagging waiter.
+func TestLeaveDuringHandoverFlagged(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	d := newTestDriver(t, ctx)
+	_, ga, b := flaggedHold(t, ctx, d, "leave")
+	a := ga.Handle.(*hold)
+	rev, err := d.ownRevision(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, ok, err := d.nextHolder(ctx, "leave") // b alone: the handover says no others wait
+	if err != nil || !ok || n.v.ID != b.h.val.ID || n.v.W {
+		t.Fatalf("nextHolder: %+v, %v, %v; want b's hold, alone", n, ok, err)
+	}
+	d.leaveQueue(ctx, b.r, b.h, b.key) // reads the key before the handover
+	if _, err := d.handTo(ctx, a.key, rev, n.v); err != nil {
+		t.Fatal(err)
+	}
+	c := waiter(t, ctx, d, "leave", "c")
+	if _, err := c.step(ctx, d); err != nil { // flags the key handed to b
+		t.Fatal(err)
+	}
+	d.takeBack(ctx, "leave", a.key, n)
+	e, err := d.kv.Get(ctx, key("leave"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := decode(t, e.Value()); v.ID != c.h.val.ID {
+		t.Fatalf("after the take-back the key holds %+v; want c's hold", v)
+	}
+	if g, err := c.step(ctx, d); err != nil || !g.Acquired { // c confirms
+		t.Fatalf("c's confirm: %+v, %v", g, err)
+	}
+}
+
+// A waiter that confirmed a handover and dropped its queue key keeps the
+// lock: the release does not take back a confirmed handover.
+func TestHandoverConfirmedNotTakenBack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	d := newTestDriver(t, ctx)
+	_, ga, b := flaggedHold(t, ctx, d, "conf")
+	a := ga.Handle.(*hold)
+	rev, err := d.ownRevision(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, ok, err := d.nextHolder(ctx, "conf")
+	if err != nil || !ok || n.v.ID != b.h.val.ID {
+		t.Fatalf("nextHolder: %+v, %v, %v; want b's hold", n, ok, err)
+	}
+	if _, err := d.handTo(ctx, a.key, rev, n.v); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := b.step(ctx, d); err != nil || !g.Acquired { // b confirms
+		t.Fatalf("b's confirm: %+v, %v", g, err)
+	}
+	d.dropQueueKey(ctx, b.key) // as acquireWait does once b holds it
+	d.takeBack(ctx, "conf", a.key, n)
+	if info, err := d.Inspect(ctx, "conf"); err != nil || info.Owner != "b" {
+		t.Errorf("Inspect after the release's check: %+v, %v; want b's hold", info, err)
+	}
+}
+
 // leaveDuringHandover has the holder of grant g release name, handing it to
 // the queued waiter b, with b's leave (its ctx ended) between the
 // release's read of the queue and its write of the handover. It returns

@@ -262,49 +262,63 @@ func (d *natsDriver) nextHolder(ctx context.Context, name string) (next, bool, e
 }
 
 // handOverTo rewrites the lock's key, at h's revision, as held by n, then
-// makes sure n has not left meanwhile.
-//
-// n may leave (its ctx ends) between the queue read and the write: its
-// leave (leaveQueue) drops its queue key, then reads the lock's key, and
-// may read it before the handover lands; nobody would then hold the lock
-// but the key, until n's TTL. So once the handover is written, n's queue
-// key is read again. Still there: n has not begun to leave, and when it
-// does it reads the key after the handover and hands the lock on itself.
-// Gone: n left, or confirmed the handover (which it does before it drops
-// its queue key, with a write that moves the key's revision); the lock is
-// taken back, to the next waiter or freed, with a write that expects the
-// handover's revision, so that it cannot undo a confirm, nor anything n's
-// own leave did. Each such handover is checked the same way.
+// makes sure n has not left meanwhile (takeBack).
 func (d *natsDriver) handOverTo(ctx context.Context, name string, h *hold, n next) error {
-	rev, err := d.handTo(ctx, h.key, h.rev, n.v)
-	if err != nil {
+	if _, err := d.handTo(ctx, h.key, h.rev, n.v); err != nil {
 		return err
 	}
-	for range 10 { // each waiter taken back from has left for good
-		_, err := d.kv.Get(ctx, n.qkey)
-		if !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted) {
-			return nil // still queued (or no answer: left to the waiter, or its TTL)
-		}
-		if e, err := d.kv.Get(ctx, h.key); err != nil || e.Revision() != rev {
-			return nil // moved on: n confirmed, or its leave gave the lock on
-		}
-		var ok bool
-		if n, ok, err = d.nextHolder(ctx, name); err != nil || !ok {
-			if err == nil {
-				_ = d.kv.Purge(ctx, h.key, jetstream.LastRevision(rev), jetstream.PurgeTTL(markerTTL))
-			}
-			return nil
-		}
-		if rev, err = d.handTo(ctx, h.key, rev, n.v); err != nil {
-			return nil // refused on the revision: the waiter confirmed, or gave it on itself
-		}
-	}
+	d.takeBack(ctx, name, h.key, n)
 	return nil
 }
 
-// handTo rewrites the lock's key k, at revision rev, as held by v, and
-// returns the handover's revision.
+// takeBack follows a handover to n that may have come too late: n left
+// (its ctx ended) between the queue read and the handover's write. Its
+// leave (leaveQueue) drops its queue key, then reads the lock's key, and
+// may read it before the handover lands: nobody would then hold the lock
+// but the key, until n's TTL. So n's queue key is read again. Still there:
+// n has not begun to leave, and when it does it reads the key after the
+// handover and hands the lock on itself. Gone: n left, or confirmed (it
+// drops its queue key after its confirm, which rewrites the key without
+// the handover's mark, H). While the key still shows the handover to n,
+// unconfirmed (a waiter's flag keeps the mark), the lock is taken back,
+// to the next waiter or freed, at the revision read; each such handover
+// is followed the same way.
+func (d *natsDriver) takeBack(ctx context.Context, name, k string, n next) {
+	for range 10 { // each handover taken back is to a waiter that left for good
+		_, err := d.kv.Get(ctx, n.qkey)
+		if !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted) {
+			return // still queued (or no answer: left to the waiter, or its TTL)
+		}
+		e, err := d.kv.Get(ctx, k)
+		if err != nil {
+			return
+		}
+		var v value
+		if json.Unmarshal(e.Value(), &v) != nil || v.ID != n.v.ID || !v.H {
+			return // confirmed, given on by n's leave, or gone
+		}
+		nn, ok, err := d.nextHolder(ctx, name)
+		if err != nil {
+			return
+		}
+		if !ok {
+			err = d.kv.Purge(ctx, k, jetstream.LastRevision(e.Revision()), jetstream.PurgeTTL(markerTTL))
+		} else if _, err = d.handTo(ctx, k, e.Revision(), nn.v); err == nil {
+			n = nn
+			continue
+		}
+		if !wrongRevision(err) {
+			return // done (freed), or no answer
+		}
+		// The key changed since it was read (a flag, n's confirm): read again.
+	}
+}
+
+// handTo rewrites the lock's key k, at revision rev, as held by v, marked
+// as handed over until its waiter confirms, and returns the handover's
+// revision.
 func (d *natsDriver) handTo(ctx context.Context, k string, rev uint64, v value) (uint64, error) {
+	v.H = true
 	b, _ := json.Marshal(v)
 	pa, err := d.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + d.bucket + "." + k, Data: b},
 		jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(time.Duration(v.TTL)*time.Millisecond))
