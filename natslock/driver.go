@@ -59,6 +59,7 @@ type value struct {
 	Token uint64 `json:"t,omitempty"` // the grant's revision, stored by every write after the grant
 	W     bool   `json:"w,omitempty"` // waiters are queued: release hands over
 	Q     uint64 `json:"q,omitempty"` // a queue key's place: the revision of its first write
+	H     bool   `json:"h,omitempty"` // handed over, not yet confirmed by its waiter (see takeBack)
 }
 
 // hold is the driver's state of a held lock.

@@ -72,13 +72,12 @@ func (d *natsDriver) tryCreate(ctx context.Context, r driver.Request, h *hold) (
 		}
 		return g, nil
 	case err != nil:
-		d.undo(ctx, h)
+		d.undo(ctx, r, h)
 		return driver.Grant{}, fmt.Errorf("natslock: acquire %q: %w", r.Name, d.noteErr(err))
 	}
 	if err := d.fresh(ctx, rev); err != nil {
-		pctx, cancel := d.detached(ctx, attemptTimeout)
-		defer cancel()
-		_ = d.kv.Purge(pctx, h.key, jetstream.LastRevision(rev), jetstream.PurgeTTL(markerTTL))
+		h.rev = rev
+		d.giveBack(ctx, r, h)
 		return driver.Grant{}, err
 	}
 	return d.granted(h, rev), nil
@@ -94,7 +93,7 @@ func (d *natsDriver) granted(h *hold, rev uint64) driver.Grant {
 // it first sends a second create on the same connection: the stream
 // handles the two in order, so once the second is answered the first has
 // been stored or refused.
-func (d *natsDriver) undo(ctx context.Context, h *hold) {
+func (d *natsDriver) undo(ctx context.Context, r driver.Request, h *hold) {
 	ctx, cancel := d.detached(ctx, attemptTimeout)
 	defer cancel()
 	b, _ := json.Marshal(h.val)
@@ -104,8 +103,20 @@ func (d *natsDriver) undo(ctx context.Context, h *hold) {
 		rev, err = d.ownRevision(ctx, h)
 	}
 	if err == nil {
-		_ = d.kv.Purge(ctx, h.key, jetstream.LastRevision(rev), jetstream.PurgeTTL(markerTTL))
+		h.rev = rev
+		d.giveBack(ctx, r, h)
 	}
+}
+
+// giveBack releases h, whose key a create wrote at h.rev but whose grant
+// is not returned (undo; a grant the bucket check refused), as Release
+// does: a waiter may flag the key (a new revision) at any moment, and a
+// purge at h.rev alone would then be refused and leave the key held, by a
+// hold nobody has, to its TTL.
+func (d *natsDriver) giveBack(ctx context.Context, r driver.Request, h *hold) {
+	ctx, cancel := d.detached(ctx, attemptTimeout)
+	defer cancel()
+	_ = d.Release(ctx, driver.Held{Name: r.Name, Owner: r.Owner, TTL: r.TTL, Handle: h}, 1)
 }
 
 // write rewrites h's key with its TTL, expecting the revision h last wrote;

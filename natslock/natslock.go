@@ -129,7 +129,12 @@
 // is its token. When the lock's key is removed instead (an expiry, a force
 // release, a release that raced a waiter's flag), the waiter at the head of
 // the queue creates it. A waiter whose ctx ends drops its queue key and, if
-// it was handed the lock meanwhile, hands it on. A waiter that dies leaves
+// it was handed the lock meanwhile, hands it on; a release that handed the
+// lock to a waiter whose queue key is gone by the time the handover is
+// written (it left between the release's read of the queue and that
+// write, and may have read the key before the handover) takes it back, at
+// the handover's revision, for the next waiter (TestLeaveDuringHandover).
+// A waiter that dies leaves
 // a queue key that expires within its TTL (and one not rewritten within
 // its TTL plus 1 s, by the server's timestamps against the reader's clock,
 // is skipped and removed, as a server restarted by kill -9 may keep it);

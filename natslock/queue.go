@@ -218,30 +218,114 @@ func (d *natsDriver) queue(ctx context.Context, name string) (string, int, error
 // handOver rewrites the lock's key, at h's revision, as held by the head
 // of the queue, or purges it if the queue is empty.
 func (d *natsDriver) handOver(ctx context.Context, name string, h *hold) error {
+	n, ok, err := d.nextHolder(ctx, name)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return d.kv.Purge(ctx, h.key, jetstream.LastRevision(h.rev), jetstream.PurgeTTL(markerTTL))
+	}
+	return d.handOverTo(ctx, name, h, n)
+}
+
+// next is the waiter a handover is for: its queue key, and the value the
+// lock's key is to hold.
+type next struct {
+	qkey string
+	v    value
+}
+
+// nextHolder reads the queue of name for a handover: the waiter at its
+// head, or false if the lock is to be freed instead.
+func (d *natsDriver) nextHolder(ctx context.Context, name string) (next, bool, error) {
 	head, others, err := d.queueHead(ctx, name)
 	if err != nil || head == "" {
 		// No queue to read (a consumer cannot be made, as for a while after a
 		// leader change): free the lock; the waiters wake on the purge and
 		// the head of the queue takes it.
-		return d.kv.Purge(ctx, h.key, jetstream.LastRevision(h.rev), jetstream.PurgeTTL(markerTTL))
+		return next{}, false, nil
 	}
 	e, err := d.kv.Get(ctx, head)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		// It left meanwhile: free the lock; the others wake on the purge.
-		return d.kv.Purge(ctx, h.key, jetstream.LastRevision(h.rev), jetstream.PurgeTTL(markerTTL))
+		return next{}, false, nil
 	}
 	if err != nil {
-		return err
+		return next{}, false, err
 	}
 	var v value
 	if err := json.Unmarshal(e.Value(), &v); err != nil {
-		return err
+		return next{}, false, err
 	}
 	v.W, v.Token = others, 0
+	return next{qkey: head, v: v}, true, nil
+}
+
+// handOverTo rewrites the lock's key, at h's revision, as held by n, then
+// makes sure n has not left meanwhile (takeBack).
+func (d *natsDriver) handOverTo(ctx context.Context, name string, h *hold, n next) error {
+	if _, err := d.handTo(ctx, h.key, h.rev, n.v); err != nil {
+		return err
+	}
+	d.takeBack(ctx, name, h.key, n)
+	return nil
+}
+
+// takeBack follows a handover to n that may have come too late: n left
+// (its ctx ended) between the queue read and the handover's write. Its
+// leave (leaveQueue) drops its queue key, then reads the lock's key, and
+// may read it before the handover lands: nobody would then hold the lock
+// but the key, until n's TTL. So n's queue key is read again. Still there:
+// n has not begun to leave, and when it does it reads the key after the
+// handover and hands the lock on itself. Gone: n left, or confirmed (it
+// drops its queue key after its confirm, which rewrites the key without
+// the handover's mark, H). While the key still shows the handover to n,
+// unconfirmed (a waiter's flag keeps the mark), the lock is taken back,
+// to the next waiter or freed, at the revision read; each such handover
+// is followed the same way.
+func (d *natsDriver) takeBack(ctx context.Context, name, k string, n next) {
+	for range 10 { // each handover taken back is to a waiter that left for good
+		_, err := d.kv.Get(ctx, n.qkey)
+		if !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted) {
+			return // still queued (or no answer: left to the waiter, or its TTL)
+		}
+		e, err := d.kv.Get(ctx, k)
+		if err != nil {
+			return
+		}
+		var v value
+		if json.Unmarshal(e.Value(), &v) != nil || v.ID != n.v.ID || !v.H {
+			return // confirmed, given on by n's leave, or gone
+		}
+		nn, ok, err := d.nextHolder(ctx, name)
+		if err != nil {
+			return
+		}
+		if !ok {
+			err = d.kv.Purge(ctx, k, jetstream.LastRevision(e.Revision()), jetstream.PurgeTTL(markerTTL))
+		} else if _, err = d.handTo(ctx, k, e.Revision(), nn.v); err == nil {
+			n = nn
+			continue
+		}
+		if !wrongRevision(err) {
+			return // done (freed), or no answer
+		}
+		// The key changed since it was read (a flag, n's confirm): read again.
+	}
+}
+
+// handTo rewrites the lock's key k, at revision rev, as held by v, marked
+// as handed over until its waiter confirms, and returns the handover's
+// revision.
+func (d *natsDriver) handTo(ctx context.Context, k string, rev uint64, v value) (uint64, error) {
+	v.H = true
 	b, _ := json.Marshal(v)
-	_, err = d.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + d.bucket + "." + h.key, Data: b},
-		jetstream.WithExpectLastSequencePerSubject(h.rev), jetstream.WithMsgTTL(time.Duration(v.TTL)*time.Millisecond))
-	return err
+	pa, err := d.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + d.bucket + "." + k, Data: b},
+		jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(time.Duration(v.TTL)*time.Millisecond))
+	if err != nil {
+		return 0, err
+	}
+	return pa.Sequence, nil
 }
 
 // putTTL writes key with its own TTL, whatever it held, and returns the
