@@ -59,17 +59,12 @@ func TestLeaveDuringHandoverFlagged(t *testing.T) {
 	defer cancel()
 	d := newTestDriver(t, ctx)
 	_, ga, b := flaggedHold(t, ctx, d, "leave")
-	a := ga.Handle.(*hold)
-	rev, err := d.ownRevision(ctx, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, ok, err := d.nextHolder(ctx, "leave") // b alone: the handover says no others wait
-	if err != nil || !ok || n.v.ID != b.h.val.ID || n.v.W {
-		t.Fatalf("nextHolder: %+v, %v, %v; want b's hold, alone", n, ok, err)
+	a, n := readForHandover(t, ctx, d, "leave", ga, b)
+	if n.v.W {
+		t.Fatalf("nextHolder: %+v; want b alone in the queue", n)
 	}
 	d.leaveQueue(ctx, b.r, b.h, b.key) // reads the key before the handover
-	if _, err := d.handTo(ctx, a.key, rev, n.v); err != nil {
+	if _, err := d.handTo(ctx, a.key, a.rev, n.v); err != nil {
 		t.Fatal(err)
 	}
 	c := waiter(t, ctx, d, "leave", "c")
@@ -96,16 +91,8 @@ func TestHandoverConfirmedNotTakenBack(t *testing.T) {
 	defer cancel()
 	d := newTestDriver(t, ctx)
 	_, ga, b := flaggedHold(t, ctx, d, "conf")
-	a := ga.Handle.(*hold)
-	rev, err := d.ownRevision(ctx, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, ok, err := d.nextHolder(ctx, "conf")
-	if err != nil || !ok || n.v.ID != b.h.val.ID {
-		t.Fatalf("nextHolder: %+v, %v, %v; want b's hold", n, ok, err)
-	}
-	if _, err := d.handTo(ctx, a.key, rev, n.v); err != nil {
+	a, n := readForHandover(t, ctx, d, "conf", ga, b)
+	if _, err := d.handTo(ctx, a.key, a.rev, n.v); err != nil {
 		t.Fatal(err)
 	}
 	if g, err := b.step(ctx, d); err != nil || !g.Acquired { // b confirms
@@ -124,9 +111,22 @@ func TestHandoverConfirmedNotTakenBack(t *testing.T) {
 // the holder's hold.
 func leaveDuringHandover(t *testing.T, ctx context.Context, d *natsDriver, name string, g driver.Grant, b queued) *hold {
 	t.Helper()
+	a, n := readForHandover(t, ctx, d, name, g, b)
+	d.leaveQueue(ctx, b.r, b.h, b.key) // reads the key before the handover
+	if err := d.handOverTo(ctx, name, a, n); err != nil {
+		t.Fatalf("a's handover to b: %v", err)
+	}
+	return a
+}
+
+// readForHandover has the holder of grant g, whose key the queued waiter b
+// flagged, begin its release of name as Release does: its purge refused on
+// the revision, it reads its key again, then the queue, which b heads. It
+// returns the holder's hold (at the revision read) and b as the next
+// holder.
+func readForHandover(t *testing.T, ctx context.Context, d *natsDriver, name string, g driver.Grant, b queued) (*hold, next) {
+	t.Helper()
 	a := g.Handle.(*hold)
-	// a's release finds b's flag (its purge refused on the revision, it
-	// reads the key again), then reads the queue: b heads it.
 	rev, err := d.ownRevision(ctx, a)
 	if err != nil || !a.val.W {
 		t.Fatalf("a's key after b's flag: %v, flagged %v", err, a.val.W)
@@ -136,11 +136,7 @@ func leaveDuringHandover(t *testing.T, ctx context.Context, d *natsDriver, name 
 	if err != nil || !ok || n.v.ID != b.h.val.ID {
 		t.Fatalf("nextHolder: %+v, %v, %v; want b's hold", n, ok, err)
 	}
-	d.leaveQueue(ctx, b.r, b.h, b.key) // reads the key before the handover
-	if err := d.handOverTo(ctx, name, a, n); err != nil {
-		t.Fatalf("a's handover to b: %v", err)
-	}
-	return a
+	return a, n
 }
 
 // A hold given back (a create whose reply was lost, undone; a grant the
