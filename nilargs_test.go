@@ -23,12 +23,13 @@ func TestNilArgumentsAreErrors(t *testing.T) {
 	run := func(context.Context, *dlock.Lease) error { return nil }
 	var nilMutex *dlock.Mutex
 	var nilRW *dlock.RWMutex
+	var nilCtx context.Context
 	for _, tc := range []struct {
 		what string
 		err  error
 		want error
 	}{
-		{"Do(nil ctx)", dlock.Do(nil, m, run), dlock.ErrNilContext}, //nolint:staticcheck // the nil ctx is the case
+		{"Do(nil ctx)", dlock.Do(nilCtx, m, run), dlock.ErrNilContext},
 		{"Do(nil locker)", dlock.Do(ctx, nil, run), dlock.ErrInvalidName},
 		{"Do(nil *Mutex)", dlock.Do(ctx, nilMutex, run), dlock.ErrInvalidName},
 		{"Do(nil *RWMutex's RLocker)", dlock.Do(ctx, nilRW.RLocker(), run), dlock.ErrInvalidName},
@@ -41,7 +42,7 @@ func TestNilArgumentsAreErrors(t *testing.T) {
 			t.Errorf("%s = %v; want a *dlock.Error wrapping %v", tc.what, tc.err, tc.want)
 		}
 	}
-	if err := dlock.Do(nil, m, run); err == nil || !errors.As(err, new(*dlock.Error)) { //nolint:staticcheck
+	if err := dlock.Do(nilCtx, m, run); err == nil || !errors.As(err, new(*dlock.Error)) {
 		t.Fatal(err)
 	} else if de := err.(*dlock.Error); de.Name != "jobs/nightly" || de.Backend != "mem" {
 		t.Errorf("Do(nil ctx)'s error names %q on %q; want the lock and its backend", de.Name, de.Backend)

@@ -88,7 +88,7 @@ func startChild(argv, env []string, group bool) (*startedChild, error) {
 		// found: 127), it is dlock's.
 		return nil, fmt.Errorf("start the guard: %v", err)
 	}
-	report, err := bufio.NewReader(link).ReadString('\n')
+	report, _ := bufio.NewReader(link).ReadString('\n') // a failed read leaves it short, said below
 	pid, ok := 0, false
 	if p, found := strings.CutPrefix(strings.TrimSuffix(report, "\n"), "ok "); found {
 		pid, err = strconv.Atoi(p)
