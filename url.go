@@ -58,7 +58,7 @@ func Open(ctx context.Context, rawURL string, opts ...ClientOption) (*Client, er
 	if ctx == nil {
 		return nil, fmt.Errorf("%w (open)", ErrNilContext)
 	}
-	u, err := driver.ParseURL(rawURL)
+	u, err := driver.ParseURLContext(ctx, rawURL)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"strings"
@@ -19,7 +20,7 @@ const PasswordFileParam = urlsecret.PasswordFileParam
 
 // resolvePasswordFile applies PasswordFileParam to u. Its errors name the
 // file, never its content.
-func resolvePasswordFile(u *url.URL) error {
+func resolvePasswordFile(ctx context.Context, u *url.URL) error {
 	q := u.Query()
 	path, ok := q.Get(PasswordFileParam), q.Has(PasswordFileParam)
 	if !ok {
@@ -31,7 +32,7 @@ func resolvePasswordFile(u *url.URL) error {
 	if path == "" {
 		return fmt.Errorf("%s= is empty", PasswordFileParam)
 	}
-	b, err := smallfile.Read(path, smallfile.MaxSecret) // a wrong path may be /dev/zero
+	b, err := smallfile.Read(ctx, path, smallfile.MaxSecret) // a wrong path may be /dev/zero
 	if err != nil {
 		return fmt.Errorf("%s %s: %v", PasswordFileParam, path, err)
 	}

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/url"
@@ -15,8 +16,15 @@ import (
 // holds the whole list (see Hosts). Unlike url.Parse, its errors never repeat
 // the URL, which may hold a password. A password_file= parameter is
 // resolved here, for every backend (see PasswordFileParam): ParseURL then
-// reads that file.
+// reads that file, with no bound on time (see ParseURLContext).
 func ParseURL(rawURL string) (*url.URL, error) {
+	return ParseURLContext(context.Background(), rawURL)
+}
+
+// ParseURLContext is ParseURL, reading a password_file= until ctx ends at
+// the latest: a named pipe whose writer never writes is an error then, not
+// a hang.
+func ParseURLContext(ctx context.Context, rawURL string) (*url.URL, error) {
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	if !ok || scheme == "" {
 		return nil, fmt.Errorf("%w: want scheme://..., e.g. mem:// or redis://host:6379", ErrInvalidURL)
@@ -70,7 +78,7 @@ func ParseURL(rawURL string) (*url.URL, error) {
 	}
 	u.Scheme = strings.ToLower(u.Scheme)
 	u.Host = hostlist
-	if err := resolvePasswordFile(u); err != nil {
+	if err := resolvePasswordFile(ctx, u); err != nil {
 		return nil, bad(err.Error())
 	}
 	return u, nil

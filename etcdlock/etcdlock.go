@@ -298,7 +298,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	scheme := "http://"
 	if u.Scheme == SchemeTLS {
 		scheme = "https://"
-		tc, err := tlsurl.Config(q)
+		tc, err := tlsurl.Config(ctx, q)
 		if err != nil {
 			return nil, fmt.Errorf("etcdlock: %w: %v", dlock.ErrInvalidURL, err)
 		}

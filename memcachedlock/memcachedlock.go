@@ -144,7 +144,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	}
 	mc := memcache.New(hosts...)
 	mc.Timeout = timeout
-	if err := urlTLS(mc, hosts, q, useTLS); err != nil {
+	if err := urlTLS(ctx, mc, hosts, q, useTLS); err != nil {
 		return nil, err
 	}
 	if err := awaitAnswer(ctx, mc); err != nil {

@@ -19,14 +19,14 @@ import (
 // gomemcache resolves each server's name once, when given the list, and
 // dials the address: each certificate must still be verified against the
 // name in the URL, not the address it resolved to.
-func urlTLS(mc *memcache.Client, hosts []string, q url.Values, on bool) error {
+func urlTLS(ctx context.Context, mc *memcache.Client, hosts []string, q url.Values, on bool) error {
 	if !on {
 		if tlsurl.Has(q) {
 			return fmt.Errorf("memcachedlock: %w: ca, cert, key and insecure_skip_verify need tls=true", dlock.ErrInvalidURL)
 		}
 		return nil
 	}
-	tc, err := tlsurl.Config(q)
+	tc, err := tlsurl.Config(ctx, q)
 	if err != nil {
 		return fmt.Errorf("memcachedlock: %w: %v", dlock.ErrInvalidURL, err)
 	}

@@ -1,6 +1,7 @@
 package mysqllock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -12,14 +13,14 @@ import (
 
 // urlTLS sets cfg's TLS configuration from the URL's ca, cert, key and
 // insecure_skip_verify, which need tls=true (or tls=skip-verify).
-func urlTLS(cfg *mysql.Config, q url.Values) error {
+func urlTLS(ctx context.Context, cfg *mysql.Config, q url.Values) error {
 	if !tlsurl.Has(q) {
 		return nil
 	}
 	if cfg.TLSConfig != "true" && cfg.TLSConfig != "skip-verify" {
 		return fmt.Errorf("mysqllock: %w: ca, cert, key and insecure_skip_verify need tls=true", dlock.ErrInvalidURL)
 	}
-	tc, err := tlsurl.Config(q)
+	tc, err := tlsurl.Config(ctx, q)
 	if err != nil {
 		return fmt.Errorf("mysqllock: %w: %v", dlock.ErrInvalidURL, err)
 	}

@@ -301,7 +301,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		// than wait in a queue past the lease.
 		nats.ReconnectBufSize(-1)}
 	if u.Scheme == SchemeTLS {
-		tc, err := tlsurl.Config(q)
+		tc, err := tlsurl.Config(ctx, q)
 		if err != nil {
 			return nil, badURL("%v", err)
 		}
@@ -343,13 +343,14 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 			}
 			opts.NoCreate = !b
 		case "creds":
-			// nats.go reads the file itself, and all of it: bound it first.
-			if _, err := smallfile.Read(v, smallfile.MaxSecret); err != nil {
+			// nats.go reads the file itself, whole and again at each
+			// reconnection: bound it first, and refuse a pipe.
+			if err := libraryFile(ctx, v); err != nil {
 				return nil, badURL("creds %s: %v", v, err)
 			}
 			nopts = append(nopts, nats.UserCredentials(v))
 		case "nkey":
-			if _, err := smallfile.Read(v, smallfile.MaxSecret); err != nil {
+			if err := libraryFile(ctx, v); err != nil {
 				return nil, badURL("nkey %s: %v", v, err)
 			}
 			o, err := nats.NkeyOptionFromSeed(v)
@@ -363,7 +364,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 			}
 			nopts = append(nopts, nats.CustomInboxPrefix(v))
 		case "token_file":
-			b, err := smallfile.Read(v, smallfile.MaxSecret)
+			b, err := smallfile.Read(ctx, v, smallfile.MaxSecret)
 			if err != nil {
 				return nil, badURL("token_file %s: %v", v, err)
 			}
@@ -413,4 +414,15 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// libraryFile checks a file that nats.go reads by itself: a regular file
+// (a pipe would be read once here and then waited on for ever) of at most
+// smallfile.MaxSecret bytes.
+func libraryFile(ctx context.Context, path string) error {
+	if err := smallfile.Regular(path); err != nil {
+		return err
+	}
+	_, err := smallfile.Read(ctx, path, smallfile.MaxSecret)
+	return err
 }

@@ -252,7 +252,6 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
-	"github.com/dlock/dlock/internal/smallfile"
 	"github.com/dlock/dlock/internal/sqlbase"
 	"github.com/dlock/dlock/internal/urlparam"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -312,7 +311,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	if err := urlparam.Check(q, pgInts); err != nil {
 		return nil, fmt.Errorf("pglock: %w: %v", dlock.ErrInvalidURL, err)
 	}
-	if err := checkFiles(q); err != nil {
+	if err := checkFiles(ctx, q); err != nil {
 		return nil, err
 	}
 	v := *u
@@ -335,27 +334,6 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		return nil, err
 	}
 	return d, nil
-}
-
-// pgFiles are the parameters naming files that pgx reads whole; sslrootcert
-// may also be the word "system" (the system's CAs).
-var pgFiles = []string{"sslrootcert", "sslcert", "sslkey", "passfile", "servicefile"}
-
-// checkFiles bounds the files the URL names before pgx reads them without
-// a bound, so that a wrong path (/dev/zero, a log) is ErrInvalidURL rather
-// than a process out of memory.
-func checkFiles(q url.Values) error {
-	for _, k := range pgFiles {
-		for _, path := range q[k] {
-			if path == "" || k == "sslrootcert" && path == "system" {
-				continue
-			}
-			if _, err := smallfile.Read(path, smallfile.MaxPEM); err != nil {
-				return fmt.Errorf("pglock: %w: %s %s: %v", dlock.ErrInvalidURL, k, path, err)
-			}
-		}
-	}
-	return nil
 }
 
 // pgInts are pgx's sizes that it trusts (pool sizes, cache capacities),

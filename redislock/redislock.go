@@ -86,7 +86,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		return nil, fmt.Errorf("redislock: %w: scripts=%q: want functions or eval", dlock.ErrInvalidURL, m)
 	}
 	q.Del("scripts")
-	tc, err := tlsConfig(u.Scheme, q)
+	tc, err := tlsConfig(ctx, u.Scheme, q)
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ import (
 
 // tlsConfig is the TLS configuration a URL asks for: nil for a plaintext
 // scheme, which refuses TLS parameters rather than ignore them.
-func tlsConfig(scheme string, q url.Values) (*tls.Config, error) {
+func tlsConfig(ctx context.Context, scheme string, q url.Values) (*tls.Config, error) {
 	if !strings.HasPrefix(scheme, SchemeTLS) {
 		if tlsurl.Has(q) {
 			return nil, fmt.Errorf("redislock: %w: ca, cert, key and insecure_skip_verify need TLS: use %s",
@@ -24,7 +24,7 @@ func tlsConfig(scheme string, q url.Values) (*tls.Config, error) {
 		}
 		return nil, nil
 	}
-	tc, err := tlsurl.Config(q)
+	tc, err := tlsurl.Config(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("redislock: %w: %v", dlock.ErrInvalidURL, err)
 	}

@@ -224,7 +224,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 			return nil, fmt.Errorf("redlock: %w: unknown parameter %q", dlock.ErrInvalidURL, k)
 		}
 	}
-	if err := urlTLS(q, &base); err != nil {
+	if err := urlTLS(ctx, q, &base); err != nil {
 		return nil, err
 	}
 	hosts := driver.Hosts(u)

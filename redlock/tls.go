@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/url"
@@ -12,14 +13,14 @@ import (
 
 // urlTLS sets base's TLS configuration from the URL's ca, cert, key and
 // insecure_skip_verify, which need tls=true.
-func urlTLS(q url.Values, base *redis.Options) error {
+func urlTLS(ctx context.Context, q url.Values, base *redis.Options) error {
 	if !tlsurl.Has(q) {
 		return nil
 	}
 	if base.TLSConfig == nil {
 		return fmt.Errorf("redlock: %w: ca, cert, key and insecure_skip_verify need tls=true", dlock.ErrInvalidURL)
 	}
-	tc, err := tlsurl.Config(q)
+	tc, err := tlsurl.Config(ctx, q)
 	if err != nil {
 		return fmt.Errorf("redlock: %w: %v", dlock.ErrInvalidURL, err)
 	}

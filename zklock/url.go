@@ -66,7 +66,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		return nil, fmt.Errorf("zklock: %w: want zk://host:2181[,host:2181…][/chroot]", dlock.ErrInvalidURL)
 	}
 	chroot := strings.TrimSuffix(u.Path, "/")
-	td, err := urlTLS(u.Query(), hosts)
+	td, err := urlTLS(ctx, u.Query(), hosts)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +134,7 @@ type tlsDialer struct {
 
 // urlTLS reads the URL's tls, ca, cert, key and insecure_skip_verify: nil
 // without tls=true (TLS parameters then are refused).
-func urlTLS(q url.Values, hosts []string) (*tlsDialer, error) {
+func urlTLS(ctx context.Context, q url.Values, hosts []string) (*tlsDialer, error) {
 	on := false
 	if q.Has("tls") {
 		var err error
@@ -148,7 +148,7 @@ func urlTLS(q url.Values, hosts []string) (*tlsDialer, error) {
 		}
 		return nil, nil
 	}
-	tc, err := tlsurl.Config(q)
+	tc, err := tlsurl.Config(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("zklock: %w: %v", dlock.ErrInvalidURL, err)
 	}

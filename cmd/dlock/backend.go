@@ -78,7 +78,7 @@ func printJSON(w io.Writer, v any) error {
 // backendURL returns the backend URL from --backend, --backend-file or
 // $DLOCK_URL, in that order, and warns on stderr when a URL given on the
 // command line holds a password.
-func backendURL() (string, error) {
+func backendURL(ctx context.Context) (string, error) {
 	switch {
 	case global.backend != "" && global.backendFile != "":
 		return "", fail(exitUsage, "give --backend or --backend-file, not both")
@@ -87,7 +87,7 @@ func backendURL() (string, error) {
 		warnPasswordFile(global.backend)
 		return global.backend, nil
 	case global.backendFile != "":
-		b, err := smallfile.Read(global.backendFile, smallfile.MaxSecret) // a wrong path may be /dev/zero
+		b, err := smallfile.Read(ctx, global.backendFile, smallfile.MaxSecret) // a wrong path may be /dev/zero
 		if err != nil {
 			return "", fail(exitUsage, "--backend-file %s: %v", global.backendFile, err)
 		}
@@ -157,7 +157,7 @@ func clientLogger() *slog.Logger {
 func openBackend(ctx context.Context, url string) (*dlock.Client, error) {
 	if url == "" {
 		var err error
-		if url, err = backendURL(); err != nil {
+		if url, err = backendURL(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -170,7 +170,7 @@ func openBackend(ctx context.Context, url string) (*dlock.Client, error) {
 	}
 	var ne net.Error
 	if octx.Err() != nil && ctx.Err() == nil || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
-		if u, perr := driver.ParseURL(url); perr == nil {
+		if u, perr := driver.ParseURLContext(ctx, url); perr == nil {
 			// One message for every store, whichever timeout ended the wait:
 			// ours, or a client's own (memcached's timeout= applies to
 			// every request, connecting included).

@@ -81,7 +81,7 @@ Exit status 1 if any mode but local oversells, loses a sale or fails.`,
 			if global.backend == "all" {
 				cfg.backend = "all"
 			} else if global.backend != "" || global.backendFile != "" || os.Getenv("DLOCK_URL") != "" {
-				u, err := backendURL()
+				u, err := backendURL(cmd.Context())
 				if err != nil {
 					return err
 				}
@@ -186,7 +186,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 			targets = append(targets, target{label, c})
 		}
 	default:
-		u, err := driver.ParseURL(cfg.backend)
+		u, err := driver.ParseURLContext(ctx, cfg.backend)
 		if err != nil {
 			return fail(exitUsage, "%v", err)
 		}

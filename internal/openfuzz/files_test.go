@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/dlock/dlock"
 )
@@ -56,5 +58,106 @@ func TestNATSTokenHidden(t *testing.T) {
 		if err == nil || strings.Contains(err.Error(), "SUPERSECRETTOKEN") {
 			t.Errorf("Open(%s) = %v; want an error without the token", rawURL, err)
 		}
+	}
+}
+
+// A named pipe in a file parameter (a wrong path, or a pipe whose writer
+// is gone) is an error, not an Open that never returns: dlock opens it
+// without waiting for a writer and reads it until ctx ends, and refuses it
+// where the client library reads the file again by itself.
+func TestFileParamsArePipes(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	urls := []string{
+		"nats://127.0.0.1:1/b?token_file=" + fifo,
+		"nats://127.0.0.1:1/b?nkey=" + fifo,
+		"nats://127.0.0.1:1/b?creds=" + fifo,
+		"tls://127.0.0.1:1/b?ca=" + fifo,
+		"postgres://u@127.0.0.1:1/db?sslmode=verify-full&sslrootcert=" + fifo,
+		"postgres://u@127.0.0.1:1/db?sslmode=require&sslcert=" + fifo + "&sslkey=" + fifo,
+		"postgres://u@127.0.0.1:1/db?passfile=" + fifo,
+		"postgres://u@127.0.0.1:1/db?servicefile=" + fifo + "&service=s",
+		"rediss://127.0.0.1:1?ca=" + fifo,
+		"mysql://u@127.0.0.1:1/db?tls=true&ca=" + fifo,
+		"etcd://127.0.0.1:1?password_file=" + fifo,
+		"zk://127.0.0.1:1?tls=true&ca=" + fifo,
+	}
+	open := func(rawURL string) error {
+		ch := make(chan error, 1)
+		go func() {
+			err, _ := openSafely(t, rawURL)
+			ch <- err
+		}()
+		select {
+		case err := <-ch:
+			return err
+		case <-time.After(20 * time.Second):
+			t.Fatalf("Open(%s) has not returned after 20 s", rawURL)
+			return nil
+		}
+	}
+	for _, rawURL := range urls {
+		if err := open(rawURL); !errors.Is(err, dlock.ErrInvalidURL) {
+			t.Errorf("no writer: Open(%s) = %v; want ErrInvalidURL", rawURL, err)
+		}
+	}
+	// A writer that never writes (O_RDWR holds the pipe open without
+	// waiting for a reader).
+	w, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for _, rawURL := range urls {
+		if err := open(rawURL); err == nil {
+			t.Errorf("silent writer: Open(%s) succeeded", rawURL)
+		}
+	}
+}
+
+// pgx also takes its files from the environment (PGSSLROOTCERT, ...) and
+// from a service file: those are bounded as the URL's are.
+func TestPGFileEnvIsBounded(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(16 << 20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	service := filepath.Join(dir, "pg_service.conf")
+	if err := os.WriteFile(service, []byte("[s]\nsslrootcert="+big+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		env    map[string]string
+		rawURL string
+	}{
+		{map[string]string{"PGSSLROOTCERT": big}, "postgres://u@127.0.0.1:1/db?sslmode=verify-full"},
+		{map[string]string{"PGSSLCERT": big, "PGSSLKEY": big}, "postgres://u@127.0.0.1:1/db?sslmode=require"},
+		{map[string]string{"PGSERVICEFILE": service}, "postgres://u@127.0.0.1:1/db?service=s&sslmode=verify-full"},
+		{map[string]string{"PGSERVICEFILE": service, "PGSERVICE": "s"}, "postgres://u@127.0.0.1:1/db?sslmode=verify-full"},
+		{map[string]string{"PGSERVICEFILE": big, "PGSERVICE": "s"}, "postgres://u@127.0.0.1:1/db"},
+	} {
+		t.Run("", func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			err, _ := openSafely(t, c.rawURL)
+			if !errors.Is(err, dlock.ErrInvalidURL) || !strings.Contains(err.Error(), "too large") {
+				t.Errorf("%v: Open(%s) = %v; want ErrInvalidURL saying the file is too large", c.env, c.rawURL, err)
+			}
+		})
+	}
+	// A file in the URL takes the environment's place, as in pgx.
+	t.Setenv("PGSSLROOTCERT", big)
+	err, _ = openSafely(t, "postgres://u@127.0.0.1:1/db?sslmode=verify-full&sslrootcert=system")
+	if err != nil && strings.Contains(err.Error(), "too large") {
+		t.Errorf("sslrootcert=system in the URL with PGSSLROOTCERT set: %v", err)
 	}
 }

@@ -27,7 +27,9 @@ import (
 // machine). It reports false if rawURL names anything else.
 func openSafely(t *testing.T, rawURL string) (error, bool) {
 	t.Helper()
-	u, err := driver.ParseURL(rawURL)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	u, err := driver.ParseURLContext(ctx, rawURL)
 	if err == nil {
 		for _, h := range driver.Hosts(u) {
 			if !loopback(h) {
@@ -43,8 +45,6 @@ func openSafely(t *testing.T, rawURL string) (error, bool) {
 			}
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
 	c, err := dlock.Open(ctx, rawURL)
 	if err == nil {
 		_ = c.Close()

@@ -11,6 +11,7 @@
 package tlsurl
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -47,7 +48,7 @@ func Del(q url.Values) {
 // Config returns a client TLS configuration (TLS 1.2 or later) from q's
 // Params. Its error says which parameter is wrong and why, without the
 // file's path.
-func Config(q url.Values) (*tls.Config, error) {
+func Config(ctx context.Context, q url.Values) (*tls.Config, error) {
 	c := &tls.Config{MinVersion: tls.VersionTLS12}
 	if v := q.Get("insecure_skip_verify"); q.Has("insecure_skip_verify") {
 		b, err := strconv.ParseBool(v)
@@ -57,7 +58,7 @@ func Config(q url.Values) (*tls.Config, error) {
 		c.InsecureSkipVerify = b
 	}
 	if q.Has("ca") {
-		b, err := read("ca", q.Get("ca"))
+		b, err := read(ctx, "ca", q.Get("ca"))
 		if err != nil {
 			return nil, err
 		}
@@ -70,11 +71,11 @@ func Config(q url.Values) (*tls.Config, error) {
 		return nil, errors.New("cert and key go together: a client certificate needs both")
 	}
 	if q.Has("cert") {
-		cb, err := read("cert", q.Get("cert"))
+		cb, err := read(ctx, "cert", q.Get("cert"))
 		if err != nil {
 			return nil, err
 		}
-		kb, err := read("key", q.Get("key"))
+		kb, err := read(ctx, "key", q.Get("key"))
 		if err != nil {
 			return nil, err
 		}
@@ -88,11 +89,11 @@ func Config(q url.Values) (*tls.Config, error) {
 }
 
 // read reads the file named by parameter p; its error leaves the path out.
-func read(p, path string) ([]byte, error) {
+func read(ctx context.Context, p, path string) ([]byte, error) {
 	if path == "" {
 		return nil, fmt.Errorf("%s: empty file name", p)
 	}
-	b, err := smallfile.Read(path, smallfile.MaxPEM)
+	b, err := smallfile.Read(ctx, path, smallfile.MaxPEM)
 	if err != nil {
 		return nil, fmt.Errorf("%s: cannot read the file: %v", p, err)
 	}

@@ -1,6 +1,7 @@
 package tlsurl
 
 import (
+	"context"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -23,13 +24,13 @@ func TestConfigErrorsNameTheParameterNotThePath(t *testing.T) {
 		{"insecure_skip_verify=yes please", "insecure_skip_verify"},
 	} {
 		q, _ := url.ParseQuery(tc.query)
-		_, err := Config(q)
+		_, err := Config(context.Background(), q)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("Config(%s) = %v; want an error saying %q without the path", tc.query, err, tc.want)
 		}
 	}
 	q, _ := url.ParseQuery("insecure_skip_verify=true&other=1")
-	c, err := Config(q)
+	c, err := Config(context.Background(), q)
 	if err != nil || !c.InsecureSkipVerify || c.RootCAs != nil {
 		t.Errorf("Config(insecure_skip_verify=true) = %+v, %v", c, err)
 	}
