@@ -82,4 +82,11 @@
 // ErrInvalidConfig, ErrUnsupported, ErrUnknownScheme, ErrNilContext, and
 // for the kinds above ErrLimitMismatch and ErrUpgrade.
 // The store's own error, where there is one, stays reachable with errors.As.
+//
+// Bad arguments are errors, never panics: a nil ctx, locker or function,
+// an invalid name or TTL. A nil *Lease or *Term, which a failed Lock or
+// Campaign returns, is safe to use and holds nothing. The handles a Client
+// makes (Mutex, RWMutex, Semaphore, Election) and the Client itself are
+// like database/sql's *DB: a method on a nil one, or on one not made by
+// Open or New, panics.
 package dlock

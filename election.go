@@ -125,37 +125,54 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Term, error) {
 	return &Term{e: e, l: l, value: value}, nil
 }
 
+// A nil *Term, which a failed Campaign returns, is safe to call: it holds
+// nothing, as a nil *Lease.
+
 // Token returns the term: strictly greater than every earlier term of the
 // election (the fencing token of the term's hold). Pass it to what the
 // leader writes to, so it can refuse a deposed leader's writes.
-func (t *Term) Token() uint64 { return t.l.Token() }
+func (t *Term) Token() uint64 { return t.lease().Token() }
 
 // Value returns the value the term campaigned with or last proclaimed.
 func (t *Term) Value() string {
+	if t == nil {
+		return ""
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.value
 }
 
 // Lease returns the lease that holds the term, for TimeLeft, Extend and As.
-func (t *Term) Lease() *Lease { return t.l }
+func (t *Term) Lease() *Lease { return t.lease() }
+
+// lease is t's lease, nil for a nil *Term.
+func (t *Term) lease() *Lease {
+	if t == nil {
+		return nil
+	}
+	return t.l
+}
 
 // Done is closed when the term ends: by Resign, Client.Close or its loss.
-func (t *Term) Done() <-chan struct{} { return t.l.Done() }
+func (t *Term) Done() <-chan struct{} { return t.lease().Done() }
 
 // Err returns nil while the term lasts and after Resign; after a loss, an
 // error wrapping ErrLeaseLost; after Client.Close, one wrapping ErrClosed.
-func (t *Term) Err() error { return t.l.Err() }
+func (t *Term) Err() error { return t.lease().Err() }
 
 // Resign gives up the lead, so that another candidate can take it at once.
 // It returns an error wrapping ErrLeaseLost if the term had been lost.
-func (t *Term) Resign(ctx context.Context) error { return t.l.Unlock(ctx) }
+func (t *Term) Resign(ctx context.Context) error { return t.lease().Unlock(ctx) }
 
 // Proclaim changes the leader's value without giving up the lead. It
 // returns an error wrapping ErrLeaseLost if the term was lost (the term
 // then ends), and ErrUnsupported on the portable election, where the value
 // is fixed for the term (resign and campaign again to change it).
 func (t *Term) Proclaim(ctx context.Context, value string) error {
+	if t == nil || t.l.none() {
+		return nilLease("proclaim")
+	}
 	e, c := t.e, t.e.c
 	if ctx == nil {
 		return c.e.Wrap("proclaim", e.name, ErrNilContext)
@@ -190,8 +207,12 @@ func (t *Term) Proclaim(ctx context.Context, value string) error {
 // with the loss as its cause (context.Cause wraps ErrLeaseLost): fn should
 // watch it. Lead returns fn's error, joined with a loss or resign error if
 // there was one. ctx bounds the campaign too: a Lead that never leads
-// returns when ctx ends, with an error matching ErrNotAcquired.
+// returns when ctx ends, with an error matching ErrNotAcquired. A nil fn
+// is an error wrapping ErrInvalidConfig, and nothing is campaigned for.
 func (e *Election) Lead(ctx context.Context, value string, fn func(ctx context.Context, t *Term) error) error {
+	if fn == nil {
+		return e.c.e.Wrap("lead", e.name, fmt.Errorf("%w: the function to run is nil", ErrInvalidConfig))
+	}
 	t, err := e.Campaign(ctx, value)
 	if err != nil {
 		return err

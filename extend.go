@@ -26,7 +26,7 @@ import (
 // nothing, as a late renewal does: Extend then returns an error wrapping
 // ErrLeaseLost and the lease ends.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
-	if l == nil {
+	if l.none() {
 		return nilLease("extend")
 	}
 	return extend(ctx, l, ttl)

@@ -50,10 +50,69 @@ func TestNilArgumentsAreErrors(t *testing.T) {
 	if got := dlock.ContextWithLease(ctx, nil); got != ctx {
 		t.Errorf("ContextWithLease(ctx, nil) = %v; want ctx", got)
 	}
+	// ContextWithLease(nil ctx, a live lease) panicked.
+	held, err := m.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := dlock.ContextWithLease(nilCtx, held); got != nil {
+		t.Errorf("ContextWithLease(nil, l) = %v; want nil", got)
+	}
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Lead(nil fn) panicked after winning, leaving the term held until
+	// its TTL; now nothing is campaigned for.
+	e := c.Election("leader")
+	if err := e.Lead(ctx, "me", nil); !errors.Is(err, dlock.ErrInvalidConfig) || !errors.As(err, new(*dlock.Error)) {
+		t.Errorf("Lead(nil fn) = %v; want a *dlock.Error wrapping ErrInvalidConfig", err)
+	}
+	if ld, err := e.Leader(ctx); err == nil {
+		t.Errorf("after Lead(nil fn): leader %+v; want none", ld)
+	}
 	// Do(nil fn) took nothing: the lock is free.
 	l, err := m.TryLock(ctx)
 	if err != nil {
 		t.Fatalf("after Do(nil fn): %v", err)
 	}
 	_ = l.Unlock(ctx)
+}
+
+// A failed Lock or Campaign returns a nil *Lease or *Term: each of its
+// methods is safe and says it holds nothing (a deferred Unlock written
+// before the error check, a select on Done, used to panic).
+func TestNilLeaseAndTermHoldNothing(t *testing.T) {
+	ctx := context.Background()
+	for _, l := range []*dlock.Lease{nil, {}} {
+		if l.Name() != "" || l.Owner() != "" || l.Label() != "" || l.Token() != 0 || l.TimeLeft() != 0 || l.As(new(any)) {
+			t.Errorf("%#v: a nil or zero lease reports a hold", l)
+		}
+		select {
+		case <-l.Done():
+		default:
+			t.Errorf("%#v: Done is not closed", l)
+		}
+		for what, err := range map[string]error{"Err": l.Err(), "Unlock": l.Unlock(ctx), "Extend": l.Extend(ctx, dlock.DefaultTTL)} {
+			if !errors.Is(err, dlock.ErrNotHeld) {
+				t.Errorf("%#v: %s = %v; want ErrNotHeld", l, what, err)
+			}
+		}
+		if got := dlock.ContextWithLease(ctx, l); got != ctx {
+			t.Errorf("ContextWithLease(ctx, %#v) = %v; want ctx", l, got)
+		}
+	}
+	var tm *dlock.Term
+	if tm.Token() != 0 || tm.Value() != "" || tm.Lease() != nil {
+		t.Error("a nil term reports a hold")
+	}
+	select {
+	case <-tm.Done():
+	default:
+		t.Error("a nil term: Done is not closed")
+	}
+	for what, err := range map[string]error{"Err": tm.Err(), "Resign": tm.Resign(ctx), "Proclaim": tm.Proclaim(ctx, "v")} {
+		if !errors.Is(err, dlock.ErrNotHeld) {
+			t.Errorf("a nil term: %s = %v; want ErrNotHeld", what, err)
+		}
+	}
 }
