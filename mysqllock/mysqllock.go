@@ -226,6 +226,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
@@ -276,7 +277,10 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		return nil, err
 	}
 	opts := Options{Mode: Mode(mode), MaxHeld: maxHeld, CloseDB: true}
-	cfg := mysql.NewConfig()
+	cfg, err := dsnParams(q)
+	if err != nil {
+		return nil, err
+	}
 	cfg.Net, cfg.Addr = "tcp", u.Host
 	if u.User != nil {
 		cfg.User = u.User.Username()
@@ -289,20 +293,8 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	cfg.Logger = mysqlLogger{driver.Logger(ctx).With("backend", Scheme)}
 	g := &greeter{} // another server's port: say so at Open, not at the deadline
 	cfg.DialFunc = g.dial
-	for k, v := range q {
-		switch k {
-		case "mode", "max_held":
-		case "tls":
-			cfg.TLSConfig = v[0]
-		case "ca", "cert", "key", "insecure_skip_verify": // urlTLS
-		default:
-			if cfg.Params == nil {
-				cfg.Params = map[string]string{}
-			}
-			cfg.Params[k] = v[0]
-		}
-	}
-	if err := urlTLS(cfg, q); err != nil {
+	cfg.TLSConfig = q.Get("tls")
+	if err := urlTLS(ctx, cfg, q); err != nil {
 		return nil, err
 	}
 	if err := cfg.Apply(); err != nil {
@@ -323,6 +315,38 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	}
 	g.opened.Store(true)
 	return d, nil
+}
+
+// dsnParams returns a driver configuration made from the URL's parameters
+// other than dlock's own (mode, max_held) and TLS's (see urlTLS), as the
+// driver's DSN takes them: timeout=, readTimeout=, charset=, … set its
+// fields, and any other is a system variable set on each connection. A
+// parameter given twice, or a timeout below zero, is ErrInvalidURL.
+func dsnParams(q url.Values) (*mysql.Config, error) {
+	rest := url.Values{}
+	for k, v := range q {
+		if len(v) > 1 {
+			return nil, fmt.Errorf("mysqllock: %w: %s is given %d times", dlock.ErrInvalidURL, k, len(v))
+		}
+		switch k {
+		case "mode", "max_held", "tls", "ca", "cert", "key", "insecure_skip_verify":
+			continue
+		}
+		rest[k] = v
+	}
+	if len(rest) == 0 {
+		return mysql.NewConfig(), nil
+	}
+	cfg, err := mysql.ParseDSN("/?" + rest.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("mysqllock: %w: %v", dlock.ErrInvalidURL, err)
+	}
+	for name, d := range map[string]time.Duration{"timeout": cfg.Timeout, "readTimeout": cfg.ReadTimeout, "writeTimeout": cfg.WriteTimeout} {
+		if d < 0 {
+			return nil, fmt.Errorf("mysqllock: %w: %s=%v: want 0 (none) or more", dlock.ErrInvalidURL, name, d)
+		}
+	}
+	return cfg, nil
 }
 
 // mysqlLogger sends go-sql-driver's own log lines ("unexpected EOF" after
