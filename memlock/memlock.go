@@ -64,8 +64,11 @@ var named struct {
 }
 
 func openURL(_ context.Context, u *url.URL) (driver.Driver, error) {
-	if u.Path != "" && u.Path != "/" || u.RawQuery != "" {
+	if u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("memlock: %w: want mem:// or mem://NAME", dlock.ErrInvalidURL)
+	}
+	if u.User != nil { // an in-process store has no users: a URL meant for another store?
+		return nil, fmt.Errorf("memlock: %w: mem:// takes no user or password; want mem:// or mem://NAME", dlock.ErrInvalidURL)
 	}
 	if u.Host == "" {
 		return &Driver{s: newStore("")}, nil

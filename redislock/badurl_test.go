@@ -21,6 +21,11 @@ func TestBadURLsAreErrors(t *testing.T) {
 		{"redis://127.0.0.1:1/0?pool_size=100000000", "pool_size=100000000"},
 		{"redis+cluster://127.0.0.1:1?max_active_conns=-1", "max_active_conns=-1"},
 		{"redis+sentinel://127.0.0.1:1/m?min_idle_conns=x", "min_idle_conns: want an integer"},
+		// go-redis took these as given: every dial, or every wait for a
+		// pooled connection, failed at once.
+		{"redis://127.0.0.1:1/0?dial_timeout=-1s", "dial_timeout=-1s"},
+		{"redis+cluster://127.0.0.1:1?dial_timeout=-5", "dial_timeout=-5"},
+		{"redis://127.0.0.1:1/0?pool_timeout=-1s", "pool_timeout=-1s"},
 	} {
 		t.Run(tc.url, func(t *testing.T) { drivertest.WantInvalidURL(t, tc.url, "", tc.want) })
 	}

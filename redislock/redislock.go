@@ -94,6 +94,13 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	if err := urlparam.Check(q, redisInts); err != nil {
 		return nil, fmt.Errorf("redislock: %w: %v", dlock.ErrInvalidURL, err)
 	}
+	for _, k := range []string{"dial_timeout", "pool_timeout"} {
+		// go-redis takes a negative one as given: every dial, or every
+		// wait for a pooled connection, then fails at once.
+		if v := strings.TrimSpace(q.Get(k)); strings.HasPrefix(v, "-") {
+			return nil, fmt.Errorf("redislock: %w: %s=%s: want 0 (the default) or more", dlock.ErrInvalidURL, k, v)
+		}
+	}
 	hosts := driver.Hosts(u)
 	if len(hosts) == 0 || slices.Contains(hosts, "") {
 		return nil, fmt.Errorf("redislock: %w: no host; want %s://host:6379[/db]", dlock.ErrInvalidURL, u.Scheme)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/syncbuf"
 
 	"github.com/dlock/dlock/redlock"
@@ -52,4 +53,9 @@ func TestOpenWarnsOfClientsIgnoringContext(t *testing.T) {
 	if strings.Count(log, "level=WARN") != 1 || !strings.Contains(log, "ContextTimeoutEnabled") || !strings.Contains(log, addrs[3]) {
 		t.Errorf("log %q; want one warning, naming node 3 (%s) and ContextTimeoutEnabled", log, addrs[3])
 	}
+}
+
+// A parameter given twice had one of its values used, silently.
+func TestRepeatedParamIsRefused(t *testing.T) {
+	drivertest.WantInvalidURL(t, "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3?node_timeout=1s&node_timeout=5s", "", "node_timeout is given 2 times")
 }

@@ -195,6 +195,9 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		base.DB = n
 	}
 	for k, v := range q {
+		if len(v) > 1 {
+			return nil, fmt.Errorf("redlock: %w: %s is given %d times", dlock.ErrInvalidURL, k, len(v))
+		}
 		switch k {
 		case "prefix":
 		case "scripts":

@@ -29,6 +29,9 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	opts := Options{SessionTimeout: 10 * time.Second, CloseConn: true}
 	var extra []zk.ACL // the acl parameter's entries
 	for k, v := range u.Query() {
+		if len(v) > 1 && k != "acl" { // acl= may repeat: one entry each
+			return nil, fmt.Errorf("zklock: %w: %s is given %d times", dlock.ErrInvalidURL, k, len(v))
+		}
 		switch k {
 		case "tls", "ca", "cert", "key", "insecure_skip_verify": // urlTLS
 		case "session_timeout":
