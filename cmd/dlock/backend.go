@@ -114,7 +114,11 @@ func warnArgvSecret(flag, rawURL string) {
 	if !urlsecret.HasSecret(rawURL) {
 		return
 	}
-	fmt.Fprintf(os.Stderr, "dlock: warning: the %s URL holds a password, which every local user can read in the process list; use DLOCK_URL, --backend-file PATH or password_file=PATH in the URL\n", flag)
+	what, param := "a password", "password_file"
+	if urlsecret.HasToken(rawURL) {
+		what, param = "a token", "token_file"
+	}
+	fmt.Fprintf(os.Stderr, "dlock: warning: the %s URL holds %s, which every local user can read in the process list; use DLOCK_URL, --backend-file PATH or %s=PATH in the URL\n", flag, what, param)
 }
 
 // warnReadable warns on stderr when the file at path, which holds a

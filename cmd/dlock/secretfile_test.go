@@ -52,3 +52,17 @@ func TestSecretFiles(t *testing.T) {
 		t.Errorf("a 0600 file: stderr %q; want no warning", r.stderr)
 	}
 }
+
+// A NATS token on the command line draws the warning with the parameter
+// NATS takes from a file, token_file= (it suggested password_file=).
+func TestArgvTokenWarning(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"nats://S3CRETTOKEN@127.0.0.1:1/b", "holds a token, which every local user can read in the process list; use DLOCK_URL, --backend-file PATH or token_file=PATH"},
+		{"redis://:S3CRETTOKEN@127.0.0.1:1", "holds a password, which every local user can read in the process list; use DLOCK_URL, --backend-file PATH or password_file=PATH"},
+	} {
+		r := dlockCmd(t, nil, "inspect", "--connect-timeout", "1s", "job", "--backend", tc.url)
+		if !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stdout+r.stderr, "S3CRETTOKEN") {
+			t.Errorf("dlock inspect --backend %s: stderr %q; want %q and no token", tc.url, r.stderr, tc.want)
+		}
+	}
+}

@@ -165,6 +165,17 @@ func inWord(r rune, s string, before bool) bool {
 	return word(r) && word(end)
 }
 
+// HasToken reports whether rawURL's user name is a token (nats://TOKEN@host),
+// which goes in a file with token_file= rather than password_file=.
+func HasToken(rawURL string) bool {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return false
+	}
+	_, ok := userToken(u)
+	return ok
+}
+
 // HasSecret reports whether rawURL itself holds a password or token (in its
 // user info or a parameter named like one), as a warning about passwords on
 // command lines needs. A file's path (password_file=, key=) does not count:
