@@ -28,7 +28,9 @@ import (
 // needs no signal to be armed in time: if dlock died even before the guard
 // ran, the guard reads EOF at once and kills what it has just started. The
 // guard has no parent-death signal itself (SIGKILL would leave it no time
-// to kill the group).
+// to kill the group). The other way round, if the guard itself is killed,
+// its parent-death signal kills the command, and dlock, which sees the
+// guard die of a signal, kills the command's group.
 //
 // The socket also carries the rest of what dlock and the guard say to each
 // other. The guard writes one line: "ok PID" once the command runs, or
@@ -105,6 +107,13 @@ func startChild(argv, env []string, group bool) (*startedChild, error) {
 	exited := make(chan error, 1)
 	go func() {
 		err := guard.Wait()
+		if group && killed(guard.ProcessState) {
+			// The guard was killed (by a signal it cannot catch): the
+			// parent-death signal ended the command, not the processes it
+			// started, which would run on unguarded once the lock is
+			// released. The group's id is the command's pid.
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
 		link.Close() // only now: closing it earlier kills the command
 		exited <- err
 	}()
@@ -115,6 +124,12 @@ func startChild(argv, env []string, group bool) (*startedChild, error) {
 		},
 		exited: exited,
 	}, nil
+}
+
+// killed reports whether the process of ps ended by a signal.
+func killed(ps *os.ProcessState) bool {
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled()
 }
 
 // startFailure is the guard's report that the command could not be

@@ -193,15 +193,27 @@ func TestRunChildDiesWithDlock(t *testing.T) {
 // lock's TTL has freed the name. The parent-death signal alone reached only
 // the command, and the child ran on unguarded.
 func TestRunGrandchildDiesWithDlock(t *testing.T) {
+	cmd, pid, gpid, log := startGrandchild(t, "k9")
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	wantGone(t, "dlock run was killed with SIGKILL", pid, gpid, log)
+}
+
+// startGrandchild runs, under dlock run, a command that starts a child
+// writing to a log every 50 ms; it returns dlock, the command's and the
+// child's pids, and the log's path.
+func startGrandchild(t *testing.T, name string) (cmd *exec.Cmd, pid, gpid int, log string) {
+	t.Helper()
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("needs Linux /proc")
 	}
 	u := redisURL(t)
-	log := filepath.Join(t.TempDir(), "log")
-	cmd, out, pid := startRun(t, "run", "--backend", u, "--ttl", "2s", "k9", "--",
+	log = filepath.Join(t.TempDir(), "log")
+	cmd, out, pid := startRun(t, "run", "--backend", u, "--ttl", "2s", name, "--",
 		"sh", "-c", `sh -c 'while :; do echo x >> "$0"; sleep 0.05; done' "$0" &
 echo grandchild $!; echo pid $$; echo started; wait`, log)
-	var gpid int
 	for _, line := range strings.Split(out.String(), "\n") {
 		if p, ok := strings.CutPrefix(line, "grandchild "); ok {
 			gpid, _ = strconv.Atoi(p)
@@ -211,15 +223,18 @@ echo grandchild $!; echo pid $$; echo started; wait`, log)
 		t.Fatalf("no command or grandchild pid:\n%s", out.String())
 	}
 	t.Cleanup(func() { _ = syscall.Kill(gpid, syscall.SIGKILL) })
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
+	return cmd, pid, gpid, log
+}
+
+// wantGone fails t unless the command (pid) and its child (gpid) are dead
+// within 10 s of what happened, and the child's log has stopped growing.
+func wantGone(t *testing.T, what string, pid, gpid int, log string) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for alive(pid) || alive(gpid) {
 		if time.Now().After(deadline) {
-			t.Fatalf("10s after dlock run was killed with SIGKILL, the command (pid %d) alive: %v, its child (pid %d) alive: %v",
-				pid, alive(pid), gpid, alive(gpid))
+			t.Fatalf("10s after %s, the command (pid %d) alive: %v, its child (pid %d) alive: %v",
+				what, pid, alive(pid), gpid, alive(gpid))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -236,6 +251,38 @@ echo grandchild $!; echo pid $$; echo started; wait`, log)
 	if after := size(); after != before {
 		t.Fatalf("the log still grows (%d to %d bytes) after its writer was found gone", before, after)
 	}
+}
+
+// SIGKILL of the guard process (not of dlock) killed the command by its
+// parent-death signal but left the command's child running after dlock
+// released the lock: dlock now kills the command's group when its guard
+// dies of a signal.
+func TestRunGrandchildDiesWithGuard(t *testing.T) {
+	cmd, pid, gpid, log := startGrandchild(t, "k9-guard")
+	guard := parentOf(t, pid)
+	if guard == cmd.Process.Pid {
+		t.Fatalf("the command's parent is dlock (%d), not a guard", guard)
+	}
+	if err := syscall.Kill(guard, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	wantGone(t, "the guard was killed with SIGKILL", pid, gpid, log)
+	_ = cmd.Wait()
+}
+
+// parentOf returns the parent pid of pid, from /proc.
+func parentOf(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ppid
 }
 
 // A signal while waiting for the lock ends the wait: the command does not
