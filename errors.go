@@ -70,6 +70,12 @@ func (e *Error) Error() string {
 		short := driver.QuoteName(e.Name)
 		cause = strings.ReplaceAll(strings.ReplaceAll(cause, strconv.Quote(e.Name), short), e.Name, short)
 	}
+	switch {
+	case e.Name == "" && e.Backend == "": // no one lock: a nil lease, LockAll's arguments
+		return fmt.Sprintf("dlock: %s: %s", e.Op, cause)
+	case e.Backend == "":
+		return fmt.Sprintf("dlock: %s %s: %s", e.Op, driver.QuoteName(e.Name), cause)
+	}
 	return fmt.Sprintf("dlock: %s %s (%s): %s", e.Op, driver.QuoteName(e.Name), e.Backend, cause)
 }
 

@@ -1,6 +1,7 @@
 package dlock_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -27,9 +28,25 @@ func TestLockAllRefusesNil(t *testing.T) {
 				f = dlock.TryLockAll
 			}
 			g, err := f(t.Context(), set...)
-			if !errors.Is(err, dlock.ErrInvalidName) {
-				t.Errorf("LockAll(%v) = %v, %v; want ErrInvalidName", set, g, err)
+			if !errors.Is(err, dlock.ErrInvalidName) || !errors.As(err, new(*dlock.Error)) {
+				t.Errorf("LockAll(%v) = %v, %v; want a *dlock.Error wrapping ErrInvalidName", set, g, err)
 			}
+		}
+	}
+	// LockAll's own errors are *dlock.Error too, as the package doc says
+	// of every lock operation's (they were bare wrapped sentinels).
+	var nilCtx context.Context
+	for _, tc := range []struct {
+		err  error
+		want error
+		name string
+	}{
+		{func() error { _, err := dlock.LockAll(nilCtx, good); return err }(), dlock.ErrNilContext, ""},
+		{func() error { _, err := dlock.TryLockAll(t.Context(), good, c.Mutex("lockall-nil-good")); return err }(), dlock.ErrInvalidName, "lockall-nil-good"},
+	} {
+		var de *dlock.Error
+		if !errors.Is(tc.err, tc.want) || !errors.As(tc.err, &de) || de.Name != tc.name {
+			t.Errorf("got %v; want a *dlock.Error naming %q, wrapping %v", tc.err, tc.name, tc.want)
 		}
 	}
 	// Nothing was left held by the refused calls.

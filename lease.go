@@ -134,3 +134,11 @@ var closed = func() chan struct{} {
 
 // hold is the hold l is a lease on.
 func (l *Lease) hold() *core.Hold { return l.l.Hold() }
+
+// backend is the URL scheme of l's client, "" if it has none.
+func (l *Lease) backend() string {
+	if l.none() || l.c == nil {
+		return ""
+	}
+	return l.c.obs.scheme
+}

@@ -55,8 +55,12 @@ func TryLockAll(ctx context.Context, lockers ...NamedLocker) (*Group, error) {
 }
 
 func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, error) {
+	op := "lockall"
+	if try {
+		op = "trylockall"
+	}
 	if ctx == nil {
-		return nil, ErrNilContext
+		return nil, &Error{Op: op, Err: ErrNilContext}
 	}
 	type item struct {
 		i       int
@@ -67,7 +71,7 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 	items := make([]item, len(lockers))
 	for i, lk := range lockers {
 		if isNilLocker(lk) {
-			return nil, fmt.Errorf("dlock: lock all: %w: locker %d of %d is nil", ErrInvalidName, i+1, len(lockers))
+			return nil, &Error{Op: op, Err: fmt.Errorf("%w: locker %d of %d is nil", ErrInvalidName, i+1, len(lockers))}
 		}
 		it := item{i: i, name: lk.Name()}
 		var c *Client
@@ -88,7 +92,7 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 	for i := 1; i < len(items); i++ {
 		a, b := items[i-1], items[i]
 		if a.name == b.name && a.backend == b.backend && a.family == b.family { // one lock twice: the group would wait for itself
-			return nil, fmt.Errorf("dlock: lock all: %w: %s is given twice", ErrInvalidName, driver.QuoteName(a.name))
+			return nil, &Error{Op: op, Name: a.name, Backend: a.backend, Err: fmt.Errorf("%w: the lock is given twice", ErrInvalidName)}
 		}
 	}
 	g := &Group{leases: make([]*Lease, len(lockers))}
@@ -112,7 +116,7 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 		if l.hold().CheckDeadline(); l.Err() != nil {
 			err := l.Err()
 			g.release(context.WithoutCancel(ctx))
-			return nil, fmt.Errorf("dlock: lock all: %s was lost while the others were taken: %w", driver.QuoteName(l.Name()), err)
+			return nil, &Error{Op: op, Name: l.Name(), Backend: l.backend(), Err: fmt.Errorf("lost while the others were taken: %w", err)}
 		}
 	}
 	g.ctx, g.cancel = context.WithCancelCause(context.Background())
