@@ -18,15 +18,7 @@ import (
 // of memory. The file here is 16 MiB of nothing (sparse), over every bound
 // yet harmless to a reader without one.
 func TestFileParamsAreBounded(t *testing.T) {
-	big := filepath.Join(t.TempDir(), "big")
-	f, err := os.Create(big)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(16 << 20); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	big := bigFile(t, t.TempDir())
 	for _, rawURL := range []string{
 		"nats://127.0.0.1:1/b?token_file=" + big,
 		"nats://127.0.0.1:1/b?nkey=" + big,
@@ -48,6 +40,21 @@ func TestFileParamsAreBounded(t *testing.T) {
 			t.Errorf("Open(%s) = %v; want ErrInvalidURL saying the file is too large", rawURL, err)
 		}
 	}
+}
+
+// bigFile makes a 16 MiB sparse file in dir and returns its path.
+func bigFile(t *testing.T, dir string) string {
+	t.Helper()
+	big := filepath.Join(dir, "big")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(16 << 20); err != nil {
+		t.Fatal(err)
+	}
+	return big
 }
 
 // A NATS URL carries a token as its user name (nats://TOKEN@host): Open's
@@ -121,15 +128,7 @@ func TestFileParamsArePipes(t *testing.T) {
 // from a service file: those are bounded as the URL's are.
 func TestPGFileEnvIsBounded(t *testing.T) {
 	dir := t.TempDir()
-	big := filepath.Join(dir, "big")
-	f, err := os.Create(big)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(16 << 20); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	big := bigFile(t, dir)
 	service := filepath.Join(dir, "pg_service.conf")
 	if err := os.WriteFile(service, []byte("[s]\nsslrootcert="+big+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -156,7 +155,7 @@ func TestPGFileEnvIsBounded(t *testing.T) {
 	}
 	// A file in the URL takes the environment's place, as in pgx.
 	t.Setenv("PGSSLROOTCERT", big)
-	err, _ = openSafely(t, "postgres://u@127.0.0.1:1/db?sslmode=verify-full&sslrootcert=system")
+	err, _ := openSafely(t, "postgres://u@127.0.0.1:1/db?sslmode=verify-full&sslrootcert=system")
 	if err != nil && strings.Contains(err.Error(), "too large") {
 		t.Errorf("sslrootcert=system in the URL with PGSSLROOTCERT set: %v", err)
 	}
