@@ -277,7 +277,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		return nil, err
 	}
 	opts := Options{Mode: Mode(mode), MaxHeld: maxHeld, CloseDB: true}
-	cfg, err := dsnParams(q)
+	cfg, err := dsnParams(u.RawQuery, q)
 	if err != nil {
 		return nil, err
 	}
@@ -320,24 +320,37 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 // dsnParams returns a driver configuration made from the URL's parameters
 // other than dlock's own (mode, max_held) and TLS's (see urlTLS), as the
 // driver's DSN takes them: timeout=, readTimeout=, charset=, … set its
-// fields, and any other is a system variable set on each connection. A
-// parameter given twice, or a timeout below zero, is ErrInvalidURL.
-func dsnParams(q url.Values) (*mysql.Config, error) {
-	rest := url.Values{}
+// fields, and any other is a system variable set on each connection. They
+// go to the driver as written in the URL (rawQuery): the driver unescapes
+// some values itself and takes others as they are (charset=a,b). A
+// parameter given twice, a timeout below zero, or one the driver refuses
+// (even by panicking, as it does on strict=) is ErrInvalidURL.
+func dsnParams(rawQuery string, q url.Values) (cfg *mysql.Config, err error) {
 	for k, v := range q {
 		if len(v) > 1 {
 			return nil, fmt.Errorf("mysqllock: %w: %s is given %d times", dlock.ErrInvalidURL, k, len(v))
 		}
-		switch k {
-		case "mode", "max_held", "tls", "ca", "cert", "key", "insecure_skip_verify":
-			continue
+	}
+	var rest []string
+	for _, kv := range strings.Split(rawQuery, "&") {
+		k, _, _ := strings.Cut(kv, "=")
+		if k, err := url.QueryUnescape(k); err == nil {
+			switch k {
+			case "", "mode", "max_held", "tls", "ca", "cert", "key", "insecure_skip_verify":
+				continue
+			}
 		}
-		rest[k] = v
+		rest = append(rest, kv)
 	}
 	if len(rest) == 0 {
 		return mysql.NewConfig(), nil
 	}
-	cfg, err := mysql.ParseDSN("/?" + rest.Encode())
+	defer func() {
+		if r := recover(); r != nil { // the driver panics on some values
+			cfg, err = nil, fmt.Errorf("mysqllock: %w: %v", dlock.ErrInvalidURL, r)
+		}
+	}()
+	cfg, err = mysql.ParseDSN("/?" + strings.Join(rest, "&"))
 	if err != nil {
 		return nil, fmt.Errorf("mysqllock: %w: %v", dlock.ErrInvalidURL, err)
 	}
