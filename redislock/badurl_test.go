@@ -26,6 +26,12 @@ func TestBadURLsAreErrors(t *testing.T) {
 		{"redis://127.0.0.1:1/0?dial_timeout=-1s", "dial_timeout=-1s"},
 		{"redis+cluster://127.0.0.1:1?dial_timeout=-5", "dial_timeout=-5"},
 		{"redis://127.0.0.1:1/0?pool_timeout=-1s", "pool_timeout=-1s"},
+		// go-redis reads 0 as "no timeout", -1: the same immediate failure.
+		{"redis://127.0.0.1:1/0?dial_timeout=0", "dial_timeout=0"},
+		{"redis://127.0.0.1:1/0?dial_timeout=0s", "dial_timeout=0s"},
+		// go-redis uses the last of a repeated parameter.
+		{"redis://127.0.0.1:1/0?dial_timeout=1s&dial_timeout=-1s", "dial_timeout is given 2 times"},
+		{"redis+cluster://127.0.0.1:1?pool_timeout=1s&pool_timeout=-1s", "pool_timeout is given 2 times"},
 	} {
 		t.Run(tc.url, func(t *testing.T) { drivertest.WantInvalidURL(t, tc.url, "", tc.want) })
 	}

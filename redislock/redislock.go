@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -94,11 +95,19 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	if err := urlparam.Check(q, redisInts); err != nil {
 		return nil, fmt.Errorf("redislock: %w: %v", dlock.ErrInvalidURL, err)
 	}
+	for k, v := range q {
+		// go-redis uses the last of a repeated parameter: refuse rather
+		// than guess (addr= lists a cluster's or sentinels' seeds).
+		if len(v) > 1 && k != "addr" {
+			return nil, fmt.Errorf("redislock: %w: %s is given %d times", dlock.ErrInvalidURL, k, len(v))
+		}
+	}
 	for _, k := range []string{"dial_timeout", "pool_timeout"} {
-		// go-redis takes a negative one as given: every dial, or every
-		// wait for a pooled connection, then fails at once.
-		if v := strings.TrimSpace(q.Get(k)); strings.HasPrefix(v, "-") {
-			return nil, fmt.Errorf("redislock: %w: %s=%s: want 0 (the default) or more", dlock.ErrInvalidURL, k, v)
+		// go-redis takes 0 or less as "no timeout", which for these means
+		// a timeout already passed: every dial, or every wait for a pooled
+		// connection, then fails at once.
+		if v := strings.TrimSpace(q.Get(k)); v != "" && !positiveDuration(v) {
+			return nil, fmt.Errorf("redislock: %w: %s=%s: want a positive duration (or leave it out for the default)", dlock.ErrInvalidURL, k, v)
 		}
 	}
 	hosts := driver.Hosts(u)
@@ -211,6 +220,19 @@ var redisInts = map[string]urlparam.Int{
 	"dialer_retries":             urlparam.Between(0, 100),
 	"protocol":                   urlparam.Between(0, 3),
 	"failing_timeout_seconds":    urlparam.Between(0, 86400),
+}
+
+// positiveDuration reports whether v is a duration above zero as go-redis
+// reads one: whole seconds ("5") or a Go duration ("500ms"). An unparsable
+// v counts as positive, for go-redis to refuse with its own message.
+func positiveDuration(v string) bool {
+	if n, err := strconv.Atoi(v); err == nil {
+		return n > 0
+	}
+	if d, err := time.ParseDuration(v); err == nil {
+		return d > 0
+	}
+	return true
 }
 
 // Default I/O bounds of the clients built from URLs. Calls with a deadline
