@@ -3,7 +3,9 @@ package pglock
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -18,14 +20,19 @@ import (
 // may also be the word "system" (the system's CAs).
 var pgFiles = []string{"sslrootcert", "sslcert", "sslkey", "passfile", "servicefile"}
 
-// checkFiles checks the files pgx will read before it reads them, with
-// no bound on size or time: each must be a regular file of at most
+// checkFiles checks the files pgx will read before it reads them, with no
+// bound on size or time: each must be a regular file of at most
 // smallfile.MaxPEM bytes, so that a wrong path (/dev/zero, a log, a named
 // pipe) is ErrInvalidURL rather than a process out of memory or an Open
-// that never returns. pgx takes each file from the URL, else from the
-// service the URL or PGSERVICE names, else from the environment
-// (PGSSLROOTCERT, ...): each file is checked where pgx takes it.
-func checkFiles(ctx context.Context, q url.Values) error {
+// that never returns.
+//
+// pgx takes each file from the URL, else from the service the URL or
+// PGSERVICE names, else from the environment (PGSSLROOTCERT, ...), else
+// from the home directory (~/.pgpass, ~/.postgresql/root.crt, ...): each
+// is checked where pgx takes it, and only if pgx would read it. A file the
+// URL names must exist; one from elsewhere that does not is left to pgx,
+// which ignores a missing passfile and says itself what else is missing.
+func checkFiles(ctx context.Context, q url.Values, hasPassword bool) error {
 	check := func(k, from, path string) error {
 		if path == "" || k == "sslrootcert" && path == "system" {
 			return nil
@@ -39,7 +46,6 @@ func checkFiles(ctx context.Context, q url.Values) error {
 		}
 		return nil
 	}
-	env := func(k string) string { return os.Getenv("PG" + strings.ToUpper(k)) }
 	for _, k := range pgFiles {
 		for _, path := range q[k] {
 			if err := check(k, "from the URL", path); err != nil {
@@ -47,20 +53,35 @@ func checkFiles(ctx context.Context, q url.Values) error {
 			}
 		}
 	}
-	service, ok := q.Get("service"), q.Has("service")
-	if !ok {
-		service, ok = os.LookupEnv("PGSERVICE")
+	env := func(k string) string { return os.Getenv("PG" + strings.ToUpper(k)) }
+	home, _ := os.UserHomeDir()
+	defaults := map[string]string{}
+	if home != "" {
+		defaults["passfile"] = filepath.Join(home, ".pgpass")
+		defaults["servicefile"] = filepath.Join(home, ".pg_service.conf")
+		defaults["sslrootcert"] = filepath.Join(home, ".postgresql", "root.crt")
+		defaults["sslcert"] = filepath.Join(home, ".postgresql", "postgresql.crt")
+		defaults["sslkey"] = filepath.Join(home, ".postgresql", "postgresql.key")
+	}
+	// elsewhere is where pgx takes k from when the URL does not name it.
+	elsewhere := func(k string, settings map[string]string, service string) (path, from string) {
+		if v, ok := settings[k]; ok {
+			return v, "from service " + service
+		}
+		if v := env(k); v != "" {
+			return v, "from PG" + strings.ToUpper(k)
+		}
+		return defaults[k], "pgx's default"
 	}
 	var settings map[string]string
-	if ok && service != "" {
+	service, ok := q.Get("service"), q.Has("service")
+	if !ok {
+		service = os.Getenv("PGSERVICE")
+	}
+	if service != "" {
 		file, from := q.Get("servicefile"), "from the URL"
 		if !q.Has("servicefile") {
-			file, from = env("servicefile"), "from PGSERVICEFILE"
-		}
-		if file == "" {
-			if home, err := os.UserHomeDir(); err == nil {
-				file, from = filepath.Join(home, ".pg_service.conf"), "the default"
-			}
+			file, from = elsewhere("servicefile", nil, "")
 		}
 		if err := check("servicefile", from, file); err != nil {
 			return err
@@ -73,19 +94,40 @@ func checkFiles(ctx context.Context, q url.Values) error {
 			}
 		}
 	}
-	for _, k := range pgFiles {
+	setting := func(k string) string { // as pgx has it: URL, service, environment
 		if q.Has(k) {
-			continue
+			return q.Get(k)
 		}
 		if v, ok := settings[k]; ok {
-			if err := check(k, "from service "+service, v); err != nil {
-				return err
-			}
+			return v
+		}
+		return env(k)
+	}
+	// pgx reads the client certificate and key only to use TLS with them.
+	noClientCert := setting("sslmode") == "disable" || setting("sslcertmode") == "disable"
+	hasPassword = hasPassword || q.Get("password") != "" || settings["password"] != "" || env("password") != ""
+	for _, k := range pgFiles {
+		switch {
+		case q.Has(k), k == "servicefile": // checked above
+			continue
+		case k == "passfile" && hasPassword: // pgx reads it for a missing password only
+			continue
+		case (k == "sslcert" || k == "sslkey") && noClientCert:
 			continue
 		}
-		if err := check(k, "from PG"+strings.ToUpper(k), env(k)); err != nil {
+		path, from := elsewhere(k, settings, service)
+		if _, err := os.Stat(path); path == "" || errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err := check(k, from, path); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// hasPassword reports whether u gives a password in its user info.
+func hasPassword(u *url.URL) bool {
+	_, ok := u.User.Password()
+	return ok
 }

@@ -311,7 +311,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	if err := urlparam.Check(q, pgInts); err != nil {
 		return nil, fmt.Errorf("pglock: %w: %v", dlock.ErrInvalidURL, err)
 	}
-	if err := checkFiles(ctx, q); err != nil {
+	if err := checkFiles(ctx, q, hasPassword(u)); err != nil {
 		return nil, err
 	}
 	v := *u

@@ -142,6 +142,8 @@ func TestPGFileEnvIsBounded(t *testing.T) {
 		{map[string]string{"PGSERVICEFILE": service}, "postgres://u@127.0.0.1:1/db?service=s&sslmode=verify-full"},
 		{map[string]string{"PGSERVICEFILE": service, "PGSERVICE": "s"}, "postgres://u@127.0.0.1:1/db?sslmode=verify-full"},
 		{map[string]string{"PGSERVICEFILE": big, "PGSERVICE": "s"}, "postgres://u@127.0.0.1:1/db"},
+		// pgx reads sslrootcert whatever sslmode says.
+		{map[string]string{"PGSSLROOTCERT": big, "PGSSLMODE": "disable"}, "postgres://u@127.0.0.1:1/db"},
 	} {
 		t.Run("", func(t *testing.T) {
 			for k, v := range c.env {
@@ -150,6 +152,43 @@ func TestPGFileEnvIsBounded(t *testing.T) {
 			err, _ := openSafely(t, c.rawURL)
 			if !errors.Is(err, dlock.ErrInvalidURL) || !strings.Contains(err.Error(), "too large") {
 				t.Errorf("%v: Open(%s) = %v; want ErrInvalidURL saying the file is too large", c.env, c.rawURL, err)
+			}
+		})
+	}
+	// pgx's defaults in the home directory are checked too.
+	home := t.TempDir()
+	if err := os.Mkdir(filepath.Join(home, ".postgresql"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(big, filepath.Join(home, ".postgresql", "root.crt")); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("home", func(t *testing.T) {
+		t.Setenv("HOME", home)
+		err, _ := openSafely(t, "postgres://u@127.0.0.1:1/db?sslmode=verify-full")
+		if !errors.Is(err, dlock.ErrInvalidURL) || !strings.Contains(err.Error(), "too large") {
+			t.Errorf("~/.postgresql/root.crt too large: Open = %v; want ErrInvalidURL saying the file is too large", err)
+		}
+	})
+	// Files pgx would not read are not checked: a missing passfile (pgx
+	// ignores it) or one for a URL with a password; client certificates
+	// with sslmode=disable.
+	for _, c := range []struct {
+		env    map[string]string
+		rawURL string
+	}{
+		{map[string]string{"PGPASSFILE": filepath.Join(dir, "missing")}, "postgres://u@127.0.0.1:1/db"},
+		{map[string]string{"PGPASSFILE": big}, "postgres://u:pw@127.0.0.1:1/db"},
+		{map[string]string{"PGSSLCERT": big, "PGSSLKEY": big}, "postgres://u@127.0.0.1:1/db?sslmode=disable"},
+		{map[string]string{"PGSSLCERT": big, "PGSSLKEY": big, "PGSSLMODE": "disable"}, "postgres://u@127.0.0.1:1/db"},
+		{map[string]string{"PGSSLCERT": big, "PGSSLKEY": big}, "postgres://u@127.0.0.1:1/db?sslmode=require&sslcertmode=disable"},
+	} {
+		t.Run("", func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			if err, _ := openSafely(t, c.rawURL); errors.Is(err, dlock.ErrInvalidURL) {
+				t.Errorf("%v: Open(%s) = %v; want no URL error (pgx does not read the file)", c.env, c.rawURL, err)
 			}
 		})
 	}
