@@ -30,7 +30,10 @@ import (
 // guard has no parent-death signal itself (SIGKILL would leave it no time
 // to kill the group). The other way round, if the guard itself is killed,
 // its parent-death signal kills the command, and dlock, which sees the
-// guard die of a signal, kills the command's group.
+// guard die of a signal, kills the command's group. The guard runs in a
+// process group of its own, so a kill of dlock's group does not reach it.
+// Only dlock and the guard both killed by pid (kill -9 DLOCK GUARD) leave
+// the command's children running.
 //
 // The socket also carries the rest of what dlock and the guard say to each
 // other. The guard writes one line: "ok PID" once the command runs, or
@@ -81,6 +84,12 @@ func startChild(argv, env []string, group bool) (*startedChild, error) {
 		Stdout:     os.Stdout,
 		Stderr:     os.Stderr,
 		ExtraFiles: []*os.File{theirs}, // its fd 3
+		// With its command in a group of its own, the guard leaves dlock's
+		// group too: a kill of dlock's whole group (kill -9 %job, a
+		// supervisor's) then leaves the guard alive to kill the command's.
+		// With a terminal the command shares dlock's group, and so does
+		// the guard, for job control.
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: group},
 	}
 	err = guard.Start()
 	theirs.Close()

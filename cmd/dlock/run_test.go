@@ -21,9 +21,16 @@ import (
 // command's pid (the child prints $$ before "started").
 func startRun(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer, int) {
 	t.Helper()
+	return startRunWith(t, nil, args...)
+}
+
+// startRunWith is startRun with attr as dlock's SysProcAttr.
+func startRunWith(t *testing.T, attr *syscall.SysProcAttr, args ...string) (*exec.Cmd, *syncBuffer, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.SysProcAttr = attr
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	// A command that outlives dlock keeps the output pipe open: do not wait
@@ -211,7 +218,9 @@ func startGrandchild(t *testing.T, name string) (cmd *exec.Cmd, pid, gpid int, l
 	}
 	u := redisURL(t)
 	log = filepath.Join(t.TempDir(), "log")
-	cmd, out, pid := startRun(t, "run", "--backend", u, "--ttl", "2s", name, "--",
+	// dlock in a process group of its own, as a shell's job is, so that a
+	// test can kill the group.
+	cmd, out, pid := startRunWith(t, &syscall.SysProcAttr{Setpgid: true}, "run", "--backend", u, "--ttl", "2s", name, "--",
 		"sh", "-c", `sh -c 'while :; do echo x >> "$0"; sleep 0.05; done' "$0" &
 echo grandchild $!; echo pid $$; echo started; wait`, log)
 	for _, line := range strings.Split(out.String(), "\n") {
@@ -268,6 +277,19 @@ func TestRunGrandchildDiesWithGuard(t *testing.T) {
 	}
 	wantGone(t, "the guard was killed with SIGKILL", pid, gpid, log)
 	_ = cmd.Wait()
+}
+
+// A kill of dlock's whole process group (kill -9 %job, a supervisor's
+// group kill) killed the guard with dlock, as it was in dlock's group: the
+// command died of its parent-death signal, its child ran on after the
+// lock's TTL. The guard is now in a group of its own.
+func TestRunGrandchildDiesWithDlocksGroup(t *testing.T) {
+	cmd, pid, gpid, log := startGrandchild(t, "k9-group")
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	wantGone(t, "dlock's process group was killed with SIGKILL", pid, gpid, log)
 }
 
 // parentOf returns the parent pid of pid, from /proc.
