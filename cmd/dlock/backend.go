@@ -87,7 +87,9 @@ func backendURL(ctx context.Context) (string, error) {
 		warnPasswordFile(global.backend)
 		return global.backend, nil
 	case global.backendFile != "":
-		b, err := smallfile.Read(ctx, global.backendFile, smallfile.MaxSecret) // a wrong path may be /dev/zero
+		rctx, cancel := context.WithTimeout(ctx, global.connectTimeout) // a silent pipe: an error, not a hang
+		defer cancel()
+		b, err := smallfile.Read(rctx, global.backendFile, smallfile.MaxSecret) // a wrong path may be /dev/zero
 		if err != nil {
 			return "", fail(exitUsage, "--backend-file %s: %v", global.backendFile, err)
 		}
@@ -174,7 +176,12 @@ func openBackend(ctx context.Context, url string) (*dlock.Client, error) {
 	}
 	var ne net.Error
 	if octx.Err() != nil && ctx.Err() == nil || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
-		if u, perr := driver.ParseURLContext(ctx, url); perr == nil {
+		// The URL again, for its scheme and host only: with an ended ctx,
+		// so that a password_file= that is a silent pipe (which is why
+		// Open may have waited) is not waited on again, without a bound.
+		ended, end := context.WithCancel(ctx)
+		end()
+		if u, perr := driver.ParseURLContext(ended, url); perr == nil {
 			// One message for every store, whichever timeout ended the wait:
 			// ours, or a client's own (memcached's timeout= applies to
 			// every request, connecting included).
@@ -189,4 +196,12 @@ func openBackend(ctx context.Context, url string) (*dlock.Client, error) {
 		}
 	}
 	return nil, fail(exitUsage, "%v", err)
+}
+
+// parseWithin parses rawURL, reading a password_file= for at most
+// --connect-timeout (a silent pipe is an error then, not a hang).
+func parseWithin(ctx context.Context, rawURL string) (*url.URL, error) {
+	pctx, cancel := context.WithTimeout(ctx, global.connectTimeout)
+	defer cancel()
+	return driver.ParseURLContext(pctx, rawURL)
 }

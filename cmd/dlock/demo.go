@@ -186,7 +186,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 			targets = append(targets, target{label, c})
 		}
 	default:
-		u, err := driver.ParseURLContext(ctx, cfg.backend)
+		u, err := parseWithin(ctx, cfg.backend)
 		if err != nil {
 			return fail(exitUsage, "%v", err)
 		}

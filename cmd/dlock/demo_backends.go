@@ -44,7 +44,7 @@ func demoRefuses(u *url.URL) string {
 // demoReachable opens a candidate backend within --connect-timeout; it
 // returns the label to show and, if the demo cannot use it, why.
 func demoReachable(ctx context.Context, rawURL string) (label, reason string) {
-	u, err := driver.ParseURLContext(ctx, rawURL)
+	u, err := parseWithin(ctx, rawURL)
 	if err != nil {
 		return "(unparsable URL)", strings.TrimPrefix(err.Error(), "dlock: ")
 	}

@@ -30,7 +30,7 @@ type stockStore interface {
 
 // openStore opens etcd://… or redis://… as a stock store.
 func openStore(ctx context.Context, rawURL string) (stockStore, error) {
-	u, err := driver.ParseURLContext(ctx, rawURL)
+	u, err := parseWithin(ctx, rawURL)
 	if err != nil {
 		return nil, err
 	}

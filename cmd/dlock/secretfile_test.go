@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -63,6 +64,30 @@ func TestArgvTokenWarning(t *testing.T) {
 		r := dlockCmd(t, nil, "inspect", "--connect-timeout", "1s", "job", "--backend", tc.url)
 		if !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stdout+r.stderr, "S3CRETTOKEN") {
 			t.Errorf("dlock inspect --backend %s: stderr %q; want %q and no token", tc.url, r.stderr, tc.want)
+		}
+	}
+}
+
+// A silent pipe named by --backend-file or password_file= ends the command
+// at --connect-timeout: the error message's second reading of the URL
+// waited on it without a bound.
+func TestSilentPipeEndsAtConnectTimeout(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	w, err := os.OpenFile(fifo, os.O_RDWR, 0) // a writer that never writes
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for _, args := range [][]string{
+		{"--backend", "redis://127.0.0.1:1?password_file=" + fifo},
+		{"--backend-file", fifo},
+	} {
+		r := dlockCmd(t, nil, append([]string{"inspect", "--connect-timeout", "1s", "job"}, args...)...)
+		if r.code != 2 {
+			t.Errorf("dlock inspect %v: exit %d, %q; want exit 2", args, r.code, r.stderr)
 		}
 	}
 }
