@@ -117,3 +117,37 @@ func TestLongURLsAreCutInErrors(t *testing.T) {
 		}
 	}
 }
+
+// brokenLocker breaks the Locker contract: no lease and no error.
+type brokenLocker struct{}
+
+func (brokenLocker) Name() string                                  { return "lockall-broken" }
+func (brokenLocker) Lock(context.Context) (*dlock.Lease, error)    { return nil, nil }
+func (brokenLocker) TryLock(context.Context) (*dlock.Lease, error) { return nil, nil }
+
+// A caller's Locker that returns (nil, nil) made LockAll panic with the
+// locks taken before it left held, and Do panic: each is now an error
+// wrapping ErrInvalidConfig, and nothing is left held.
+func TestBrokenLockerIsAnError(t *testing.T) {
+	c := memlock.Open()
+	t.Cleanup(func() { _ = c.Close() })
+	a := c.Mutex("lockall-a") // sorts before the broken locker's name
+	for _, try := range []bool{false, true} {
+		f := dlock.LockAll
+		if try {
+			f = dlock.TryLockAll
+		}
+		if _, err := f(t.Context(), a, brokenLocker{}); !errors.Is(err, dlock.ErrInvalidConfig) || !errors.As(err, new(*dlock.Error)) {
+			t.Errorf("LockAll with a broken locker (try %v) = %v; want a *dlock.Error wrapping ErrInvalidConfig", try, err)
+		}
+	}
+	ran := false
+	if err := dlock.Do(t.Context(), brokenLocker{}, func(context.Context, *dlock.Lease) error { ran = true; return nil }); !errors.Is(err, dlock.ErrInvalidConfig) || ran {
+		t.Errorf("Do with a broken locker = %v, ran %v; want ErrInvalidConfig, not run", err, ran)
+	}
+	l, err := a.TryLock(t.Context())
+	if err != nil {
+		t.Fatalf("after the broken LockAll: %v", err)
+	}
+	_ = l.Unlock(t.Context())
+}

@@ -104,6 +104,9 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 		} else {
 			l, err = lockers[it.i].Lock(ctx)
 		}
+		if err == nil && l.none() { // a Locker of the caller's that broke its contract
+			err = &Error{Op: op, Name: it.name, Backend: it.backend, Err: fmt.Errorf("%w: the locker returned no lease and no error", ErrInvalidConfig)}
+		}
 		if err != nil {
 			g.release(context.WithoutCancel(ctx))
 			return nil, err
