@@ -52,7 +52,7 @@ func Read(ctx context.Context, path string, max int64) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
-			return nil, fmt.Errorf("nothing to read before the deadline (a pipe with no data?): %w", ctx.Err())
+			return nil, fmt.Errorf("a pipe or socket, not read to its end before ctx ended: %w", ctx.Err())
 		}
 		return nil, bare(err)
 	}

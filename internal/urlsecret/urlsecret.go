@@ -190,7 +190,10 @@ func HasSecret(rawURL string) bool {
 		}
 		for k, vs := range u.Query() {
 			n := strings.ToLower(k)
-			if secretParam(n) && n != PasswordFileParam && n != "key" && n != "sslkey" && len(vs) > 0 && vs[0] != "" {
+			// A parameter naming a file (password_file=, token_file=, key=)
+			// keeps the secret in the file.
+			isPath := strings.HasSuffix(n, "_file") || n == "key" || n == "sslkey"
+			if secretParam(n) && !isPath && len(vs) > 0 && vs[0] != "" {
 				return true
 			}
 		}

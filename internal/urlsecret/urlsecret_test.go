@@ -70,6 +70,10 @@ func TestNATSTokenIsSecret(t *testing.T) {
 		"nats://h:1/b":         false,
 		"redis://user@h:1":     false,
 		"postgres://user@h/db": false,
+		// A file's path is no secret in argv (it drew a warning to use
+		// password_file=).
+		"nats://h:1/b?token_file=/run/t": false,
+		"nats://h:1/b?token=T0KEN":       true,
 	} {
 		if got := HasSecret(raw); got != want {
 			t.Errorf("HasSecret(%s) = %v; want %v", raw, got, want)
