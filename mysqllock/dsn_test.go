@@ -48,6 +48,7 @@ func TestBadDSNParams(t *testing.T) {
 		{"timeout=5s&timeout=1s", "timeout"},
 		{"mode=row&mode=table", "mode"},
 		{"strict=true", "strict"}, // the driver panics on it
+		{"maxAllowedPacket=-1", "maxAllowedPacket"},
 	} {
 		t.Run(c.q, func(t *testing.T) { drivertest.WantInvalidURL(t, "mysql://127.0.0.1:1/x?"+c.q, "", c.want) })
 	}

@@ -359,6 +359,9 @@ func dsnParams(rawQuery string, q url.Values) (cfg *mysql.Config, err error) {
 			return nil, fmt.Errorf("mysqllock: %w: %s=%v: want 0 (none) or more", dlock.ErrInvalidURL, name, d)
 		}
 	}
+	if cfg.MaxAllowedPacket < 0 {
+		return nil, fmt.Errorf("mysqllock: %w: maxAllowedPacket=%d: want 0 (the server's) or more", dlock.ErrInvalidURL, cfg.MaxAllowedPacket)
+	}
 	return cfg, nil
 }
 
