@@ -62,6 +62,10 @@ func newDriver(ctx context.Context, db *sql.DB, opts Options) (*myDriver, error)
 	if err := d.Migrate(ctx); err != nil {
 		return nil, err
 	}
+	var offset int64
+	if err := db.QueryRowContext(ctx, "SELECT TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(), NOW())").Scan(&offset); err == nil && offset != 0 {
+		driver.Logger(ctx).Warn("mysqllock: the session's time zone is not UTC (NOW is UTC" + fmt.Sprintf("%+d", offset) + "s): dlock judges expiry by UTC_TIMESTAMP, dlock before 2026-11-28 by NOW, so do not run the two on the same tables")
+	}
 	return d, nil
 }
 
@@ -142,13 +146,13 @@ func (d *myDriver) Acquire(ctx context.Context, r driver.Request) (driver.Grant,
 // reply: the token when granted, 0 when the lock is held by another. The
 // label is the first hold's: re-entry keeps it.
 const acquireSQL = `INSERT INTO dlock_locks (name, owner, holds, token, expires_at, label)
-VALUES (?, ?, 1, LAST_INSERT_ID(1), NOW(6) + INTERVAL ? MICROSECOND, ?)
+VALUES (?, ?, 1, LAST_INSERT_ID(1), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, ?)
 ON DUPLICATE KEY UPDATE
-  token = IF(expires_at <= NOW(6), LAST_INSERT_ID(token + 1), IF(owner = VALUES(owner), LAST_INSERT_ID(token), IF(LAST_INSERT_ID(0) = 0, token, token))),
-  holds = IF(expires_at <= NOW(6), 1, IF(owner = VALUES(owner), holds + 1, holds)),
-  label = IF(expires_at <= NOW(6), VALUES(label), label),
-  owner = IF(expires_at <= NOW(6), VALUES(owner), owner),
-  expires_at = IF(expires_at <= NOW(6), VALUES(expires_at), IF(owner = VALUES(owner), GREATEST(expires_at, VALUES(expires_at)), expires_at))`
+  token = IF(expires_at <= UTC_TIMESTAMP(6), LAST_INSERT_ID(token + 1), IF(owner = VALUES(owner), LAST_INSERT_ID(token), IF(LAST_INSERT_ID(0) = 0, token, token))),
+  holds = IF(expires_at <= UTC_TIMESTAMP(6), 1, IF(owner = VALUES(owner), holds + 1, holds)),
+  label = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(label), label),
+  owner = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(owner), owner),
+  expires_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(expires_at), IF(owner = VALUES(owner), GREATEST(expires_at, VALUES(expires_at)), expires_at))`
 
 // releaseSQL drops ? holds but keeps at least ? (see sqlbase.Settle) of a
 // live lease, marking the row expired when none are left. holds changes last
@@ -159,7 +163,7 @@ const releaseSQL = `UPDATE dlock_locks SET
   expires_at = IF(GREATEST(holds - ?, ?) <= 0, '1970-01-02', expires_at),
   owner = IF(GREATEST(holds - ?, ?) <= 0, '', owner),
   holds = LAST_INSERT_ID(GREATEST(holds - ?, ?, 0) + 1) - 1
-WHERE name = ? AND owner = ? AND token = ? AND holds > 0 AND expires_at > NOW(6)`
+WHERE name = ? AND owner = ? AND token = ? AND holds > 0 AND expires_at > UTC_TIMESTAMP(6)`
 
 // acquireRow grants, re-enters or refuses in one statement; only a refusal
 // reads the holder's time left, for the waiter's next try.
@@ -190,7 +194,7 @@ func (d *myDriver) acquireRow(ctx context.Context, r driver.Request) (driver.Gra
 		return driver.Grant{Acquired: true, Token: uint64(token)}, nil
 	}
 	var leftUs int64
-	err = d.db.QueryRowContext(ctx, `SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at), 0) FROM dlock_locks WHERE name = ?`,
+	err = d.db.QueryRowContext(ctx, `SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at), 0) FROM dlock_locks WHERE name = ?`,
 		r.Name).Scan(&leftUs)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return driver.Grant{}, myErr("acquire", err)
@@ -240,8 +244,8 @@ func (d *myDriver) Renew(ctx context.Context, batch []driver.Held) []driver.Rene
 		for ttl, hs := range byTTL {
 			in, args := holdsIn(hs)
 			args = append([]any{ttl.Microseconds()}, args...)
-			if _, err = tx.ExecContext(ctx, `UPDATE dlock_locks SET expires_at = GREATEST(expires_at, NOW(6) + INTERVAL ? MICROSECOND)
-WHERE expires_at > NOW(6) AND (name, owner, token) IN (`+in+`)`, args...); err != nil {
+			if _, err = tx.ExecContext(ctx, `UPDATE dlock_locks SET expires_at = GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
+WHERE expires_at > UTC_TIMESTAMP(6) AND (name, owner, token) IN (`+in+`)`, args...); err != nil {
 				break
 			}
 		}
@@ -250,7 +254,7 @@ WHERE expires_at > NOW(6) AND (name, owner, token) IN (`+in+`)`, args...); err !
 	if err == nil {
 		in, args := holdsIn(batch)
 		var rows *sql.Rows
-		rows, err = tx.QueryContext(ctx, `SELECT name FROM dlock_locks WHERE expires_at > NOW(6) AND (name, owner, token) IN (`+in+`)`, args...)
+		rows, err = tx.QueryContext(ctx, `SELECT name FROM dlock_locks WHERE expires_at > UTC_TIMESTAMP(6) AND (name, owner, token) IN (`+in+`)`, args...)
 		if err == nil {
 			for rows.Next() {
 				var n string
@@ -337,8 +341,8 @@ func (d *myDriver) Inspect(ctx context.Context, name string) (driver.Info, error
 	}
 	info := driver.Info{Name: name}
 	var leftUs int64
-	err := d.db.QueryRowContext(ctx, `SELECT owner, label, holds, token, TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at)
-FROM dlock_locks WHERE name = ? AND holds > 0 AND expires_at > NOW(6)`, name).Scan(&info.Owner, &info.Label, &info.Holds, &info.Token, &leftUs)
+	err := d.db.QueryRowContext(ctx, `SELECT owner, label, holds, token, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
+FROM dlock_locks WHERE name = ? AND holds > 0 AND expires_at > UTC_TIMESTAMP(6)`, name).Scan(&info.Owner, &info.Label, &info.Holds, &info.Token, &leftUs)
 	if errors.Is(err, sql.ErrNoRows) {
 		return info, nil
 	}

@@ -94,7 +94,7 @@ func (d *myDriver) decideKind(ctx context.Context, tx *sql.Tx, r driver.Request,
 		return g, 0, 0, err
 	}
 	for _, t := range []string{"dlock_holds", "dlock_waits"} {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM `+t+` WHERE name = ? AND family = ? AND expires_at <= NOW(6)`, r.Name, fam); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM `+t+` WHERE name = ? AND family = ? AND expires_at <= UTC_TIMESTAMP(6)`, r.Name, fam); err != nil {
 			return g, 0, 0, err
 		}
 	}
@@ -133,7 +133,7 @@ WHERE name = ? AND family = ?`, r.Limit, r.Limit, r.Name, fam)
 			return g, 0, 0, err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO dlock_holds (name, family, owner, kind, holds, token, expires_at, label)
-VALUES (?, ?, ?, ?, 1, ?, NOW(6) + INTERVAL ? MICROSECOND, ?)`, r.Name, fam, r.Owner, int(r.Kind), tok, ttl, r.Label); err != nil {
+VALUES (?, ?, ?, ?, 1, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, ?)`, r.Name, fam, r.Owner, int(r.Kind), tok, ttl, r.Label); err != nil {
 			return g, 0, 0, err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM dlock_waits WHERE name = ? AND family = ? AND owner = ?`, r.Name, fam, r.Owner); err != nil {
@@ -145,7 +145,7 @@ VALUES (?, ?, ?, ?, 1, ?, NOW(6) + INTERVAL ? MICROSECOND, ?)`, r.Name, fam, r.O
 		// hold (which does not lock the state row) may have deleted the
 		// row since. (holds + 1 changes the row, so it counts as affected.)
 		res, err := tx.ExecContext(ctx, `UPDATE dlock_holds SET holds = holds + 1,
-  expires_at = GREATEST(expires_at, NOW(6) + INTERVAL ? MICROSECOND)
+  expires_at = GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
 WHERE name = ? AND family = ? AND owner = ?`, ttl, r.Name, fam, r.Owner)
 		var n int64
 		if err == nil {
@@ -174,7 +174,7 @@ WHERE name = ? AND family = ? AND owner = ?`, ttl, r.Name, fam, r.Owner)
 			mine = mine || w.Owner == r.Owner
 		}
 		if mine { // keep our place, a while longer
-			_, err = tx.ExecContext(ctx, `UPDATE dlock_waits SET expires_at = NOW(6) + INTERVAL ? MICROSECOND
+			_, err = tx.ExecContext(ctx, `UPDATE dlock_waits SET expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
 WHERE name = ? AND family = ? AND owner = ?`, life, r.Name, fam, r.Owner)
 			return g, verdict, limit, err
 		}
@@ -185,7 +185,7 @@ WHERE name = ? AND family = ? AND owner = ?`, life, r.Name, fam, r.Owner)
 		}
 		if err == nil {
 			_, err = tx.ExecContext(ctx, `INSERT INTO dlock_waits (name, family, owner, kind, seq, expires_at)
-VALUES (?, ?, ?, ?, ?, NOW(6) + INTERVAL ? MICROSECOND)`, r.Name, fam, r.Owner, int(r.Kind), seq, life)
+VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`, r.Name, fam, r.Owner, int(r.Kind), seq, life)
 		}
 		if err != nil {
 			return g, 0, 0, err
@@ -200,8 +200,8 @@ type querier interface {
 
 // kindHolds reads the live holds of a read-write lock or semaphore.
 func kindHolds(ctx context.Context, q querier, name string, fam int) ([]sqlbase.KindHold, error) {
-	rows, err := q.QueryContext(ctx, `SELECT owner, label, kind, holds, token, TIMESTAMPDIFF(MICROSECOND, NOW(6), expires_at)
-FROM dlock_holds WHERE name = ? AND family = ? AND expires_at > NOW(6)`, name, fam)
+	rows, err := q.QueryContext(ctx, `SELECT owner, label, kind, holds, token, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
+FROM dlock_holds WHERE name = ? AND family = ? AND expires_at > UTC_TIMESTAMP(6)`, name, fam)
 	if err != nil {
 		return nil, err
 	}
@@ -233,8 +233,8 @@ func (d *myDriver) renewKinds(ctx context.Context, batch []driver.Held, res []dr
 		for ttl, is := range byTTL {
 			in, args := kindHoldsIn(batch, is)
 			args = append([]any{ttl.Microseconds()}, args...)
-			if _, err = tx.ExecContext(ctx, `UPDATE dlock_holds SET expires_at = GREATEST(expires_at, NOW(6) + INTERVAL ? MICROSECOND)
-WHERE expires_at > NOW(6) AND (name, family, owner, token) IN (`+in+`)`, args...); err != nil {
+			if _, err = tx.ExecContext(ctx, `UPDATE dlock_holds SET expires_at = GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
+WHERE expires_at > UTC_TIMESTAMP(6) AND (name, family, owner, token) IN (`+in+`)`, args...); err != nil {
 				break
 			}
 		}
@@ -242,7 +242,7 @@ WHERE expires_at > NOW(6) AND (name, family, owner, token) IN (`+in+`)`, args...
 			in, args := kindHoldsIn(batch, idx)
 			var rows *sql.Rows
 			rows, err = tx.QueryContext(ctx, `SELECT name, family, owner, token FROM dlock_holds
-WHERE expires_at > NOW(6) AND (name, family, owner, token) IN (`+in+`)`, args...)
+WHERE expires_at > UTC_TIMESTAMP(6) AND (name, family, owner, token) IN (`+in+`)`, args...)
 			if err == nil {
 				found := map[string]bool{}
 				for rows.Next() {
@@ -309,7 +309,7 @@ func (d *myDriver) releaseKind(ctx context.Context, h driver.Held, count int) (i
 	fam := int(h.Kind.Family())
 	var holds int
 	err = tx.QueryRowContext(ctx, `SELECT holds FROM dlock_holds WHERE name = ? AND family = ? AND owner = ? AND token = ?
-AND expires_at > NOW(6) FOR UPDATE`, h.Name, fam, h.Owner, h.Token).Scan(&holds)
+AND expires_at > UTC_TIMESTAMP(6) FOR UPDATE`, h.Name, fam, h.Owner, h.Token).Scan(&holds)
 	switch {
 	case err == sql.ErrNoRows:
 		return 0, fmt.Errorf("mysqllock: release: %w: the hold expired or was deleted", dlock.ErrLeaseLost)
@@ -343,7 +343,7 @@ func (d *myDriver) InspectKind(ctx context.Context, name string, kind driver.Kin
 	}
 	var waiters, limit int
 	err = d.db.QueryRowContext(ctx, `SELECT
-  (SELECT COUNT(*) FROM dlock_waits WHERE name = ? AND family = ? AND expires_at > NOW(6)),
+  (SELECT COUNT(*) FROM dlock_waits WHERE name = ? AND family = ? AND expires_at > UTC_TIMESTAMP(6)),
   COALESCE((SELECT lim FROM dlock_kinds WHERE name = ? AND family = ?), 0)`, name, fam, name, fam).Scan(&waiters, &limit)
 	if err != nil {
 		return driver.Info{}, myErr("inspect", err)

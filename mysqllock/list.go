@@ -15,7 +15,7 @@ import (
 func (d *myDriver) List(ctx context.Context, prefix string) ([]driver.Info, error) {
 	q := `SELECT name FROM dlock_tokens WHERE name LIKE ?`
 	if d.mode == ModeTable {
-		q = `SELECT name FROM dlock_locks WHERE name LIKE ? AND holds > 0 AND expires_at > NOW(6)`
+		q = `SELECT name FROM dlock_locks WHERE name LIKE ? AND holds > 0 AND expires_at > UTC_TIMESTAMP(6)`
 	}
 	refs, err := d.listRefs(ctx, q, prefix, false)
 	if err != nil {

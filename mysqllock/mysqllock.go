@@ -56,7 +56,12 @@
 //	    owner's live one, or leaves another's alone; the reply's
 //	    LAST_INSERT_ID carries the token (0: refused). Release and a whole
 //	    renewal batch are one statement each. Expiry is judged by the
-//	    database's NOW(6). Rows are never deleted (a release marks the row
+//	    database's UTC_TIMESTAMP(6): not NOW(6), which follows each
+//	    session's time_zone (a client with time_zone='-05:00' saw every
+//	    lock as expired) and jumps with daylight saving. dlock before this
+//	    change used NOW(6): on a server whose time zone is not UTC, do not
+//	    run old and new clients on the same tables (Open logs a warning on
+//	    such a server). Rows are never deleted (a release marks the row
 //	    expired), so the row's token column is the name's counter: do not
 //	    delete rows by hand, or the name's tokens start again at 1. MySQL has
 //	    no notifications, so waiters poll with capped backoff and jitter, and
@@ -156,7 +161,7 @@
 // TTLs are whole microseconds, from 5.13 ms (a grant must arrive with
 // TTL/100 + 2ms + min(TTL/10, 1s) left) up to ten years; a TTL outside is
 // refused with ErrInvalidTTL when the lock is made. Expiry is judged by
-// the database's NOW(6) in table mode; in row and session mode the
+// the database's UTC_TIMESTAMP(6) in table mode; in row and session mode the
 // server's timeouts that free a cut-off holder's lock are whole seconds,
 // rounded up ("A holder cut off").
 //

@@ -186,7 +186,7 @@ func TestMigrateAddsLabel(t *testing.T) {
   token      BIGINT UNSIGNED NOT NULL,
   expires_at DATETIME(6) NOT NULL
 ) ENGINE=InnoDB`,
-		"INSERT INTO dlock_locks VALUES ('old', 'old-owner', 1, 1, NOW(6) + INTERVAL 1 HOUR)"} {
+		"INSERT INTO dlock_locks VALUES ('old', 'old-owner', 1, 1, UTC_TIMESTAMP(6) + INTERVAL 1 HOUR)"} {
 		if _, err := admin.ExecContext(ctx, q); err != nil {
 			t.Fatal(err)
 		}

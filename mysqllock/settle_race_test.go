@@ -39,7 +39,7 @@ func TestSettleRaces(t *testing.T) {
 	t.Cleanup(func() { _ = raw.Close() })
 	rowHolds := func(name string) int64 {
 		var h int64
-		err := raw.QueryRow(`SELECT holds FROM dlock_locks WHERE name = ? AND expires_at > NOW(6)`, name).Scan(&h)
+		err := raw.QueryRow(`SELECT holds FROM dlock_locks WHERE name = ? AND expires_at > UTC_TIMESTAMP(6)`, name).Scan(&h)
 		if errors.Is(err, sql.ErrNoRows) {
 			return -1
 		}

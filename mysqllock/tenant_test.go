@@ -38,7 +38,7 @@ func TestTenantAttacks(t *testing.T) {
 	bdb.SetMaxOpenConns(1)
 	for what, q := range map[string]string{
 		"read names": "SELECT name FROM a.dlock_locks",
-		"take":       "INSERT INTO a.dlock_locks (name, owner, token, holds, expires_at) VALUES ('y', 'b', 1, 1, NOW(6))",
+		"take":       "INSERT INTO a.dlock_locks (name, owner, token, holds, expires_at) VALUES ('y', 'b', 1, 1, UTC_TIMESTAMP(6))",
 		"release":    "DELETE FROM a.dlock_locks",
 		"keep alive": "UPDATE a.dlock_locks SET expires_at = expires_at + INTERVAL 1 HOUR",
 	} {

@@ -1,0 +1,60 @@
+package mysqllock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/internal/testserver"
+)
+
+// Expiry did not hold across session time zones: it was judged by NOW(6),
+// which follows each session's time_zone, so a client whose sessions ran
+// at -05:00 wrote expiries five hours early as others read them, and one
+// at +05:00 read every live lock as expired: two holders at once. Expiry
+// is now judged by UTC_TIMESTAMP(6), the same for every session.
+func TestSessionTimeZonesAgree(t *testing.T) {
+	srv := testserver.MariaDB(t)
+	base := testserver.MariaDBURL(t, srv, "dlock_tz")
+	ctx := context.Background()
+	open := func(q string) *dlock.Client {
+		c, err := dlock.Open(ctx, base+q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	for _, mode := range []string{"table", "row"} {
+		west := open("?mode=" + mode + "&time_zone=%27-05:00%27")
+		east := open("?mode=" + mode + "&time_zone=%27%2B05:00%27")
+		plain := open("?mode=" + mode)
+		for i, pair := range [][2]*dlock.Client{{west, plain}, {plain, east}, {west, east}} {
+			name := mode + "/tz-" + string(rune('a'+i))
+			l, err := pair[0].Mutex(name, dlock.WithTTL(time.Minute)).Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l2, err := pair[1].Mutex(name).TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+				t.Errorf("%s: a client in another time zone took the held lock: %v (tokens %d and %d)", name, err, l.Token(), l2.Token())
+				_ = l2.Unlock(ctx)
+			}
+			_ = l.Unlock(ctx)
+		}
+		if mode != "table" {
+			continue // read-write locks are table mode's
+		}
+		// A read-write lock's holds expire by the same clock.
+		rw, err := west.RWMutex(mode+"/tz-rw", dlock.WithTTL(time.Minute)).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := east.RWMutex(mode + "/tz-rw").TryRLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+			t.Errorf("%s: a reader in another time zone joined a held write lock: %v", mode, err)
+			_ = r.Unlock(ctx)
+		}
+		_ = rw.Unlock(ctx)
+	}
+}
