@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/dlock/dlock"
@@ -60,8 +61,11 @@ func checkFiles(ctx context.Context, q url.Values, hasPassword bool) error {
 		defaults["passfile"] = filepath.Join(home, ".pgpass")
 		defaults["servicefile"] = filepath.Join(home, ".pg_service.conf")
 		defaults["sslrootcert"] = filepath.Join(home, ".postgresql", "root.crt")
-		defaults["sslcert"] = filepath.Join(home, ".postgresql", "postgresql.crt")
-		defaults["sslkey"] = filepath.Join(home, ".postgresql", "postgresql.key")
+		// pgx takes the default certificate and key only as a pair.
+		cert, key := filepath.Join(home, ".postgresql", "postgresql.crt"), filepath.Join(home, ".postgresql", "postgresql.key")
+		if exists(cert) && exists(key) {
+			defaults["sslcert"], defaults["sslkey"] = cert, key
+		}
 	}
 	// elsewhere is where pgx takes k from when the URL does not name it.
 	elsewhere := func(k string, settings map[string]string, service string) (path, from string) {
@@ -116,7 +120,7 @@ func checkFiles(ctx context.Context, q url.Values, hasPassword bool) error {
 			continue
 		}
 		path, from := elsewhere(k, settings, service)
-		if _, err := os.Stat(path); path == "" || errors.Is(err, fs.ErrNotExist) {
+		if path == "" || !exists(path) {
 			continue
 		}
 		if err := check(k, from, path); err != nil {
@@ -126,8 +130,44 @@ func checkFiles(ctx context.Context, q url.Values, hasPassword bool) error {
 	return nil
 }
 
-// hasPassword reports whether u gives a password in its user info.
+// exists reports whether path names something (a broken symbolic link
+// does not).
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, fs.ErrNotExist)
+}
+
+// hasPassword reports whether u gives a password in its user info (pgx,
+// like libpq, takes an empty one as none and reads the passfile).
 func hasPassword(u *url.URL) bool {
-	_, ok := u.User.Password()
-	return ok
+	pw, _ := u.User.Password()
+	return pw != ""
+}
+
+// pgxQuery returns rawQuery's parameters as pgx reads them (each value
+// percent-decoded, '+' left a plus) and rawQuery as written less the
+// parameters in drop, for pgx. A parameter given twice, of which pgx would
+// take one and dlock's checks another, is ErrInvalidURL.
+func pgxQuery(rawQuery string, drop ...string) (url.Values, string, error) {
+	q := url.Values{}
+	var keep []string
+	for _, kv := range strings.Split(rawQuery, "&") {
+		if kv == "" {
+			continue
+		}
+		rk, rv, _ := strings.Cut(kv, "=")
+		k, err1 := url.PathUnescape(rk)
+		v, err2 := url.PathUnescape(rv)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, "", fmt.Errorf("pglock: %w: %v", dlock.ErrInvalidURL, err)
+		}
+		if q.Has(k) {
+			return nil, "", fmt.Errorf("pglock: %w: %s is given twice", dlock.ErrInvalidURL, k)
+		}
+		q.Set(k, v)
+		if !slices.Contains(drop, k) {
+			keep = append(keep, kv)
+		}
+	}
+	return q, strings.Join(keep, "&"), nil
 }

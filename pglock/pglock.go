@@ -311,12 +311,19 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	if err := urlparam.Check(q, pgInts); err != nil {
 		return nil, fmt.Errorf("pglock: %w: %v", dlock.ErrInvalidURL, err)
 	}
-	if err := checkFiles(ctx, q, hasPassword(u)); err != nil {
+	// pgx reads the query as libpq does ('+' is a plus, the last of a
+	// repeated parameter wins), not as url.Values: the files are checked
+	// as pgx will read them, and pgx gets the query as written.
+	pq, raw, err := pgxQuery(u.RawQuery, "mode", "max_held")
+	if err != nil {
+		return nil, err
+	}
+	if err := checkFiles(ctx, pq, hasPassword(u)); err != nil {
 		return nil, err
 	}
 	v := *u
 	v.Scheme = "postgres"
-	v.RawQuery = q.Encode()
+	v.RawQuery = raw
 	cfg, err := pgxpool.ParseConfig(v.String())
 	if err != nil {
 		return nil, fmt.Errorf("pglock: %w: %v", dlock.ErrInvalidURL, err)

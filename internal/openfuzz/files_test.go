@@ -192,6 +192,38 @@ func TestPGFileEnvIsBounded(t *testing.T) {
 			}
 		})
 	}
+	// pgx reads the URL as libpq does: an empty password is none (it reads
+	// ~/.pgpass), '+' in a path is a plus, the last of a repeated parameter
+	// wins. dlock's checks read it the same way (each of these hung Open on
+	// a FIFO that dlock had not checked).
+	fifoHome := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(fifoHome, ".pgpass"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	plus := filepath.Join(dir, "a+b")
+	if err := os.Symlink(big, plus); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ rawURL, want string }{
+		{"postgres://u:@127.0.0.1:1/db?sslmode=disable", "passfile"},
+		{"postgres://u@127.0.0.1:1/db?password=x&password=", "password is given twice"},
+		{"postgres://u@127.0.0.1:1/db?sslmode=disable&sslmode=prefer", "sslmode is given twice"},
+		{"postgres://u@127.0.0.1:1/db?sslmode=verify-full&sslrootcert=" + plus, "too large"},
+	} {
+		t.Run("", func(t *testing.T) {
+			t.Setenv("HOME", fifoHome)
+			done := make(chan error, 1)
+			go func() { err, _ := openSafely(t, c.rawURL); done <- err }()
+			select {
+			case err := <-done:
+				if !errors.Is(err, dlock.ErrInvalidURL) || !strings.Contains(err.Error(), c.want) {
+					t.Errorf("Open(%s) = %v; want ErrInvalidURL saying %q", c.rawURL, err, c.want)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("Open(%s) has not returned after 20 s", c.rawURL)
+			}
+		})
+	}
 	// A file in the URL takes the environment's place, as in pgx.
 	t.Setenv("PGSSLROOTCERT", big)
 	err, _ := openSafely(t, "postgres://u@127.0.0.1:1/db?sslmode=verify-full&sslrootcert=system")
