@@ -32,6 +32,13 @@ func TestBadURLsAreErrors(t *testing.T) {
 		// go-redis uses the last of a repeated parameter.
 		{"redis://127.0.0.1:1/0?dial_timeout=1s&dial_timeout=-1s", "dial_timeout is given 2 times"},
 		{"redis+cluster://127.0.0.1:1?pool_timeout=1s&pool_timeout=-1s", "pool_timeout is given 2 times"},
+		// prefix= and scripts= were read before the check: the first used.
+		{"redis://127.0.0.1:1/0?prefix=a&prefix=b", "prefix is given 2 times"},
+		{"redis://127.0.0.1:1/0?scripts=eval&scripts=functions", "scripts is given 2 times"},
+		// go-redis panicked on these for a failover client.
+		{"redis+sentinel://127.0.0.1:1/m?route_randomly=true", "route_randomly"},
+		{"redis+sentinel://127.0.0.1:1/m?route_by_latency=true", "route_by_latency"},
+		{"redis+sentinel://127.0.0.1:1/m?master_name=other", "master_name"},
 	} {
 		t.Run(tc.url, func(t *testing.T) { drivertest.WantInvalidURL(t, tc.url, "", tc.want) })
 	}

@@ -77,6 +77,14 @@ func Open(ctx context.Context, rdb redis.UniversalClient, opts Options) (*dlock.
 
 func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	q := u.Query()
+	for k, v := range q {
+		// go-redis uses the last of a repeated parameter, dlock the first of
+		// its own (prefix=): refuse rather than guess (addr= lists a
+		// cluster's or sentinels' seeds).
+		if len(v) > 1 && k != "addr" {
+			return nil, fmt.Errorf("redislock: %w: %s is given %d times", dlock.ErrInvalidURL, k, len(v))
+		}
+	}
 	opts := Options{KeyPrefix: q.Get("prefix"), Logger: driver.Logger(ctx)}
 	q.Del("prefix")
 	switch m := q.Get("scripts"); m {
@@ -94,13 +102,6 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	tlsurl.Del(q)
 	if err := urlparam.Check(q, redisInts); err != nil {
 		return nil, fmt.Errorf("redislock: %w: %v", dlock.ErrInvalidURL, err)
-	}
-	for k, v := range q {
-		// go-redis uses the last of a repeated parameter: refuse rather
-		// than guess (addr= lists a cluster's or sentinels' seeds).
-		if len(v) > 1 && k != "addr" {
-			return nil, fmt.Errorf("redislock: %w: %s is given %d times", dlock.ErrInvalidURL, k, len(v))
-		}
 	}
 	for _, k := range []string{"dial_timeout", "pool_timeout"} {
 		// go-redis takes 0 or less as "no timeout", which for these means
@@ -155,6 +156,9 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		if master == "" || strings.Contains(master, "/") {
 			return nil, fmt.Errorf("redislock: %w: want %s://sentinel:26379,…/MASTERNAME", dlock.ErrInvalidURL, u.Scheme)
 		}
+		if q.Has("master_name") {
+			return nil, fmt.Errorf("redislock: %w: master_name=: the master's name is the URL's path (%s://sentinel:26379,…/MASTERNAME)", dlock.ErrInvalidURL, u.Scheme)
+		}
 		db := q.Get("db")
 		q.Del("db")
 		q.Set("master_name", master)
@@ -163,6 +167,9 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		o, err := redis.ParseFailoverURL(v.String())
 		if err != nil {
 			return nil, fmt.Errorf("redislock: %w: %v", dlock.ErrInvalidURL, err)
+		}
+		if o.RouteRandomly || o.RouteByLatency { // go-redis panics on them for a failover client
+			return nil, fmt.Errorf("redislock: %w: route_randomly and route_by_latency are for a cluster, not a Sentinel URL", dlock.ErrInvalidURL)
 		}
 		// The URL's credentials are the data nodes'; sentinels usually share them.
 		o.Username, o.Password = o.SentinelUsername, o.SentinelPassword
