@@ -18,6 +18,7 @@ func TestDSNParams(t *testing.T) {
 	for _, q := range []string{
 		"?timeout=5s&readTimeout=10s&writeTimeout=10s", "?mode=row&timeout=5s", "?sql_mode=%27ANSI_QUOTES%27",
 		"?charset=utf8mb4,utf8", // the driver takes charset as written: an escaped comma failed
+		"?loc=Europe/Paris",     // a '/' in a value: "default addr for network '/?loc=Europe' unknown"
 	} {
 		t.Run(q, func(t *testing.T) {
 			ctx := context.Background()
@@ -49,6 +50,7 @@ func TestBadDSNParams(t *testing.T) {
 		{"mode=row&mode=table", "mode"},
 		{"strict=true", "strict"}, // the driver panics on it
 		{"maxAllowedPacket=-1", "maxAllowedPacket"},
+		{"autocommit=0", "autocommit"}, // a grant's row lock stayed taken
 	} {
 		t.Run(c.q, func(t *testing.T) { drivertest.WantInvalidURL(t, "mysql://127.0.0.1:1/x?"+c.q, "", c.want) })
 	}

@@ -343,9 +343,16 @@ func dsnParams(rawQuery string, q url.Values) (cfg *mysql.Config, err error) {
 			switch k {
 			case "", "mode", "max_held", "tls", "ca", "cert", "key", "insecure_skip_verify":
 				continue
+			case "autocommit":
+				// Table mode's statements must commit each by itself: with
+				// autocommit off a grant's row lock stays taken.
+				return nil, fmt.Errorf("mysqllock: %w: autocommit: dlock needs the server's default (on)", dlock.ErrInvalidURL)
 			}
 		}
-		rest = append(rest, kv)
+		// The driver cuts its DSN at the last '/': a '/' in a value
+		// (loc=Europe/Paris) goes escaped, which the driver decodes where
+		// a '/' can occur (loc, system variables).
+		rest = append(rest, strings.ReplaceAll(kv, "/", "%2F"))
 	}
 	if len(rest) == 0 {
 		return mysql.NewConfig(), nil
