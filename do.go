@@ -64,8 +64,10 @@ func Do(ctx context.Context, m Locker, fn func(ctx context.Context, l *Lease) er
 		l, err = m.Lock(wait)
 	}
 	cancelWait()
-	if err == nil && l.none() { // a Locker of the caller's that broke its contract
-		err = &Error{Op: "do", Backend: backend, Name: name, Err: fmt.Errorf("%w: the locker returned no lease and no error", ErrInvalidConfig)}
+	if err == nil {
+		err = checkTaken("do", name, backend, l)
+	} else if !l.none() { // a lease and an error from a Locker of the caller's
+		_ = l.Unlock(context.WithoutCancel(ctx))
 	}
 	if err != nil {
 		return err

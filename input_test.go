@@ -150,4 +150,64 @@ func TestBrokenLockerIsAnError(t *testing.T) {
 		t.Fatalf("after the broken LockAll: %v", err)
 	}
 	_ = l.Unlock(t.Context())
+
+	// Other broken Lockers: one that panics, one that returns a lease it
+	// has unlocked, one that returns a lease and an error. LockAll leaves
+	// nothing held (the panic had left "lockall-a" held for good), and Do
+	// does not run its function without a hold.
+	other := c.Mutex("lockall-z")
+	for _, lk := range []dlock.NamedLocker{
+		funcLocker(func(context.Context) (*dlock.Lease, error) { panic("broken") }),
+		funcLocker(func(ctx context.Context) (*dlock.Lease, error) {
+			l, err := other.Lock(ctx)
+			if err == nil {
+				err = l.Unlock(ctx)
+			}
+			return l, err
+		}),
+		funcLocker(func(ctx context.Context) (*dlock.Lease, error) {
+			l, _ := other.Lock(ctx)
+			return l, errors.New("broken")
+		}),
+	} {
+		func() {
+			defer func() { _ = recover() }()
+			if g, err := dlock.LockAll(t.Context(), a, lk); err == nil {
+				t.Errorf("LockAll with a broken locker = %v, nil", g)
+				_ = g.Unlock(t.Context())
+			}
+		}()
+		func() {
+			defer func() { _ = recover() }()
+			ran := false
+			_ = dlock.Do(t.Context(), lk, func(context.Context, *dlock.Lease) error { ran = true; return nil })
+			if ran {
+				t.Error("Do ran its function with a broken locker")
+			}
+		}()
+		for _, m := range []*dlock.Mutex{a, other} {
+			l, err := m.TryLock(t.Context())
+			if err != nil {
+				t.Fatalf("%s held after a broken locker: %v", m.Name(), err)
+			}
+			_ = l.Unlock(t.Context())
+		}
+	}
+	// A failed LockAll's nil *Group holds nothing.
+	var g *dlock.Group
+	if g.Leases() != nil || !errors.Is(g.Err(), dlock.ErrNotHeld) || !errors.Is(g.Unlock(t.Context()), dlock.ErrNotHeld) {
+		t.Error("a nil group reports a hold")
+	}
+	select {
+	case <-g.Done():
+	default:
+		t.Error("a nil group: Done is not closed")
+	}
 }
+
+// funcLocker is a caller's Locker made of one function.
+type funcLocker func(context.Context) (*dlock.Lease, error)
+
+func (funcLocker) Name() string                                        { return "lockall-func" }
+func (f funcLocker) Lock(ctx context.Context) (*dlock.Lease, error)    { return f(ctx) }
+func (f funcLocker) TryLock(ctx context.Context) (*dlock.Lease, error) { return f(ctx) }

@@ -97,15 +97,9 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 	}
 	g := &Group{leases: make([]*Lease, len(lockers))}
 	for _, it := range items {
-		var l *Lease
-		var err error
-		if try {
-			l, err = lockers[it.i].TryLock(ctx)
-		} else {
-			l, err = lockers[it.i].Lock(ctx)
-		}
-		if err == nil && l.none() { // a Locker of the caller's that broke its contract
-			err = &Error{Op: op, Name: it.name, Backend: it.backend, Err: fmt.Errorf("%w: the locker returned no lease and no error", ErrInvalidConfig)}
+		l, err := takeOne(ctx, lockers[it.i], try, g)
+		if err == nil {
+			err = checkTaken(op, it.name, it.backend, l)
 		}
 		if err != nil {
 			g.release(context.WithoutCancel(ctx))
@@ -127,6 +121,41 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 		g.stops = append(g.stops, context.AfterFunc(l.l.Context(), func() { g.memberEnded(l) }))
 	}
 	return g, nil
+}
+
+// takeOne locks lk, releasing what g holds if lk panics (a Locker of the
+// caller's), and a lease lk returned with an error.
+func takeOne(ctx context.Context, lk Locker, try bool, g *Group) (l *Lease, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			_ = g.release(context.WithoutCancel(ctx))
+			panic(r)
+		}
+	}()
+	if try {
+		l, err = lk.TryLock(ctx)
+	} else {
+		l, err = lk.Lock(ctx)
+	}
+	if err != nil && !l.none() { // a lease and an error: the contract says one or the other
+		_ = l.Unlock(context.WithoutCancel(ctx))
+		l = nil
+	}
+	return l, err
+}
+
+// checkTaken returns an *Error if l, which a Locker returned with no
+// error, is no hold: nil, or a lease already unlocked (a Locker of the
+// caller's that broke its contract). A lease lost since is left to the
+// caller's check of losses.
+func checkTaken(op, name, backend string, l *Lease) error {
+	switch {
+	case l.none():
+		return &Error{Op: op, Name: name, Backend: backend, Err: fmt.Errorf("%w: the locker returned no lease and no error", ErrInvalidConfig)}
+	case l.l.Context().Err() != nil && l.Err() == nil:
+		return &Error{Op: op, Name: name, Backend: backend, Err: fmt.Errorf("%w: the locker returned a lease already unlocked", ErrInvalidConfig)}
+	}
+	return nil
 }
 
 // isNilLocker reports whether lk is nil, or a nil *Mutex or *RWMutex,
@@ -174,11 +203,21 @@ func (g *Group) release(ctx context.Context) error {
 
 // Leases returns the group's leases, in the order the lockers were given,
 // so each member's fencing token can be read.
-func (g *Group) Leases() []*Lease { return slices.Clone(g.leases) }
+// A nil *Group, which a failed LockAll returns, holds nothing: no leases,
+// Done closed, Err and Unlock wrapping ErrNotHeld.
+func (g *Group) Leases() []*Lease {
+	if g == nil {
+		return nil
+	}
+	return slices.Clone(g.leases)
+}
 
 // Done is closed when the group ends: when any member lease is lost (or
 // unlocked on its own), at Client.Close, or by the group's Unlock.
 func (g *Group) Done() <-chan struct{} {
+	if g == nil {
+		return closed
+	}
 	for _, l := range g.leases {
 		l.hold().CheckDeadline() // as Lease.Done: a lease past its deadline is lost now
 	}
@@ -189,6 +228,9 @@ func (g *Group) Done() <-chan struct{} {
 // the error of the first member that ended (wrapping ErrLeaseLost, or
 // ErrClosed).
 func (g *Group) Err() error {
+	if g == nil {
+		return nilGroup("group")
+	}
 	for _, l := range g.leases {
 		l.hold().CheckDeadline()
 	}
@@ -216,13 +258,16 @@ func (g *Group) Err() error {
 // joined (a lost member's wraps ErrLeaseLost); every member is released
 // whatever the others return.
 func (g *Group) Unlock(ctx context.Context) error {
-	if ctx == nil {
-		return ErrNilContext
+	switch {
+	case g == nil:
+		return nilGroup("unlock group")
+	case ctx == nil:
+		return &Error{Op: "unlock group", Err: ErrNilContext}
 	}
 	g.mu.Lock()
 	if g.unlocked {
 		g.mu.Unlock()
-		return fmt.Errorf("dlock: unlock group: %w", ErrNotHeld)
+		return &Error{Op: "unlock group", Err: ErrNotHeld}
 	}
 	g.unlocked = true
 	g.mu.Unlock()
@@ -232,4 +277,9 @@ func (g *Group) Unlock(ctx context.Context) error {
 	err := g.release(ctx)
 	g.cancel(errUnlocked)
 	return err
+}
+
+// nilGroup is the error of op on a nil *Group: there is no hold to act on.
+func nilGroup(op string) error {
+	return &Error{Op: op, Err: fmt.Errorf("%w: the group is nil", ErrNotHeld)}
 }
