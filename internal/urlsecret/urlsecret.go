@@ -18,8 +18,8 @@ const PasswordFileParam = "password_file"
 
 // secretParams are query parameters whose values are secrets, or say where
 // one is kept: TLS client keys (key, sslkey), files holding a password.
-// Parameters whose names contain "password", "secret" or "token" (such as
-// sentinel_password, sslpassword) are secret too.
+// Parameters whose names contain "password", "secret", "token" or "seed"
+// (such as sentinel_password, sslpassword, nkey_seed) are secret too.
 var secretParams = []string{"key", "sslkey", PasswordFileParam}
 
 // tokenSchemes are the schemes whose URLs carry a token as their user name
@@ -50,7 +50,8 @@ func secretParam(name string) bool {
 			return true
 		}
 	}
-	return strings.Contains(n, "password") || strings.Contains(n, "secret") || strings.Contains(n, "token")
+	return strings.Contains(n, "password") || strings.Contains(n, "secret") || strings.Contains(n, "token") ||
+		strings.Contains(n, "seed") // an NKey seed (nkey_seed=SU…) is a private key
 }
 
 // Redact returns u as text with its password and the values of secret

@@ -74,6 +74,7 @@ func TestNATSTokenIsSecret(t *testing.T) {
 		// password_file=).
 		"nats://h:1/b?token_file=/run/t": false,
 		"nats://h:1/b?token=T0KEN":       true,
+		"nats://h:1/b?nkey_seed=SUAB":    true, // echoed by an "unknown parameter" error
 	} {
 		if got := HasSecret(raw); got != want {
 			t.Errorf("HasSecret(%s) = %v; want %v", raw, got, want)
