@@ -62,11 +62,36 @@ func newDriver(ctx context.Context, db *sql.DB, opts Options) (*myDriver, error)
 	if err := d.Migrate(ctx); err != nil {
 		return nil, err
 	}
+	if err := checkSession(ctx, db); err != nil {
+		return nil, err
+	}
 	var offset int64
 	if err := db.QueryRowContext(ctx, "SELECT TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(), NOW())").Scan(&offset); err == nil && offset != 0 {
 		driver.Logger(ctx).Warn("mysqllock: the session's time zone is not UTC (NOW is UTC" + fmt.Sprintf("%+d", offset) + "s): dlock judges expiry by UTC_TIMESTAMP, dlock before 2026-11-28 by NOW, so do not run the two on the same tables")
 	}
 	return d, nil
+}
+
+// checkSession refuses session settings that break the lock tables'
+// guarantees, however they were set (a URL's system variable in any
+// spelling, the DSN of an application's pool): autocommit off, which leaves
+// a grant's row lock taken, and a fixed timestamp (SET timestamp=…), which
+// stops the clock UTC_TIMESTAMP reads, so that expiries are written in the
+// past for every other client.
+func checkSession(ctx context.Context, db *sql.DB) error {
+	var autocommit int
+	var drift float64
+	err := db.QueryRowContext(ctx, "SELECT @@session.autocommit, ABS(@@session.timestamp - UNIX_TIMESTAMP(SYSDATE(6)))").Scan(&autocommit, &drift)
+	if err != nil {
+		return myErr("check session", err)
+	}
+	if autocommit != 1 {
+		return fmt.Errorf("mysqllock: %w: the pool's sessions have autocommit off; dlock needs it on", dlock.ErrInvalidConfig)
+	}
+	if drift > 1 {
+		return fmt.Errorf("mysqllock: %w: the pool's sessions have a fixed timestamp (SET timestamp), %.0fs from the server's clock; dlock needs the clock", dlock.ErrInvalidConfig, drift)
+	}
+	return nil
 }
 
 // Migrate creates the tables if they are missing, and adds the columns

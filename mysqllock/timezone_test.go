@@ -58,3 +58,24 @@ func TestSessionTimeZonesAgree(t *testing.T) {
 		_ = rw.Unlock(ctx)
 	}
 }
+
+// Session settings that break the tables' guarantees are refused at Open,
+// however a URL spells them: autocommit off (another client's TryLock then
+// waited on the grant's row lock), and a fixed timestamp, which stopped
+// UTC_TIMESTAMP in the past so that another client took a held lock.
+func TestBadSessionSettingsRefused(t *testing.T) {
+	srv := testserver.MariaDB(t)
+	base := testserver.MariaDBURL(t, srv, "dlock_session")
+	for _, q := range []string{
+		"?AUTOCOMMIT=0", "?@@session.autocommit=0", "?sql_mode=%27%27,autocommit=0",
+		"?timestamp=1000000000", "?mode=row&timestamp=1000000000",
+	} {
+		c, err := dlock.Open(context.Background(), base+q)
+		if err == nil {
+			_ = c.Close()
+		}
+		if !errors.Is(err, dlock.ErrInvalidConfig) && !errors.Is(err, dlock.ErrInvalidURL) {
+			t.Errorf("Open(%s) = %v; want it refused", q, err)
+		}
+	}
+}
