@@ -171,3 +171,18 @@ func pgxQuery(rawQuery string, drop ...string) (url.Values, string, error) {
 	}
 	return q, strings.Join(keep, "&"), nil
 }
+
+// connString is u as pgx should read it, with rawQuery as its query.
+func connString(u *url.URL, rawQuery string) string {
+	v := *u
+	v.Scheme = "postgres"
+	v.RawQuery = rawQuery
+	if v.Path == "" {
+		// pgx, like libpq, takes everything before the first '@' ahead of
+		// any '/' as user info, even in the query: with no path, a query
+		// holding an '@' would name another host to pgx than to dlock, and
+		// hide its parameters from checkFiles.
+		v.Path = "/"
+	}
+	return v.String()
+}

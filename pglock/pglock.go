@@ -321,10 +321,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	if err := checkFiles(ctx, pq, hasPassword(u)); err != nil {
 		return nil, err
 	}
-	v := *u
-	v.Scheme = "postgres"
-	v.RawQuery = raw
-	cfg, err := pgxpool.ParseConfig(v.String())
+	cfg, err := pgxpool.ParseConfig(connString(u, raw))
 	if err != nil {
 		return nil, fmt.Errorf("pglock: %w: %v", dlock.ErrInvalidURL, err)
 	}
