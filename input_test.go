@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -193,15 +194,50 @@ func TestBrokenLockerIsAnError(t *testing.T) {
 			_ = l.Unlock(t.Context())
 		}
 	}
-	// A failed LockAll's nil *Group holds nothing.
-	var g *dlock.Group
-	if g.Leases() != nil || !errors.Is(g.Err(), dlock.ErrNotHeld) || !errors.Is(g.Unlock(t.Context()), dlock.ErrNotHeld) {
-		t.Error("a nil group reports a hold")
+	// A Locker that returns a lease on another lock (here one the test
+	// holds) had the group returned with its own lock unheld, and Do run
+	// its function: it is refused, and that lease is not the group's to
+	// release.
+	held, err := other.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
 	}
-	select {
-	case <-g.Done():
-	default:
-		t.Error("a nil group: Done is not closed")
+	wrong := funcLocker(func(context.Context) (*dlock.Lease, error) { return held, nil })
+	if g, err := dlock.LockAll(t.Context(), a, wrong); !errors.Is(err, dlock.ErrInvalidConfig) {
+		t.Errorf("LockAll with a lease on another lock = %v, %v; want ErrInvalidConfig", g, err)
+	}
+	if err := dlock.Do(t.Context(), wrong, func(context.Context, *dlock.Lease) error { return nil }); !errors.Is(err, dlock.ErrInvalidConfig) {
+		t.Errorf("Do with a lease on another lock = %v; want ErrInvalidConfig", err)
+	}
+	if err := held.Unlock(t.Context()); err != nil {
+		t.Errorf("the lease on another lock was released by LockAll or Do: %v", err)
+	}
+	// A Locker that ends its goroutine (runtime.Goexit, as t.FailNow does)
+	// left the members taken before it held for good.
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		_, _ = dlock.LockAll(t.Context(), a, funcLocker(func(context.Context) (*dlock.Lease, error) {
+			runtime.Goexit()
+			return nil, nil
+		}))
+	}()
+	<-exited
+	if l, err := a.TryLock(t.Context()); err != nil {
+		t.Errorf("held after a Locker called Goexit: %v", err)
+	} else {
+		_ = l.Unlock(t.Context())
+	}
+	// A failed LockAll's nil *Group, or a Group{}, holds nothing.
+	for _, g := range []*dlock.Group{nil, {}} {
+		if g.Leases() != nil || !errors.Is(g.Err(), dlock.ErrNotHeld) || !errors.Is(g.Unlock(t.Context()), dlock.ErrNotHeld) {
+			t.Errorf("%#v reports a hold", g)
+		}
+		select {
+		case <-g.Done():
+		default:
+			t.Errorf("%#v: Done is not closed", g)
+		}
 	}
 }
 

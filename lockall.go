@@ -123,13 +123,14 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 	return g, nil
 }
 
-// takeOne locks lk, releasing what g holds if lk panics (a Locker of the
-// caller's), and a lease lk returned with an error.
+// takeOne locks lk, releasing what g holds if lk does not return (a
+// Locker of the caller's that panics or calls runtime.Goexit), and a lease
+// lk returned with an error.
 func takeOne(ctx context.Context, lk Locker, try bool, g *Group) (l *Lease, err error) {
+	returned := false
 	defer func() {
-		if r := recover(); r != nil {
+		if !returned {
 			_ = g.release(context.WithoutCancel(ctx))
-			panic(r)
 		}
 	}()
 	if try {
@@ -137,6 +138,7 @@ func takeOne(ctx context.Context, lk Locker, try bool, g *Group) (l *Lease, err 
 	} else {
 		l, err = lk.Lock(ctx)
 	}
+	returned = true
 	if err != nil && !l.none() { // a lease and an error: the contract says one or the other
 		_ = l.Unlock(context.WithoutCancel(ctx))
 		l = nil
@@ -144,14 +146,16 @@ func takeOne(ctx context.Context, lk Locker, try bool, g *Group) (l *Lease, err 
 	return l, err
 }
 
-// checkTaken returns an *Error if l, which a Locker returned with no
-// error, is no hold: nil, or a lease already unlocked (a Locker of the
-// caller's that broke its contract). A lease lost since is left to the
+// checkTaken returns an *Error if l, which a Locker of name returned with
+// no error, is no hold on it: nil, a lease on another name, or a lease
+// already unlocked (a Locker of the caller's that broke its contract). A lease lost since is left to the
 // caller's check of losses.
 func checkTaken(op, name, backend string, l *Lease) error {
 	switch {
 	case l.none():
 		return &Error{Op: op, Name: name, Backend: backend, Err: fmt.Errorf("%w: the locker returned no lease and no error", ErrInvalidConfig)}
+	case name != "" && l.Name() != name:
+		return &Error{Op: op, Name: name, Backend: backend, Err: fmt.Errorf("%w: the locker returned a lease on %s", ErrInvalidConfig, driver.QuoteName(l.Name()))}
 	case l.l.Context().Err() != nil && l.Err() == nil:
 		return &Error{Op: op, Name: name, Backend: backend, Err: fmt.Errorf("%w: the locker returned a lease already unlocked", ErrInvalidConfig)}
 	}
@@ -206,7 +210,7 @@ func (g *Group) release(ctx context.Context) error {
 // A nil *Group, which a failed LockAll returns, holds nothing: no leases,
 // Done closed, Err and Unlock wrapping ErrNotHeld.
 func (g *Group) Leases() []*Lease {
-	if g == nil {
+	if g.none() {
 		return nil
 	}
 	return slices.Clone(g.leases)
@@ -215,7 +219,7 @@ func (g *Group) Leases() []*Lease {
 // Done is closed when the group ends: when any member lease is lost (or
 // unlocked on its own), at Client.Close, or by the group's Unlock.
 func (g *Group) Done() <-chan struct{} {
-	if g == nil {
+	if g.none() {
 		return closed
 	}
 	for _, l := range g.leases {
@@ -228,7 +232,7 @@ func (g *Group) Done() <-chan struct{} {
 // the error of the first member that ended (wrapping ErrLeaseLost, or
 // ErrClosed).
 func (g *Group) Err() error {
-	if g == nil {
+	if g.none() {
 		return nilGroup("group")
 	}
 	for _, l := range g.leases {
@@ -259,7 +263,7 @@ func (g *Group) Err() error {
 // whatever the others return.
 func (g *Group) Unlock(ctx context.Context) error {
 	switch {
-	case g == nil:
+	case g.none():
 		return nilGroup("unlock group")
 	case ctx == nil:
 		return &Error{Op: "unlock group", Err: ErrNilContext}
@@ -278,6 +282,10 @@ func (g *Group) Unlock(ctx context.Context) error {
 	g.cancel(errUnlocked)
 	return err
 }
+
+// none reports whether g holds nothing: nil (a failed LockAll's), or a
+// Group{} not made by LockAll.
+func (g *Group) none() bool { return g == nil || g.ctx == nil }
 
 // nilGroup is the error of op on a nil *Group: there is no hold to act on.
 func nilGroup(op string) error {
