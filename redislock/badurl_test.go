@@ -29,6 +29,7 @@ func TestBadURLsAreErrors(t *testing.T) {
 		// go-redis reads 0 as "no timeout", -1: the same immediate failure.
 		{"redis://127.0.0.1:1/0?dial_timeout=0", "dial_timeout=0"},
 		{"redis://127.0.0.1:1/0?dial_timeout=0s", "dial_timeout=0s"},
+		{"redis://127.0.0.1:1/0?dial_timeout=9999999999", "dial_timeout=9999999999"}, // overflowed to negative
 		// go-redis uses the last of a repeated parameter.
 		{"redis://127.0.0.1:1/0?dial_timeout=1s&dial_timeout=-1s", "dial_timeout is given 2 times"},
 		{"redis+cluster://127.0.0.1:1?pool_timeout=1s&pool_timeout=-1s", "pool_timeout is given 2 times"},

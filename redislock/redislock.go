@@ -108,7 +108,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		// a timeout already passed: every dial, or every wait for a pooled
 		// connection, then fails at once.
 		if v := strings.TrimSpace(q.Get(k)); v != "" && !positiveDuration(v) {
-			return nil, fmt.Errorf("redislock: %w: %s=%s: want a positive duration (or leave it out for the default)", dlock.ErrInvalidURL, k, v)
+			return nil, fmt.Errorf("redislock: %w: %s=%s: want a positive duration up to 24h (or leave it out for the default)", dlock.ErrInvalidURL, k, v)
 		}
 	}
 	hosts := driver.Hosts(u)
@@ -229,15 +229,17 @@ var redisInts = map[string]urlparam.Int{
 	"failing_timeout_seconds":    urlparam.Between(0, 86400),
 }
 
-// positiveDuration reports whether v is a duration above zero as go-redis
-// reads one: whole seconds ("5") or a Go duration ("500ms"). An unparsable
-// v counts as positive, for go-redis to refuse with its own message.
+// positiveDuration reports whether v is a duration above zero, and at
+// most a day, as go-redis reads one: whole seconds ("5") or a Go duration
+// ("500ms"). go-redis multiplies seconds without a bound: 9999999999
+// overflowed to a negative timeout. An unparsable v counts as positive,
+// for go-redis to refuse with its own message.
 func positiveDuration(v string) bool {
 	if n, err := strconv.Atoi(v); err == nil {
-		return n > 0
+		return n > 0 && n <= 86400
 	}
 	if d, err := time.ParseDuration(v); err == nil {
-		return d > 0
+		return d > 0 && d <= 24*time.Hour
 	}
 	return true
 }
