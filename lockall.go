@@ -19,7 +19,9 @@ type NamedLocker interface {
 }
 
 // Group is the hold of several locks taken together by LockAll or
-// TryLockAll. Its methods are safe for concurrent use.
+// TryLockAll. Its methods are safe for concurrent use. A nil *Group, which
+// a failed LockAll returns, holds nothing: no leases, Done closed, Err and
+// Unlock wrapping ErrNotHeld.
 type Group struct {
 	leases []*Lease // in the caller's order
 	ctx    context.Context
@@ -148,8 +150,8 @@ func takeOne(ctx context.Context, lk Locker, try bool, g *Group) (l *Lease, err 
 
 // checkTaken returns an *Error if l, which a Locker of name returned with
 // no error, is no hold on it: nil, a lease on another name, or a lease
-// already unlocked (a Locker of the caller's that broke its contract). A lease lost since is left to the
-// caller's check of losses.
+// already unlocked (a Locker of the caller's that broke its contract). A
+// lease lost since is left to the caller's check of losses.
 func checkTaken(op, name, backend string, l *Lease) error {
 	switch {
 	case l.none():
@@ -206,9 +208,7 @@ func (g *Group) release(ctx context.Context) error {
 }
 
 // Leases returns the group's leases, in the order the lockers were given,
-// so each member's fencing token can be read.
-// A nil *Group, which a failed LockAll returns, holds nothing: no leases,
-// Done closed, Err and Unlock wrapping ErrNotHeld.
+// so each member's fencing token can be read; none for a nil *Group.
 func (g *Group) Leases() []*Lease {
 	if g.none() {
 		return nil
