@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -67,7 +68,11 @@ func newDriver(ctx context.Context, db *sql.DB, opts Options) (*myDriver, error)
 	}
 	var offset int64
 	if err := db.QueryRowContext(ctx, "SELECT TIMESTAMPDIFF(SECOND, UTC_TIMESTAMP(), NOW())").Scan(&offset); err == nil && offset != 0 {
-		driver.Logger(ctx).Warn("mysqllock: the session's time zone is not UTC (NOW is UTC" + fmt.Sprintf("%+d", offset) + "s): dlock judges expiry by UTC_TIMESTAMP, dlock before 2026-11-28 by NOW, so do not run the two on the same tables")
+		log := opts.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Warn("mysqllock: the session's time zone is not UTC (NOW is UTC" + fmt.Sprintf("%+d", offset) + "s): dlock judges expiry by UTC_TIMESTAMP, dlock before 2026-11-28 by NOW, so do not run the two on the same tables")
 	}
 	return d, nil
 }

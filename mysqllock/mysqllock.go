@@ -263,6 +263,10 @@ type Options struct {
 	Client []dlock.ClientOption
 	// CloseDB makes Close of the dlock client close db too.
 	CloseDB bool
+	// Logger receives warnings, such as a server whose time zone is not
+	// UTC. Default slog.Default(); URLs log through the dlock client's
+	// logger.
+	Logger *slog.Logger
 }
 
 // Open returns a dlock client over a database/sql pool of the mysql driver.
@@ -281,7 +285,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := Options{Mode: Mode(mode), MaxHeld: maxHeld, CloseDB: true}
+	opts := Options{Mode: Mode(mode), MaxHeld: maxHeld, CloseDB: true, Logger: driver.Logger(ctx)}
 	cfg, err := dsnParams(u.RawQuery, q)
 	if err != nil {
 		return nil, err

@@ -2,12 +2,17 @@ package mysqllock_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/mysqllock"
 	"github.com/dlock/dlock/internal/testserver"
+	"github.com/go-sql-driver/mysql"
 )
 
 // Expiry did not hold across session time zones: it was judged by NOW(6),
@@ -77,5 +82,57 @@ func TestBadSessionSettingsRefused(t *testing.T) {
 		if !errors.Is(err, dlock.ErrInvalidConfig) && !errors.Is(err, dlock.ErrInvalidURL) {
 			t.Errorf("Open(%s) = %v; want it refused", q, err)
 		}
+	}
+}
+
+// A server whose sessions run in another time zone than UTC draws a
+// warning at Open (older dlock judged expiry by NOW), and it reaches the
+// logger the caller gave: the dlock client's on a URL, Options.Logger on
+// an application's pool. It went to the ctx's logger only, which
+// mysqllock.Open's callers had no way to set.
+func TestTimeZoneWarningReachesLogger(t *testing.T) {
+	srv := testserver.MariaDB(t)
+	base := testserver.MariaDBURL(t, srv, "dlock_tzw")
+	ctx := context.Background()
+	warned := func(t *testing.T, lines logLines) bool {
+		t.Helper()
+		for len(lines) > 0 {
+			if strings.Contains(<-lines, "time zone is not UTC") {
+				return true
+			}
+		}
+		return false
+	}
+	for _, tc := range []struct {
+		zone string
+		want bool
+	}{{"%27%2B05:00%27", true}, {"%27%2B00:00%27", false}} {
+		lines := make(logLines, 64)
+		c, err := dlock.Open(ctx, base+"?time_zone="+tc.zone, dlock.WithLogger(slog.New(slog.NewTextHandler(lines, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.Close()
+		if got := warned(t, lines); got != tc.want {
+			t.Errorf("URL, time_zone=%s: warned %v, want %v", tc.zone, got, tc.want)
+		}
+	}
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Net, cfg.Addr, cfg.DBName, cfg.ParseTime = "root", "tcp", srv.Addr(), "dlock_tzw", true
+	cfg.Params = map[string]string{"time_zone": "'+05:00'"}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(conn)
+	lines := make(logLines, 64)
+	c, err := mysqllock.Open(ctx, db, mysqllock.Options{CloseDB: true, Logger: slog.New(slog.NewTextHandler(lines, nil))})
+	if err != nil {
+		_ = db.Close()
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	if !warned(t, lines) {
+		t.Error("mysqllock.Open on a +05:00 pool: no time zone warning in Options.Logger")
 	}
 }
