@@ -34,7 +34,11 @@ func resolvePasswordFile(ctx context.Context, u *url.URL) error {
 	}
 	b, err := smallfile.Read(ctx, path, smallfile.MaxSecret) // a wrong path may be /dev/zero
 	if err != nil {
-		return fmt.Errorf("%s %s: %v", PasswordFileParam, path, err)
+		hint := ""
+		if strings.Contains(path, " ") && strings.Contains(u.RawQuery, "+") {
+			hint = " (a + in a URL's query reads as a space: write a + in a path as %2B)"
+		}
+		return fmt.Errorf("%s %s: %v%s", PasswordFileParam, path, err, hint)
 	}
 	pw := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
 	if pw == "" || strings.ContainsAny(pw, "\r\n") {

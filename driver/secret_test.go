@@ -41,3 +41,28 @@ func TestPasswordFile(t *testing.T) {
 		}
 	}
 }
+
+// A + in a query is a space (Go's and every URL parser's rule), so a
+// password file whose path has a + is found only as %2B; the error says so
+// instead of naming a path with a space the user never wrote.
+func TestPasswordFilePlus(t *testing.T) {
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "a+b")
+	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := driver.ParseURL("redis://h:1?password_file=" + pw)
+	if !errors.Is(err, driver.ErrInvalidURL) || !strings.Contains(err.Error(), "%2B") {
+		t.Errorf("a + in the path: %v, want a hint to write %%2B", err)
+	}
+	u, err := driver.ParseURL("redis://h:1?password_file=" + strings.ReplaceAll(pw, "+", "%2B"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := u.User.Password(); p != "s3cret" {
+		t.Errorf("%%2B in the path: password %q", p)
+	}
+	if _, err := driver.ParseURL("redis://h:1?password_file=" + filepath.Join(dir, "none")); err == nil || strings.Contains(err.Error(), "%2B") {
+		t.Errorf("a missing path without +: %v, want no hint", err)
+	}
+}
