@@ -27,6 +27,14 @@
 // judged by what the store must have ordered (a grant returned before
 // another's Lock call began was made first).
 //
+// A loaded machine delays a process's timers as a short pause would: each
+// worker reports the spans its process was not running (a goroutine that
+// wakes every 2 ms reports each wake more than 3 ms late), and a holder
+// told of its loss after the next grant is excused, and then judged by
+// fencing as a paused holder is, only if such stalls of its own process,
+// from a loss margin before that grant to the moment it was told, add up
+// to at least how late it was.
+//
 // The command faults/cmd/dlockfaults runs the suite (make faults) and writes
 // docs/reliability.md; the package's test runs a bounded subset.
 package faults

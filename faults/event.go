@@ -8,6 +8,7 @@ const (
 	kindLong  = "long"  // the hold will last until loss (asked for by SIGUSR1)
 	kindEnd   = "end"   // belief ends (T); LossAt set when Done closed first
 	kindError = "error" // Lock failed (Msg)
+	kindStall = "stall" // the worker's process ran late (T to Until): not scheduled, as in a loaded machine
 )
 
 // Event kinds recorded by the controller.
@@ -33,6 +34,7 @@ type Event struct {
 	Token  uint64 `json:"tok,omitempty"` // the lease's fencing token
 	T      int64  `json:"t"`             // when it happened, by the sender's clock
 	LossAt int64  `json:"loss,omitempty"`
+	Until  int64  `json:"until,omitempty"` // a stall's end
 	Msg    string `json:"msg,omitempty"`
 	// Mode is a grant's kind of hold: "" a mutex, "r" a read hold, "w" a
 	// write hold, "p" a semaphore permit.

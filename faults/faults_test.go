@@ -38,7 +38,7 @@ func TestCISubset(t *testing.T) {
 				if !r.OK() {
 					t.Errorf("%s × %s: %s\n%s", r.Backend, r.Fault, faults.Verdict(r), r.Output)
 				} else {
-					t.Logf("%s × %s: pass (%d holds, min loss margin %.0f ms)", r.Backend, r.Fault, r.Holds, r.MinMarginMs)
+					t.Logf("%s × %s: pass (%d holds, min loss margin %.0f ms, %d told late in a stall of their process)", r.Backend, r.Fault, r.Holds, r.MinMarginMs, r.Stalled)
 				}
 			}
 		})

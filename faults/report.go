@@ -13,8 +13,12 @@ func WriteTable(w io.Writer, results []Result) {
 	fmt.Fprintln(w, "| backend | fault | promise | inj. | holds | overlaps | excused (unfenced) | stale writes rejected | min loss margin ms (late/losses) | recovery ms | progress ms | token regressions | dead grants | verdict |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range results {
-		fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %d | %d (%d) | %d | %s (%d/%d) | %s | %s | %d | %d | %s |\n",
-			r.Backend, r.Fault, r.Promise, r.Injections, r.Holds, r.Overlaps, r.Excused, r.Unfenced, r.Stale,
+		excused := fmt.Sprintf("%d (%d)", r.Excused, r.Unfenced)
+		if r.Stalled > 0 {
+			excused += fmt.Sprintf(", %d stalled", r.Stalled)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %d | %s | %d | %s (%d/%d) | %s | %s | %d | %d | %s |\n",
+			r.Backend, r.Fault, r.Promise, r.Injections, r.Holds, r.Overlaps, excused, r.Stale,
 			num(r.MinMarginMs), r.LateLosses, r.Losses, num(r.RecoveryMs), num(r.ProgressMs), r.Regressions, r.DeadGrants, Verdict(r))
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/dlock/dlock/internal/keepalive"
 )
 
 // Result is one backend × fault: the promise, what was observed, and the
@@ -20,7 +22,8 @@ type Result struct {
 	Holds      int // grants observed
 	Errors     int // Lock calls that failed
 	Overlaps   int // conflicting belief intervals not excused by the fault (a semaphore: grants past its permits)
-	Excused    int // overlaps excused by the fault (a holder paused past its TTL, a killed connection)
+	Excused    int // overlaps excused by the fault (a holder paused past its TTL, a killed connection) or by a stall
+	Stalled    int // holds told of their loss late because their process was not running (see excuseStalls)
 	Unfenced   int // excused overlaps whose holder not excused (the newer) had no higher token
 	Stale      int // writes the fenced view rejected
 	// MinMarginMs is the smallest loss-signal margin: a holder's Done
@@ -52,6 +55,7 @@ type holdRec struct {
 	loss       int64
 	excused    bool
 	pausedIn   bool // its belief began inside a long pause of its worker
+	stalled    bool // told of its loss late while its process stalled: its overlaps with later grants are excused
 	ranOut     bool // Event.RanOut: its lease had run out when its belief was stamped
 }
 
@@ -70,6 +74,7 @@ func (r *Result) judge(evs []Event, ttl time.Duration, connDeath bool) {
 	tl := r.replay(evs)
 	hs := tl.beliefs(ttl, connDeath)
 	r.Holds = len(hs)
+	r.excuseStalls(hs, tl.stalls, ttl)
 	r.countOverlaps(hs)
 	r.countRegressions(hs)
 	r.measureLosses(hs, tl.srvEvents)
@@ -83,6 +88,7 @@ type timeline struct {
 	last      int64 // the latest instant seen
 	holds     map[holdID]*holdRec
 	pauses    []window // a worker stopped (SIGSTOP to SIGCONT)
+	stalls    []window // a worker's process not running its goroutines (kindStall)
 	targets   []window // a connection or server killed (worker -1: every worker)
 	faultEnds []int64
 	deaths    []int64 // a holder killed or cut off, or the leader killed
@@ -124,6 +130,8 @@ func (r *Result) replay(evs []Event) *timeline {
 			tl.deaths = append(tl.deaths, e.T)
 		case kindPause:
 			pausedAt[e.Worker] = e.T
+		case kindStall:
+			tl.stalls = append(tl.stalls, window{e.Worker, e.T, e.Until})
 		case kindResume:
 			tl.pauses = append(tl.pauses, window{e.Worker, pausedAt[e.Worker], e.T})
 		case kindConnKill, kindCut:
@@ -186,6 +194,40 @@ func (tl *timeline) beliefs(ttl time.Duration, connDeath bool) []*holdRec {
 	return hs
 }
 
+// excuseStalls excuses a holder told of its loss after the next conflicting
+// grant when its own process was shown not running for at least as long as
+// it was late: on a loaded machine the scheduler can hold a process's
+// goroutines back, which is a pause as far as the lock can tell (the timer
+// that signals the loss fires, and the holder's code runs, only when the
+// process runs again). The lease was declared lost a margin before the
+// store's expiry, at or before next.start − LossMargin, so only stalls from
+// there to the moment the holder saw its loss count. Like a pause's, such
+// an overlap is excused only if fenced: the next holder's token must be
+// higher.
+func (r *Result) excuseStalls(hs []*holdRec, stalls []window, ttl time.Duration) {
+	margin := int64(keepalive.LossMargin(ttl))
+	for i, h := range hs {
+		if h.loss == 0 || h.excused {
+			continue
+		}
+		next := r.nextConflict(hs, i)
+		if next == nil || next.start >= h.loss {
+			continue // told in time
+		}
+		from := next.start - margin
+		var stalled int64
+		for _, w := range stalls {
+			if w.worker == h.id.worker {
+				stalled += max(0, min(w.to, h.loss)-max(w.from, from))
+			}
+		}
+		if stalled >= h.loss-next.start {
+			h.stalled = true // excuses its overlaps with later grants only
+			r.Stalled++
+		}
+	}
+}
+
 // countOverlaps counts conflicting beliefs: excused ones (and of those, the
 // ones whose fresh holder had no higher token) and the rest.
 func (r *Result) countOverlaps(hs []*holdRec) {
@@ -198,7 +240,7 @@ func (r *Result) countOverlaps(hs []*holdRec) {
 		}
 		if r.Lock == "semaphore" {
 			if len(live)+1 > r.Permits {
-				if b.excused || slices.ContainsFunc(live, func(a *holdRec) bool { return a.excused }) {
+				if b.excused || slices.ContainsFunc(live, func(a *holdRec) bool { return a.excused || a.stalled }) {
 					r.Excused++ // permits carry no fencing: tokens are not judged
 				} else {
 					r.Overlaps++
@@ -210,14 +252,14 @@ func (r *Result) countOverlaps(hs []*holdRec) {
 			if !conflict(a, b) {
 				continue
 			}
-			if a.excused || b.excused {
+			if a.excused || a.stalled || b.excused {
 				r.Excused++
 				// The stale holder is the excused one: the other, granted
 				// after its lease ran out, must have the higher token. It
 				// is b when its worker was paused before it could stamp
 				// its belief's start.
 				stale, fresh := a, b
-				if b.excused && !a.excused {
+				if b.excused && !a.excused && !a.stalled {
 					stale, fresh = b, a
 				}
 				if fresh.token <= stale.token {
@@ -257,7 +299,7 @@ func (r *Result) countRegressions(hs []*holdRec) {
 func (r *Result) measureLosses(hs []*holdRec, srvEvents []int64) {
 	r.MinMarginMs = math.NaN()
 	for i, h := range hs {
-		if h.loss == 0 || h.excused {
+		if h.loss == 0 || h.excused || h.stalled {
 			continue
 		}
 		r.Losses++

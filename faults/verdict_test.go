@@ -82,6 +82,26 @@ func TestJudge(t *testing.T) {
 			Event{Worker: 1, Kind: kindPause, T: 20}, Event{Worker: 1, Kind: kindResume, T: 3500}), 1), 1, 25), "token regressions"},
 		{"short pause excuses nothing", PauseHolder, history([]histHold{{1, 1, 10, 4000, 0}, {2, 2, 2500, 2600, 0}},
 			Event{Worker: 1, Kind: kindPause, T: 20}, Event{Worker: 1, Kind: kindResume, T: 500}), "overlapping holds"},
+		// A holder told of its loss 100 ms after the next grant is excused
+		// (and judged by fencing) only by stalls of its own process, from
+		// a loss margin (22 ms at 2 s) before that grant, at least as long
+		// as it was late.
+		{"told late in a stall, fenced", BlackholeHolder, history([]histHold{{1, 1, 10, 2500, 2500}, {2, 2, 2400, 2600, 0}},
+			Event{Worker: 1, Kind: kindCut, T: 20}, stall(1, 2390, 2500)), ""},
+		{"told late in stalls that add up", BlackholeHolder, history([]histHold{{1, 1, 10, 2500, 2500}, {2, 2, 2400, 2600, 0}},
+			Event{Worker: 1, Kind: kindCut, T: 20}, stall(1, 2378, 2420), stall(1, 2430, 2490)), ""},
+		{"told late in a stall, unfenced", BlackholeHolder, history([]histHold{{1, 3, 10, 2500, 2500}, {2, 2, 2400, 2600, 0}},
+			stall(1, 2390, 2500)), "not ordered by token"},
+		{"stall shorter than the lateness", BlackholeHolder, history([]histHold{{1, 1, 10, 2500, 2500}, {2, 2, 2400, 2600, 0}},
+			stall(1, 2450, 2520)), "told after the next grant"},
+		{"stall before the margin", BlackholeHolder, history([]histHold{{1, 1, 10, 2500, 2500}, {2, 2, 2400, 2600, 0}},
+			stall(1, 2000, 2377), stall(1, 2400, 2480)), "told after the next grant"},
+		{"another worker's stall", BlackholeHolder, history([]histHold{{1, 1, 10, 2500, 2500}, {2, 2, 2400, 2600, 0}},
+			stall(2, 2390, 2500)), "overlapping holds"},
+		// A stall excuses the late holder's overlap with the grant after it,
+		// never its own grant while another held.
+		{"stalled hold granted while another held", BlackholeHolder, history([]histHold{{3, 1, 5, 500, 0}, {1, 2, 10, 2500, 2500}, {2, 3, 2400, 2600, 0}},
+			stall(1, 2390, 2500)), "1 overlapping holds"},
 		{"slow recovery", KillHolder, history([]histHold{{1, 1, 10, 100, 0}, {2, 2, 3500, 3600, 0}},
 			Event{Worker: 1, Kind: kindKill, T: 100}), "after the holder's or leader's death"},
 	} {
@@ -115,6 +135,11 @@ func TestFencedView(t *testing.T) {
 			t.Fatalf("write %d (worker %d, token %d): accepted %v, want %v", i, tc.w, tc.tok, e.Accepted, tc.ok)
 		}
 	}
+}
+
+// stall is a stall of worker w's process from ms to ms (history scales T).
+func stall(w int, from, to int64) Event {
+	return Event{Worker: w, Kind: kindStall, T: from, Until: to * int64(time.Millisecond)}
 }
 
 // asking puts worker w's wait (its Lock call) at ms, before its grant.

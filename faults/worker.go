@@ -74,6 +74,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	}()
 
 	w := &worker{cfg: cfg, http: &http.Client{Timeout: 10 * time.Second}, release: release}
+	go w.watchStalls(ctx)
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	c, err := dlock.Open(octx, cfg.URL)
 	cancel()
@@ -232,6 +233,37 @@ func (w *worker) send(e Event) {
 	resp, err := w.http.Post(w.cfg.Checker, "application/json", bytes.NewReader(b))
 	if err == nil {
 		_ = resp.Body.Close()
+	}
+}
+
+// Stall sampling: a goroutine that sleeps stallTick at a time reports each
+// wake later than stallMin past its due time as a stall, the span the
+// process was not running its goroutines (a loaded machine's scheduler, not
+// dlock): the checker excuses a loss told late only by stalls at least as
+// long as it was late.
+const (
+	stallTick = 2 * time.Millisecond
+	stallMin  = 3 * time.Millisecond
+)
+
+// watchStalls reports the worker's stalls until ctx ends.
+func (w *worker) watchStalls(ctx context.Context) {
+	t := time.NewTimer(stallTick)
+	defer t.Stop()
+	due := time.Now().Add(stallTick)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		if now.Sub(due) > stallMin {
+			w.send(Event{Kind: kindStall, T: due.UnixNano(), Until: now.UnixNano()})
+			now = time.Now() // the report's own time is no stall
+		}
+		due = now.Add(stallTick)
+		t.Reset(stallTick)
 	}
 }
 
