@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -92,23 +91,34 @@ func runElected(ctx context.Context, name, value string, argv []string, ttl, wai
 	case err != nil:
 		return fail(exitFailed, "%v", err)
 	}
-	defer term.Resign(context.WithoutCancel(ctx))
+	resigned := false
+	defer func() {
+		if !resigned {
+			_ = term.Resign(context.WithoutCancel(ctx))
+		}
+	}()
+	what := fmt.Sprintf("term in election %q", name)
 	res, err := superviseChild(childSpec{
-		Argv:    argv,
-		Env:     []string{"DLOCK_NAME=" + name, "DLOCK_VALUE=" + value, "DLOCK_TOKEN=" + strconv.FormatUint(term.Token(), 10)},
-		PassURL: passURL,
-		Signals: sigs,
-		Stop:    term.Done(),
-		Grace:   grace,
-		Stopping: func() {
-			fmt.Fprintf(os.Stderr, "dlock: term in election %q lost (%s); stopping %s: SIGTERM, SIGKILL after %v\n",
-				name, strings.TrimPrefix(fmt.Sprint(term.Err()), "dlock: "), argv[0], grace)
-		},
+		Argv:     argv,
+		Env:      []string{"DLOCK_NAME=" + name, "DLOCK_VALUE=" + value, "DLOCK_TOKEN=" + strconv.FormatUint(term.Token(), 10)},
+		PassURL:  passURL,
+		Signals:  sigs,
+		Stop:     term.Done(),
+		Grace:    grace,
+		Stopping: func() { reportStopping(what, name, argv[0], term.Err(), grace) },
 	})
 	if err != nil {
 		return startError(argv, err)
 	}
 	if res.Stopped {
+		return &exitError{code: exitLeaseLost, err: errors.New("")}
+	}
+	// As dlock run's final unlock: a term lost before the command ended
+	// (its lead force-released, or expired before a renewal could tell)
+	// did not protect the command to its end, and the exit status says so.
+	resigned = true
+	if err := term.Resign(context.WithoutCancel(ctx)); errors.Is(err, dlock.ErrLeaseLost) {
+		reportLostAtUnlock(what, name, argv[0], res.Code, err)
 		return &exitError{code: exitLeaseLost, err: errors.New("")}
 	}
 	if res.Code != 0 {

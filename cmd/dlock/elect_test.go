@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dlock/dlock/drivertest"
+	"github.com/dlock/dlock/internal/testserver"
 )
 
 // dlock elect runs its command only while leading, with the term as
@@ -88,4 +91,34 @@ func TestElectLostKillsChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantLostExit(t, cmd, out, "elect after losing its term")
+}
+
+// A term force-released while the command runs, found gone only when dlock
+// resigns it (the TTL is long, so no renewal sees it first): elect says so
+// on stderr and exits 4, as dlock run does. It exited with the command's
+// status (0), so a cron wrapper could not tell the run was unprotected.
+func TestElectLostAtResign(t *testing.T) {
+	for _, b := range []struct {
+		name string
+		url  func(t *testing.T) string
+	}{
+		{"redis", redisURL},
+		{"etcd", func(t *testing.T) string { return "etcd://" + testserver.Etcd(t).Addr() }},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			u := b.url(t)
+			done := filepath.Join(t.TempDir(), "done")
+			cmd, out, _ := startRun(t, "elect", "--backend", u, "--ttl", "60s", "gone-lead", "me", "--",
+				"sh", "-c", `echo started; while [ ! -e "$0" ]; do sleep 0.05; done`, done)
+			if err := drivertest.MustOpen(t, u).ForceUnlock(t.Context(), "gone-lead"); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(done, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if code := waitExit(t, cmd, 30*time.Second, out); code != 4 || !strings.Contains(out.String(), `term in election "gone-lead" was lost before sh ended (exit status 0)`) {
+				t.Fatalf("exit %d, want 4 and the loss on stderr:\n%s", code, out.String())
+			}
+		})
+	}
 }

@@ -133,27 +133,13 @@ func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.D
 	}()
 
 	res, err := superviseChild(childSpec{
-		Argv:    argv,
-		Env:     []string{"DLOCK_NAME=" + name, "DLOCK_TOKEN=" + strconv.FormatUint(l.Token(), 10)},
-		PassURL: passURL,
-		Signals: sigs,
-		Stop:    l.Done(),
-		Grace:   grace,
-		Stopping: func() {
-			// The one report of the loss; the exit status (4) says the rest.
-			cause := strings.TrimPrefix(l.Err().Error(), "dlock: ")
-			if jsonOutput() {
-				_ = json.NewEncoder(os.Stderr).Encode(struct {
-					Event   string `json:"event"`
-					Name    string `json:"name"`
-					Error   string `json:"error"`
-					GraceMs int64  `json:"grace_ms"`
-				}{"lease_lost", name, cause, grace.Milliseconds()})
-				return
-			}
-			fmt.Fprintf(os.Stderr, "dlock: lease on %q lost (%s); stopping %s: SIGTERM, SIGKILL after %v\n",
-				name, cause, argv[0], grace)
-		},
+		Argv:     argv,
+		Env:      []string{"DLOCK_NAME=" + name, "DLOCK_TOKEN=" + strconv.FormatUint(l.Token(), 10)},
+		PassURL:  passURL,
+		Signals:  sigs,
+		Stop:     l.Done(),
+		Grace:    grace,
+		Stopping: func() { reportStopping(fmt.Sprintf("lease on %q", name), name, argv[0], l.Err(), grace) },
 	})
 	if err != nil {
 		return startError(argv, err)
@@ -167,7 +153,7 @@ func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.D
 	// able to tell from a clean run.
 	unlocked = true
 	if err := l.Unlock(context.WithoutCancel(ctx)); errors.Is(err, dlock.ErrLeaseLost) {
-		reportLostAtUnlock(name, argv[0], res.Code, err)
+		reportLostAtUnlock(fmt.Sprintf("lease on %q", name), name, argv[0], res.Code, err)
 		return &exitError{code: exitLeaseLost, err: errors.New("")}
 	}
 	if res.Code != 0 {
@@ -189,10 +175,28 @@ func holdOptions(ttl time.Duration, label, owner string) []dlock.Option {
 	return opts
 }
 
+// reportStopping says on stderr (as a JSON event with -o json) that the
+// hold (what: `lease on "x"`, `term in election "x"`) on name was lost
+// with err and the command cmd is being stopped: the one report of the
+// loss, the exit status (4) says the rest.
+func reportStopping(what, name, cmd string, err error, grace time.Duration) {
+	cause := strings.TrimPrefix(err.Error(), "dlock: ")
+	if jsonOutput() {
+		_ = json.NewEncoder(os.Stderr).Encode(struct {
+			Event   string `json:"event"`
+			Name    string `json:"name"`
+			Error   string `json:"error"`
+			GraceMs int64  `json:"grace_ms"`
+		}{"lease_lost", name, cause, grace.Milliseconds()})
+		return
+	}
+	fmt.Fprintf(os.Stderr, "dlock: %s lost (%s); stopping %s: SIGTERM, SIGKILL after %v\n", what, cause, cmd, grace)
+}
+
 // reportLostAtUnlock says on stderr (as a JSON event with -o json) that
 // the lease on name was found lost when the command cmd had ended with
 // status code.
-func reportLostAtUnlock(name, cmd string, code int, err error) {
+func reportLostAtUnlock(what, name, cmd string, code int, err error) {
 	cause := strings.TrimPrefix(err.Error(), "dlock: ")
 	if jsonOutput() {
 		_ = json.NewEncoder(os.Stderr).Encode(struct {
@@ -203,8 +207,8 @@ func reportLostAtUnlock(name, cmd string, code int, err error) {
 		}{"lease_lost_at_unlock", name, cause, code})
 		return
 	}
-	fmt.Fprintf(os.Stderr, "dlock: lease on %q was lost before %s ended (exit status %d), so it ran unprotected at the end: %s\n",
-		name, cmd, code, cause)
+	fmt.Fprintf(os.Stderr, "dlock: %s was lost before %s ended (exit status %d), so it ran unprotected at the end: %s\n",
+		what, cmd, code, cause)
 }
 
 // heldBy names the holder of a lock that was not acquired, as " (held by
