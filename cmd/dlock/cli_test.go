@@ -1,7 +1,9 @@
 package main_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -208,5 +210,79 @@ func TestConnectTimeoutMemcached(t *testing.T) {
 	r := dlockCmd(t, nil, "ls", "--backend", "memcached://"+addr, "--connect-timeout", "2s")
 	if r.code != 2 || !strings.Contains(r.stderr, "no answer from memcached at "+addr+" within 2s (--connect-timeout)") || strings.Contains(r.stderr, "i/o timeout") {
 		t.Errorf("exit %d, stderr %q; want 2 and the uniform message, after the whole --connect-timeout", r.code, r.stderr)
+	}
+}
+
+// unlock --force asks about the holder it shows, and the answer may come
+// much later: it releases only that holder. One that changed meanwhile is
+// left alone (exit 1), and a lock freed meanwhile is reported not held.
+// It had released whoever held the lock when the answer came.
+func TestUnlockReleasesOnlyTheHolderShown(t *testing.T) {
+	u := redisURL(t)
+	c := drivertest.MustOpen(t, u)
+	ask := func(t *testing.T, name string) (answer func() result) {
+		t.Helper()
+		cmd := exec.CommandContext(t.Context(), bin, "unlock", "--backend", u, "--force", name)
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		errb := &syncBuffer{}
+		cmd.Stdout, cmd.Stderr = &out, errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(errb.String(), "[y/N]"); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no question: %s", errb.String())
+			}
+		}
+		return func() result {
+			_, _ = in.Write([]byte("y\n"))
+			_ = in.Close()
+			err := cmd.Wait()
+			var ee *exec.ExitError
+			code := 0
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			}
+			return result{out.String(), errb.String(), code}
+		}
+	}
+
+	first, err := c.Mutex("shown").Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := ask(t, "shown")
+	if err := first.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	second, err := drivertest.MustOpen(t, u).Mutex("shown").Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := answer()
+	if r.code != 1 || !strings.Contains(r.stderr, "the holder changed while you answered") {
+		t.Errorf("holder changed while asking: exit %d, %q", r.code, r.stderr)
+	}
+	if err := second.Err(); err != nil {
+		t.Errorf("the new holder's lease: %v", err)
+	}
+	if i, err := c.Inspect(t.Context(), "shown"); err != nil || !i.Held || i.Token != second.Token() {
+		t.Errorf("after the refused unlock: %+v, %v; want held with token %d", i, err, second.Token())
+	}
+
+	held, err := c.Mutex("freed").Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer = ask(t, "freed")
+	if err := held.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if r := answer(); r.code != 0 || !strings.Contains(r.stdout, "not held (released while you answered)") {
+		t.Errorf("freed while asking: exit %d, %q %q", r.code, r.stdout, r.stderr)
 	}
 }

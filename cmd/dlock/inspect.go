@@ -149,6 +149,7 @@ func unlockCmd() *cobra.Command {
 				Released bool     `json:"released"` // false: it was not held
 				Holder   infoJSON `json:"holder"`   // what inspect showed before
 			}{Name: name, Holder: inspectJSON(info)}
+			gone := false // released or expired while the operator answered
 			if info.Held {
 				if !yes {
 					fmt.Fprintf(cmd.ErrOrStderr(), "Force-release %q held by %s? [y/N] ", name, holderText(info))
@@ -156,7 +157,22 @@ func unlockCmd() *cobra.Command {
 					if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
 						return fail(exitFailed, "not released")
 					}
+					// The answer may come long after the question: release
+					// only the holder that was shown, not whoever holds the
+					// lock now.
+					now, err := c.Inspect(cmd.Context(), name)
+					if err != nil {
+						return fail(exitFailed, "%v", err)
+					}
+					if !now.Held || now.Owner != info.Owner || now.Token != info.Token {
+						if now.Held {
+							return fail(exitFailed, "%s: not released: the holder changed while you answered (now %s); run unlock again", esc(name), holderText(now))
+						}
+						info.Held, gone = false, true
+					}
 				}
+			}
+			if info.Held {
 				if err := c.ForceUnlock(cmd.Context(), name); err != nil {
 					return fail(exitFailed, "%v", err)
 				}
@@ -169,6 +185,8 @@ func unlockCmd() *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), res)
 			case res.Released:
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: released (holder %s will find out at its next renewal)\n", esc(name), esc(info.Owner))
+			case gone:
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: not held (released while you answered)\n", esc(name))
 			default:
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: not held\n", esc(name))
 			}
