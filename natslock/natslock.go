@@ -295,7 +295,7 @@ func checkInboxPrefix(p string) error {
 func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	q := u.Query()
 	opts := Options{Bucket: strings.Trim(u.Path, "/"), CloseConn: true}
-	nopts := []nats.Option{nats.Name("dlock"), nats.Timeout(5 * time.Second), nats.MaxReconnects(-1),
+	nopts := []nats.Option{nats.Name("dlock"), nats.Timeout(dialTimeout(ctx)), nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond), nats.PingInterval(5 * time.Second), nats.MaxPingsOutstanding(2),
 		// No buffering while disconnected: a renewal fails at once rather
 		// than wait in a queue past the lease.
@@ -414,6 +414,18 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// dialTimeout is how long nats.go may take to dial a server and finish its
+// handshake: 5 s, or what is left of ctx if less, since nats.Connect takes
+// no ctx (a server that accepts and never answers held Open 5 s past a
+// shorter deadline). Reconnects use it too.
+func dialTimeout(ctx context.Context) time.Duration {
+	d := 5 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, max(time.Until(dl), time.Millisecond))
+	}
+	return d
 }
 
 // libraryFile checks a file that nats.go reads by itself: a regular file
