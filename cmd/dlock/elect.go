@@ -31,9 +31,10 @@ is lost while CMD runs, CMD gets SIGTERM, then SIGKILL after --grace, as with
 dlock run. On etcd and ZooKeeper the election is that of etcdctl elect and
 Curator's LeaderLatch.
 
-Exit status: CMD's own; 3 if the lead was not won (--wait elapsed, or a
-signal while campaigning); 4 if the term was lost; 2 for a bad or
-unreachable backend.
+Exit status: CMD's own (128+N if signal N killed it); 3 if the lead was
+not won (--wait elapsed); 4 if the term was lost, while CMD ran or found
+when resigning; 2 for a bad or unreachable backend or bad flags; 128+N if
+signal N came while campaigning, before CMD started (as dlock run).
 
 With --observe, elect prints each change of leader (one line each, or one
 JSON object per line with -o json) until interrupted.

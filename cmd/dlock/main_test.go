@@ -430,6 +430,7 @@ func TestNegativeDurationsRefused(t *testing.T) {
 		{"run", "--backend", "mem://neg", "--ttl", "-5s", "x", "--", "true"},
 		{"elect", "--backend", "mem://neg", "--wait", "-1ms", "x", "--", "true"},
 		{"top", "--backend", "mem://neg", "--interval", "-1s", "-n", "1"},
+		{"top", "--backend", "mem://neg", "-n", "-1"}, // printed nothing and exited 0
 		{"inspect", "--backend", "mem://neg", "--connect-timeout", "-1s", "x"},
 	} {
 		r := dlockCmd(t, nil, args...)

@@ -120,7 +120,7 @@ func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.D
 	case errors.Is(err, dlock.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return notAcquired(fmt.Sprintf("lock %q not acquired", name), heldBy(ctx, c, name), noWait, wait, err)
 	case errors.Is(err, dlock.ErrInvalidName), errors.Is(err, dlock.ErrInvalidTTL), errors.Is(err, dlock.ErrInvalidOwner),
-		errors.Is(err, dlock.ErrUnsupported), errors.Is(err, dlock.ErrInvalidConfig):
+		errors.Is(err, dlock.ErrInvalidLabel), errors.Is(err, dlock.ErrUnsupported), errors.Is(err, dlock.ErrInvalidConfig):
 		return fail(exitUsage, "%v", err)
 	case err != nil:
 		return fail(exitFailed, "%v", err)

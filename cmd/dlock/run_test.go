@@ -407,6 +407,8 @@ func TestRunUsage(t *testing.T) {
 		{[]string{"x", "--", "no-such-command-dlock"}, 127, "executable file not found"},
 		{[]string{"x", "--", notExec}, 126, "permission denied"},
 		{[]string{"--permits", "0", "x", "--", "true"}, 2, "--permits must be at least 1"},
+		{[]string{"--label", "\xff", "x", "--", "true"}, 2, "label"}, // was 1, not a usage error
+		{[]string{"--label", strings.Repeat("l", 300), "x", "--", "true"}, 2, "label"},
 		{[]string{"--wait", "1s", "--no-wait", "x", "--", "true"}, 2, "--wait and --no-wait are exclusive"},
 		{[]string{"x"}, 2, "usage: dlock run [flags] NAME -- CMD"},
 	} {

@@ -52,6 +52,9 @@ exit status 1 before anything is drawn.`,
 			if interval < 100*time.Millisecond {
 				return fail(exitUsage, "--interval must be at least 100ms")
 			}
+			if iterations < 0 {
+				return fail(exitUsage, "--iterations must not be negative (0: until Ctrl-C)")
+			}
 			prefix := ""
 			if len(args) == 1 {
 				prefix = args[0]
