@@ -103,7 +103,8 @@ func superviseChild(spec childSpec) (childExit, error) {
 	if len(spec.Argv) == 0 {
 		return childExit{}, errors.New("no command")
 	}
-	child, err := startChild(spec.Argv, append(childEnv(os.Environ(), spec.PassURL), spec.Env...), !isTerminal(os.Stdin))
+	shared := isTerminal(os.Stdin) // the command stays in dlock's group, the terminal's
+	child, err := startChild(spec.Argv, append(childEnv(os.Environ(), spec.PassURL), spec.Env...), !shared)
 	if err != nil {
 		return childExit{}, err
 	}
@@ -121,7 +122,7 @@ func superviseChild(spec childSpec) (childExit, error) {
 	for {
 		select {
 		case sig := <-sigs:
-			if s, ok := sig.(syscall.Signal); ok {
+			if s, ok := sig.(syscall.Signal); ok && !(shared && terminalSent(s)) {
 				child.signal(s)
 			}
 		case <-stop:

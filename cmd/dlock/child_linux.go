@@ -191,6 +191,11 @@ func runGuard(group bool, path string, argv []string) int {
 	// ends, so this one stays locked to this goroutine until the guard
 	// exits.
 	runtime.LockOSThread()
+	if !group {
+		// Orphans of the command's children come to the guard rather
+		// than to init, so signalDescendants still finds them.
+		_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
+	}
 	cmd := &exec.Cmd{
 		Path:        path,
 		Args:        argv,
@@ -210,7 +215,12 @@ func runGuard(group bool, path string, argv []string) int {
 			_ = syscall.Kill(-cmd.Process.Pid, sig) // the group's id is the command's pid
 			return
 		}
+		// Sharing dlock's group (and terminal), the command has no group
+		// of its own to signal: the guard signals every process below
+		// it, the command's children and, as a subreaper, the orphans
+		// they left, so that a lost lease stops them all.
 		_ = cmd.Process.Signal(sig)
+		signalDescendants(os.Getpid(), sig)
 	}
 	// If dlock is already gone this write fails, and the read below says so.
 	fmt.Fprintf(link, "ok %d\n", cmd.Process.Pid)
@@ -242,6 +252,47 @@ func runGuard(group bool, path string, argv []string) int {
 	}
 }
 
+// prSetChildSubreaper is prctl's PR_SET_CHILD_SUBREAPER.
+const prSetChildSubreaper = 36
+
+// signalDescendants sends sig to every process below pid, as /proc shows
+// the tree when it is read (one started meanwhile may be missed; the
+// SIGKILL after --grace reads it again).
+func signalDescendants(pid int, sig syscall.Signal) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …: comm may hold spaces and parentheses.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		if pp, err := strconv.Atoi(f[1]); err == nil {
+			children[pp] = append(children[pp], p)
+		}
+	}
+	for todo := children[pid]; len(todo) > 0; {
+		p := todo[0]
+		todo = append(todo[1:], children[p]...)
+		_ = syscall.Kill(p, sig)
+	}
+}
+
 // childSysProcAttr is the demo's for its instances: the kernel sends an
 // instance SIGKILL when the thread that started it exits. The child gets
 // its own process group unless dlock's stdin is a terminal: then it stays
@@ -260,6 +311,20 @@ func isTerminal(f *os.File) bool {
 	var t syscall.Termios
 	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
 	return errno == 0
+}
+
+// terminalSent reports whether sig is one a terminal sends to its whole
+// foreground process group (Ctrl-C, Ctrl-\) and dlock's group is that
+// group: the command, which shares it, then got sig from the terminal
+// already, and forwarding it would deliver it twice (a second Ctrl-C means
+// "exit at once" to many tools).
+func terminalSent(sig syscall.Signal) bool {
+	if sig != syscall.SIGINT && sig != syscall.SIGQUIT {
+		return false
+	}
+	var fg int32
+	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, os.Stdin.Fd(), syscall.TIOCGPGRP, uintptr(unsafe.Pointer(&fg)))
+	return errno == 0 && int(fg) == syscall.Getpgrp()
 }
 
 // terminalSize returns f's terminal's columns and rows, or zeros if f is

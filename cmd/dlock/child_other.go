@@ -58,3 +58,6 @@ func isTerminal(f *os.File) bool {
 
 // terminalSize is unknown here: top does not cut its lines.
 func terminalSize(*os.File) (cols, rows int) { return 0, 0 }
+
+// terminalSent is false here: every caught signal is forwarded.
+func terminalSent(syscall.Signal) bool { return false }

@@ -3,9 +3,12 @@ package main_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -458,5 +461,113 @@ func TestChildEnvWithoutURL(t *testing.T) {
 		if r.code != 0 || !strings.Contains(r.stdout, tc.want) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want %q", tc.args, r.code, r.stdout, r.stderr, tc.want)
 		}
+	}
+}
+
+// onTerminal starts dlock with args under script(1), so that its stdin is
+// a terminal (and the command shares dlock's process group), with in
+// feeding the terminal.
+func onTerminal(t *testing.T, args string) (cmd *exec.Cmd, in io.WriteCloser, out *syncBuffer) {
+	t.Helper()
+	if _, err := exec.LookPath("script"); err != nil {
+		t.Skip("no script(1) to give dlock a terminal")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	cmd = exec.CommandContext(ctx, "script", "-qefc", bin+" "+args, os.DevNull)
+	out = &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.WaitDelay = 2 * time.Second
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "started"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("command did not start:\n%s", out.String())
+		}
+	}
+	return cmd, in, out
+}
+
+// gone reports whether pid has exited (a zombie counts as exited).
+func gone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return syscall.Kill(pid, 0) != nil
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && len(s) > i+2 && s[i+2] == 'Z'
+}
+
+// With a terminal for stdin the command shares dlock's process group, so a
+// lost lease cannot be signalled to a group of the command's own: the
+// command's children (a script's workers) ran on after dlock stopped the
+// command and exited 4. The guard now signals every process below it.
+func TestRunOnTerminalLostStopsChildren(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the guard is Linux's")
+	}
+	u := redisURL(t)
+	pidf := filepath.Join(t.TempDir(), "pid")
+	// The terminal stays open after dlock exits: its hangup would kill
+	// the child by itself.
+	_, _, out := onTerminal(t, "run --backend "+u+" --ttl 3s --grace 1s ptylost -- sh -c 'sleep 300 & echo $! > "+pidf+"; echo started; wait'; echo dlock exited $?; sleep 30")
+	b, err := os.ReadFile(pidf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	if err := drivertest.MustOpen(t, u).ForceUnlock(t.Context(), "ptylost"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "dlock exited"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("dlock did not exit:\n%s", out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "dlock exited 4") {
+		t.Fatalf("want exit 4:\n%s", out.String())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !gone(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the command's child %d still runs after the lease was lost:\n%s", pid, out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Ctrl-C on the terminal reaches the command once: the terminal sends it
+// to the whole foreground group, the command included, and dlock, in that
+// group too, no longer forwards it a second time (a tool that takes a
+// second interrupt as "exit at once" skipped its clean-up).
+func TestRunOnTerminalCtrlCOnce(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("dlock tells a terminal's signals from others on Linux")
+	}
+	u := redisURL(t)
+	cmd, in, out := onTerminal(t, "run --backend "+u+" ctrlc -- sh -c 'n=0; on_int() { n=$((n+1)); echo got INT $n; }; trap on_int INT; echo started; while [ $n -lt 2 ]; do sleep 0.1; done; echo done'")
+	if _, err := in.Write([]byte{3}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // a second delivery, if any, comes within ms
+	if strings.Contains(out.String(), "got INT 2") || !strings.Contains(out.String(), "got INT 1") {
+		t.Errorf("Ctrl-C delivered other than once:\n%s", out.String())
+	}
+	if _, err := in.Write([]byte{3}); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, cmd, 30*time.Second, out); code != 0 {
+		t.Fatalf("exit %d after the second Ctrl-C:\n%s", code, out.String())
 	}
 }
