@@ -131,7 +131,7 @@ func inspected(i dlock.Info, err error) (*kindInfoJSON, error) {
 // kindInfoOf is the JSON of a read-write lock's (KindShared, KindWrite) or
 // a semaphore's (KindPermit) Info.
 func kindInfoOf(i dlock.Info) *kindInfoJSON {
-	j := &kindInfoJSON{Held: i.Held, Waiters: i.Waiters}
+	j := &kindInfoJSON{Held: i.Held, Waiters: i.Waiters, Readers: []holderJSON{}, Holders: []holderJSON{}} // empty lists, not null
 	if i.Kind == dlock.KindPermit {
 		j.Permits = i.Limit
 		for _, h := range i.Holders {

@@ -57,6 +57,10 @@ func TestRunKinds(t *testing.T) {
 	if json.Unmarshal([]byte(out.stdout), &info) != nil || info.RWMutex.Writer.Owner != w.Owner() || info.RWMutex.Writer.Token != w.Token() {
 		t.Fatalf("inspect json with a writer: %q", out.stdout)
 	}
+	// Empty lists are kept as [], not null (README: empty fields are kept).
+	if !strings.Contains(out.stdout, `"readers": []`) || strings.Contains(out.stdout, `"readers": null`) || strings.Contains(out.stdout, `"holders": null`) {
+		t.Errorf("inspect json with a writer and no readers: %q", out.stdout)
+	}
 	if res := dlockCmd(t, nil, "unlock", "--backend", u, "--force", "--yes", "reports"); res.code != 1 || !strings.Contains(res.stderr, "a read-write lock of this name is held") {
 		t.Fatalf("unlock --force of a held read-write lock: exit %d %q %q; want 1 and why", res.code, res.stdout, res.stderr)
 	}
