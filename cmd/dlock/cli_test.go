@@ -112,6 +112,12 @@ func TestJSONOutput(t *testing.T) {
 	if m := jsonKeys(t, "run error", r.stderr, "error", "exit"); r.code != 2 || m["exit"] != float64(2) {
 		t.Errorf("run error: exit %d %s", r.code, r.stderr)
 	}
+	// The command's own status is no error of dlock's: stderr stays the
+	// command's (it got {"error":"","exit":7} added).
+	r = dlockCmd(t, env, "run", "-o", "json", "own-status", "--", "sh", "-c", "echo own >&2; exit 7")
+	if r.code != 7 || r.stderr != "own\n" {
+		t.Errorf("run -o json of a command exiting 7: exit %d, stderr %q", r.code, r.stderr)
+	}
 	r = dlockCmd(t, env, "inspect", "-o", "yaml", "x")
 	if r.code != 2 || !strings.Contains(r.stderr, "-o must be text or json") {
 		t.Errorf("-o yaml: exit %d %q", r.code, r.stderr)

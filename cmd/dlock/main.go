@@ -130,12 +130,17 @@ func main() {
 	if msg != "" && !strings.HasPrefix(msg, "dlock: ") {
 		msg = "dlock: " + msg
 	}
-	if jsonOutput() {
+	// No message: the status is the command's own, or its reason was
+	// reported already (a lost lease); with -o json, a line on stderr would
+	// mix into the command's own output.
+	switch {
+	case msg == "":
+	case jsonOutput():
 		_ = json.NewEncoder(os.Stderr).Encode(struct {
 			Error string `json:"error"`
 			Exit  int    `json:"exit"`
 		}{msg, code})
-	} else if msg != "" {
+	default:
 		fmt.Fprintln(os.Stderr, msg)
 	}
 	os.Exit(code)
