@@ -56,5 +56,19 @@ func TestInspectText(t *testing.T) {
 		if r.code != 0 || strings.Contains(r.stdout, "0s left") || !strings.Contains(r.stdout, "time left unknown") {
 			t.Errorf("inspect: exit %d\n%s", r.code, r.stdout)
 		}
+		// The read-write lock's and semaphore's holders too (they said "0s left").
+		c := drivertest.MustOpen(t, u)
+		if _, err := c.RWMutex("zk-rw").RLock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Semaphore("zk-sem", 2).Acquire(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"zk-rw", "zk-sem"} {
+			r := dlockCmd(t, nil, "inspect", "--backend", u, name)
+			if r.code != 0 || strings.Contains(r.stdout, "0s left") || !strings.Contains(r.stdout, "time left unknown") {
+				t.Errorf("inspect %s: exit %d\n%s", name, r.code, r.stdout)
+			}
+		}
 	})
 }

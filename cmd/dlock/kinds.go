@@ -151,10 +151,11 @@ func kindInfoOf(i dlock.Info) *kindInfoJSON {
 }
 
 func who(h holderJSON) string {
+	left := timeLeft(time.Duration(h.TTLMs) * time.Millisecond) // ZooKeeper's: unknown, not "0s"
 	if h.Label != "" {
-		return fmt.Sprintf("%s (owner %s, token %d, %v left)", esc(h.Label), esc(h.Owner), h.Token, (time.Duration(h.TTLMs) * time.Millisecond).Round(time.Millisecond))
+		return fmt.Sprintf("%s (owner %s, token %d, %s)", esc(h.Label), esc(h.Owner), h.Token, left)
 	}
-	return fmt.Sprintf("%s (token %d, %v left)", esc(h.Owner), h.Token, (time.Duration(h.TTLMs) * time.Millisecond).Round(time.Millisecond))
+	return fmt.Sprintf("%s (token %d, %s)", esc(h.Owner), h.Token, left)
 }
 
 func whoAll(hs []holderJSON) string {
