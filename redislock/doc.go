@@ -195,7 +195,13 @@
 //     and that call fails while it still cannot be confirmed. Without this
 //     the owner would re-enter the forgotten hold (with its old token), and
 //     the lock would outlive each later Unlock. Meanwhile, the forgotten
-//     hold ends with its TTL.
+//     hold ends with its TTL. If, by then, other processes of the same
+//     owner (WithOwner) changed the hold more than 16 times, it can no
+//     longer tell whether that release ran: it is given up rather than
+//     run again, which could release another process's share of the hold
+//     while its lease reads valid. If it had not run, the hold keeps one
+//     count too many, and the lock stays the owner's until its holds all
+//     end and it expires.
 //   - While a Cluster slot is being migrated by hand (CLUSTER SETSLOT
 //     MIGRATING/IMPORTING, then MIGRATE key by key), Redis refuses a script
 //     whose keys are split between the two nodes ("Script attempted to

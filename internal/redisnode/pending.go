@@ -37,9 +37,19 @@ func (n *Node) run(ctx context.Context, k Keys, owner string, p pendingRelease) 
 		}
 		return nil
 	}
-	_, err := n.releaseReq(ctx, k, owner, p.token, p.count, p.notify, p.req)
+	_, err := n.releaseReq(ctx, k, owner, p.token, p.count, p.notify, p.req, true)
 	return err
 }
+
+// errForgotten is a release sent again that the hold can no longer tell
+// from one that ran: its id is not among the hold's recent requests, but
+// some were dropped from that list (by other processes of the same owner
+// changing the hold). Running it could release another process's count, a
+// second holder while that process's lease reads valid; so the release is
+// given up, and if it had not run, the hold keeps one count too many: the
+// lock stays the owner's until its holds all end and it expires (its TTL,
+// once nobody renews it).
+var errForgotten = errors.New("redislock: an uncertain release can no longer be told from one that ran; given up")
 
 // Cancel undoes acquire request req of owner (see cancelScript); if that
 // fails, the node sends it again before owner's next call on k.
@@ -103,7 +113,7 @@ func (n *Node) settle(ctx context.Context, k Keys, owner string) error {
 	delete(n.pending, key)
 	n.mu.Unlock()
 	for i, p := range ps {
-		if err := n.run(ctx, k, owner, p); err != nil && !errors.Is(err, dlock.ErrLeaseLost) {
+		if err := n.run(ctx, k, owner, p); err != nil && !errors.Is(err, dlock.ErrLeaseLost) && !errors.Is(err, errForgotten) {
 			n.mu.Lock()
 			n.pending[key] = append(ps[i:], n.pending[key]...)
 			n.mu.Unlock()

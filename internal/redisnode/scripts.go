@@ -54,10 +54,16 @@ local function seen(r, id) -- whether request id is among the ids r lists
   return r and string.find(r, id, 1, true) and string.find(' ' .. r .. ' ', ' ' .. id .. ' ', 1, true) ~= nil
 end
 local function push(r, id) -- r with id added, keeping the last RECENT
-  local ids = {}
-  if r then for x in string.gmatch(r, '%S+') do ids[#ids + 1] = x end end
+  local ids, cut = {}, false
+  if r then for x in string.gmatch(r, '%S+') do
+    if x == '!' then cut = true else ids[#ids + 1] = x end
+  end end
   ids[#ids + 1] = id
-  return table.concat(ids, ' ', math.max(1, #ids - RECENT + 1))
+  local from = math.max(1, #ids - RECENT + 1)
+  if cut or from > 1 then -- '!' first: ids were dropped, so an id not listed may have run
+    return '! ' .. table.concat(ids, ' ', from)
+  end
+  return table.concat(ids, ' ')
 end
 `
 
@@ -190,13 +196,21 @@ return {0, 0, 0, redis.call('PTTL', lock)}
 
 // releaseScript: ARGV owner, count, token, notify ("1": announce the release
 // even with nobody queued, for waiters that do not queue: Redlock's),
-// request id.
-// Returns the holds left, or -1 if owner does not hold the lock with token.
+// request id, and "1" when the request is sent again after an uncertain
+// failure (a pendingRelease).
+// Returns the holds left, -1 if owner does not hold the lock with token, or
+// -2 for a request sent again that may have run already: its id is not
+// listed, but ids were dropped from the list ('!'), so it may be one of
+// them. Running it again could release another process's hold of the same
+// owner (the list is the last RECENT changes, of every process); the
+// caller gives it up instead, and the hold keeps at most a count too many
+// until it expires.
 var releaseScript = newScript("release", prelude+recent+`
 local h = redis.call('HMGET', lock, ARGV[1], '\0t', '\0r')
 local n = h[1]
 if not n or h[2] ~= ARGV[3] then return -1 end
 if seen(h[3], ARGV[5]) then return tonumber(n) end -- this release, run before
+if ARGV[6] == '1' and h[3] and string.sub(h[3], 1, 1) == '!' then return -2 end
 n = tonumber(n) - tonumber(ARGV[2])
 if n > 0 then
   redis.call('HSET', lock, ARGV[1], n, '\0r', push(h[3], ARGV[5]))
