@@ -131,7 +131,7 @@ func superviseChild(spec childSpec) (childExit, error) {
 			if spec.Stopping != nil {
 				spec.Stopping()
 			}
-			child.signal(syscall.SIGTERM)
+			child.stop()
 			t := time.NewTimer(spec.Grace)
 			defer t.Stop()
 			kill = t.C
@@ -151,6 +151,11 @@ type startedChild struct {
 	// alone if it shares dlock's). Only superviseChild's loop calls it, and
 	// not after exited has said the command ended.
 	signal func(syscall.Signal)
+	// stop sends SIGTERM as signal does, for a lost lease: and once the
+	// command has exited, SIGKILL to whatever it left running (its group,
+	// or on a terminal the processes below the guard), which the SIGKILL
+	// after --grace would no longer reach.
+	stop   func()
 	exited <-chan error // gets how it ended (see exitCode), once
 }
 

@@ -131,9 +131,17 @@ func startChild(argv, env []string, group bool) (*startedChild, error) {
 		signal: func(sig syscall.Signal) {
 			_, _ = link.Write([]byte{byte(sig)})
 		},
+		stop: func() {
+			_, _ = link.Write([]byte{stopByte})
+		},
 		exited: exited,
 	}, nil
 }
+
+// stopByte asks the guard to stop the command for a lost lease: SIGTERM,
+// and SIGKILL to whatever the command leaves behind once it exits (see
+// runGuard). Signals are below it.
+const stopByte = 0xff
 
 // killed reports whether the process of ps ended by a signal.
 func killed(ps *os.ProcessState) bool {
@@ -216,17 +224,38 @@ func runGuard(group bool, path string, argv []string) int {
 			return
 		}
 		// Sharing dlock's group (and terminal), the command has no group
-		// of its own to signal: the guard signals every process below
-		// it, the command's children and, as a subreaper, the orphans
-		// they left, so that a lost lease stops them all.
+		// of its own. A signal goes to the command alone, which passes it
+		// on as it would a terminal's (a wrapper such as timeout relays
+		// it: sent to its child too, the child would get it twice); only
+		// SIGKILL, which nothing relays, goes to every process below the
+		// guard: the command's children and, the guard being their
+		// subreaper, the orphans they left.
 		_ = cmd.Process.Signal(sig)
-		signalDescendants(os.Getpid(), sig)
+		if sig == syscall.SIGKILL {
+			signalDescendants(os.Getpid(), sig)
+		}
+	}
+	// killRest kills what the command left behind (its group, or the
+	// processes below the guard) once it exited after a stop: its children
+	// that outlived the SIGTERM would run on without the lock, and the
+	// guard would not be there to send them the SIGKILL after --grace.
+	killRest := func() {
+		if group {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			return
+		}
+		signalDescendants(os.Getpid(), syscall.SIGKILL)
 	}
 	// If dlock is already gone this write fails, and the read below says so.
 	fmt.Fprintf(link, "ok %d\n", cmd.Process.Pid)
 
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	if !group {
+		// As their subreaper the guard reaps the orphans it adopts: they
+		// would stay zombies until the command ends.
+		go reapOrphans(cmd.Process.Pid)
+	}
 	sigs := make(chan syscall.Signal)
 	dlockGone := make(chan struct{})
 	go func() {
@@ -239,15 +268,40 @@ func runGuard(group bool, path string, argv []string) int {
 			sigs <- syscall.Signal(b[0])
 		}
 	}()
+	stopping := false
 	for {
 		select {
 		case sig := <-sigs:
+			if sig == stopByte {
+				stopping = true
+				sig = syscall.SIGTERM
+			}
 			signalCommand(sig)
 		case <-dlockGone:
 			signalCommand(syscall.SIGKILL)
 			return 128 + int(syscall.SIGKILL)
 		case err := <-exited:
+			if stopping {
+				killRest()
+			}
 			return exitCode(err)
+		}
+	}
+}
+
+// reapOrphans reaps, at each SIGCHLD, the guard's children other than the
+// command (cmdPid, which cmd.Wait reaps) that have exited: the orphans it
+// adopted as their subreaper.
+func reapOrphans(cmdPid int) {
+	chld := make(chan os.Signal, 1)
+	signal.Notify(chld, syscall.SIGCHLD)
+	self := os.Getpid()
+	for range chld {
+		for _, p := range childrenOf(self, true) {
+			if p != cmdPid {
+				var ws syscall.WaitStatus
+				_, _ = syscall.Wait4(p, &ws, syscall.WNOHANG, nil)
+			}
 		}
 	}
 }
@@ -255,15 +309,14 @@ func runGuard(group bool, path string, argv []string) int {
 // prSetChildSubreaper is prctl's PR_SET_CHILD_SUBREAPER.
 const prSetChildSubreaper = 36
 
-// signalDescendants sends sig to every process below pid, as /proc shows
-// the tree when it is read (one started meanwhile may be missed; the
-// SIGKILL after --grace reads it again).
-func signalDescendants(pid int, sig syscall.Signal) {
+// procTree reads every process's parent (and whether it is a zombie) from
+// /proc.
+func procTree() (children map[int][]int, zombie map[int]bool) {
+	children, zombie = map[int][]int{}, map[int]bool{}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return
+		return children, zombie
 	}
-	children := map[int][]int{}
 	for _, e := range entries {
 		p, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -284,8 +337,28 @@ func signalDescendants(pid int, sig syscall.Signal) {
 		}
 		if pp, err := strconv.Atoi(f[1]); err == nil {
 			children[pp] = append(children[pp], p)
+			zombie[p] = f[0] == "Z"
 		}
 	}
+	return children, zombie
+}
+
+// childrenOf lists pid's children, or only those that have exited.
+func childrenOf(pid int, exitedOnly bool) []int {
+	children, zombie := procTree()
+	var out []int
+	for _, c := range children[pid] {
+		if !exitedOnly || zombie[c] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// signalDescendants sends sig to every process below pid, as /proc shows
+// the tree when it is read (one started meanwhile may be missed).
+func signalDescendants(pid int, sig syscall.Signal) {
+	children, _ := procTree()
 	for todo := children[pid]; len(todo) > 0; {
 		p := todo[0]
 		todo = append(todo[1:], children[p]...)

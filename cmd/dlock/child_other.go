@@ -5,6 +5,7 @@ package main
 import (
 	"os"
 	"os/exec"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -23,17 +24,29 @@ func startChild(argv, env []string, group bool) (*startedChild, error) {
 		return nil, err
 	}
 	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
 	pid := cmd.Process.Pid
+	var stopped atomic.Bool
+	go func() {
+		err := cmd.Wait()
+		if stopped.Load() && group {
+			_ = syscall.Kill(-pid, syscall.SIGKILL) // what the command left of its group
+		}
+		exited <- err
+	}()
+	signal := func(sig syscall.Signal) {
+		if group {
+			// The group's id is the child's pid.
+			_ = syscall.Kill(-pid, sig)
+			return
+		}
+		_ = cmd.Process.Signal(sig)
+	}
 	return &startedChild{
-		pid: pid,
-		signal: func(sig syscall.Signal) {
-			if group {
-				// The group's id is the child's pid.
-				_ = syscall.Kill(-pid, sig)
-				return
-			}
-			_ = cmd.Process.Signal(sig)
+		pid:    pid,
+		signal: signal,
+		stop: func() {
+			stopped.Store(true)
+			signal(syscall.SIGTERM)
 		},
 		exited: exited,
 	}, nil

@@ -31,14 +31,17 @@ func runCmd() *cobra.Command {
 token) in its environment (without DLOCK_URL, whose password CMD has no need
 of, unless --pass-url), forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to it,
 and unlocks when it exits. If the lease is lost while CMD runs, CMD gets
-SIGTERM, then SIGKILL after --grace.
+SIGTERM, then SIGKILL after --grace; once CMD has exited, what it left
+running gets SIGKILL at once.
 
 CMD may not outlive its guard: on Linux, when dlock dies, even by kill -9, a
 guard process between dlock and CMD kills CMD's process group (SIGKILL), the
 children CMD started with it. CMD runs in its own process group, which gets
 the forwarded signals, unless stdin is a terminal: then it shares dlock's, so
-that job control works, and only CMD itself is killed with dlock. A process
-that leaves the group (setsid, a daemon) is beyond the guard. Other systems
+that job control works; signals go to CMD alone (Ctrl-C and Ctrl-\ come from
+the terminal, not from dlock) and SIGKILL to every process below the guard,
+its subreaper. A process that leaves the group (setsid, a daemon) is beyond
+the guard, except on a terminal. Other systems
 have no parent-death signal: there a CMD whose dlock was killed with SIGKILL
 runs on, with its children, until it ends by itself.
 

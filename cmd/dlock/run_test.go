@@ -571,3 +571,128 @@ func TestRunOnTerminalCtrlCOnce(t *testing.T) {
 		t.Fatalf("exit %d after the second Ctrl-C:\n%s", code, out.String())
 	}
 }
+
+// A command stopped for a lost lease that exits at its SIGTERM leaves no
+// child running: one that ignores SIGTERM used to run on, because the
+// SIGKILL after --grace went through the guard, which had exited with the
+// command. Without a terminal (its group) and with one (the processes
+// below the guard).
+func TestRunLostKillsWhatTheCommandLeft(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the guard is Linux's")
+	}
+	u := redisURL(t)
+	script := `sh -c 'trap "" TERM; exec sleep 106' & echo $! > "$0"; echo started; sleep 107`
+	for _, terminal := range []bool{false, true} {
+		pidf := filepath.Join(t.TempDir(), "pid")
+		name := fmt.Sprintf("left-%v", terminal)
+		var out *syncBuffer
+		if terminal {
+			_, _, out = onTerminal(t, "run --backend "+u+" --ttl 3s --grace 30s "+name+" -- sh -c '"+strings.ReplaceAll(script, "'", `'"'"'`)+"' "+pidf+"; echo dlock exited $?; sleep 30")
+		} else {
+			_, out, _ = startRun(t, "run", "--backend", u, "--ttl", "3s", "--grace", "30s", name, "--", "sh", "-c", script, pidf)
+		}
+		b, err := os.ReadFile(pidf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+		if err := drivertest.MustOpen(t, u).ForceUnlock(t.Context(), name); err != nil {
+			t.Fatal(err)
+		}
+		// Well before --grace (30 s): the command exited at its SIGTERM.
+		deadline := time.Now().Add(15 * time.Second)
+		for !gone(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("terminal=%v: the command's child %d, which ignores SIGTERM, still runs after the command was stopped:\n%s", terminal, pid, out.String())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// On a terminal the guard is the subreaper of the command's orphans, and
+// reaps them: they stayed zombies until the command ended.
+func TestRunOnTerminalReapsOrphans(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the guard is Linux's")
+	}
+	u := redisURL(t)
+	_, _, out := onTerminal(t, "run --backend "+u+" orphans -- sh -c 'i=0; while [ $i -lt 20 ]; do (sleep 0.01 &); i=$((i+1)); done; echo started pid $$; sleep 30'")
+	var cmdPid int
+	for _, line := range strings.Split(out.String(), "\n") {
+		if p, ok := strings.CutPrefix(strings.TrimSpace(line), "started pid "); ok {
+			cmdPid, _ = strconv.Atoi(p)
+		}
+	}
+	if cmdPid == 0 {
+		t.Fatalf("no pid:\n%s", out.String())
+	}
+	guard := parentOf(t, cmdPid)
+	zombies := func() int {
+		n := 0
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			p, err := strconv.Atoi(e.Name())
+			if err != nil || p == cmdPid {
+				continue
+			}
+			b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+			if err != nil {
+				continue
+			}
+			s := string(b)
+			f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+			if len(f) > 1 && f[0] == "Z" && f[1] == strconv.Itoa(guard) {
+				n++
+			}
+		}
+		return n
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for n := zombies(); n > 0; n = zombies() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d zombie children of the guard (pid %d) while the command runs", n, guard)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// On a terminal a signal sent to dlock reaches the command once through a
+// wrapper that relays it (timeout): sent to every process below the guard,
+// the wrapped command got it from the guard and again from timeout.
+func TestRunOnTerminalRelayedSignalOnce(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the guard is Linux's")
+	}
+	if _, err := exec.LookPath("timeout"); err != nil {
+		t.Skip("no timeout(1)")
+	}
+	u := redisURL(t)
+	_, _, out := onTerminal(t, "run --backend "+u+" relayed -- timeout 60 sh -c 'n=0; on_term() { n=$((n+1)); echo got TERM $n; }; trap on_term TERM; echo started wrapper $PPID; while [ $n -lt 1 ]; do sleep 0.1; done; sleep 1; echo done $n'")
+	var wrapper int
+	for _, line := range strings.Split(out.String(), "\n") {
+		if p, ok := strings.CutPrefix(strings.TrimSpace(line), "started wrapper "); ok {
+			wrapper, _ = strconv.Atoi(p)
+		}
+	}
+	if wrapper == 0 {
+		t.Fatalf("no pid:\n%s", out.String())
+	}
+	dlockPid := parentOf(t, parentOf(t, wrapper)) // timeout's parent is the guard, the guard's dlock
+	if err := syscall.Kill(dlockPid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "done"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the command did not finish:\n%s", out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "done 1") {
+		t.Errorf("SIGTERM reached the wrapped command other than once:\n%s", out.String())
+	}
+}
