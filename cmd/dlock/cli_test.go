@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/testserver"
+	_ "github.com/go-sql-driver/mysql"
 )
 
 // An unreachable etcd or ZooKeeper fails within --connect-timeout, saying
@@ -226,36 +228,7 @@ func TestConnectTimeoutMemcached(t *testing.T) {
 func TestUnlockReleasesOnlyTheHolderShown(t *testing.T) {
 	u := redisURL(t)
 	c := drivertest.MustOpen(t, u)
-	ask := func(t *testing.T, name string) (answer func() result) {
-		t.Helper()
-		cmd := exec.CommandContext(t.Context(), bin, "unlock", "--backend", u, "--force", name)
-		in, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out bytes.Buffer
-		errb := &syncBuffer{}
-		cmd.Stdout, cmd.Stderr = &out, errb
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		for deadline := time.Now().Add(30 * time.Second); !strings.Contains(errb.String(), "[y/N]"); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no question: %s", errb.String())
-			}
-		}
-		return func() result {
-			_, _ = in.Write([]byte("y\n"))
-			_ = in.Close()
-			err := cmd.Wait()
-			var ee *exec.ExitError
-			code := 0
-			if errors.As(err, &ee) {
-				code = ee.ExitCode()
-			}
-			return result{out.String(), errb.String(), code}
-		}
-	}
+	ask := func(t *testing.T, name string) (answer func() result) { return askUnlock(t, u, name) }
 
 	first, err := c.Mutex("shown").Lock(t.Context())
 	if err != nil {
@@ -290,5 +263,76 @@ func TestUnlockReleasesOnlyTheHolderShown(t *testing.T) {
 	}
 	if r := answer(); r.code != 0 || !strings.Contains(r.stdout, "not held (released while you answered)") {
 		t.Errorf("freed while asking: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// askUnlock starts dlock unlock --force of name on u and waits for its
+// question; answer says yes and returns how it ended.
+func askUnlock(t *testing.T, u, name string) (answer func() result) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), bin, "unlock", "--backend", u, "--force", name)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	errb := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = &out, errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(errb.String(), "[y/N]"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no question: %s", errb.String())
+		}
+	}
+	return func() result {
+		_, _ = in.Write([]byte("y\n"))
+		_ = in.Close()
+		err := cmd.Wait()
+		var ee *exec.ExitError
+		code := 0
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		return result{out.String(), errb.String(), code}
+	}
+}
+
+// On MySQL's session mode the holder is a connection (GET_LOCK), which
+// the owner and token, read from dlock's token table, do not name: a plain
+// GET_LOCK session that took the lock while the operator answered was
+// killed as if it were the dlock holder shown. The note naming the
+// connection is compared too.
+func TestUnlockSessionModeHolderChanged(t *testing.T) {
+	srv := testserver.MariaDB(t)
+	u := testserver.MariaDBURL(t, srv, "dlock") + "?mode=session"
+	held, err := drivertest.MustOpen(t, u).Mutex("sess").Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := askUnlock(t, u, "sess")
+	if err := held.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("mysql", "root@tcp("+srv.Addr()+")/dlock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var got int
+	if err := conn.QueryRowContext(t.Context(), "SELECT GET_LOCK('sess', 5)").Scan(&got); err != nil || got != 1 {
+		t.Fatalf("plain GET_LOCK: %d, %v", got, err)
+	}
+	if r := answer(); r.code != 1 || !strings.Contains(r.stderr, "the holder changed while you answered") {
+		t.Errorf("a plain session took the lock while asking: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+	if err := conn.PingContext(t.Context()); err != nil {
+		t.Errorf("the plain session's connection after the refused unlock: %v", err)
 	}
 }

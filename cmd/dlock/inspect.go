@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -154,6 +155,9 @@ func unlockCmd() *cobra.Command {
 				if !yes {
 					fmt.Fprintf(cmd.ErrOrStderr(), "Force-release %q held by %s? [y/N] ", name, holderText(info))
 					answer, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+					if !strings.HasSuffix(answer, "\n") {
+						fmt.Fprintln(cmd.ErrOrStderr()) // end the question's line (EOF): what follows starts its own
+					}
 					if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
 						return fail(exitFailed, "not released")
 					}
@@ -164,7 +168,10 @@ func unlockCmd() *cobra.Command {
 					if err != nil {
 						return fail(exitFailed, "%v", err)
 					}
-					if !now.Held || now.Owner != info.Owner || now.Token != info.Token {
+					// The notes name what the owner and token cannot: the
+					// connection or node that holds it (MySQL session mode's
+					// GET_LOCK, PostgreSQL's advisory lock, ZooKeeper's node).
+					if !now.Held || now.Owner != info.Owner || now.Token != info.Token || !slices.Equal(now.Notes, info.Notes) {
 						if now.Held {
 							return fail(exitFailed, "%s: not released: the holder changed while you answered (now %s); run unlock again", esc(name), holderText(now))
 						}
