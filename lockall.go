@@ -41,7 +41,11 @@ type Group struct {
 // left held. ctx bounds the wait only. Naming one name twice on one backend
 // (even through two clients: each Lock is a holder of its own, so the group
 // would wait for itself) is refused with ErrInvalidName, as is a nil
-// locker.
+// locker. So is one name on two stores of one kind (two Redis servers):
+// dlock orders locks by name, kind of backend and kind of lock, and has no
+// name for a store that would order two of a kind the same way in every
+// process. A type of the caller's that embeds a *Mutex or *RWMutex is
+// ordered as the lock it embeds; any other NamedLocker by its name alone.
 //
 // Every backend takes the locks in order, one store operation (or wait) per
 // lock; none takes them in one operation.
@@ -76,15 +80,16 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 			return nil, &Error{Op: op, Err: fmt.Errorf("%w: locker %d of %d is nil", ErrInvalidName, i+1, len(lockers))}
 		}
 		it := item{i: i, name: lk.Name()}
-		var c *Client
-		switch m := lk.(type) {
-		case *Mutex:
-			c = m.c
-		case *RWMutex:
-			c, it.family = m.c, driver.FamilyRWMutex
-		}
-		if c != nil {
-			it.backend = c.obs.scheme
+		// Through lockKey, not the concrete type, so that a type of the
+		// caller's embedding a *Mutex or *RWMutex sorts as the lock it
+		// wraps: sorted as another, it was taken in another order by a
+		// group given the lock itself, and two such groups deadlocked.
+		if k, ok := lk.(interface {
+			lockKey() (*Client, driver.Family)
+		}); ok {
+			if c, family := k.lockKey(); c != nil {
+				it.backend, it.family = c.obs.scheme, family
+			}
 		}
 		items[i] = it
 	}
@@ -163,6 +168,13 @@ func checkTaken(op, name, backend string, l *Lease) error {
 	}
 	return nil
 }
+
+// lockKey is what LockAll orders a Mutex by, beside its name: its client
+// and the family of locks it belongs to.
+func (m *Mutex) lockKey() (*Client, driver.Family) { return m.c, driver.FamilyMutex }
+
+// lockKey is the RWMutex's: see Mutex.lockKey.
+func (rw *RWMutex) lockKey() (*Client, driver.Family) { return rw.c, driver.FamilyRWMutex }
 
 // isNilLocker reports whether lk is nil, or a nil *Mutex or *RWMutex,
 // which LockAll refuses rather than panicking on.

@@ -88,3 +88,41 @@ func TestAdvTryLockPollingGetsFreeLock(t *testing.T) {
 	}
 	t.Fatal("TryLock polled every 300ms never got the write lock, free since 500ms")
 }
+
+// Types of the caller's that embed a *Mutex or *RWMutex, which
+// NamedLocker admits.
+type wrappedMutex struct{ *dlock.Mutex }
+type wrappedRWMutex struct{ *dlock.RWMutex }
+
+// A Mutex and an RWMutex of one name are two locks, ordered by family; a
+// type of the caller's embedding one was ordered as neither (no backend, the
+// Mutex's family), so the two groups below took the two locks in opposite
+// orders and deadlocked (an adversary's finding, within a few rounds).
+func TestLockAllOrdersWrappedLocks(t *testing.T) {
+	c, err := dlock.Open(t.Context(), "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m, rw := c.Mutex("x"), c.RWMutex("x")
+	for round := 0; round < 200; round++ {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		errs := make(chan error, 2)
+		for _, group := range [][]dlock.NamedLocker{{m, wrappedRWMutex{rw}}, {wrappedMutex{m}, rw}} {
+			go func() {
+				g, err := dlock.LockAll(ctx, group...)
+				if err == nil {
+					err = g.Unlock(context.Background())
+				}
+				errs <- err
+			}()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				cancel()
+				t.Fatalf("round %d: %v (the groups deadlocked)", round, err)
+			}
+		}
+		cancel()
+	}
+}
