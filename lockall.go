@@ -38,7 +38,10 @@ type Group struct {
 // given in, so two LockAll calls over overlapping sets cannot deadlock each
 // other. If any Lock fails, or ctx ends while waiting, the locks taken so far
 // are released and the error (naming that lock) is returned; nothing is
-// left held. ctx bounds the wait only. Naming one name twice on one backend
+// left held. ctx bounds the wait only: releasing what was taken is not
+// bounded by it (it has ended), so with the store cut off LockAll returns
+// once those releases fail, after the store client's own timeouts (seconds),
+// and the locks then free themselves at their TTL. Naming one name twice on one backend
 // (even through two clients: each Lock is a holder of its own, so the group
 // would wait for itself) is refused with ErrInvalidName, as is a nil
 // locker. So is one name on two stores of one kind (two Redis servers):
