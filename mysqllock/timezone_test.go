@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
-	"github.com/dlock/dlock/mysqllock"
 	"github.com/dlock/dlock/internal/testserver"
+	"github.com/dlock/dlock/mysqllock"
 	"github.com/go-sql-driver/mysql"
 )
 
