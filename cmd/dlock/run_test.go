@@ -494,6 +494,33 @@ func onTerminal(t *testing.T, args string) (cmd *exec.Cmd, in io.WriteCloser, ou
 	return cmd, in, out
 }
 
+// childPid reads the pid a command wrote to path, and kills that process
+// when the test ends.
+func childPid(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	return pid
+}
+
+// waitGone fails unless the command's child pid exits within d (when: what
+// just happened, for the message; out: dlock's output).
+func waitGone(t *testing.T, pid int, d time.Duration, when string, out *syncBuffer) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !gone(pid); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the command's child %d still runs %s:\n%s", pid, when, out.String())
+		}
+	}
+}
+
 // gone reports whether pid has exited (a zombie counts as exited).
 func gone(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -518,15 +545,7 @@ func TestRunOnTerminalLostStopsChildren(t *testing.T) {
 	// The terminal stays open after dlock exits: its hangup would kill
 	// the child by itself.
 	_, _, out := onTerminal(t, "run --backend "+u+" --ttl 3s --grace 1s ptylost -- sh -c 'sleep 300 & echo $! > "+pidf+"; echo started; wait'; echo dlock exited $?; sleep 30")
-	b, err := os.ReadFile(pidf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	pid := childPid(t, pidf)
 	if err := drivertest.MustOpen(t, u).ForceUnlock(t.Context(), "ptylost"); err != nil {
 		t.Fatal(err)
 	}
@@ -538,13 +557,7 @@ func TestRunOnTerminalLostStopsChildren(t *testing.T) {
 	if !strings.Contains(out.String(), "dlock exited 4") {
 		t.Fatalf("want exit 4:\n%s", out.String())
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !gone(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the command's child %d still runs after the lease was lost:\n%s", pid, out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitGone(t, pid, 10*time.Second, "after the lease was lost", out)
 }
 
 // Ctrl-C on the terminal reaches the command once: the terminal sends it
@@ -592,26 +605,12 @@ func TestRunLostKillsWhatTheCommandLeft(t *testing.T) {
 		} else {
 			_, out, _ = startRun(t, "run", "--backend", u, "--ttl", "3s", "--grace", "30s", name, "--", "sh", "-c", script, pidf)
 		}
-		b, err := os.ReadFile(pidf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+		pid := childPid(t, pidf)
 		if err := drivertest.MustOpen(t, u).ForceUnlock(t.Context(), name); err != nil {
 			t.Fatal(err)
 		}
 		// Well before --grace (30 s): the command exited at its SIGTERM.
-		deadline := time.Now().Add(15 * time.Second)
-		for !gone(pid) {
-			if time.Now().After(deadline) {
-				t.Fatalf("terminal=%v: the command's child %d, which ignores SIGTERM, still runs after the command was stopped:\n%s", terminal, pid, out.String())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		waitGone(t, pid, 15*time.Second, fmt.Sprintf("(terminal=%v, ignoring SIGTERM) after the command was stopped", terminal), out)
 	}
 }
 
