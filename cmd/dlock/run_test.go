@@ -521,6 +521,20 @@ func waitGone(t *testing.T, pid int, d time.Duration, when string, out *syncBuff
 	}
 }
 
+// printedPid is the pid the command printed after prefix on a line.
+func printedPid(t *testing.T, out *syncBuffer, prefix string) int {
+	t.Helper()
+	for _, line := range strings.Split(out.String(), "\n") {
+		if p, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
+			if pid, err := strconv.Atoi(p); err == nil {
+				return pid
+			}
+		}
+	}
+	t.Fatalf("no line %q:\n%s", prefix, out.String())
+	return 0
+}
+
 // gone reports whether pid has exited (a zombie counts as exited).
 func gone(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -622,15 +636,7 @@ func TestRunOnTerminalReapsOrphans(t *testing.T) {
 	}
 	u := redisURL(t)
 	_, _, out := onTerminal(t, "run --backend "+u+" orphans -- sh -c 'i=0; while [ $i -lt 20 ]; do (sleep 0.01 &); i=$((i+1)); done; echo started pid $$; sleep 30'")
-	var cmdPid int
-	for _, line := range strings.Split(out.String(), "\n") {
-		if p, ok := strings.CutPrefix(strings.TrimSpace(line), "started pid "); ok {
-			cmdPid, _ = strconv.Atoi(p)
-		}
-	}
-	if cmdPid == 0 {
-		t.Fatalf("no pid:\n%s", out.String())
-	}
+	cmdPid := printedPid(t, out, "started pid ")
 	guard := parentOf(t, cmdPid)
 	zombies := func() int {
 		n := 0
@@ -673,15 +679,7 @@ func TestRunOnTerminalRelayedSignalOnce(t *testing.T) {
 	}
 	u := redisURL(t)
 	_, _, out := onTerminal(t, "run --backend "+u+" relayed -- timeout 60 sh -c 'n=0; on_term() { n=$((n+1)); echo got TERM $n; }; trap on_term TERM; echo started wrapper $PPID; while [ $n -lt 1 ]; do sleep 0.1; done; sleep 1; echo done $n'")
-	var wrapper int
-	for _, line := range strings.Split(out.String(), "\n") {
-		if p, ok := strings.CutPrefix(strings.TrimSpace(line), "started wrapper "); ok {
-			wrapper, _ = strconv.Atoi(p)
-		}
-	}
-	if wrapper == 0 {
-		t.Fatalf("no pid:\n%s", out.String())
-	}
+	wrapper := printedPid(t, out, "started wrapper ")
 	dlockPid := parentOf(t, parentOf(t, wrapper)) // timeout's parent is the guard, the guard's dlock
 	if err := syscall.Kill(dlockPid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
