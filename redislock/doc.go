@@ -185,6 +185,10 @@
 //     reply arrives (MaxRetries, 3 by default), so a script can run twice.
 //     Every acquire and release carries an id of its own, and the lock
 //     remembers the last 16 that changed it: a script run twice acts once.
+//     Past those 16 (other processes of the same owner changing the hold
+//     meanwhile), it remembers, per client, the latest id it forgot, and a
+//     release sent again that it can no longer tell from one that ran is
+//     refused rather than run twice: see the next point.
 //     The one visible trace: an Unlock whose final release ran, lost its
 //     reply and was sent again reports ErrLeaseLost, though it released the
 //     lock.
@@ -195,13 +199,14 @@
 //     and that call fails while it still cannot be confirmed. Without this
 //     the owner would re-enter the forgotten hold (with its old token), and
 //     the lock would outlive each later Unlock. Meanwhile, the forgotten
-//     hold ends with its TTL. If, by then, other processes of the same
-//     owner (WithOwner) changed the hold more than 16 times, it can no
-//     longer tell whether that release ran: it is given up rather than
-//     run again, which could release another process's share of the hold
-//     while its lease reads valid. If it had not run, the hold keeps one
-//     count too many, and the lock stays the owner's until its holds all
-//     end and it expires.
+//     hold ends with its TTL. If, by then (or by go-redis's retry of a
+//     release whose reply was lost), other processes of the same owner
+//     (WithOwner) changed the hold 16 times or more, it can no longer tell
+//     whether that release ran: it is given up rather than run again,
+//     which could release another process's share of the hold while its
+//     lease reads valid. If it had not run, the hold keeps one count too
+//     many, and the lock stays the owner's until its holds all end and it
+//     expires.
 //   - While a Cluster slot is being migrated by hand (CLUSTER SETSLOT
 //     MIGRATING/IMPORTING, then MIGRATE key by key), Redis refuses a script
 //     whose keys are split between the two nodes ("Script attempted to

@@ -41,20 +41,7 @@ local hk, zk, tokk, q, qi = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local wttl, hcap = WAITER_TTL, HANDOFF_TTL
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local function seen(r, id)
-  return r and string.find(' ' .. r .. ' ', ' ' .. id .. ' ', 1, true) ~= nil
-end
-local function push(r, id) -- as the mutex's: '!' first once ids were dropped
-  local ids, cut = {}, false
-  if r then for x in string.gmatch(r, '%S+') do
-    if x == '!' then cut = true else ids[#ids + 1] = x end
-  end end
-  ids[#ids + 1] = id
-  local from = math.max(1, #ids - RECENT + 1)
-  if cut or from > 1 then return '! ' .. table.concat(ids, ' ', from) end
-  return table.concat(ids, ' ')
-end
-local function parse(rec) -- count, token, requests, label
+`+recent+`local function parse(rec) -- count, token, requests, label
   local c, tok, r, l = string.match(rec, '^(%d+)|(%d+)|([^|]*)|(.*)$')
   return tonumber(c), tok, r, l
 end
@@ -200,9 +187,9 @@ end
 return {0, 0, 0, soonest()}
 `)
 
-// kindReleaseScript: ARGV hold id, count, token, request id, and "1" when
-// sent again (as releaseScript). Returns the holds left, -1 if the hold is
-// not there with that token, or -2 as releaseScript does.
+// kindReleaseScript: ARGV hold id, count, token, request id. Returns the
+// holds left, -1 if the hold is not there with that token, or -2 as
+// releaseScript does.
 var kindReleaseScript = newScript("kind_release", kindPrelude+`
 local id, req = ARGV[1], ARGV[4]
 local rec = redis.call('HGET', hk, id)
@@ -214,7 +201,7 @@ end
 local c, tok, r, l = parse(rec)
 if tok ~= ARGV[3] then return -1 end
 if seen(r, req) then return c end -- this release, run before
-if ARGV[5] == '1' and string.sub(r, 1, 1) == '!' then return -2 end
+if forgotten(r, req) then return -2 end -- it may have run: see recent
 c = c - tonumber(ARGV[2])
 if c > 0 then
   redis.call('HSET', hk, id, record(c, tok, push(r, req), l))

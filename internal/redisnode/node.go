@@ -208,32 +208,26 @@ func (n *Node) ReleaseKeys(ctx context.Context, k Keys, owner string, token uint
 		return 0, err
 	}
 	p := pendingRelease{token: token, count: count, notify: notify, req: n.NewRequest()}
-	left, err := n.releaseReq(ctx, k, owner, p.token, p.count, p.notify, p.req, false)
-	if err != nil && !errors.Is(err, dlock.ErrLeaseLost) {
+	left, err := n.releaseReq(ctx, k, owner, p.token, p.count, p.notify, p.req)
+	if err != nil && !errors.Is(err, dlock.ErrLeaseLost) && !errors.Is(err, errForgotten) {
 		n.remember(k, owner, p)
 	}
 	return left, err
 }
 
 // releaseReq runs the release script as request req: sent again with the
-// same req after its reply was lost, it acts once. again marks a
-// pendingRelease sent again, which the script refuses (errForgotten) when it
-// can no longer tell whether the request ran.
-func (n *Node) releaseReq(ctx context.Context, k Keys, owner string, token uint64, count int, notify bool, req string, again bool) (int, error) {
+// same req after its reply was lost, it acts once, or is refused
+// (errForgotten) when the hold can no longer tell whether it ran.
+func (n *Node) releaseReq(ctx context.Context, k Keys, owner string, token uint64, count int, notify bool, req string) (int, error) {
 	flag := "0"
 	if notify {
 		flag = "1"
 	}
 	var left int64
 	var err error
-	switch {
-	case k.kind != driver.Exclusive && again:
-		left, err = n.call(ctx, kindReleaseScript, k.args, k.holdID(owner), count, token, req, "1").Int64()
-	case k.kind != driver.Exclusive:
+	if k.kind != driver.Exclusive {
 		left, err = n.call(ctx, kindReleaseScript, k.args, k.holdID(owner), count, token, req).Int64()
-	case again:
-		left, err = n.call(ctx, releaseScript, k.args, owner, count, token, flag, req, "1").Int64()
-	default:
+	} else {
 		left, err = n.call(ctx, releaseScript, k.args, owner, count, token, flag, req).Int64()
 	}
 	if err != nil {

@@ -39,7 +39,7 @@ func TestOwnersAndLabelsAreData(t *testing.T) {
 				if q, err := n.Acquire(ctx, k, owner, label, time.Minute, 1, req, "handoffs"); err != nil || q.Acquired {
 					t.Fatalf("%q: queue: %+v, %v; want a place in the queue", name, q, err)
 				}
-				if _, err := n.releaseReq(ctx, hk, "holder", h.Token, 1, false, n.NewRequest(), false); err != nil {
+				if _, err := n.releaseReq(ctx, hk, "holder", h.Token, 1, false, n.NewRequest()); err != nil {
 					t.Fatalf("%q: holder's release: %v", name, err)
 				}
 				g, err := n.Acquire(ctx, k, owner, label, time.Minute, 1, req, "handoffs")
@@ -62,7 +62,7 @@ func TestOwnersAndLabelsAreData(t *testing.T) {
 					t.Fatalf("%q: renew: %v", name, errs[0])
 				}
 				for left := 1; left >= 0; left-- {
-					if got, err := n.releaseReq(ctx, k, owner, g.Token, 1, false, n.NewRequest(), false); err != nil || got != left {
+					if got, err := n.releaseReq(ctx, k, owner, g.Token, 1, false, n.NewRequest()); err != nil || got != left {
 						t.Fatalf("%q: release: %d left, %v; want %d", name, got, err, left)
 					}
 				}

@@ -37,18 +37,19 @@ func (n *Node) run(ctx context.Context, k Keys, owner string, p pendingRelease) 
 		}
 		return nil
 	}
-	_, err := n.releaseReq(ctx, k, owner, p.token, p.count, p.notify, p.req, true)
+	_, err := n.releaseReq(ctx, k, owner, p.token, p.count, p.notify, p.req)
 	return err
 }
 
-// errForgotten is a release sent again that the hold can no longer tell
-// from one that ran: its id is not among the hold's recent requests, but
-// some were dropped from that list (by other processes of the same owner
-// changing the hold). Running it could release another process's count, a
-// second holder while that process's lease reads valid; so the release is
-// given up, and if it had not run, the hold keeps one count too many: the
-// lock stays the owner's until its holds all end and it expires (its TTL,
-// once nobody renews it).
+// errForgotten is a release, sent again (by the node after an uncertain
+// failure, or by go-redis after a lost reply), that the hold can no longer
+// tell from one that ran: its id is not among the hold's recent requests,
+// but an id of its node at least as recent was dropped from that list
+// (while other processes of the same owner changed the hold). Running it
+// could release another process's count, a second holder while that
+// process's lease reads valid; so the release is given up, and if it had
+// not run, the hold keeps one count too many: the lock stays the owner's
+// until its holds all end and it expires (its TTL, once nobody renews it).
 var errForgotten = errors.New("redislock: an uncertain release can no longer be told from one that ran; given up")
 
 // Cancel undoes acquire request req of owner (see cancelScript); if that

@@ -37,14 +37,14 @@ func TestRequestIDsMatchWhole(t *testing.T) {
 		if err != nil || !g.Acquired || g.Holds != 2 {
 			t.Fatalf("eval=%v: re-entry as n-1 after n-12: %+v, %v; want 2 holds", eval, g, err)
 		}
-		left, err := n.releaseReq(ctx, k, owner, g.Token, 1, false, "-1", false) // inside both
+		left, err := n.releaseReq(ctx, k, owner, g.Token, 1, false, "-1") // inside both
 		if err != nil || left != 1 {
 			t.Fatalf("eval=%v: release as -1: %d left, %v; want 1", eval, left, err)
 		}
-		if left, err = n.releaseReq(ctx, k, owner, g.Token, 1, false, "-1", false); err != nil || left != 1 {
+		if left, err = n.releaseReq(ctx, k, owner, g.Token, 1, false, "-1"); err != nil || left != 1 {
 			t.Fatalf("eval=%v: the same release again: %d left, %v; want 1 (it acts once)", eval, left, err)
 		}
-		if left, err = n.releaseReq(ctx, k, owner, g.Token, 1, false, "n-", false); err != nil || left != 0 {
+		if left, err = n.releaseReq(ctx, k, owner, g.Token, 1, false, "n-"); err != nil || left != 0 {
 			t.Fatalf("eval=%v: release as n-: %d left, %v; want 0", eval, left, err)
 		}
 	}
@@ -85,11 +85,11 @@ func TestScriptsRunTwiceActOnce(t *testing.T) {
 				twice("re-entry", n.NewRequest(), 2)
 				req := n.NewRequest()
 				for run := 1; run <= 2; run++ {
-					if left, err := n.releaseReq(ctx, k, "o", g.Token, 1, false, req, false); err != nil || left != 1 {
+					if left, err := n.releaseReq(ctx, k, "o", g.Token, 1, false, req); err != nil || left != 1 {
 						t.Fatalf("%s: release, run %d: %d left, %v; want 1", name, run, left, err)
 					}
 				}
-				if left, err := n.releaseReq(ctx, k, "o", g.Token, 1, false, n.NewRequest(), false); err != nil || left != 0 {
+				if left, err := n.releaseReq(ctx, k, "o", g.Token, 1, false, n.NewRequest()); err != nil || left != 0 {
 					t.Fatalf("%s: last release: %d left, %v; want 0", name, left, err)
 				}
 			}
@@ -97,17 +97,18 @@ func TestScriptsRunTwiceActOnce(t *testing.T) {
 	}
 }
 
-// A release sent again after an uncertain failure may have run already, and
-// the hold remembers only the last RECENT requests that changed it, of every
-// process of its owner. Process A's release ran (its reply lost), B's hold
-// of the same owner kept the lock, and more than RECENT re-entries and
-// releases of a third process C went by: A's release, sent again before its
-// next call, was taken for a new one and freed B's hold, while B's lease
-// read valid (an adversary's double grant, on every kind). A release sent
-// again that the hold can no longer tell from one that ran is now refused
-// (errForgotten), and settle gives it up; B's hold stays. One the hold still
-// lists acts once, as before, and one it never saw while nothing was
-// dropped from the list still acts.
+// A release sent again (by the node after an uncertain failure, or by
+// go-redis after a lost reply) may have run already, and the hold lists only
+// the last RECENT requests that changed it, of every process of its owner.
+// Process A's release ran (its reply lost), B's hold of the same owner kept
+// the lock, and RECENT re-entries and releases of a third process C went
+// by: A's release, sent again, was taken for a new one and freed B's hold,
+// while B's lease read valid (an adversary's double grant, on every kind,
+// through dlock's resend and through go-redis's retry alike). The hold now
+// marks, per node, the latest of its ids it dropped, and a release of that
+// node not listed and not newer is refused (errForgotten); settle gives it
+// up, and B's hold stays. One the hold still lists acts once, as before; a
+// newer one of the same node, and one of a node with nothing dropped, act.
 func TestForgottenReleaseSentAgainIsGivenUp(t *testing.T) {
 	_, ns := nodes(t)
 	ctx := t.Context()
@@ -126,38 +127,50 @@ func TestForgottenReleaseSentAgainIsGivenUp(t *testing.T) {
 			g := acquire(1) // A's
 			acquire(2)      // B's
 			reqA := n.NewRequest()
-			if left, err := n.releaseReq(ctx, k, "o", g.Token, 1, false, reqA, false); err != nil || left != 1 {
+			if left, err := n.releaseReq(ctx, k, "o", g.Token, 1, false, reqA); err != nil || left != 1 {
 				t.Fatalf("%s: A's release: %d left, %v", name, left, err)
 			}
 			// Sent again at once, A's release is still listed: it acts once.
-			if left, err := n.releaseReq(ctx, k, "o", g.Token, 1, false, reqA, true); err != nil || left != 1 {
+			if left, err := n.releaseReq(ctx, k, "o", g.Token, 1, false, reqA); err != nil || left != 1 {
 				t.Fatalf("%s: A's release sent again at once: %d left, %v; want 1", name, left, err)
 			}
 			for i := 0; i < recentRequests; i++ { // C's churn
 				acquire(2)
-				if left, err := n.releaseReq(ctx, k, "o", g.Token, 1, false, n.NewRequest(), false); err != nil || left != 1 {
+				if left, err := n.releaseReq(ctx, k, "o", g.Token, 1, false, n.NewRequest()); err != nil || left != 1 {
 					t.Fatalf("%s: C's release %d: %d left, %v", name, i, left, err)
 				}
 			}
-			if left, err := n.releaseReq(ctx, k, "o", g.Token, 1, false, reqA, true); !errors.Is(err, errForgotten) {
+			if left, err := n.releaseReq(ctx, k, "o", g.Token, 1, false, reqA); !errors.Is(err, errForgotten) {
 				t.Fatalf("%s: A's release sent again after the churn: %d left, %v; want errForgotten", name, left, err)
 			}
 			n.remember(k, "o", pendingRelease{token: g.Token, count: 1, req: reqA})
 			if err := n.settle(ctx, k, "o"); err != nil || n.Pending(k, "o") != 0 {
 				t.Fatalf("%s: settle: %v, %d pending; want it given up", name, err, n.Pending(k, "o"))
 			}
-			// B's hold is there: its release is the last.
-			if left, err := n.releaseReq(ctx, k, "o", g.Token, 1, false, n.NewRequest(), false); err != nil || left != 0 {
+			// A node whose ids were never dropped is not refused, whatever
+			// its count: a re-entry and release through another node.
+			other := New(n.rdb, n.prefix)
+			if mode == "eval" {
+				other.UseEval()
+			}
+			if g2, err := other.Acquire(ctx, k, "o", "", time.Minute, 2, other.NewRequest(), ""); err != nil || g2.Holds != 2 {
+				t.Fatalf("%s: another node's re-entry: %+v, %v", name, g2, err)
+			}
+			if left, err := other.releaseReq(ctx, k, "o", g.Token, 1, false, other.NewRequest()); err != nil || left != 1 {
+				t.Fatalf("%s: another node's release: %d left, %v; want 1", name, left, err)
+			}
+			// B's hold is there: its release (newer than any dropped) is the last.
+			if left, err := n.releaseReq(ctx, k, "o", g.Token, 1, false, n.NewRequest()); err != nil || left != 0 {
 				t.Fatalf("%s: B's release: %d left, %v; want 0", name, left, err)
 			}
 			// A release sent again that a fresh hold never saw, with nothing
 			// dropped from its list, acts (the release that failed did not run).
 			g = acquire(1)
 			acquire(2)
-			if left, err := n.releaseReq(ctx, k, "o", g.Token, 1, false, n.NewRequest(), true); err != nil || left != 1 {
+			if left, err := n.releaseReq(ctx, k, "o", g.Token, 1, false, n.NewRequest()); err != nil || left != 1 {
 				t.Fatalf("%s: a release sent again, never run: %d left, %v; want 1", name, left, err)
 			}
-			if left, err := n.releaseReq(ctx, k, "o", g.Token, 1, false, n.NewRequest(), false); err != nil || left != 0 {
+			if left, err := n.releaseReq(ctx, k, "o", g.Token, 1, false, n.NewRequest()); err != nil || left != 0 {
 				t.Fatalf("%s: last release: %d left, %v", name, left, err)
 			}
 		}

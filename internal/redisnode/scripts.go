@@ -49,21 +49,51 @@ local wttl, hcap = WAITER_TTL, HANDOFF_TTL
 // recent: seen looks for the id as a substring first, which costs no new
 // string, and only then for the id as a whole word of the list. (r is
 // false, not nil, for a field HMGET did not find.)
+//
+// The list keeps the last RECENT ids, and before them, for each node whose
+// ids were dropped from it, a mark "!" + the node's prefix + the highest
+// count among its dropped ids (a request id is its node's prefix, ending in
+// '.', and a count that grows with each request). forgotten tells from
+// those marks whether an id the list does not hold may have been one of
+// them: then a release cannot know whether it already ran (sent again by
+// dlock after an uncertain failure, or by go-redis after a lost reply,
+// while other processes of the owner changed the hold more than RECENT
+// times), and is refused rather than run twice. A mark costs a word per
+// node of the owner, and is written only when an id is dropped.
 const recent = `
 local function seen(r, id) -- whether request id is among the ids r lists
   return r and string.find(r, id, 1, true) and string.find(' ' .. r .. ' ', ' ' .. id .. ' ', 1, true) ~= nil
 end
-local function push(r, id) -- r with id added, keeping the last RECENT
-  local ids, cut = {}, false
+local function mark(marks, x) -- marks with dropped id x counted
+  local p, n = string.match(x, '^(.+%.)(%d+)$')
+  if not p then p, n = '', '0' end -- an id of no node: '!' alone, every id forgotten
+  for i, m in ipairs(marks) do
+    if string.sub(m, 2, #p + 1) == p and (p ~= '' or m == '!') then
+      if p ~= '' and tonumber(string.sub(m, #p + 2)) < tonumber(n) then marks[i] = '!' .. p .. n end
+      return
+    end
+  end
+  marks[#marks + 1] = p == '' and '!' or '!' .. p .. n
+end
+local function push(r, id) -- r with id added, keeping the last RECENT and marking the dropped
+  local ids, marks = {}, {}
   if r then for x in string.gmatch(r, '%S+') do
-    if x == '!' then cut = true else ids[#ids + 1] = x end
+    if string.sub(x, 1, 1) == '!' then marks[#marks + 1] = x else ids[#ids + 1] = x end
   end end
   ids[#ids + 1] = id
   local from = math.max(1, #ids - RECENT + 1)
-  if cut or from > 1 then -- '!' first: ids were dropped, so an id not listed may have run
-    return '! ' .. table.concat(ids, ' ', from)
-  end
-  return table.concat(ids, ' ')
+  for i = 1, from - 1 do mark(marks, ids[i]) end
+  if #marks == 0 then return table.concat(ids, ' ') end
+  return table.concat(marks, ' ') .. ' ' .. table.concat(ids, ' ', from)
+end
+local function forgotten(r, id) -- whether id, not listed in r, may have been dropped from it
+  if not r or not string.find(r, '!', 1, true) then return false end
+  if string.find(' ' .. r .. ' ', ' ! ', 1, true) then return true end
+  local p, n = string.match(id, '^(.+%.)(%d+)$')
+  if not p then return false end
+  local i = string.find(r, '!' .. p, 1, true)
+  local m = i and string.match(r, '^(%d+)', i + 1 + #p)
+  return m ~= nil and tonumber(m) >= tonumber(n)
 end
 `
 
@@ -196,21 +226,19 @@ return {0, 0, 0, redis.call('PTTL', lock)}
 
 // releaseScript: ARGV owner, count, token, notify ("1": announce the release
 // even with nobody queued, for waiters that do not queue: Redlock's),
-// request id, and "1" when the request is sent again after an uncertain
-// failure (a pendingRelease).
+// request id.
 // Returns the holds left, -1 if owner does not hold the lock with token, or
-// -2 for a request sent again that may have run already: its id is not
-// listed, but ids were dropped from the list ('!'), so it may be one of
-// them. Running it again could release another process's hold of the same
-// owner (the list is the last RECENT changes, of every process); the
-// caller gives it up instead, and the hold keeps at most a count too many
-// until it expires.
+// -2 for a request that may have run already: its id is not listed, but an
+// id of its node at least as recent was dropped from the list (see recent).
+// Running it again could release another process's hold of the same owner;
+// the caller gives it up instead, and the hold keeps at most a count too
+// many until it expires.
 var releaseScript = newScript("release", prelude+recent+`
 local h = redis.call('HMGET', lock, ARGV[1], '\0t', '\0r')
 local n = h[1]
 if not n or h[2] ~= ARGV[3] then return -1 end
 if seen(h[3], ARGV[5]) then return tonumber(n) end -- this release, run before
-if ARGV[6] == '1' and h[3] and string.sub(h[3], 1, 1) == '!' then return -2 end
+if forgotten(h[3], ARGV[5]) then return -2 end -- it may have run: see recent
 n = tonumber(n) - tonumber(ARGV[2])
 if n > 0 then
   redis.call('HSET', lock, ARGV[1], n, '\0r', push(h[3], ARGV[5]))

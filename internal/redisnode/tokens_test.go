@@ -49,7 +49,7 @@ func holdLifecycle(t *testing.T, n *Node, k Keys, owner string, g Grant, want ui
 		t.Fatalf("%s: inspect: %+v, %v; want 2 holds of token %d", k.name, info, err, want)
 	}
 	for left := 1; left >= 0; left-- {
-		if got, err := n.releaseReq(ctx, k, owner, want, 1, false, n.NewRequest(), false); err != nil || got != left {
+		if got, err := n.releaseReq(ctx, k, owner, want, 1, false, n.NewRequest()); err != nil || got != left {
 			t.Fatalf("%s: release: %d left, %v; want %d", k.name, got, err, left)
 		}
 	}
@@ -104,7 +104,7 @@ func TestTokensAreWrittenAsDigits(t *testing.T) {
 					if q, err := n.Acquire(ctx, k, "o", "", time.Minute, 0, req, "handoffs"); err != nil || q.Acquired {
 						t.Fatalf("%s: queue: %+v, %v; want a place in the queue", name, q, err)
 					}
-					if _, err := n.releaseReq(ctx, k, "a", first.Token, 1, false, n.NewRequest(), false); err != nil {
+					if _, err := n.releaseReq(ctx, k, "a", first.Token, 1, false, n.NewRequest()); err != nil {
 						t.Fatalf("%s: first holder's release: %v", name, err)
 					}
 					g, err = n.Acquire(ctx, k, "o", "", time.Minute, 0, req, "handoffs") // the proof of the handoff
@@ -168,7 +168,7 @@ func TestTokensStopBelow2To53(t *testing.T) {
 						if q, err := n.Acquire(ctx, k, "w", "", time.Minute, 1, req, "handoffs"); err != nil || q.Acquired {
 							t.Fatalf("%s: queue: %+v, %v", name, q, err)
 						}
-						if _, err := n.releaseReq(ctx, k, "h", g.Token, 1, false, n.NewRequest(), false); err != nil {
+						if _, err := n.releaseReq(ctx, k, "h", g.Token, 1, false, n.NewRequest()); err != nil {
 							t.Fatalf("%s: release: %v", name, err)
 						}
 						if g, ok = grantOrPast(t, n, k, "w", req, "handoffs"); !ok {
@@ -178,12 +178,12 @@ func TestTokensStopBelow2To53(t *testing.T) {
 							t.Fatalf("%s: round %d: handed token %d after %d", name, round, g.Token, last)
 						}
 						last = g.Token
-						if _, err := n.releaseReq(ctx, k, "w", g.Token, 1, false, n.NewRequest(), false); err != nil {
+						if _, err := n.releaseReq(ctx, k, "w", g.Token, 1, false, n.NewRequest()); err != nil {
 							t.Fatalf("%s: release: %v", name, err)
 						}
 						continue
 					}
-					if _, err := n.releaseReq(ctx, k, "h", g.Token, 1, false, n.NewRequest(), false); err != nil {
+					if _, err := n.releaseReq(ctx, k, "h", g.Token, 1, false, n.NewRequest()); err != nil {
 						t.Fatalf("%s: release: %v", name, err)
 					}
 				}
@@ -207,7 +207,7 @@ func TestTokensStopBelow2To53(t *testing.T) {
 			if !g.Acquired || g.Token != c+1 {
 				t.Fatalf("%s: round %d: %+v on a free lock with counter %d; want token %d or an error", name, round, g, c, c+1)
 			}
-			if _, err := n.releaseReq(ctx, n.Keys(name), "h", g.Token, 1, false, n.NewRequest(), false); err != nil {
+			if _, err := n.releaseReq(ctx, n.Keys(name), "h", g.Token, 1, false, n.NewRequest()); err != nil {
 				t.Fatalf("%s: release: %v", name, err)
 			}
 		}
