@@ -235,6 +235,17 @@ echo grandchild $!; echo pid $$; echo started; wait`, log)
 		t.Fatalf("no command or grandchild pid:\n%s", out.String())
 	}
 	t.Cleanup(func() { _ = syscall.Kill(gpid, syscall.SIGKILL) })
+	// The grandchild has written: on a busy machine a kill could otherwise
+	// come before its first line, and the log that shows it stopped would
+	// not be there.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if fi, err := os.Stat(log); err == nil && fi.Size() > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the grandchild wrote nothing to its log in 30s:\n%s", out.String())
+		}
+	}
 	return cmd, pid, gpid, log
 }
 
