@@ -41,7 +41,7 @@ local hk, zk, tokk, q, qi = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local wttl, hcap = WAITER_TTL, HANDOFF_TTL
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-`+recent+`local function parse(rec) -- count, token, requests, label
+` + recent + `local function parse(rec) -- count, token, requests, label
   local c, tok, r, l = string.match(rec, '^(%d+)|(%d+)|([^|]*)|(.*)$')
   return tonumber(c), tok, r, l
 end
