@@ -475,17 +475,21 @@ func TestChildEnvWithoutURL(t *testing.T) {
 	}
 }
 
-// onTerminal starts dlock with args under script(1), so that its stdin is
-// a terminal (and the command shares dlock's process group), with in
-// feeding the terminal.
-func onTerminal(t *testing.T, args string) (cmd *exec.Cmd, in io.WriteCloser, out *syncBuffer) {
+// onTerminal runs the shell command line under script(1), so that dlock's
+// stdin is a terminal (and the command shares dlock's process group), with
+// in feeding the terminal. script runs line through $SHELL -c, or /bin/sh
+// when SHELL is unset (as in CI), and dash does not exec a -c's last
+// command: it stays in the terminal's foreground group and dies of a
+// Ctrl-C once its command has exited (status 130, whatever dlock's). A
+// line that sends Ctrl-C therefore execs dlock, as a user's shell runs it.
+func onTerminal(t *testing.T, line string) (cmd *exec.Cmd, in io.WriteCloser, out *syncBuffer) {
 	t.Helper()
 	if _, err := exec.LookPath("script"); err != nil {
 		t.Skip("no script(1) to give dlock a terminal")
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	t.Cleanup(cancel)
-	cmd = exec.CommandContext(ctx, "script", "-qefc", bin+" "+args, os.DevNull)
+	cmd = exec.CommandContext(ctx, "script", "-qefc", line, os.DevNull)
 	out = &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = 2 * time.Second
@@ -569,7 +573,7 @@ func TestRunOnTerminalLostStopsChildren(t *testing.T) {
 	pidf := filepath.Join(t.TempDir(), "pid")
 	// The terminal stays open after dlock exits: its hangup would kill
 	// the child by itself.
-	_, _, out := onTerminal(t, "run --backend "+u+" --ttl 3s --grace 1s ptylost -- sh -c 'sleep 300 & echo $! > "+pidf+"; echo started; wait'; echo dlock exited $?; sleep 30")
+	_, _, out := onTerminal(t, bin+" run --backend "+u+" --ttl 3s --grace 1s ptylost -- sh -c 'sleep 300 & echo $! > "+pidf+"; echo started; wait'; echo dlock exited $?; sleep 30")
 	pid := childPid(t, pidf)
 	if err := drivertest.MustOpen(t, u).ForceUnlock(t.Context(), "ptylost"); err != nil {
 		t.Fatal(err)
@@ -594,7 +598,7 @@ func TestRunOnTerminalCtrlCOnce(t *testing.T) {
 		t.Skip("dlock tells a terminal's signals from others on Linux")
 	}
 	u := redisURL(t)
-	cmd, in, out := onTerminal(t, "run --backend "+u+" ctrlc -- sh -c 'n=0; on_int() { n=$((n+1)); echo got INT $n; }; trap on_int INT; echo started; while [ $n -lt 2 ]; do sleep 0.1; done; echo done'")
+	cmd, in, out := onTerminal(t, "exec "+bin+" run --backend "+u+" ctrlc -- sh -c 'n=0; on_int() { n=$((n+1)); echo got INT $n; }; trap on_int INT; echo started; while [ $n -lt 2 ]; do sleep 0.1; done; echo done'")
 	if _, err := in.Write([]byte{3}); err != nil {
 		t.Fatal(err)
 	}
@@ -626,7 +630,7 @@ func TestRunLostKillsWhatTheCommandLeft(t *testing.T) {
 		name := fmt.Sprintf("left-%v", terminal)
 		var out *syncBuffer
 		if terminal {
-			_, _, out = onTerminal(t, "run --backend "+u+" --ttl 3s --grace 30s "+name+" -- sh -c '"+strings.ReplaceAll(script, "'", `'"'"'`)+"' "+pidf+"; echo dlock exited $?; sleep 30")
+			_, _, out = onTerminal(t, bin+" run --backend "+u+" --ttl 3s --grace 30s "+name+" -- sh -c '"+strings.ReplaceAll(script, "'", `'"'"'`)+"' "+pidf+"; echo dlock exited $?; sleep 30")
 		} else {
 			_, out, _ = startRun(t, "run", "--backend", u, "--ttl", "3s", "--grace", "30s", name, "--", "sh", "-c", script, pidf)
 		}
@@ -646,7 +650,7 @@ func TestRunOnTerminalReapsOrphans(t *testing.T) {
 		t.Skip("the guard is Linux's")
 	}
 	u := redisURL(t)
-	_, _, out := onTerminal(t, "run --backend "+u+" orphans -- sh -c 'i=0; while [ $i -lt 20 ]; do (sleep 0.01 &); i=$((i+1)); done; echo started pid $$; sleep 30'")
+	_, _, out := onTerminal(t, "exec "+bin+" run --backend "+u+" orphans -- sh -c 'i=0; while [ $i -lt 20 ]; do (sleep 0.01 &); i=$((i+1)); done; echo started pid $$; sleep 30'")
 	cmdPid := printedPid(t, out, "started pid ")
 	guard := parentOf(t, cmdPid)
 	zombies := func() int {
@@ -689,7 +693,7 @@ func TestRunOnTerminalRelayedSignalOnce(t *testing.T) {
 		t.Skip("no timeout(1)")
 	}
 	u := redisURL(t)
-	_, _, out := onTerminal(t, "run --backend "+u+" relayed -- timeout 60 sh -c 'n=0; on_term() { n=$((n+1)); echo got TERM $n; }; trap on_term TERM; echo started wrapper $PPID; while [ $n -lt 1 ]; do sleep 0.1; done; sleep 1; echo done $n'")
+	_, _, out := onTerminal(t, "exec "+bin+" run --backend "+u+" relayed -- timeout 60 sh -c 'n=0; on_term() { n=$((n+1)); echo got TERM $n; }; trap on_term TERM; echo started wrapper $PPID; while [ $n -lt 1 ]; do sleep 0.1; done; sleep 1; echo done $n'")
 	wrapper := printedPid(t, out, "started wrapper ")
 	dlockPid := parentOf(t, parentOf(t, wrapper)) // timeout's parent is the guard, the guard's dlock
 	if err := syscall.Kill(dlockPid, syscall.SIGTERM); err != nil {
