@@ -30,7 +30,9 @@
 // or ctx ends (the waiter's put and reads, the release, the lease refresh
 // before a grant) bound each attempt by 1s: etcd answers a write lost with a
 // killed leader only after its request timeout (5s and two election
-// timeouts), which would stall the lock that long. A release retries for at
+// timeouts), which would stall the lock that long. A TryLock retries its
+// put and refresh for at most 7s (etcd's own request timeout), so a slow
+// etcd is not taken for a refusal. A release retries for at
 // most the lock's TTL; if it cannot finish, the key is deleted in the
 // background (or goes with the session) and the error says so.
 //

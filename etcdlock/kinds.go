@@ -148,8 +148,8 @@ func (d *etcdDriver) enqueueKind(ctx context.Context, r driver.Request, q kindQu
 			uncertain := false
 			if r.Wait { // the put is idempotent: a retry finds the key
 				uncertain, err = retrySettled(ctx, put)
-			} else {
-				err = settled(ctx, put)
+			} else { // one contender, but not one request: a slow etcd is no refusal
+				uncertain, err = retrySettledWithin(ctx, tryLimit, put)
 			}
 			if uncertain || (err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound)) {
 				slot.burn() // a put may land later: the name is not used again

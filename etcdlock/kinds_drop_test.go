@@ -206,7 +206,9 @@ func TestLateReplyKindsPutLeavesNoKey(t *testing.T) {
 			}
 			defer warm.Unlock(ctx)
 			p.SetDelay(700 * time.Millisecond)
-			tctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			// A TryLock retries a slow etcd for seconds: 3 s is three
+			// attempts, each past its 1 s.
+			tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			l, err := k.contender(a, name).TryLock(tctx)
 			cancel()
 			p.SetDelay(0)

@@ -138,8 +138,8 @@ func (d *etcdDriver) enqueue(ctx context.Context, r driver.Request, pfx string, 
 		uncertain := false
 		if r.Wait { // the put is idempotent: a retry finds the key
 			uncertain, err = retrySettled(ctx, put)
-		} else {
-			err = settled(ctx, put)
+		} else { // one contender, but not one request: a slow etcd is no refusal
+			uncertain, err = retrySettledWithin(ctx, tryLimit, put)
 		}
 		if uncertain || (err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound)) {
 			d.sweepLatePuts(sess, r.Name, key) // an attempt may land after this contender is done
@@ -207,9 +207,7 @@ func (d *etcdDriver) confirm(ctx context.Context, e *entry, wait bool) (time.Dur
 		if wait {
 			_, err = retry(ctx, refresh)
 		} else {
-			ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
-			err = refresh(ctx)
-			cancel()
+			_, err = retryWithin(ctx, tryLimit, refresh)
 		}
 		if errors.Is(err, errSessionLost) {
 			return 0, errKeyGone

@@ -34,10 +34,28 @@ func retry(ctx context.Context, op func(context.Context) error) (retried bool, e
 }
 
 // retrySettled is retry for a put of a contender's key: each attempt runs
-// as settled runs it, to its reply even when ctx ends meanwhile (within
-// attemptTimeout).
+// to its reply even when ctx ends meanwhile (within attemptTimeout). A put
+// cut short by ctx may still reach etcd and be applied after the delete
+// that undoes it (etcd serves a connection's requests concurrently): its
+// key, under a session lease the client keeps alive, would hold the lock
+// for good after Lock had returned. Once the reply is in, the delete comes
+// after the put.
 func retrySettled(ctx context.Context, op func(context.Context) error) (retried bool, err error) {
 	return retryFrom(ctx, context.WithoutCancel(ctx), time.Time{}, op)
+}
+
+// tryLimit bounds how long a TryLock retries its requests (its put, and
+// the lease refresh before its grant): a TryLock must not fail on an etcd
+// merely slow (a loaded machine's etcd can take over a second to commit,
+// past one attempt's timeout), nor wait long on one that cannot answer.
+// It is etcd's own request timeout (5s and two election timeouts), the
+// longest a member takes to answer a request it can serve.
+const tryLimit = 7 * time.Second
+
+// retrySettledWithin is retrySettled that also gives up once limit has
+// passed (a TryLock's put: see tryLimit).
+func retrySettledWithin(ctx context.Context, limit time.Duration, op func(context.Context) error) (retried bool, err error) {
+	return retryFrom(ctx, context.WithoutCancel(ctx), time.Now().Add(limit), op)
 }
 
 // retryWithin is retry that also gives up once limit has passed, as if ctx
@@ -118,16 +136,4 @@ func ended(ctx context.Context, until time.Time, err error) error {
 		return err
 	}
 	return fmt.Errorf("%w (last error: %w)", end, err)
-}
-
-// settled runs op, a put of a contender's key, to its reply even when ctx
-// ends meanwhile (within attemptTimeout). A put cut short by ctx may still
-// reach etcd and be applied after the delete that undoes it (etcd serves a
-// connection's requests concurrently): its key, under a session lease the
-// client keeps alive, would hold the lock for good after Lock had
-// returned. Once the reply is in, the delete comes after the put.
-func settled(ctx context.Context, op func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
-	defer cancel()
-	return op(ctx)
 }
