@@ -112,6 +112,18 @@ func resetBounds(p string) string {
 	return "(SELECT count(set_config(name, reset_val, false)) FROM pg_settings WHERE name = ANY(" + p + "::text[]))"
 }
 
+// boundTx, as a materialised CTE, sets idle_in_transaction_session_timeout
+// to the text parameter p (ms) for the rest of the transaction, where the
+// server has the setting; it always yields one row. A transaction of several round
+// trips holds its row locks while its client is away: a client paused or
+// cut off between two statements would hold them, and stall every other
+// client of the lock, until the server noticed it gone (never, behind a
+// proxy that keeps the connection up). With it the server ends such a
+// session once it has been idle that long.
+func boundTx(p string) string {
+	return "WITH bounds AS MATERIALIZED (SELECT count(set_config(name, " + p + "::text, true)) FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout') "
+}
+
 // rowLockSQL locks the row named $1 in row mode, bounding the session first.
 const rowLockSQL = setBounds + "SELECT r.name FROM bounds, dlock_rows r WHERE r.name = $1 FOR UPDATE OF r"
 

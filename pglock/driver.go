@@ -73,6 +73,10 @@ func newDriver(ctx context.Context, pool *pgxpool.Pool, opts Options) (*pgDriver
 	return d, nil
 }
 
+// migrateIdle is how long (ms) Migrate's transaction may wait for its
+// client between statements before the server ends it.
+const migrateIdle = "5000"
+
 // Migrate creates the tables if they are missing, and adds the columns
 // later versions added to tables an earlier one made. Concurrent callers are
 // serialised by a transaction-level advisory lock.
@@ -82,7 +86,9 @@ func (d *pgDriver) Migrate(ctx context.Context) error {
 		return fmt.Errorf("pglock: connect: %w", causeFirst(err))
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('dlock schema', 0))"); err != nil {
+	// Bounded (boundTx): an Open paused or cut off in here would keep
+	// every other Open waiting for the schema lock.
+	if _, err := tx.Exec(ctx, boundTx("$1")+"SELECT pg_advisory_xact_lock(hashtextextended('dlock schema', 0)) FROM bounds", migrateIdle); err != nil {
 		return pgErr("migrate", err)
 	}
 	// CREATE TABLE IF NOT EXISTS needs CREATE on the schema even when the
