@@ -36,9 +36,9 @@ func TestCISubset(t *testing.T) {
 		t.Run(group[0].Store, func(t *testing.T) {
 			for _, r := range faults.RunGroup(t.Context(), t, cfg, group, nil) {
 				if !r.OK() {
-					t.Errorf("%s × %s: %s\n%s", r.Backend, r.Fault, faults.Verdict(r), r.Output)
+					t.Errorf("%s × %s: %s (%d stalls, %.0f ms)\n%s", r.Backend, r.Fault, faults.Verdict(r), r.Stalls, r.StallMs, r.Output)
 				} else {
-					t.Logf("%s × %s: pass (%d holds, min loss margin %.0f ms, %d told late in a stall of their process)", r.Backend, r.Fault, r.Holds, r.MinMarginMs, r.Stalled)
+					t.Logf("%s × %s: pass (%d holds, min loss margin %.0f ms, %d told late in a stall of their process; %d stalls, %.0f ms)", r.Backend, r.Fault, r.Holds, r.MinMarginMs, r.Stalled, r.Stalls, r.StallMs)
 				}
 			}
 		})

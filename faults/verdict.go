@@ -24,6 +24,11 @@ type Result struct {
 	Overlaps   int // conflicting belief intervals not excused by the fault (a semaphore: grants past its permits)
 	Excused    int // overlaps excused by the fault (a holder paused past its TTL, a killed connection) or by a stall
 	Stalled    int // holds told of their loss late because their process was not running (see excuseStalls)
+	// Stalls counts the workers' stalls (their process not running for
+	// over 3 ms), and StallMs adds up their length: how loaded the
+	// machine was.
+	Stalls  int
+	StallMs float64
 	Unfenced   int // excused overlaps whose holder not excused (the newer) had no higher token
 	Stale      int // writes the fenced view rejected
 	// MinMarginMs is the smallest loss-signal margin: a holder's Done
@@ -132,6 +137,8 @@ func (r *Result) replay(evs []Event) *timeline {
 			pausedAt[e.Worker] = e.T
 		case kindStall:
 			tl.stalls = append(tl.stalls, window{e.Worker, e.T, e.Until})
+			r.Stalls++
+			r.StallMs += float64(e.Until-e.T) / 1e6
 		case kindResume:
 			tl.pauses = append(tl.pauses, window{e.Worker, pausedAt[e.Worker], e.T})
 		case kindConnKill, kindCut:
