@@ -27,10 +27,10 @@ type Result struct {
 	// Stalls counts the workers' stalls (their process not running for
 	// over 3 ms), and StallMs adds up their length: how loaded the
 	// machine was.
-	Stalls  int
-	StallMs float64
-	Unfenced   int // excused overlaps whose holder not excused (the newer) had no higher token
-	Stale      int // writes the fenced view rejected
+	Stalls   int
+	StallMs  float64
+	Unfenced int // excused overlaps whose holder not excused (the newer) had no higher token
+	Stale    int // writes the fenced view rejected
 	// MinMarginMs is the smallest loss-signal margin: a holder's Done
 	// before the next holder's grant, in ms (NaN: no loss observed).
 	MinMarginMs float64
