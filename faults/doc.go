@@ -29,7 +29,8 @@
 //
 // A loaded machine delays a process's timers as a short pause would: each
 // worker reports the spans its process was not running (a goroutine that
-// wakes every 2 ms reports each wake more than 3 ms late), and a holder
+// wakes every 10 ms reports each wake more than 3 ms late, which can
+// measure a stall up to 10 ms short, never long), and a holder
 // told of its loss after the next grant is excused, and then judged by
 // fencing as a paused holder is, only if such stalls of its own process,
 // from a loss margin before that grant to the moment it was told, add up
