@@ -3,6 +3,7 @@ package mysqllock
 import (
 	"context"
 	"database/sql"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
@@ -71,16 +72,35 @@ func (d *myDriver) acquireKind(ctx context.Context, r driver.Request) (driver.Gr
 }
 
 // tryKind runs one acquire transaction.
+//
+// The transaction locks the lock's state row over several round trips: a
+// client paused or cut off between two of them would hold it, and keep
+// every other client of the lock waiting, until the server ended its
+// session at wait_timeout (eight hours by default). So the session's
+// wait_timeout is the TTL while the transaction runs, and is put back
+// after it; a connection whose setting could not be put back is dropped
+// from the pool rather than kept with it.
 func (d *myDriver) tryKind(ctx context.Context, r driver.Request, fam int) (g driver.Grant, verdict sqlbase.Verdict, limit int, err error) {
 	err = d.onConn(ctx, func(ctx context.Context, c *sql.Conn) error {
-		tx, err := c.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-		if err != nil {
+		if _, err := c.ExecContext(ctx, "SET @dlock_wait_timeout = @@SESSION.wait_timeout, SESSION wait_timeout = ?", sqlbase.IdleSeconds(r.TTL)); err != nil {
 			return err
 		}
-		defer tx.Rollback()
-		g, verdict, limit, err = d.decideKind(ctx, tx, r, fam)
-		if err == nil {
-			err = tx.Commit()
+		err := func() error {
+			tx, err := c.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback()
+			g, verdict, limit, err = d.decideKind(ctx, tx, r, fam)
+			if err == nil {
+				err = tx.Commit()
+			}
+			return err
+		}()
+		if _, rerr := c.ExecContext(context.WithoutCancel(ctx), "SET SESSION wait_timeout = @dlock_wait_timeout"); rerr != nil {
+			// Not back to the pool with the TTL's timeout. The transaction's
+			// outcome stands: a committed grant is still granted.
+			_ = c.Raw(func(any) error { return sqldriver.ErrBadConn })
 		}
 		return err
 	})
