@@ -263,45 +263,43 @@ func (d *myDriver) Renew(ctx context.Context, batch []driver.Held) []driver.Rene
 		return res
 	}
 	// One UPDATE per distinct TTL (usually one), then one SELECT of which
-	// holds are live, in a transaction.
-	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err == nil {
-		defer tx.Rollback()
-		byTTL := map[time.Duration][]driver.Held{}
-		for _, h := range batch {
-			byTTL[h.TTL] = append(byTTL[h.TTL], h)
-		}
-		for ttl, hs := range byTTL {
-			in, args := holdsIn(hs)
-			args = append([]any{ttl.Microseconds()}, args...)
-			if _, err = tx.ExecContext(ctx, `UPDATE dlock_locks SET expires_at = GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
-WHERE expires_at > UTC_TIMESTAMP(6) AND (name, owner, token) IN (`+in+`)`, args...); err != nil {
-				break
-			}
-		}
-	}
+	// holds are live, in a transaction bounded by the batch's shortest TTL
+	// (boundedTx: the UPDATE locks the rows until the commit).
 	live := map[string]bool{}
-	if err == nil {
-		in, args := holdsIn(batch)
-		var rows *sql.Rows
-		rows, err = tx.QueryContext(ctx, `SELECT name FROM dlock_locks WHERE expires_at > UTC_TIMESTAMP(6) AND (name, owner, token) IN (`+in+`)`, args...)
-		if err == nil {
+	bound := batch[0].TTL
+	for _, h := range batch {
+		bound = min(bound, h.TTL)
+	}
+	err := d.onNewConn(ctx, func(c *sql.Conn) error {
+		return boundedTx(ctx, c, bound, func(tx *sql.Tx) (err error) {
+			byTTL := map[time.Duration][]driver.Held{}
+			for _, h := range batch {
+				byTTL[h.TTL] = append(byTTL[h.TTL], h)
+			}
+			for ttl, hs := range byTTL {
+				in, args := holdsIn(hs)
+				args = append([]any{ttl.Microseconds()}, args...)
+				if _, err = tx.ExecContext(ctx, `UPDATE dlock_locks SET expires_at = GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
+WHERE expires_at > UTC_TIMESTAMP(6) AND (name, owner, token) IN (`+in+`)`, args...); err != nil {
+					return err
+				}
+			}
+			in, args := holdsIn(batch)
+			rows, err := tx.QueryContext(ctx, `SELECT name FROM dlock_locks WHERE expires_at > UTC_TIMESTAMP(6) AND (name, owner, token) IN (`+in+`)`, args...)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
 			for rows.Next() {
 				var n string
-				if err = rows.Scan(&n); err != nil {
-					break
+				if err := rows.Scan(&n); err != nil {
+					return err
 				}
 				live[n] = true
 			}
-			rows.Close()
-			if err == nil {
-				err = rows.Err() // a read that broke off is uncertain, not a loss
-			}
-		}
-	}
-	if err == nil {
-		err = tx.Commit()
-	}
+			return rows.Err() // a read that broke off is uncertain, not a loss
+		})
+	})
 	for i, h := range batch {
 		switch {
 		case err != nil:

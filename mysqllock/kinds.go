@@ -71,40 +71,56 @@ func (d *myDriver) acquireKind(ctx context.Context, r driver.Request) (driver.Gr
 		func(err error) bool { var me *mysql.MySQLError; return errors.As(err, &me) && me.Number == 1213 }, myErr)
 }
 
-// tryKind runs one acquire transaction.
-//
-// The transaction locks the lock's state row over several round trips: a
-// client paused or cut off between two of them would hold it, and keep
-// every other client of the lock waiting, until the server ended its
-// session at wait_timeout (eight hours by default). So the session's
-// wait_timeout is the TTL while the transaction runs, and is put back
-// after it; a connection whose setting could not be put back is dropped
-// from the pool rather than kept with it.
+// tryKind runs one acquire transaction (boundedTx: it locks the lock's
+// state row over several round trips).
 func (d *myDriver) tryKind(ctx context.Context, r driver.Request, fam int) (g driver.Grant, verdict sqlbase.Verdict, limit int, err error) {
 	err = d.onConn(ctx, func(ctx context.Context, c *sql.Conn) error {
-		if _, err := c.ExecContext(ctx, "SET @dlock_wait_timeout = @@SESSION.wait_timeout, SESSION wait_timeout = ?", sqlbase.IdleSeconds(r.TTL)); err != nil {
-			return err
-		}
-		err := func() error {
-			tx, err := c.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-			if err != nil {
-				return err
-			}
-			defer tx.Rollback()
+		return boundedTx(ctx, c, r.TTL, func(tx *sql.Tx) (err error) {
 			g, verdict, limit, err = d.decideKind(ctx, tx, r, fam)
-			if err == nil {
-				err = tx.Commit()
-			}
 			return err
-		}()
-		if _, rerr := c.ExecContext(context.WithoutCancel(ctx), "SET SESSION wait_timeout = @dlock_wait_timeout"); rerr != nil {
-			// Not back to the pool with the TTL's timeout. The transaction's
-			// outcome stands: a committed grant is still granted.
-			_ = c.Raw(func(any) error { return sqldriver.ErrBadConn })
-		}
-		return err
+		})
 	})
 	return g, verdict, limit, err
+}
+
+// boundedTx runs f in a READ COMMITTED transaction on c and commits it,
+// with the session's wait_timeout set to ttl (rounded up to whole seconds)
+// while it runs. The table mode's transactions lock rows over several
+// round trips (a lock's state row, holds): a client paused or cut off
+// between two of them would hold those, and keep every other client of the
+// lock waiting, until the server ended its session at wait_timeout (eight
+// hours by default). The setting is put back after the transaction; a
+// connection on which that failed is dropped from the pool rather than
+// kept with it. The transaction's outcome stands either way.
+func boundedTx(ctx context.Context, c *sql.Conn, ttl time.Duration, f func(tx *sql.Tx) error) error {
+	if _, err := c.ExecContext(ctx, "SET @dlock_wait_timeout = @@SESSION.wait_timeout, SESSION wait_timeout = ?", sqlbase.IdleSeconds(ttl)); err != nil {
+		return err
+	}
+	err := func() error {
+		tx, err := c.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if err := f(tx); err != nil {
+			return err
+		}
+		return tx.Commit()
+	}()
+	if _, rerr := c.ExecContext(ctx, "SET SESSION wait_timeout = @dlock_wait_timeout"); rerr != nil {
+		_ = c.Raw(func(any) error { return sqldriver.ErrBadConn })
+	}
+	return err
+}
+
+// onNewConn runs f on a connection of the pool's own, given back after.
+func (d *myDriver) onNewConn(ctx context.Context, f func(c *sql.Conn) error) error {
+	c, err := d.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return f(c)
 }
 
 func (d *myDriver) decideKind(ctx context.Context, tx *sql.Tx, r driver.Request, fam int) (driver.Grant, sqlbase.Verdict, int, error) {
@@ -242,52 +258,54 @@ FROM dlock_holds WHERE name = ? AND family = ? AND expires_at > UTC_TIMESTAMP(6)
 // renewKinds extends the holds of batch at idx: one UPDATE per distinct TTL,
 // then one SELECT of which are live, in a transaction.
 func (d *myDriver) renewKinds(ctx context.Context, batch []driver.Held, res []driver.RenewResult, idx []int) {
-	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	live := map[int]bool{}
-	if err == nil {
-		defer tx.Rollback()
-		byTTL := map[time.Duration][]int{}
-		for _, i := range idx {
-			byTTL[batch[i].TTL] = append(byTTL[batch[i].TTL], i)
-		}
-		for ttl, is := range byTTL {
-			in, args := kindHoldsIn(batch, is)
-			args = append([]any{ttl.Microseconds()}, args...)
-			if _, err = tx.ExecContext(ctx, `UPDATE dlock_holds SET expires_at = GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
-WHERE expires_at > UTC_TIMESTAMP(6) AND (name, family, owner, token) IN (`+in+`)`, args...); err != nil {
-				break
-			}
-		}
-		if err == nil {
-			in, args := kindHoldsIn(batch, idx)
-			var rows *sql.Rows
-			rows, err = tx.QueryContext(ctx, `SELECT name, family, owner, token FROM dlock_holds
-WHERE expires_at > UTC_TIMESTAMP(6) AND (name, family, owner, token) IN (`+in+`)`, args...)
-			if err == nil {
-				found := map[string]bool{}
-				for rows.Next() {
-					var name, owner string
-					var fam int
-					var tok uint64
-					if err = rows.Scan(&name, &fam, &owner, &tok); err != nil {
-						break
-					}
-					found[fmt.Sprint(name, "\x00", fam, "\x00", owner, "\x00", tok)] = true
-				}
-				rows.Close()
-				if err == nil {
-					err = rows.Err() // a read that broke off is uncertain, not a loss
-				}
-				for _, i := range idx {
-					h := batch[i]
-					live[i] = found[fmt.Sprint(h.Name, "\x00", int(h.Kind.Family()), "\x00", h.Owner, "\x00", h.Token)]
-				}
-			}
-		}
-		if err == nil {
-			err = tx.Commit()
-		}
+	bound := batch[idx[0]].TTL // the batch's shortest TTL bounds its transaction (boundedTx)
+	for _, i := range idx {
+		bound = min(bound, batch[i].TTL)
 	}
+	err := d.onNewConn(ctx, func(c *sql.Conn) error {
+		return boundedTx(ctx, c, bound, func(tx *sql.Tx) (err error) {
+			byTTL := map[time.Duration][]int{}
+			for _, i := range idx {
+				byTTL[batch[i].TTL] = append(byTTL[batch[i].TTL], i)
+			}
+			for ttl, is := range byTTL {
+				in, args := kindHoldsIn(batch, is)
+				args = append([]any{ttl.Microseconds()}, args...)
+				if _, err = tx.ExecContext(ctx, `UPDATE dlock_holds SET expires_at = GREATEST(expires_at, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
+WHERE expires_at > UTC_TIMESTAMP(6) AND (name, family, owner, token) IN (`+in+`)`, args...); err != nil {
+					break
+				}
+			}
+			if err == nil {
+				in, args := kindHoldsIn(batch, idx)
+				var rows *sql.Rows
+				rows, err = tx.QueryContext(ctx, `SELECT name, family, owner, token FROM dlock_holds
+WHERE expires_at > UTC_TIMESTAMP(6) AND (name, family, owner, token) IN (`+in+`)`, args...)
+				if err == nil {
+					found := map[string]bool{}
+					for rows.Next() {
+						var name, owner string
+						var fam int
+						var tok uint64
+						if err = rows.Scan(&name, &fam, &owner, &tok); err != nil {
+							break
+						}
+						found[fmt.Sprint(name, "\x00", fam, "\x00", owner, "\x00", tok)] = true
+					}
+					rows.Close()
+					if err == nil {
+						err = rows.Err() // a read that broke off is uncertain, not a loss
+					}
+					for _, i := range idx {
+						h := batch[i]
+						live[i] = found[fmt.Sprint(h.Name, "\x00", int(h.Kind.Family()), "\x00", h.Owner, "\x00", h.Token)]
+					}
+				}
+			}
+			return err
+		})
+	})
 	for _, i := range idx {
 		switch {
 		case err != nil:
@@ -321,32 +339,35 @@ func (d *myDriver) releaseKind(ctx context.Context, h driver.Held, count int) (i
 		}
 		return 0, fmt.Errorf("mysqllock: release: %w: a wait given up holds nothing", dlock.ErrLeaseLost)
 	}
-	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
-		return 0, myErr("release", err)
-	}
-	defer tx.Rollback()
 	fam := int(h.Kind.Family())
-	var holds int
-	err = tx.QueryRowContext(ctx, `SELECT holds FROM dlock_holds WHERE name = ? AND family = ? AND owner = ? AND token = ?
+	var left int
+	gone := false
+	err := d.onNewConn(ctx, func(c *sql.Conn) error {
+		return boundedTx(ctx, c, h.TTL, func(tx *sql.Tx) error { // it locks the hold's row
+			var holds int
+			err := tx.QueryRowContext(ctx, `SELECT holds FROM dlock_holds WHERE name = ? AND family = ? AND owner = ? AND token = ?
 AND expires_at > UTC_TIMESTAMP(6) FOR UPDATE`, h.Name, fam, h.Owner, h.Token).Scan(&holds)
-	switch {
-	case err == sql.ErrNoRows:
-		return 0, fmt.Errorf("mysqllock: release: %w: the hold expired or was deleted", dlock.ErrLeaseLost)
-	case err != nil:
-		return 0, myErr("release", err)
-	}
-	left := max(holds-count, 0)
-	if left == 0 {
-		_, err = tx.ExecContext(ctx, `DELETE FROM dlock_holds WHERE name = ? AND family = ? AND owner = ?`, h.Name, fam, h.Owner)
-	} else {
-		_, err = tx.ExecContext(ctx, `UPDATE dlock_holds SET holds = ? WHERE name = ? AND family = ? AND owner = ?`, left, h.Name, fam, h.Owner)
-	}
-	if err == nil {
-		err = tx.Commit()
-	}
+			if err == sql.ErrNoRows {
+				gone = true
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			left = max(holds-count, 0)
+			if left == 0 {
+				_, err = tx.ExecContext(ctx, `DELETE FROM dlock_holds WHERE name = ? AND family = ? AND owner = ?`, h.Name, fam, h.Owner)
+			} else {
+				_, err = tx.ExecContext(ctx, `UPDATE dlock_holds SET holds = ? WHERE name = ? AND family = ? AND owner = ?`, left, h.Name, fam, h.Owner)
+			}
+			return err
+		})
+	})
 	if err != nil {
 		return 0, myErr("release", err)
+	}
+	if gone {
+		return 0, fmt.Errorf("mysqllock: release: %w: the hold expired or was deleted", dlock.ErrLeaseLost)
 	}
 	return left, nil
 }

@@ -154,12 +154,14 @@
 // ErrUnsupported with the reason (GET_LOCK has no shared mode; FOR SHARE
 // lets new readers past a waiting FOR UPDATE; neither waits for one of N).
 // A failed release of a read hold or permit is not settled as a Mutex's
-// is: the hold stays until its TTL. While an acquire transaction runs, its
-// session's wait_timeout is the TTL (rounded up to whole seconds; put back
-// after it): a client paused or cut off between two of its statements,
-// which holds the state row and so keeps every other client of the lock
-// waiting, has its session ended by the server once idle that long, not
-// after the default eight hours.
+// is: the hold stays until its TTL. While any of table mode's transactions
+// runs (an acquire of a read, write or permit, their release, a renewal,
+// a Mutex's renewal too), its session's wait_timeout is the TTL (the
+// batch's shortest; rounded up to whole seconds; put back after it): a
+// client paused or cut off between two of its statements, which holds the
+// rows it locked and so keeps every other client of those locks waiting,
+// has its session ended by the server once idle that long, not after the
+// default eight hours.
 //
 // # TTL limits
 //
