@@ -188,8 +188,25 @@ func (d *etcdDriver) enqueueKind(ctx context.Context, r driver.Request, q kindQu
 			return nil, nil, err
 		}
 		e := &entry{sess: sess, key: key}
-		if !resp.Succeeded { // our key, from an earlier try: waitKindTurn reads where it stands
+		if !resp.Succeeded { // our key, from an earlier try or attempt: waitKindTurn reads where it stands
 			e.rev = resp.Responses[0].GetResponseRange().Kvs[0].CreateRevision
+			if r.Wait {
+				return e, slot, nil
+			}
+			// A single attempt does not wait: it must know now. (A TryLock
+			// whose first attempt landed but timed out, on a slow etcd,
+			// was refused by its own key: "held by another owner".)
+			since, err := d.standing(ctx, q, e)
+			if errors.Is(err, errKeyGone) {
+				slot.done()
+				continue
+			}
+			if err != nil {
+				d.dropKey(sess, key, e.rev, slot)
+				slot.done()
+				return nil, nil, err
+			}
+			e.since = since
 			return e, slot, nil
 		}
 		// The transaction's reads see our key as the newest: every other
@@ -204,6 +221,24 @@ func (d *etcdDriver) enqueueKind(ctx context.Context, r driver.Request, q kindQu
 		}
 		return e, slot, nil
 	}
+}
+
+// standing reads whether fewer than q.limit keys of q.scan come before e's
+// (then the read's send time, from which the hold counts; else zero), for
+// at most tryLimit. It returns errKeyGone if e's key is gone.
+func (d *etcdDriver) standing(ctx context.Context, q kindQuery, e *entry) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, tryLimit)
+	defer cancel()
+	// Keys only, not a count: etcd counts a range before it filters it.
+	resp, sent, err := d.readTurn(ctx, clientv3.OpGet(q.scan, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithMaxCreateRev(e.rev-1)), e)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if len(resp.Responses[0].GetResponseRange().Kvs) < q.limit {
+		return sent, nil
+	}
+	return time.Time{}, nil
 }
 
 // waitKindTurn waits until fewer than q.limit keys of q.scan come before

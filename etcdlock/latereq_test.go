@@ -72,6 +72,33 @@ func TestTryLockOutlastsSlowEtcd(t *testing.T) {
 	lr.newerHoldSurvives()
 }
 
+// The same for each kind: a TryLock (or TryAcquire) whose first put landed
+// but timed out found its own key, from that put, on its retry, and was
+// refused by it: "held by another owner" with nobody holding the lock.
+func TestTryLockKindsOutlastSlowEtcd(t *testing.T) {
+	for _, k := range dropKinds {
+		t.Run(k.name, func(t *testing.T) {
+			lr := newLateRequests(t)
+			lr.startSession()
+			// The first put reaches etcd at 0.7 s and is applied; its reply
+			// comes at 1.4 s, past the attempt's 1 s. The retry, with the
+			// delay lifted, finds the key that put made.
+			lr.proxy.SetDelay(700 * time.Millisecond)
+			go func() {
+				time.Sleep(800 * time.Millisecond)
+				lr.proxy.SetDelay(0)
+			}()
+			l, err := k.contender(lr.a, lr.name).TryLock(t.Context())
+			if err != nil {
+				t.Fatalf("TryLock of a free %s lock through a slow etcd: %v", k.name, err)
+			}
+			if err := l.Unlock(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
 type lateRequests struct {
 	t      *testing.T
 	proxy  *testserver.Proxy
