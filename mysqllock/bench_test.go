@@ -6,6 +6,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
+	"github.com/dlock/dlock/internal/sqlbase"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/dlock/dlock/mysqllock"
 )
@@ -27,7 +28,7 @@ func BenchmarkTableUncontended(b *testing.B) {
 		defer db.Close()
 		ctx, owner, ttl := b.Context(), dlock.NewOwnerID(), (30 * time.Second).Microseconds()
 		for b.Loop() {
-			res, err := db.ExecContext(ctx, mysqllock.AcquireSQL, "bench/u/statements", owner, ttl)
+			res, err := db.ExecContext(ctx, mysqllock.AcquireSQL, "bench/u/statements", owner, ttl, "")
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -35,7 +36,8 @@ func BenchmarkTableUncontended(b *testing.B) {
 			if token == 0 {
 				b.Fatal("not granted")
 			}
-			if _, err := db.ExecContext(ctx, mysqllock.ReleaseSQL, 1, 0, 1, 0, 1, 0, "bench/u/statements", owner, token); err != nil {
+			q, args := mysqllock.ReleaseQuery(sqlbase.Settle{Token: uint64(token), Drops: []sqlbase.Drop{{ID: "0123456789abcdef", Count: 1}}}, "bench/u/statements", owner)
+			if _, err := db.ExecContext(ctx, q, args...); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -31,7 +31,8 @@ var schema = []string{
   holds      INT NOT NULL,
   token      BIGINT UNSIGNED NOT NULL,
   expires_at DATETIME(6) NOT NULL,
-  label      VARBINARY(256) NOT NULL DEFAULT ''
+  label      VARBINARY(256) NOT NULL DEFAULT '',
+  released   VARBINARY(544) NOT NULL DEFAULT ''
 ) ENGINE=InnoDB`,
 	`CREATE TABLE IF NOT EXISTS dlock_tokens (
   name       VARBINARY(1024) NOT NULL PRIMARY KEY,
@@ -118,23 +119,36 @@ WHERE table_schema = DATABASE() AND table_name IN ('dlock_locks', 'dlock_tokens'
 			return myErr("create tables", err)
 		}
 	}
-	// dlock_locks made before holder labels lacks the label column. MySQL
-	// has no ADD COLUMN IF NOT EXISTS (MariaDB has), and ALTER TABLE needs
-	// the ALTER privilege even when there is nothing to do: look first.
-	var n int
-	if err := d.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.columns
-WHERE table_schema = DATABASE() AND table_name = 'dlock_locks' AND column_name = 'label'`).Scan(&n); err != nil {
-		return myErr("migrate", err)
+	// dlock_locks made before holder labels lacks the label column, and
+	// one made before release ids the released column. MySQL has no ADD
+	// COLUMN IF NOT EXISTS (MariaDB has), and ALTER TABLE needs the ALTER
+	// privilege even when there is nothing to do: look first.
+	for _, c := range addedColumns {
+		var n int
+		if err := d.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.columns
+WHERE table_schema = DATABASE() AND table_name = 'dlock_locks' AND column_name = ?`, c.name).Scan(&n); err != nil {
+			return myErr("migrate", err)
+		}
+		if n > 0 {
+			continue
+		}
+		_, err := d.db.ExecContext(ctx, "ALTER TABLE dlock_locks ADD COLUMN "+c.name+" "+c.def)
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && me.Number == 1060 { // duplicate column: a concurrent Migrate added it
+			continue
+		}
+		if err != nil {
+			return myErr("add the "+c.name+" column", err)
+		}
 	}
-	if n > 0 {
-		return nil
-	}
-	_, err := d.db.ExecContext(ctx, "ALTER TABLE dlock_locks ADD COLUMN label VARBINARY(256) NOT NULL DEFAULT ''")
-	var me *mysql.MySQLError
-	if errors.As(err, &me) && me.Number == 1060 { // duplicate column: a concurrent Migrate added it
-		return nil
-	}
-	return myErr("add the label column", err)
+	return nil
+}
+
+// addedColumns are the columns of dlock_locks that later versions added,
+// with their definitions, as in schema.
+var addedColumns = []struct{ name, def string }{
+	{"label", "VARBINARY(256) NOT NULL DEFAULT ''"},
+	{"released", "VARBINARY(544) NOT NULL DEFAULT ''"}, // ids of the releases applied: see releaseQuery
 }
 
 // myErr wraps a database error, naming the privilege when it is one.
@@ -181,19 +195,44 @@ ON DUPLICATE KEY UPDATE
   token = IF(expires_at <= UTC_TIMESTAMP(6), LAST_INSERT_ID(token + 1), IF(owner = VALUES(owner), LAST_INSERT_ID(token), IF(LAST_INSERT_ID(0) = 0, token, token))),
   holds = IF(expires_at <= UTC_TIMESTAMP(6), 1, IF(owner = VALUES(owner), holds + 1, holds)),
   label = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(label), label),
+  released = IF(expires_at <= UTC_TIMESTAMP(6), '', released),
   owner = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(owner), owner),
   expires_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(expires_at), IF(owner = VALUES(owner), GREATEST(expires_at, VALUES(expires_at)), expires_at))`
 
-// releaseSQL drops ? holds but keeps at least ? (see sqlbase.Settle) of a
-// live lease, marking the row expired when none are left. holds changes last
-// (assignments see the ones before) and LAST_INSERT_ID carries what is left
-// of it plus one, so that 0 means no such live hold (an UPDATE that changes
-// nothing reports no affected rows).
-const releaseSQL = `UPDATE dlock_locks SET
-  expires_at = IF(GREATEST(holds - ?, ?) <= 0, '1970-01-02', expires_at),
-  owner = IF(GREATEST(holds - ?, ?) <= 0, '', owner),
-  holds = LAST_INSERT_ID(GREATEST(holds - ?, ?, 0) + 1) - 1
+// releaseQuery returns the statement that applies s to the row of (name,
+// owner, s.Token), and its arguments: it drops the holds of each of
+// s.Drops that the row has not applied yet (whose id is not in its
+// released column), but keeps at least s.Floor (see sqlbase.Settle),
+// marking the row expired when none are left; then it adds the ids to
+// released, which keeps the last sqlbase.KeptDrops (",id" each, of fixed
+// length, so that a search for ",id" finds only a whole one). holds
+// changes after expires_at and owner and before released (assignments see
+// the ones before), and LAST_INSERT_ID carries what is left of it plus one,
+// so that 0 means no such live hold (an UPDATE that changes nothing reports
+// no affected rows).
+func releaseQuery(s sqlbase.Settle, name, owner string) (string, []any) {
+	terms := make([]string, len(s.Drops))
+	subArgs := make([]any, 0, 2*len(s.Drops))
+	var ids strings.Builder
+	for i, d := range s.Drops {
+		terms[i] = "IF(LOCATE(?, released) > 0, 0, ?)"
+		subArgs = append(subArgs, ","+d.ID, d.Count)
+		ids.WriteString("," + d.ID)
+	}
+	sub := "(" + strings.Join(terms, " + ") + ")"
+	q := `UPDATE dlock_locks SET
+  expires_at = IF(GREATEST(holds - ` + sub + `, ?) <= 0, '1970-01-02', expires_at),
+  owner = IF(GREATEST(holds - ` + sub + `, ?) <= 0, '', owner),
+  holds = LAST_INSERT_ID(GREATEST(holds - ` + sub + `, ?, 0) + 1) - 1,
+  released = RIGHT(CONCAT(released, ?), ?)
 WHERE name = ? AND owner = ? AND token = ? AND holds > 0 AND expires_at > UTC_TIMESTAMP(6)`
+	args := make([]any, 0, 3*len(subArgs)+8)
+	for range 3 {
+		args = append(append(args, subArgs...), s.Floor)
+	}
+	args = append(args, ids.String(), sqlbase.KeptDrops*(1+sqlbase.DropIDLen), name, owner, s.Token)
+	return q, args
+}
 
 // acquireRow grants, re-enters or refuses in one statement; only a refusal
 // reads the holder's time left, for the waiter's next try.
@@ -348,7 +387,8 @@ func (d *myDriver) Release(ctx context.Context, h driver.Held, count int) error 
 // stays, expired, carrying the token counter.
 func (d *myDriver) releaseStmt(name, owner string) sqlbase.Stmt {
 	return func(ctx context.Context, s sqlbase.Settle) (int, sqlbase.Outcome, error) {
-		res, err := d.db.ExecContext(ctx, releaseSQL, s.Sub, s.Floor, s.Sub, s.Floor, s.Sub, s.Floor, name, owner, s.Token)
+		q, args := releaseQuery(s, name, owner)
+		res, err := d.db.ExecContext(ctx, q, args...)
 		var left int64
 		if err == nil {
 			left, err = res.LastInsertId()

@@ -8,8 +8,10 @@ import (
 // The table mode's statements, for the benchmark that runs them bare.
 const (
 	AcquireSQL = acquireSQL
-	ReleaseSQL = releaseSQL
 )
+
+// ReleaseQuery is releaseQuery, for the same benchmark.
+var ReleaseQuery = releaseQuery
 
 // LockName is lockName, for the GET_LOCK interop test.
 var LockName = lockName

@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"net"
+	"strings"
 	"testing"
 
+	"github.com/dlock/dlock/internal/sqlbase"
 	"github.com/dlock/dlock/internal/sqltest"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/dlock/dlock/mysqllock"
@@ -51,4 +53,17 @@ func TestSettleRaces(t *testing.T) {
 	t.Run("Release", func(t *testing.T) { sqltest.SettleRace(t, a, b, px, rowHolds, false, 30) })
 	t.Run("LateRelease", func(t *testing.T) { sqltest.LateReleaseAfterSettle(t, a, b, px, rowHolds, false, 8) })
 	t.Run("LateReleaseThenLock", func(t *testing.T) { sqltest.LateReleaseAfterSettle(t, a, b, px, rowHolds, true, 8) })
+	t.Run("KeptDropIDs", func(t *testing.T) {
+		sqltest.KeptDropIDs(t, b, func(name string) int {
+			var released string
+			if err := raw.QueryRow(`SELECT released FROM dlock_locks WHERE name = ?`, name).Scan(&released); err != nil {
+				t.Fatal(err)
+			}
+			if len(released)%(1+sqlbase.DropIDLen) != 0 || strings.Count(released, ",") != len(released)/(1+sqlbase.DropIDLen) {
+				t.Fatalf("released %q is not whole entries", released)
+			}
+			return len(released) / (1 + sqlbase.DropIDLen)
+		})
+	})
+	t.Run("SharedOwnerLostReply", func(t *testing.T) { sqltest.SharedOwnerLostReply(t, a, b, px, rowHolds, 6) })
 }

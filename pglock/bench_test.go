@@ -27,13 +27,14 @@ func BenchmarkTableUncontended(b *testing.B) {
 		ctx, owner, ttl := b.Context(), dlock.NewOwnerID(), (30 * time.Second).Milliseconds()
 		for b.Loop() {
 			var token, holds, left, deleted int64
-			if err := p.QueryRow(ctx, pglock.AcquireSQL, "bench/u/statements", owner, ttl).Scan(&token, &holds, &left); err != nil {
+			if err := p.QueryRow(ctx, pglock.AcquireSQL, "bench/u/statements", owner, ttl, "").Scan(&token, &holds, &left); err != nil {
 				b.Fatal(err)
 			}
 			if holds == 0 {
 				b.Fatal("not granted")
 			}
-			if err := p.QueryRow(ctx, pglock.ReleaseSQL, "bench/u/statements", owner, token, 1, 0).Scan(&deleted, &left); err != nil {
+			var seen bool
+			if err := p.QueryRow(ctx, pglock.ReleaseSQL, "bench/u/statements", owner, token, []string{"0123456789abcdef"}, []int{1}, 0, 32).Scan(&deleted, &left, &seen); err != nil {
 				b.Fatal(err)
 			}
 		}

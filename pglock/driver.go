@@ -35,7 +35,8 @@ CREATE TABLE IF NOT EXISTS dlock_locks (
   holds      integer NOT NULL,
   token      bigint NOT NULL,
   expires_at timestamptz NOT NULL,
-  label      text NOT NULL DEFAULT ''
+  label      text NOT NULL DEFAULT '',
+  released   text[] NOT NULL DEFAULT '{}'
 );
 CREATE TABLE IF NOT EXISTS dlock_tokens (
   name       text PRIMARY KEY,
@@ -102,16 +103,20 @@ func (d *pgDriver) Migrate(ctx context.Context) error {
 			return pgErr("create tables", err)
 		}
 	}
-	// dlock_locks made before holder labels lacks the label column. Look
-	// before altering: ALTER TABLE locks the table out and needs its
-	// owner, even when the column is there.
-	var hasLabel bool
-	if err := tx.QueryRow(ctx, hasLabelSQL).Scan(&hasLabel); err != nil {
-		return pgErr("migrate", err)
-	}
-	if !hasLabel {
-		if _, err := tx.Exec(ctx, "ALTER TABLE dlock_locks ADD COLUMN IF NOT EXISTS label text NOT NULL DEFAULT ''"); err != nil {
-			return pgErr("add the label column", err)
+	// dlock_locks made before holder labels lacks the label column, and
+	// one made before release ids the released column. Look before
+	// altering: ALTER TABLE locks the table out and needs its owner, even
+	// when the column is there.
+	for _, c := range addedColumns {
+		var has bool
+		if err := tx.QueryRow(ctx, hasColumnSQL, c.name).Scan(&has); err != nil {
+			return pgErr("migrate", err)
+		}
+		if has {
+			continue
+		}
+		if _, err := tx.Exec(ctx, "ALTER TABLE dlock_locks ADD COLUMN IF NOT EXISTS "+c.name+" "+c.def); err != nil {
+			return pgErr("add the "+c.name+" column", err)
 		}
 	}
 	return pgErr("migrate", tx.Commit(ctx))
@@ -156,10 +161,17 @@ const haveTablesSQL = `SELECT to_regclass('dlock_locks') IS NOT NULL AND to_regc
   AND to_regclass('dlock_rows') IS NOT NULL AND to_regclass('dlock_kinds') IS NOT NULL
   AND to_regclass('dlock_holds') IS NOT NULL AND to_regclass('dlock_waits') IS NOT NULL`
 
-// hasLabelSQL tells whether the dlock_locks that statements reach (through
-// search_path) has the label column.
-const hasLabelSQL = `SELECT EXISTS (SELECT 1 FROM pg_attribute
-WHERE attrelid = to_regclass('dlock_locks') AND attname = 'label' AND NOT attisdropped)`
+// hasColumnSQL tells whether the dlock_locks that statements reach
+// (through search_path) has the column $1.
+const hasColumnSQL = `SELECT EXISTS (SELECT 1 FROM pg_attribute
+WHERE attrelid = to_regclass('dlock_locks') AND attname = $1 AND NOT attisdropped)`
+
+// addedColumns are the columns of dlock_locks that later versions added,
+// with their definitions, as in schema.
+var addedColumns = []struct{ name, def string }{
+	{"label", "text NOT NULL DEFAULT ''"},
+	{"released", "text[] NOT NULL DEFAULT '{}'"}, // ids of the releases applied (sqlbase.Drop)
+}
 
 // pgErr wraps a database error, naming the privilege when it is one.
 func pgErr(op string, err error) error {

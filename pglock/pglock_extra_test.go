@@ -143,9 +143,9 @@ func TestBadMode(t *testing.T) {
 	}
 }
 
-// A dlock_locks made before holder labels (no label column) gets the column
-// at Open, keeps its rows, and holds labels from then on; Migrate can run
-// again.
+// A dlock_locks made before holder labels and release ids (no label or
+// released column) gets the columns at Open, keeps its rows, and holds
+// labels from then on; Migrate can run again (sqltest.OldShapeMigrated).
 func TestMigrateAddsLabel(t *testing.T) {
 	srv := testserver.Postgres(t)
 	url := testserver.PostgresURL(srv)

@@ -58,4 +58,14 @@ func TestSettleRaces(t *testing.T) {
 	t.Run("TwoReleases", func(t *testing.T) { sqltest.SettleRace(t, a, b, px, holds, true, 30) })
 	t.Run("LateRelease", func(t *testing.T) { sqltest.LateReleaseAfterSettle(t, a, b, px, holds, false, 8) })
 	t.Run("LateReleaseThenLock", func(t *testing.T) { sqltest.LateReleaseAfterSettle(t, a, b, px, holds, true, 8) })
+	t.Run("KeptDropIDs", func(t *testing.T) {
+		sqltest.KeptDropIDs(t, b, func(name string) int {
+			var n int
+			if err := raw.QueryRow(ctx, `SELECT cardinality(released) FROM dlock_locks WHERE name = $1`, name).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		})
+	})
+	t.Run("SharedOwnerLostReply", func(t *testing.T) { sqltest.SharedOwnerLostReply(t, a, b, px, holds, 6) })
 }

@@ -28,7 +28,7 @@ WITH cur AS (
   INSERT INTO dlock_locks AS l (name, owner, holds, token, expires_at, label)
   SELECT $1, $2, 1, tok.token, clock_timestamp() + $3 * interval '1 millisecond', $4 FROM tok
   ON CONFLICT (name) DO UPDATE SET owner = EXCLUDED.owner, holds = 1, token = EXCLUDED.token, expires_at = EXCLUDED.expires_at,
-    label = EXCLUDED.label
+    label = EXCLUDED.label, released = '{}'
     WHERE l.expires_at <= clock_timestamp()
   RETURNING token, holds
 ), re AS (
@@ -94,10 +94,13 @@ func (d *pgDriver) renewRows(ctx context.Context, batch []driver.Held) []driver.
 	return res
 }
 
-// releaseSQL drops $4 holds but keeps at least $5 (see sqlbase.Settle):
-// deleting the row (and notifying waiters) when none are left. Returns rows
-// deleted, the holds left (-1: not held) and whether the statement's
-// snapshot saw the row of that owner and token.
+// releaseSQL applies the releases whose ids ($4) and counts ($5) it is
+// given, but only those the row has not applied yet (its released ids),
+// and keeps at least $6 holds (see sqlbase.Settle): deleting the row (and
+// notifying waiters) when none are left, else recording the ids, the last
+// $7 (sqlbase.KeptDrops) of them. Returns rows deleted, the holds left (-1: not
+// held) and whether the statement's snapshot saw the row of that owner and
+// token.
 //
 // Its DELETE and UPDATE choose between them on the statement's snapshot,
 // but each re-checks its condition on the row's latest version when a
@@ -107,15 +110,20 @@ func (d *pgDriver) renewRows(ctx context.Context, batch []driver.Held) []driver.
 // gone, and releaseStmt runs the statement again.
 const releaseSQL = `
 WITH d AS (
-  DELETE FROM dlock_locks WHERE name = $1 AND owner = $2 AND token = $3 AND greatest(holds - $4, $5) <= 0 RETURNING name
+  DELETE FROM dlock_locks AS l WHERE name = $1 AND owner = $2 AND token = $3 AND greatest(holds - ` + releaseSub + `, $6) <= 0 RETURNING name
 ), u AS (
-  UPDATE dlock_locks SET holds = greatest(holds - $4, $5)
-  WHERE name = $1 AND owner = $2 AND token = $3 AND greatest(holds - $4, $5) > 0 RETURNING holds
+  UPDATE dlock_locks AS l SET holds = greatest(holds - ` + releaseSub + `, $6),
+    released = (l.released || $4::text[])[greatest(cardinality(l.released) + cardinality($4::text[]) - $7::int + 1, 1):]
+  WHERE name = $1 AND owner = $2 AND token = $3 AND greatest(holds - ` + releaseSub + `, $6) > 0 RETURNING holds
 ), n AS (
   SELECT pg_notify('dlock_release_' || 'dlock_locks'::regclass::oid::text, md5(name)) FROM d
 )
 SELECT (SELECT count(*) FROM d) + (SELECT count(*) FROM n) * 0, coalesce((SELECT holds FROM u), -1),
   EXISTS (SELECT 1 FROM dlock_locks WHERE name = $1 AND owner = $2 AND token = $3)`
+
+// releaseSub is the holds that releaseSQL's releases drop from the row l:
+// the counts of those whose ids it has not applied.
+const releaseSub = `(SELECT coalesce(sum(p.c), 0) FROM unnest($4::text[], $5::int[]) AS p(id, c) WHERE p.id <> ALL (l.released))`
 
 func (d *pgDriver) releaseRow(ctx context.Context, h driver.Held, count int) (int, error) {
 	left, o, err := d.holds.Drop(ctx, h.Name, h.Owner, h.Token, count, h.TTL, d.releaseStmt(h.Name, h.Owner))
@@ -134,7 +142,7 @@ func (d *pgDriver) releaseStmt(name, owner string) sqlbase.Stmt {
 		for {
 			var deleted, left int64
 			var seen bool
-			if err := d.pool.QueryRow(ctx, releaseSQL, name, owner, int64(s.Token), s.Sub, s.Floor).Scan(&deleted, &left, &seen); err != nil {
+			if err := d.pool.QueryRow(ctx, releaseSQL, name, owner, int64(s.Token), s.IDs(), s.Counts(), s.Floor, sqlbase.KeptDrops).Scan(&deleted, &left, &seen); err != nil {
 				return 0, sqlbase.Uncertain, err
 			}
 			switch {

@@ -5,6 +5,8 @@ package sqlbase
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"sync"
 	"time"
 
@@ -21,6 +23,14 @@ import (
 // it drops the pending holds, but never below the holds the client still
 // believes it has (a release whose outcome was unknown may have been
 // applied after all).
+//
+// Each release carries an id of its own (Drop), which the store keeps
+// in the row with the last few (KeptDrops) it applied to it; a settle sends
+// the ids of the releases it settles again, and the store applies only
+// those it has not applied yet. So a release whose reply was lost after it
+// was applied is not applied twice when settled, which matters when one
+// owner id is shared by several processes: the row's holds are theirs
+// too, and a floor of this client's holds would not keep them.
 //
 // A Holds is safe for concurrent use. The zero value is ready.
 //
@@ -109,17 +119,58 @@ type holdKey struct{ name, owner string }
 type holdState struct {
 	token    uint64
 	believed int           // holds granted and not given up
-	pending  int           // holds given up whose release may not have been applied
+	pending  []Drop        // releases that failed: they may not have been applied
 	ttl      time.Duration // of the failed release
 	failed   time.Time     // when a release last failed
 }
 
 // Settle is what one release statement applies to the row of (name, owner,
-// Token): drop Sub holds, but keep at least Floor (delete the row when the
-// result is 0).
+// Token): each of Drops that the row has not applied yet, but keeping at
+// least Floor holds (the row is deleted when the result is 0); the row then
+// records the Drops' ids as applied.
 type Settle struct {
-	Token      uint64
-	Sub, Floor int
+	Token uint64
+	Drops []Drop
+	Floor int
+}
+
+// Drop is one release: its id and how many holds it gives up.
+type Drop struct {
+	ID    string // DropIDLen hex digits
+	Count int
+}
+
+// DropIDLen is the length of a Drop's id: 64 random bits in hex.
+const DropIDLen = 16
+
+// KeptDrops is how many ids of applied Drops a row keeps, the latest. A
+// settle of a release whose id has fallen off is applied again, so the
+// floor still guards the client's own holds.
+const KeptDrops = 32
+
+// newDropID returns a fresh Drop id.
+func newDropID() string {
+	var b [DropIDLen / 2]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24)
+	return hex.EncodeToString(b[:])
+}
+
+// IDs returns the Drops' ids, in order.
+func (s Settle) IDs() []string {
+	ids := make([]string, len(s.Drops))
+	for i, d := range s.Drops {
+		ids[i] = d.ID
+	}
+	return ids
+}
+
+// Counts returns the Drops' counts, in order.
+func (s Settle) Counts() []int {
+	n := make([]int, len(s.Drops))
+	for i, d := range s.Drops {
+		n[i] = d.Count
+	}
+	return n
 }
 
 // Outcome is what a release or settle statement found.
@@ -138,10 +189,10 @@ func (h *Holds) pending(name, owner string) (Settle, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	st := h.m[holdKey{name, owner}]
-	if st == nil || st.pending == 0 {
+	if st == nil || len(st.pending) == 0 {
 		return Settle{}, false
 	}
-	return Settle{Token: st.token, Sub: st.pending, Floor: st.believed}, true
+	return Settle{Token: st.token, Drops: append([]Drop(nil), st.pending...), Floor: st.believed}, true
 }
 
 // settled records the outcome of a settle from pending.
@@ -157,9 +208,27 @@ func (h *Holds) settled(name, owner string, s Settle, o Outcome) {
 	case Gone:
 		delete(h.m, k)
 	case Applied:
-		st.pending = max(st.pending-s.Sub, 0)
+		st.pending = without(st.pending, s.Drops)
 		h.drop(k, st)
 	}
+}
+
+// without returns the drops of ds that are not in applied (by id).
+func without(ds, applied []Drop) []Drop {
+	kept := ds[:0:0]
+	for _, d := range ds {
+		found := false
+		for _, a := range applied {
+			if a.ID == d.ID {
+				found = true
+				break
+			}
+		}
+		if !found {
+			kept = append(kept, d)
+		}
+	}
+	return kept
 }
 
 // Granted records a grant (or a re-entry) of token.
@@ -183,9 +252,9 @@ func (h *Holds) Granted(name, owner string, token uint64) {
 func (h *Holds) release(name, owner string, token uint64, count int) Settle {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := Settle{Token: token, Sub: count}
+	s := Settle{Token: token, Drops: []Drop{{ID: newDropID(), Count: count}}}
 	if st := h.m[holdKey{name, owner}]; st != nil && st.token == token {
-		s.Sub += st.pending
+		s.Drops = append(s.Drops, st.pending...)
 		s.Floor = max(st.believed-count, 0)
 	}
 	return s
@@ -207,7 +276,7 @@ func (h *Holds) released(name, owner string, count int, s Settle, o Outcome, ttl
 	case Applied:
 		if st != nil {
 			st.believed = max(st.believed-count, 0)
-			st.pending = max(st.pending-(s.Sub-count), 0)
+			st.pending = without(st.pending, s.Drops)
 			h.drop(k, st)
 		}
 	case Uncertain:
@@ -221,14 +290,14 @@ func (h *Holds) released(name, owner string, count int, s Settle, o Outcome, ttl
 			h.m[k] = st
 		}
 		st.believed = max(st.believed-count, 0)
-		st.pending += count
+		st.pending = append(st.pending, s.Drops[0]) // its own, with the id it was sent with: the others are there
 		st.ttl, st.failed = max(st.ttl, ttl), now
 	}
 }
 
 // drop forgets a hold that has nothing left to settle. h.mu must be held.
 func (h *Holds) drop(k holdKey, st *holdState) {
-	if st.believed == 0 && st.pending == 0 {
+	if st.believed == 0 && len(st.pending) == 0 {
 		delete(h.m, k)
 	}
 }
@@ -237,7 +306,7 @@ func (h *Holds) drop(k holdKey, st *holdState) {
 // failure no renewal from this client has refreshed them. h.mu must be held.
 func (h *Holds) prune(now time.Time) {
 	for k, st := range h.m {
-		if st.believed == 0 && st.pending > 0 && now.Sub(st.failed) > 2*st.ttl {
+		if st.believed == 0 && len(st.pending) > 0 && now.Sub(st.failed) > 2*st.ttl {
 			delete(h.m, k)
 		}
 	}

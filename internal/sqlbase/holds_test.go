@@ -8,12 +8,14 @@ import (
 	"time"
 )
 
-// store is one row's hold count, as the SQL statements keep it.
+// store is one row's hold count and applied drop ids, as the SQL
+// statements keep them.
 type store struct {
-	token uint64
-	holds int
-	down  bool // statements fail
-	lost  bool // statements apply but their replies are lost
+	token   uint64
+	holds   int
+	applied map[string]bool
+	down    bool // statements fail
+	lost    bool // statements apply but their replies are lost
 }
 
 func (s *store) stmt(_ context.Context, st Settle) (int, Outcome, error) {
@@ -23,7 +25,17 @@ func (s *store) stmt(_ context.Context, st Settle) (int, Outcome, error) {
 	if s.holds == 0 || s.token != st.Token {
 		return 0, Gone, nil
 	}
-	s.holds = max(s.holds-st.Sub, st.Floor, 0)
+	sub := 0
+	for _, d := range st.Drops {
+		if !s.applied[d.ID] {
+			sub += d.Count
+		}
+		if s.applied == nil {
+			s.applied = map[string]bool{}
+		}
+		s.applied[d.ID] = true
+	}
+	s.holds = max(s.holds-sub, st.Floor, 0)
 	if s.lost {
 		return 0, Uncertain, errors.New("reply lost")
 	}
@@ -177,5 +189,52 @@ func TestGateWaitEndsWithCtx(t *testing.T) {
 	}
 	if s.holds != 0 {
 		t.Errorf("%d holds in the store after every hold was released or settled; want 0", s.holds)
+	}
+}
+
+// Two processes of one owner share a row: each holds it once. A's release
+// is applied but its reply is lost; A's settle must not drop B's hold, which
+// A's floor (its own holds, none) does not keep. The settle sends the
+// release's id again, and the store, which has applied it, applies nothing.
+func TestSettleSparesASharedOwnersHolds(t *testing.T) {
+	ctx := context.Background()
+	var a, b Holds
+	s := &store{token: 7}
+	for _, h := range []*Holds{&a, &b} {
+		s.holds++
+		h.Granted("n", "o", 7)
+	}
+	s.lost = true
+	if _, o, _ := a.Drop(ctx, "n", "o", 7, 1, time.Second, s.stmt); o != Uncertain {
+		t.Fatalf("release outcome %v; want uncertain", o)
+	}
+	s.lost = false
+	if s.holds != 1 {
+		t.Fatalf("%d holds after A's release; want B's 1", s.holds)
+	}
+	if err := a.Settle(ctx, "n", "o", s.stmt); err != nil {
+		t.Fatal(err)
+	}
+	if s.holds != 1 {
+		t.Fatalf("%d holds after A settled its release; want B's 1", s.holds)
+	}
+	if _, ok := a.pending("n", "o"); ok {
+		t.Fatal("still pending after settling")
+	}
+	// A release whose reply is lost twice: the second try of the same
+	// release (a settle) carries the same id, and the next release both.
+	s.holds++
+	a.Granted("n", "o", 7)
+	s.lost = true
+	a.Drop(ctx, "n", "o", 7, 1, time.Second, s.stmt)
+	a.Settle(ctx, "n", "o", s.stmt)
+	s.lost = false
+	s.holds++
+	a.Granted("n", "o", 7)
+	if left, o, err := a.Drop(ctx, "n", "o", 7, 1, time.Second, s.stmt); o != Applied || left != 1 || err != nil {
+		t.Fatalf("A's next release = %d, %v, %v; want B's 1 hold left", left, o, err)
+	}
+	if left, o, err := b.Drop(ctx, "n", "o", 7, 1, time.Second, s.stmt); o != Applied || left != 0 || err != nil {
+		t.Fatalf("B's release = %d, %v, %v; want 0 left", left, o, err)
 	}
 }

@@ -45,8 +45,9 @@ func ForeignHolderExcludes(t *testing.T, c *dlock.Client, name string, holder *e
 }
 
 // OldShapeMigrated: c was opened on a dlock_locks made before holder labels
-// (no label column) that held "old" for "old-owner". Open added the column
-// and kept the row; holds carry labels from then on; Migrate can run again.
+// and release ids (no label or released column) that held "old" for
+// "old-owner". Open added the columns and kept the row; holds carry labels
+// from then on; Migrate can run again; the old row's releases work.
 func OldShapeMigrated(t *testing.T, c *dlock.Client) {
 	t.Helper()
 	ctx := t.Context()
@@ -65,5 +66,17 @@ func OldShapeMigrated(t *testing.T, c *dlock.Client) {
 	}
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// The old row's owner re-enters and releases: the release records its
+	// id in the column Open added.
+	old, err := c.Mutex("old", dlock.WithOwner("old-owner")).TryLock(ctx)
+	if err != nil {
+		t.Fatalf("re-entry of the old hold: %v", err)
+	}
+	if err := old.Unlock(ctx); err != nil {
+		t.Fatalf("release of the re-entry: %v", err)
+	}
+	if info, err := c.Inspect(ctx, "old"); err != nil || !info.Held || info.Holds != 1 {
+		t.Fatalf("Inspect of the old hold after its re-entry's release = %+v, %v; want its 1 hold", info, err)
 	}
 }
