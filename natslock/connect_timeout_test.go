@@ -3,10 +3,12 @@ package natslock_test
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/internal/testserver"
 )
 
 // A server that accepts and never answers ends Open at its ctx's deadline,
@@ -46,5 +48,29 @@ func TestOpenSilentServerEndsAtDeadline(t *testing.T) {
 	// well below it shows the deadline was followed, on a loaded machine too.
 	if waited := time.Since(start); waited >= 4*time.Second {
 		t.Errorf("Open with 300 ms left waited %v: %v", waited, err)
+	}
+}
+
+// With several silent servers, Open still ends at its ctx's deadline: the
+// time left is shared by the servers, which nats.go tries one after another
+// (each had all of it, and four took four times the deadline).
+func TestOpenSilentServersEndAtDeadline(t *testing.T) {
+	var hosts []string
+	for range 4 {
+		silent := testserver.NewProxy(t, "127.0.0.1:1")
+		silent.Blackhole() // accepts, never answers
+		hosts = append(hosts, silent.Addr())
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	start := time.Now()
+	c, err := dlock.Open(ctx, "nats://"+strings.Join(hosts, ",")+"/silent")
+	if err == nil {
+		_ = c.Close()
+		t.Fatal("Open of silent servers succeeded")
+	}
+	// Well below the old 4 s, with room for a loaded machine.
+	if waited := time.Since(start); waited >= 3*time.Second {
+		t.Errorf("Open with 1 s left and four silent servers waited %v: %v", waited, err)
 	}
 }

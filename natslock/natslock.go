@@ -295,7 +295,7 @@ func checkInboxPrefix(p string) error {
 func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	q := u.Query()
 	opts := Options{Bucket: strings.Trim(u.Path, "/"), CloseConn: true}
-	nopts := []nats.Option{nats.Name("dlock"), nats.Timeout(dialTimeout(ctx)), nats.MaxReconnects(-1),
+	nopts := []nats.Option{nats.Name("dlock"), nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond), nats.PingInterval(5 * time.Second), nats.MaxPingsOutstanding(2),
 		// No buffering while disconnected: a renewal fails at once rather
 		// than wait in a queue past the lease.
@@ -402,6 +402,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	if len(servers) == 0 {
 		return nil, badURL("want nats://host:4222[,host:4222…]/BUCKET")
 	}
+	nopts = append(nopts, nats.Timeout(dialTimeout(ctx, len(servers))))
 	nopts = append(nopts, logHandlers(driver.Logger(ctx))...)
 	nc, err := nats.Connect(strings.Join(servers, ","), nopts...)
 	if err != nil {
@@ -416,14 +417,16 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	return d, nil
 }
 
-// dialTimeout is how long nats.go may take to dial a server and finish its
-// handshake: 5 s, or what is left of ctx if less, since nats.Connect takes
-// no ctx (a server that accepts and never answers held Open 5 s past a
-// shorter deadline). Reconnects use it too.
-func dialTimeout(ctx context.Context) time.Duration {
+// dialTimeout is how long nats.go may take to dial one of a URL's
+// servers and finish its handshake: 5 s, or what is left of ctx shared by
+// the servers if less, since nats.Connect takes no ctx and tries the
+// servers one after another (a server that accepts and never answers held
+// Open 5 s past a shorter deadline, and three such servers held it three
+// times the deadline). Reconnects use it too.
+func dialTimeout(ctx context.Context, servers int) time.Duration {
 	d := 5 * time.Second
 	if dl, ok := ctx.Deadline(); ok {
-		d = min(d, max(time.Until(dl), time.Millisecond))
+		d = min(d, max(time.Until(dl)/time.Duration(max(servers, 1)), time.Millisecond))
 	}
 	return d
 }

@@ -91,7 +91,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	if u.User != nil {
 		pw, _ := u.User.Password()
 		if err := addAuth(ctx, conn, []byte(u.User.Username()+":"+pw)); err != nil {
-			conn.Close()
+			closeNow(conn)
 			return nil, err
 		}
 		opts.ACL = zk.DigestACL(zk.PermAll, u.User.Username(), pw)
@@ -105,7 +105,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	}
 	d, err := newDriver(ctx, conn, chroot, opts)
 	if err != nil {
-		conn.Close()
+		closeNow(conn)
 		if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
 			return nil, fmt.Errorf("zklock: connect: %w", cause)
 		}
@@ -114,6 +114,13 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	opts.granted.refused.watch.Stop()
 	return d, nil
 }
+
+// closeNow closes a connection that Open gives up on without waiting for
+// the server's goodbye: go-zookeeper's Close stops the connection at once
+// but then waits up to 1 s for the answer to its close request, which a
+// server that never gave a session does not send (Open took its ctx's
+// time and 1 s more).
+func closeNow(conn *zk.Conn) { go conn.Close() }
 
 // zkLogger sends go-zookeeper's log lines (connections, session events) to
 // the dlock client's logger at debug level: dlock reports what matters to
