@@ -147,9 +147,11 @@
 //     given up) creates a key under the client's session that no contender
 //     owns: after such an uncertain put, the client watches that key for a
 //     minute and deletes it, under its create revision, whenever it appears
-//     while none of the client's contenders uses it. A late put of a
-//     read-write lock or semaphore key is not swept: it holds its reader,
-//     writer or permit until the client closes or its process ends.
+//     while none of the client's contenders uses it. A read-write lock's
+//     or semaphore's key name whose put had no certain answer is never used
+//     again by the session, so once its contender is done with it, the
+//     client watches it the same way for a minute and deletes any key of
+//     it under the session.
 //     A late put onto a key that is there overwrites its value: an
 //     election's leader can read an earlier Campaign or Proclaim value
 //     again (until its next Proclaim), and Inspect an earlier contender's

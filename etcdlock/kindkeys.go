@@ -21,7 +21,11 @@ import (
 // of it answered. A name whose put had no certain answer is never used
 // again by the session: that put may still land, and the next contender
 // with the name would take its key for its own earlier try. A pool with such
-// a name stays until the client closes (a few bytes per name).
+// a name stays until the client closes (a few bytes per name). And once the
+// contender is done with such a name, a sweeper watches for that put
+// landing (sweepLatePuts): any key of the name under the session is then
+// nobody's, and would hold the lock, or a permit, for as long as the
+// session lives.
 
 // kindKeys is one session's numbers under one prefix.
 type kindKeys struct {
@@ -62,7 +66,12 @@ func (d *etcdDriver) takeKindKey(sess *session, pfx string) (string, *slotHold) 
 	d.mu.Unlock()
 	slot := &slotHold{refs: 1}
 	slot.free = func() { d.giveKindKey(pk, p, n, slot.isBurnt()) }
-	return fmt.Sprintf("%s%x_%x", pfx, int64(sess.id), n), slot
+	return kindKeyName(pk, n), slot
+}
+
+// kindKeyName is the name of number n of a pool.
+func kindKeyName(pk kindPoolKey, n int) string {
+	return fmt.Sprintf("%s%x_%x", pk.pfx, int64(pk.lease), n)
 }
 
 // giveKindKey gives number n of pool p back, or burns it. A pool with
@@ -70,6 +79,9 @@ func (d *etcdDriver) takeKindKey(sess *session, pfx string) (string, *slotHold) 
 // if its session is lost: no key can be put under that lease again, late
 // puts included.
 func (d *etcdDriver) giveKindKey(pk kindPoolKey, p *kindKeys, n int, burnt bool) {
+	if burnt { // no contender of the client uses the name again: a key of it is nobody's
+		d.sweepLatePuts(p.sess, "", kindKeyName(pk, n))
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	p.taken--

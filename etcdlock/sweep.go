@@ -26,7 +26,9 @@ const sweepCheckTimeout = 5 * time.Second
 // lives and the driver is open, each time the key is created under s the
 // sweeper takes the client's slot for the name and deletes, under the key's
 // create revision, a key still under s: with the slot in hand, none of the
-// client's contenders uses it.
+// client's contenders uses it. A read-write lock's or semaphore's key name
+// (name "") is never used again once swept (kindkeys.go): any key of it
+// under s is nobody's, and is deleted without a slot.
 func (d *etcdDriver) sweepLatePuts(s *session, name, key string) {
 	until := time.Now().Add(sweepHorizon)
 	d.mu.Lock()
@@ -143,7 +145,8 @@ func (d *etcdDriver) sweepWatch(ctx context.Context, sw *sweep, wch clientv3.Wat
 }
 
 // sweepOnce deletes key if it is under s, holding the client's slot for
-// name so that none of the client's contenders uses it meanwhile. Once it
+// name (a mutex's; a kind's key, name "", needs none) so that none of the
+// client's contenders uses it meanwhile. Once it
 // has the slot it tries for sweepCheckTimeout (the slot must not stay taken
 // from the client's own contenders while etcd cannot be reached) and
 // reports whether the key is known not to be left under s. If it sent a
@@ -152,14 +155,18 @@ func (d *etcdDriver) sweepWatch(ctx context.Context, sw *sweep, wch clientv3.Wat
 // would adopt the key with its revision, and the unconfirmed delete, landing
 // late, would take that holder's key.
 func (d *etcdDriver) sweepOnce(ctx context.Context, s *session, name, key string) bool {
-	t, err := d.slots.Take(ctx, name, turn.Wait)
-	if err != nil {
-		return false
+	done := func() {}
+	if name != "" {
+		t, err := d.slots.Take(ctx, name, turn.Wait)
+		if err != nil {
+			return false
+		}
+		done = t.Done
 	}
 	cctx, cancel := context.WithTimeout(ctx, sweepCheckTimeout)
 	defer cancel()
 	var rev int64 // the revision a delete was sent for
-	_, err = retry(cctx, func(ctx context.Context) error {
+	_, err := retry(cctx, func(ctx context.Context) error {
 		if rev == 0 {
 			resp, err := d.cli.Get(ctx, key, clientv3.WithKeysOnly())
 			if err != nil || len(resp.Kvs) == 0 || resp.Kvs[0].Lease != int64(s.id) {
@@ -171,13 +178,13 @@ func (d *etcdDriver) sweepOnce(ctx context.Context, s *session, name, key string
 	})
 	switch {
 	case err == nil:
-		t.Done()
+		done()
 		return true
 	case rev != 0:
-		d.dropKeyLater(s, key, rev, t.Done)
+		d.dropKeyLater(s, key, rev, done)
 		return true // left to the background, which ends with the key gone (or the session)
 	default:
-		t.Done()
+		done()
 		return false
 	}
 }
