@@ -112,16 +112,20 @@ func resetBounds(p string) string {
 	return "(SELECT count(set_config(name, reset_val, false)) FROM pg_settings WHERE name = ANY(" + p + "::text[]))"
 }
 
-// boundTx, as a materialised CTE, sets idle_in_transaction_session_timeout
-// to the text parameter p (ms) for the rest of the transaction, where the
-// server has the setting; it always yields one row. A transaction of several round
-// trips holds its row locks while its client is away: a client paused or
-// cut off between two statements would hold them, and stall every other
-// client of the lock, until the server noticed it gone (never, behind a
-// proxy that keeps the connection up). With it the server ends such a
-// session once it has been idle that long.
-func boundTx(p string) string {
-	return "WITH bounds AS MATERIALIZED (SELECT count(set_config(name, " + p + "::text, true)) FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout') "
+// boundedTx begins a transaction that sets idle_in_transaction_session_timeout
+// to ms (digits) for the rest of it, where the server has the setting, in
+// the BEGIN's own round trip (one simple query of two statements). A
+// transaction of several round trips holds its row locks while its client
+// is away: a client paused or cut off between two statements would hold
+// them, and stall every other client of the lock, until the server noticed
+// it gone (never, behind a proxy that keeps the connection up). With it the
+// server ends such a session once it has been idle that long. Set by the
+// BEGIN, the bound covers the session from its first idle moment in the
+// transaction (set by the next statement, it left a client stopped right
+// after the BEGIN idle in the transaction for good, holding no lock).
+func boundedTx(ms string) pgx.TxOptions {
+	return pgx.TxOptions{BeginQuery: "BEGIN; SELECT set_config(name, '" + ms +
+		"', true) FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout'"}
 }
 
 // rowLockSQL locks the row named $1 in row mode, bounding the session first.

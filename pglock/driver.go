@@ -82,14 +82,14 @@ const migrateIdle = "5000"
 // later versions added to tables an earlier one made. Concurrent callers are
 // serialised by a transaction-level advisory lock.
 func (d *pgDriver) Migrate(ctx context.Context) error {
-	tx, err := d.pool.Begin(ctx)
+	// Bounded (boundedTx): an Open paused or cut off in here would keep
+	// every other Open waiting for the schema lock.
+	tx, err := d.pool.BeginTx(ctx, boundedTx(migrateIdle))
 	if err != nil {
 		return fmt.Errorf("pglock: connect: %w", causeFirst(err))
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	// Bounded (boundTx): an Open paused or cut off in here would keep
-	// every other Open waiting for the schema lock.
-	if _, err := tx.Exec(ctx, boundTx("$1")+"SELECT pg_advisory_xact_lock(hashtextextended('dlock schema', 0)) FROM bounds", migrateIdle); err != nil {
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('dlock schema', 0))"); err != nil {
 		return pgErr("migrate", err)
 	}
 	// CREATE TABLE IF NOT EXISTS needs CREATE on the schema even when the

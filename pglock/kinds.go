@@ -73,12 +73,11 @@ func (d *pgDriver) tryKind(ctx context.Context, r driver.Request) (driver.Grant,
 	var verdict sqlbase.Verdict
 	var limit int
 	err := d.onConn(ctx, func(c *pgxpool.Conn) error {
-		return pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
-			// The first statement bounds the transaction (boundTx): it locks
-			// the lock's state row, which a client paused or cut off before
-			// its commit would otherwise hold from every other for good.
-			if _, err := tx.Exec(ctx, boundTx("$3")+`INSERT INTO dlock_kinds (name, family) SELECT $1, $2 FROM bounds ON CONFLICT DO NOTHING`,
-				r.Name, fam, strconv.FormatInt(sqlbase.IdleMillis(r.TTL), 10)); err != nil {
+		// Bounded (boundedTx): it locks the lock's state row, which a client
+		// paused or cut off before its commit would otherwise hold from
+		// every other for good.
+		return pgx.BeginTxFunc(ctx, c, boundedTx(strconv.FormatInt(sqlbase.IdleMillis(r.TTL), 10)), func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO dlock_kinds (name, family) VALUES ($1, $2) ON CONFLICT DO NOTHING`, r.Name, fam); err != nil {
 				return err
 			}
 			var seqCounter int64
