@@ -170,7 +170,11 @@
 // client paused or cut off between two of its statements, which holds the
 // rows it locked and so keeps every other client of those locks waiting,
 // has its session ended by the server once idle that long, not after the
-// default eight hours.
+// default eight hours. The bound is on each idle gap, not on the whole
+// transaction (about ten round trips): a client that is slow rather than
+// stopped, with a round trip near the TTL, can keep the others waiting for
+// several TTLs, and gets no grant itself (each comes too late to be safe).
+// Keep the TTL many round trips long.
 //
 // # TTL limits
 //

@@ -170,12 +170,17 @@
 // half that, and at once on a release (NOTIFY: "Least privilege"). So a waiting
 // writer keeps later readers out and readers that waited before it go
 // first; one that gives up holds the ones behind it back for at most 2 s.
-// The transaction's first statement sets idle_in_transaction_session_timeout
-// to the TTL, local to it: a client paused or cut off between two of its
-// statements, which holds the state row and so keeps every other client of
-// the lock waiting, has its session ended by the server once idle that
-// long (it used to hold the row until the server saw the connection die:
-// for good behind a proxy that keeps it up). Tokens come from the state row, so every grant of the lock, reads
+// The transaction's BEGIN sets idle_in_transaction_session_timeout to the
+// TTL, local to it, in the same round trip: a client paused or cut off
+// between two of its statements, which holds the state row and so keeps
+// every other client of the lock waiting, has its session ended by the
+// server once idle that long (it used to hold the row until the server saw
+// the connection die: for good behind a proxy that keeps it up). The bound
+// is on each idle gap, not on the whole transaction (about ten round
+// trips): a client that is slow rather than stopped, with a round trip
+// near the TTL, can keep the others waiting for several TTLs, and gets no
+// grant itself (each comes too late to be safe). Keep the TTL many round
+// trips long. Tokens come from the state row, so every grant of the lock, reads
 // included, takes a greater one. Unlike a Mutex's, a failed release of a
 // read hold or permit is not settled before the owner's next acquire: the
 // hold stays until its TTL (it is not re-entered, as owners are fresh per
