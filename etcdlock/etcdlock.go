@@ -32,7 +32,13 @@
 // killed leader only after its request timeout (5s and two election
 // timeouts), which would stall the lock that long. A TryLock retries its
 // put and refresh for at most 7s (etcd's own request timeout), so a slow
-// etcd is not taken for a refusal. A release retries for at
+// etcd is not taken for a refusal; but an etcd whose round trip is over
+// the 1s of an attempt grants nothing, to a TryLock or a Lock, since every
+// attempt ends before its reply. A Lock or TryLock whose ctx ends lets its
+// put's attempt finish (up to 1s: a put cut short could land after the
+// delete that undoes it) and then deletes its key (up to 1s more), so it
+// returns up to about 2s after its ctx, with a grant if the put was one.
+// A release retries for at
 // most the lock's TTL; if it cannot finish, the key is deleted in the
 // background (or goes with the session) and the error says so.
 //

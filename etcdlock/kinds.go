@@ -145,6 +145,10 @@ func (d *etcdDriver) enqueueKind(ctx context.Context, r driver.Request, q kindQu
 			return err
 		}
 		for tries := 0; ; tries++ {
+			if tries > 0 && ctx.Err() != nil { // a permit's limit check failed: no new try once ctx ended
+				err = ctx.Err()
+				break
+			}
 			uncertain := false
 			if r.Wait { // the put is idempotent: a retry finds the key
 				uncertain, err = retrySettled(ctx, put)
