@@ -202,8 +202,9 @@ ON DUPLICATE KEY UPDATE
 // releaseQuery returns the statement that applies s to the row of (name,
 // owner, s.Token), and its arguments: it drops the holds of each of
 // s.Drops that the row has not applied yet (whose id is not in its
-// released column), but keeps at least s.Floor (see sqlbase.Settle),
-// marking the row expired when none are left; then it adds the ids to
+// released column), but keeps at least s.Floor, or what the row has if
+// less (see sqlbase.Settle; a floor never raises the row), marking the row
+// expired when none are left; then it adds the ids it did not list to
 // released, which keeps the last sqlbase.KeptDrops (",id" each, of fixed
 // length, so that a search for ",id" finds only a whole one). holds
 // changes after expires_at and owner and before released (assignments see
@@ -213,24 +214,24 @@ ON DUPLICATE KEY UPDATE
 func releaseQuery(s sqlbase.Settle, name, owner string) (string, []any) {
 	terms := make([]string, len(s.Drops))
 	subArgs := make([]any, 0, 2*len(s.Drops))
-	var ids strings.Builder
+	newArgs := make([]any, 0, 2*len(s.Drops))
 	for i, d := range s.Drops {
 		terms[i] = "IF(LOCATE(?, released) > 0, 0, ?)"
 		subArgs = append(subArgs, ","+d.ID, d.Count)
-		ids.WriteString("," + d.ID)
+		newArgs = append(newArgs, ","+d.ID, ","+d.ID)
 	}
-	sub := "(" + strings.Join(terms, " + ") + ")"
+	left := "GREATEST(holds - (" + strings.Join(terms, " + ") + "), LEAST(?, holds))"
 	q := `UPDATE dlock_locks SET
-  expires_at = IF(GREATEST(holds - ` + sub + `, ?) <= 0, '1970-01-02', expires_at),
-  owner = IF(GREATEST(holds - ` + sub + `, ?) <= 0, '', owner),
-  holds = LAST_INSERT_ID(GREATEST(holds - ` + sub + `, ?, 0) + 1) - 1,
-  released = RIGHT(CONCAT(released, ?), ?)
+  expires_at = IF(` + left + ` <= 0, '1970-01-02', expires_at),
+  owner = IF(` + left + ` <= 0, '', owner),
+  holds = LAST_INSERT_ID(GREATEST(` + left + `, 0) + 1) - 1,
+  released = RIGHT(CONCAT(released` + strings.Repeat(", IF(LOCATE(?, released) > 0, '', ?)", len(s.Drops)) + `), ?)
 WHERE name = ? AND owner = ? AND token = ? AND holds > 0 AND expires_at > UTC_TIMESTAMP(6)`
-	args := make([]any, 0, 3*len(subArgs)+8)
+	args := make([]any, 0, 3*len(subArgs)+len(newArgs)+7)
 	for range 3 {
 		args = append(append(args, subArgs...), s.Floor)
 	}
-	args = append(args, ids.String(), sqlbase.KeptDrops*(1+sqlbase.DropIDLen), name, owner, s.Token)
+	args = append(append(args, newArgs...), sqlbase.KeptDrops*(1+sqlbase.DropIDLen), name, owner, s.Token)
 	return q, args
 }
 

@@ -7,7 +7,9 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/internal/sqlbase"
 	"github.com/dlock/dlock/internal/sqltest"
 	"github.com/dlock/dlock/internal/testserver"
@@ -20,19 +22,24 @@ func TestSettleRaces(t *testing.T) {
 	ctx := t.Context()
 	srv := testserver.MariaDB(t)
 	url := testserver.MariaDBURL(t, srv, "dlock")
-	px := testserver.NewProxy(t, srv.Addr())
-	db, err := newDB(srv.Addr(), "dlock", func(ctx context.Context, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", px.Addr())
-	})
-	if err != nil {
-		t.Fatal(err)
+	// via opens a client whose connections go through a proxy of its own.
+	via := func() (*dlock.Client, *testserver.Proxy) {
+		px := testserver.NewProxy(t, srv.Addr())
+		db, err := newDB(srv.Addr(), "dlock", func(ctx context.Context, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", px.Addr())
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := mysqllock.Open(ctx, db, mysqllock.Options{Mode: mysqllock.ModeTable, CloseDB: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c, px
 	}
-	a, err := mysqllock.Open(ctx, db, mysqllock.Options{Mode: mysqllock.ModeTable, CloseDB: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a.Close() })
+	a, px := via()
 	b := open(t, url, mysqllock.ModeTable)
 	raw, err := newDB(srv.Addr(), "dlock", nil)
 	if err != nil {
@@ -66,4 +73,11 @@ func TestSettleRaces(t *testing.T) {
 		})
 	})
 	t.Run("SharedOwnerLostReply", func(t *testing.T) { sqltest.SharedOwnerLostReply(t, a, b, px, rowHolds, 6) })
+	t.Run("LateReleaseLeavesNoHold", func(t *testing.T) { sqltest.LateReleaseLeavesNoHold(t, a, b, px, rowHolds, 4) })
+	// A statement is a prepare and an execute: a deadline of 3.5 delays
+	// ends each release between its landing and its reply.
+	c, pc := via()
+	const d = 40 * time.Millisecond
+	t.Run("SharedOwnerIDsFallOff", func(t *testing.T) { sqltest.SharedOwnerIDsFallOff(t, a, b, c, px, pc, rowHolds, d, 7*d/2, 2) })
+	t.Run("SharedOwnerFlakySettles", func(t *testing.T) { sqltest.SharedOwnerFlakySettles(t, a, b, c, px, pc, rowHolds, d, 7*d/2, 31) })
 }

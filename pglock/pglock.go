@@ -112,17 +112,17 @@
 // connection drop). Every release carries the holds the client believed it
 // kept as a floor, so such a late release never takes the row below what
 // the owner holds, and the owner's releases run one at a time so that the
-// floor is exact when sent; it may leave the row a hold too many, which
-// keeps the lock until its TTL.
+// floor is exact when sent; a floor never raises the row.
 // Each release also carries an id of its own, and the row keeps the ids of
 // the last 32 releases applied to it: a settle sends the failed releases'
-// ids again, and the row drops the holds of only those it has not applied.
-// So a release whose reply was lost after it was applied is not applied
-// twice, and a late release that lands after its settle does nothing. This
-// is what keeps, with one owner id shared by several processes, the other
-// processes' holds, which one client's floor does not count.
+// ids again, and the row drops the holds of only those it has not applied
+// (and lists each id once). So a release whose reply was lost after it was
+// applied is not applied twice, and a late release that lands after its
+// settle does nothing. This is what keeps, with one owner id shared by
+// several processes, the other processes' holds, which one client's floor
+// does not count.
 // What remains: a client that exits, or never locks the name again, leaves
-// the row to expire at its TTL; and a release settled only after 32 later
+// the row to expire at its TTL; and a release settled only after 32 other
 // releases of the row (by other processes of a shared owner) has lost its
 // id from the row, so if it had been applied it is applied again: then
 // only the floor stands, which keeps this client's holds and not the other

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
+	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/internal/sqltest"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/dlock/dlock/pglock"
@@ -37,16 +39,22 @@ func TestSettleRaces(t *testing.T) {
 	url := testserver.PostgresURL(srv)
 	srvAddr := url[len("postgres://postgres@"):]
 	srvAddr = srvAddr[:len(srvAddr)-len("/postgres?sslmode=disable")]
-	px := testserver.NewProxy(t, srvAddr)
-	p, err := pool(ctx, "postgres://postgres@"+px.Addr()+"/postgres?sslmode=disable", nil)
-	if err != nil {
-		t.Fatal(err)
+	// via opens a client whose connections go through a proxy of its own,
+	// with the URL's extra parameters.
+	via := func(params string) (*dlock.Client, *testserver.Proxy) {
+		px := testserver.NewProxy(t, srvAddr)
+		p, err := pool(ctx, "postgres://postgres@"+px.Addr()+"/postgres?sslmode=disable"+params, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := pglock.Open(ctx, p, pglock.Options{Mode: pglock.ModeTable, ClosePool: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c, px
 	}
-	a, err := pglock.Open(ctx, p, pglock.Options{Mode: pglock.ModeTable, ClosePool: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a.Close() })
+	a, px := via("")
 	b := open(t, url, pglock.ModeTable)
 	raw, err := pool(ctx, url, nil)
 	if err != nil {
@@ -68,4 +76,12 @@ func TestSettleRaces(t *testing.T) {
 		})
 	})
 	t.Run("SharedOwnerLostReply", func(t *testing.T) { sqltest.SharedOwnerLostReply(t, a, b, px, holds, 6) })
+	t.Run("LateReleaseLeavesNoHold", func(t *testing.T) { sqltest.LateReleaseLeavesNoHold(t, a, b, px, holds, 4) })
+	// One round trip a statement (no prepare), so that a deadline of 1.5
+	// delays ends each release between its landing and its reply.
+	ax, pax := via("&default_query_exec_mode=exec")
+	cx, pcx := via("&default_query_exec_mode=exec")
+	const d = 60 * time.Millisecond
+	t.Run("SharedOwnerIDsFallOff", func(t *testing.T) { sqltest.SharedOwnerIDsFallOff(t, ax, b, cx, pax, pcx, holds, d, 3*d/2, 2) })
+	t.Run("SharedOwnerFlakySettles", func(t *testing.T) { sqltest.SharedOwnerFlakySettles(t, ax, b, cx, pax, pcx, holds, d, 3*d/2, 31) })
 }

@@ -96,11 +96,12 @@ func (d *pgDriver) renewRows(ctx context.Context, batch []driver.Held) []driver.
 
 // releaseSQL applies the releases whose ids ($4) and counts ($5) it is
 // given, but only those the row has not applied yet (its released ids),
-// and keeps at least $6 holds (see sqlbase.Settle): deleting the row (and
-// notifying waiters) when none are left, else recording the ids, the last
-// $7 (sqlbase.KeptDrops) of them. Returns rows deleted, the holds left (-1: not
-// held) and whether the statement's snapshot saw the row of that owner and
-// token.
+// and keeps at least $6 holds, or what the row has if less (see
+// sqlbase.Settle; a floor never raises the row): deleting the row (and
+// notifying waiters) when none are left, else adding the ids it did not
+// list, keeping the last $7 (sqlbase.KeptDrops). Returns rows deleted, the
+// holds left (-1: not held) and whether the statement's snapshot saw the
+// row of that owner and token.
 //
 // Its DELETE and UPDATE choose between them on the statement's snapshot,
 // but each re-checks its condition on the row's latest version when a
@@ -110,20 +111,25 @@ func (d *pgDriver) renewRows(ctx context.Context, batch []driver.Held) []driver.
 // gone, and releaseStmt runs the statement again.
 const releaseSQL = `
 WITH d AS (
-  DELETE FROM dlock_locks AS l WHERE name = $1 AND owner = $2 AND token = $3 AND greatest(holds - ` + releaseSub + `, $6) <= 0 RETURNING name
+  DELETE FROM dlock_locks AS l WHERE name = $1 AND owner = $2 AND token = $3 AND ` + releaseLeft + ` <= 0 RETURNING name
 ), u AS (
-  UPDATE dlock_locks AS l SET holds = greatest(holds - ` + releaseSub + `, $6),
-    released = (l.released || $4::text[])[greatest(cardinality(l.released) + cardinality($4::text[]) - $7::int + 1, 1):]
-  WHERE name = $1 AND owner = $2 AND token = $3 AND greatest(holds - ` + releaseSub + `, $6) > 0 RETURNING holds
+  UPDATE dlock_locks AS l SET holds = ` + releaseLeft + `,
+    released = (l.released || ` + releaseNew + `)[greatest(cardinality(l.released) + cardinality(` + releaseNew + `) - $7::int + 1, 1):]
+  WHERE name = $1 AND owner = $2 AND token = $3 AND ` + releaseLeft + ` > 0 RETURNING holds
 ), n AS (
   SELECT pg_notify('dlock_release_' || 'dlock_locks'::regclass::oid::text, md5(name)) FROM d
 )
 SELECT (SELECT count(*) FROM d) + (SELECT count(*) FROM n) * 0, coalesce((SELECT holds FROM u), -1),
   EXISTS (SELECT 1 FROM dlock_locks WHERE name = $1 AND owner = $2 AND token = $3)`
 
-// releaseSub is the holds that releaseSQL's releases drop from the row l:
-// the counts of those whose ids it has not applied.
-const releaseSub = `(SELECT coalesce(sum(p.c), 0) FROM unnest($4::text[], $5::int[]) AS p(id, c) WHERE p.id <> ALL (l.released))`
+// releaseLeft is the holds that releaseSQL leaves in the row l: the
+// releases' counts whose ids it has not applied are dropped, down to the
+// floor $6 at most, and never up to it.
+const releaseLeft = `greatest(l.holds - (SELECT coalesce(sum(p.c), 0) FROM unnest($4::text[], $5::int[]) AS p(id, c) WHERE p.id <> ALL (l.released)), least($6, l.holds))`
+
+// releaseNew is the releases' ids that the row l does not list yet: a
+// statement sent again (a settle of a failed release) adds none twice.
+const releaseNew = `ARRAY(SELECT x FROM unnest($4::text[]) AS x WHERE x <> ALL (l.released))`
 
 func (d *pgDriver) releaseRow(ctx context.Context, h driver.Held, count int) (int, error) {
 	left, o, err := d.holds.Drop(ctx, h.Name, h.Owner, h.Token, count, h.TTL, d.releaseStmt(h.Name, h.Owner))

@@ -27,7 +27,9 @@ import (
 // Each release carries an id of its own (Drop), which the store keeps
 // in the row with the last few (KeptDrops) it applied to it; a settle sends
 // the ids of the releases it settles again, and the store applies only
-// those it has not applied yet. So a release whose reply was lost after it
+// those it has not applied yet, and lists only ids it did not list (a
+// statement re-sends every pending id of its client, and would otherwise
+// fill the list with copies). So a release whose reply was lost after it
 // was applied is not applied twice when settled, which matters when one
 // owner id is shared by several processes: the row's holds are theirs
 // too, and a floor of this client's holds would not keep them.
@@ -38,11 +40,12 @@ import (
 // believes it still has once the statement is done. A statement whose ctx
 // ended may still reach the store later (held in the network, or run by a
 // server that has not yet seen the connection drop), after later
-// statements settled it; its floor keeps it from taking the row below the
-// holds the client had when it was sent, and each later release's floor
-// puts back what it took beyond that. So the row may count a hold too many
-// for a while (until the owner's last release, or the TTL), never one too
-// few: another owner is never granted beside a live lease.
+// statements settled it; its id, listed, makes it do nothing, and should
+// the id have fallen off the list, its floor keeps it from taking the row
+// below the holds the client had when it was sent. A floor never raises
+// the row (it keeps at least the floor, or what the row has if less): a
+// late release whose floor was above the row raised it to a hold of
+// nobody's, which every re-entry of the owner refreshed.
 //
 // The floor counts the holds believed, so no other statement of the owner
 // may change them while a release or settle is in flight: on its (name,

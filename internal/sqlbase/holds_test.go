@@ -35,7 +35,7 @@ func (s *store) stmt(_ context.Context, st Settle) (int, Outcome, error) {
 		}
 		s.applied[d.ID] = true
 	}
-	s.holds = max(s.holds-sub, st.Floor, 0)
+	s.holds = max(s.holds-sub, min(st.Floor, s.holds), 0) // a floor never raises the row
 	if s.lost {
 		return 0, Uncertain, errors.New("reply lost")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -127,4 +128,193 @@ func KeptDropIDs(t *testing.T, c *dlock.Client, kept func(name string) int) {
 	if info, err := c.Inspect(ctx, name); err != nil || info.Held {
 		t.Fatalf("Inspect after every release = %+v, %v; want free", info, err)
 	}
+}
+
+// SharedOwnerIDsFallOff: one owner shared by a (through pa), c (through pc)
+// and b. a's release is applied and its reply lost (pending on a); then
+// seven of c's releases are, each re-sending c's pending ids, and one more
+// goes through. a's next release settles its first: the row must still
+// list its id, so b's hold stays and no other owner is granted. When the
+// row appended every id it was sent, listed or not, c's re-sent ids pushed
+// a's out after eight releases instead of 32, and another owner was granted
+// beside b's live lease (an adversary's run: 3 rounds of 3, on both
+// stores). d is the proxies' delay and dl an Unlock deadline between the
+// statement's landing and its reply's.
+func SharedOwnerIDsFallOff(t *testing.T, a, b, c *dlock.Client, pa, pc *testserver.Proxy, rowHolds func(string) int64, d, dl time.Duration, rounds int) {
+	t.Helper()
+	ctx := t.Context()
+	var tested int
+	for round := range rounds {
+		name := fmt.Sprintf("ids-fall-off-%d-%s", round, dlock.NewOwnerID()[:8])
+		owner := dlock.NewOwnerID()
+		la, lb, lc := lockN(t, a, name, owner, 2), lockN(t, b, name, owner, 1)[0], lockN(t, c, name, owner, 8)
+		if !lostReply(t, a, la[0], pa, rowHolds, name, d, dl) {
+			for _, l := range append(append(la[1:], lb), lc...) {
+				_ = l.Unlock(ctx)
+			}
+			continue
+		}
+		tested++
+		lost := 0
+		for _, l := range lc[:7] {
+			if lostReply(t, c, l, pc, rowHolds, name, d, dl) {
+				lost++
+			}
+		}
+		if err := lc[7].Unlock(ctx); err != nil {
+			t.Errorf("round %d: c's last Unlock: %v", round, err)
+		}
+		if err := la[1].Unlock(ctx); err != nil { // settles a's first release
+			t.Errorf("round %d: a's next Unlock: %v", round, err)
+		}
+		h := rowHolds(name)
+		if other, err := b.Mutex(name).TryLock(ctx); err == nil {
+			t.Errorf("round %d (%d of c's 7 replies lost): another owner got token %d while b's lease (token %d, Err %v) lives; the row held %d",
+				round, lost, other.Token(), lb.Token(), lb.Err(), h)
+			_ = other.Unlock(ctx)
+		} else if h != 1 {
+			t.Errorf("round %d: the row holds %d; want b's 1", round, h)
+		}
+		if err := lb.Unlock(ctx); err != nil {
+			t.Errorf("round %d: b's Unlock: %v", round, err)
+		}
+	}
+	if tested == 0 {
+		t.Fatal("a's release never lost its reply after it was applied: the case was not tested")
+	}
+}
+
+// SharedOwnerFlakySettles: as SharedOwnerIDsFallOff, but after a's and c's
+// lost replies only c's settles run, settles times, each applied with its
+// reply lost (c's TryLocks on a flaky link), re-sending c's one pending id;
+// then c and a release. The repeated id must not take the row's places:
+// b's hold stays, and no other owner is granted.
+func SharedOwnerFlakySettles(t *testing.T, a, b, c *dlock.Client, pa, pc *testserver.Proxy, rowHolds func(string) int64, d, dl time.Duration, settles int) {
+	t.Helper()
+	ctx := t.Context()
+	name := "flaky-settles-" + dlock.NewOwnerID()[:8]
+	owner := dlock.NewOwnerID()
+	la, lb, lc := lockN(t, a, name, owner, 2), lockN(t, b, name, owner, 1)[0], lockN(t, c, name, owner, 2)
+	if !lostReply(t, a, la[0], pa, rowHolds, name, d, dl) || !lostReply(t, c, lc[0], pc, rowHolds, name, d, dl) {
+		t.Fatal("a's or c's release did not lose its reply after it was applied: the case was not tested")
+	}
+	for range settles {
+		warm(c, name)
+		pc.SetDelay(d)
+		tctx, cancel := context.WithTimeout(ctx, dl)
+		l, err := c.Mutex(name, dlock.WithTTL(60*time.Second), dlock.WithOwner(owner)).TryLock(tctx)
+		cancel()
+		time.Sleep(4*d + 50*time.Millisecond)
+		pc.SetDelay(0)
+		if err == nil {
+			_ = l.Unlock(ctx)
+		}
+	}
+	if err := lc[1].Unlock(ctx); err != nil {
+		t.Errorf("c's Unlock: %v", err)
+	}
+	if err := la[1].Unlock(ctx); err != nil { // settles a's first release
+		t.Errorf("a's Unlock: %v", err)
+	}
+	h := rowHolds(name)
+	if other, err := b.Mutex(name).TryLock(ctx); err == nil {
+		t.Errorf("another owner got token %d while b's lease (token %d, Err %v) lives; the row held %d", other.Token(), lb.Token(), lb.Err(), h)
+		_ = other.Unlock(ctx)
+	} else if h != 1 {
+		t.Errorf("the row holds %d; want b's 1", h)
+	}
+	if err := lb.Unlock(ctx); err != nil {
+		t.Errorf("b's Unlock: %v", err)
+	}
+}
+
+// LateReleaseLeavesNoHold: one owner shared by a (through px) and b; a
+// holds 3, b 1. a's first release is held in px past its Unlock's
+// deadline, and a's next two releases run at once (the first settles it),
+// leaving b's 1. When the held-back release lands, listed, it must do
+// nothing: its floor (a's 2 holds when it was sent) used to raise the row
+// to 2, a hold of nobody's that every re-entry of the owner refreshed, so
+// that no other owner got the lock after every lease was released.
+func LateReleaseLeavesNoHold(t *testing.T, a, b *dlock.Client, px *testserver.Proxy, rowHolds func(name string) int64, rounds int) {
+	t.Helper()
+	ctx := t.Context()
+	const d = 120 * time.Millisecond
+	deadlines := []time.Duration{d / 4, d / 2, 9 * d / 4, 5 * d / 2}
+	var tested int
+	for round := range rounds {
+		name := fmt.Sprintf("late-no-hold-%d-%s", round, dlock.NewOwnerID()[:8])
+		owner := dlock.NewOwnerID()
+		la, lb := lockN(t, a, name, owner, 3), lockN(t, b, name, owner, 1)[0]
+		px.SetDelay(d)
+		uctx, cancel := context.WithTimeout(ctx, deadlines[round%len(deadlines)])
+		e1 := la[0].Unlock(uctx)
+		cancel()
+		px.SetDelay(0)
+		for _, l := range la[1:] {
+			if err := l.Unlock(ctx); err != nil {
+				t.Errorf("round %d: a's Unlock: %v", round, err)
+			}
+		}
+		time.Sleep(4*d + 150*time.Millisecond) // the held-back release has landed
+		after := rowHolds(name)
+		if err := lb.Unlock(ctx); err != nil {
+			t.Errorf("round %d: b's Unlock: %v", round, err)
+		}
+		if e1 == nil {
+			continue
+		}
+		tested++
+		if end := rowHolds(name); after != 1 || end != -1 {
+			t.Errorf("round %d: the row holds %d once a's held-back release landed (want b's 1), %d after every lease was released (want none)", round, after, end)
+		}
+	}
+	if tested == 0 {
+		t.Fatal("a's first Unlock never ended before its reply: the case was not tested")
+	}
+}
+
+// lockN locks name n times on cl as owner (a TTL of a minute).
+func lockN(t *testing.T, cl *dlock.Client, name, owner string, n int) []*dlock.Lease {
+	t.Helper()
+	m := cl.Mutex(name, dlock.WithTTL(time.Minute), dlock.WithOwner(owner))
+	ls := make([]*dlock.Lease, n)
+	for i := range ls {
+		l, err := m.Lock(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls[i] = l
+	}
+	return ls
+}
+
+// lostReply unlocks l on cl through px, delayed by d each way with a
+// deadline dl, and reports whether the release was applied (the row one
+// hold lower) with its reply lost (an error).
+func lostReply(t *testing.T, cl *dlock.Client, l *dlock.Lease, px *testserver.Proxy, rowHolds func(string) int64, name string, d, dl time.Duration) bool {
+	t.Helper()
+	warm(cl, name)
+	before := rowHolds(name)
+	px.SetDelay(d)
+	uctx, cancel := context.WithTimeout(t.Context(), dl)
+	err := l.Unlock(uctx)
+	cancel()
+	time.Sleep(4*d + 50*time.Millisecond) // every held-back byte has landed
+	px.SetDelay(0)
+	after := rowHolds(name)
+	if err == nil || after != before-1 {
+		t.Logf("not a lost reply: Unlock %v, the row held %d, then %d", err, before, after)
+		return false
+	}
+	return true
+}
+
+// warm opens a few idle connections in cl's pool, so that a statement sent
+// under a delay does not wait for a new connection's handshake.
+func warm(cl *dlock.Client, name string) {
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() { _, _ = cl.Inspect(context.Background(), name) })
+	}
+	wg.Wait()
 }
