@@ -57,19 +57,10 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 // ForceUnlock deletes the lock named name whoever holds it. It is for
 // operators clearing a lock by hand; the holder finds out at its next
 // renewal. Backends that cannot do it return ErrUnsupported. It releases
-// the Mutex of that name only, not a RWMutex's or a Semaphore's holds.
+// the Mutex of that name only: RWMutex.ForceUnlock and
+// Semaphore.ForceUnlock release the other kinds.
 func (c *Client) ForceUnlock(ctx context.Context, name string) error {
-	if ctx == nil {
-		return c.e.Wrap("force-unlock", name, ErrNilContext)
-	}
-	if err := c.e.CheckName(name); err != nil {
-		return c.e.Wrap("force-unlock", name, err)
-	}
-	fr, ok := c.e.Driver().(driver.ForceReleaser)
-	if !ok {
-		return c.e.Wrap("force-unlock", name, ErrUnsupported)
-	}
-	return c.e.Wrap("force-unlock", name, fr.ForceRelease(ctx, name))
+	return c.e.ForceRelease(ctx, name, driver.Exclusive, "")
 }
 
 // Migrate creates what the backend's store needs (the SQL backends' tables)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"time"
 
 	"github.com/dlock/dlock"
 	_ "github.com/dlock/dlock/memlock" // registers mem://
@@ -75,4 +76,28 @@ func ExampleSemaphore() {
 	// other count: true
 	// holding a permit with token 3
 	// <nil>
+}
+
+func ExampleSemaphore_ForceUnlock() {
+	ctx := context.Background()
+	c, err := dlock.Open(ctx, "mem://force")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	stuck, _ := c.Semaphore("exports", 1, dlock.WithTTL(300*time.Millisecond)).Acquire(ctx)
+
+	// An operator drops every permit (dlock unlock --force --kind sem).
+	if err := c.Semaphore("exports", 1).ForceUnlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	next, _ := c.Semaphore("exports", 1).TryAcquire(ctx)
+	fmt.Println("next token above the dropped one:", next.Token() > stuck.Token())
+	<-stuck.Done() // the holder finds out at its next renewal
+	fmt.Println("holder lost its lease:", errors.Is(stuck.Err(), dlock.ErrLeaseLost))
+	_ = next.Unlock(ctx)
+	// Output:
+	// next token above the dropped one: true
+	// holder lost its lease: true
 }

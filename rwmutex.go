@@ -89,6 +89,17 @@ type rlocker struct{ rw *RWMutex }
 func (r rlocker) Lock(ctx context.Context) (*Lease, error)    { return r.rw.RLock(ctx) }
 func (r rlocker) TryLock(ctx context.Context) (*Lease, error) { return r.rw.TryRLock(ctx) }
 
+// ForceUnlock drops every hold of the read-write lock, its readers' and
+// its writer's, whoever holds them. It is for operators clearing a stuck
+// lock by hand: the holders find out at their next renewal (their leases
+// end with ErrLeaseLost), waiters keep their places and are served in
+// order, and the next holder's token is greater than every dropped one.
+// Like Inspect it needs a handle made from the name only. Backends without
+// read-write locks, or that cannot drop their holds, return ErrUnsupported.
+func (rw *RWMutex) ForceUnlock(ctx context.Context) error {
+	return rw.c.e.ForceRelease(ctx, rw.name, driver.Shared, "read-write locks")
+}
+
 // Inspect describes the read-write lock as the store has it: Info.Holders
 // lists its readers and writer, and Owner, Token and TTL describe the
 // writer if there is one. It reads the store only: rw's options play no

@@ -68,6 +68,17 @@ func (s *Semaphore) Inspect(ctx context.Context) (Info, error) {
 	return Info(di), err
 }
 
+// ForceUnlock drops every permit of the semaphore whoever holds it. It is
+// for operators clearing a stuck semaphore by hand: the holders find out at
+// their next renewal (their leases end with ErrLeaseLost), waiters keep
+// their places and are served in order, and the next holder's token is
+// greater than every dropped one. s's permit count plays no part. Backends
+// without semaphores, or that cannot drop their permits, return
+// ErrUnsupported.
+func (s *Semaphore) ForceUnlock(ctx context.Context) error {
+	return s.c.e.ForceRelease(ctx, s.name, driver.Permit, "semaphores")
+}
+
 // Acquire blocks until a permit is held and returns its lease; ctx bounds
 // the wait as for Mutex.Lock.
 func (s *Semaphore) Acquire(ctx context.Context) (*Lease, error) {

@@ -382,6 +382,16 @@ type ForceReleaser interface {
 	ForceRelease(ctx context.Context, name string) error
 }
 
+// KindForceReleaser is implemented by drivers with Kinds that can drop
+// every hold of a read-write lock (kind Shared, which names the family) or
+// of a semaphore (Permit) whoever holds them, for operators (dlock unlock
+// --force --kind). Waiters keep their places in line and are served as
+// after a release; the holders find out at their next renewal, and the
+// token counter goes on, so the next holder's token is greater.
+type KindForceReleaser interface {
+	ForceReleaseKind(ctx context.Context, name string, kind Kind) error
+}
+
 // Migrator is implemented by drivers whose store needs a schema (the SQL
 // backends): Migrate creates what is missing and is safe to run again.
 type Migrator interface {

@@ -345,10 +345,10 @@ func created(ctx context.Context, wch clientv3.WatchChan, lost <-chan struct{}) 
 	}
 }
 
-// InspectKind implements driver.KindInspector: every live hold of the
-// read-write lock (Shared or Write) or semaphore (Permit) named name, with
-// the semaphore's stored limit, and the number of waiters.
-func (d *etcdDriver) InspectKind(ctx context.Context, name string, kind driver.Kind) (driver.Info, error) {
+// kindHolders reads the read-write lock (Shared or Write) or semaphore
+// (Permit) named name: its live holds' keys, in token order, and an Info
+// with the kind of hold, the semaphore's stored limit and the waiters.
+func (d *etcdDriver) kindHolders(ctx context.Context, name string, kind driver.Kind) (driver.Info, []*mvccpb.KeyValue, error) {
 	info := driver.Info{Name: name, Kind: kind}
 	sorted := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend)}
 	var ops []clientv3.Op
@@ -359,11 +359,11 @@ func (d *etcdDriver) InspectKind(ctx context.Context, name string, kind driver.K
 	case driver.Permit:
 		ops = []clientv3.Op{clientv3.OpGet(d.semPrefix(name), sorted...), clientv3.OpGet(d.semLimitKey(name))}
 	default:
-		return info, fmt.Errorf("etcdlock: inspect %q: %w: kind %v", name, dlock.ErrUnsupported, kind)
+		return info, nil, fmt.Errorf("%w: kind %v", dlock.ErrUnsupported, kind)
 	}
 	resp, err := d.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
-		return info, fmt.Errorf("etcdlock: inspect %q: %w", name, err)
+		return info, nil, err
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
 	var holders []*mvccpb.KeyValue
@@ -391,6 +391,17 @@ func (d *etcdDriver) InspectKind(ctx context.Context, name string, kind driver.K
 		}
 	}
 	info.Waiters = len(kvs) - len(holders)
+	return info, holders, nil
+}
+
+// InspectKind implements driver.KindInspector: every live hold of the
+// read-write lock (Shared or Write) or semaphore (Permit) named name, with
+// the semaphore's stored limit, and the number of waiters.
+func (d *etcdDriver) InspectKind(ctx context.Context, name string, kind driver.Kind) (driver.Info, error) {
+	info, holders, err := d.kindHolders(ctx, name, kind)
+	if err != nil {
+		return info, fmt.Errorf("etcdlock: inspect %q: %w", name, err)
+	}
 	ttls := map[int64]time.Duration{}
 	for _, kv := range holders {
 		h := driver.Holder{Kind: kind, Token: uint64(kv.CreateRevision), Holds: 1}
@@ -420,3 +431,25 @@ func (d *etcdDriver) InspectKind(ctx context.Context, name string, kind driver.K
 	}
 	return info, nil
 }
+
+// ForceReleaseKind implements driver.KindForceReleaser: it deletes the keys
+// of the read-write lock's or semaphore's live holds, each only while it is
+// the key that was read (a hold that ended since, and a waiter's key in its
+// place, are left alone). The waiters' keys stay: each sees the keys before
+// it go, as after releases, and holds in its turn.
+func (d *etcdDriver) ForceReleaseKind(ctx context.Context, name string, kind driver.Kind) error {
+	_, holders, err := d.kindHolders(ctx, name, kind)
+	for _, kv := range holders {
+		if err != nil {
+			break
+		}
+		_, err = d.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision)).
+			Then(clientv3.OpDelete(string(kv.Key))).Commit()
+	}
+	if err != nil {
+		return permErr(fmt.Errorf("etcdlock: force release %q: %w", name, err), d.prefix)
+	}
+	return nil
+}
+
+var _ driver.KindForceReleaser = (*etcdDriver)(nil)

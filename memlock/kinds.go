@@ -230,3 +230,20 @@ func (s *store) inspectKind(name string, kind driver.Kind) driver.Info {
 	}
 	return info
 }
+
+// forceReleaseKind drops every hold of name's read-write lock or semaphore;
+// waiters keep their records, and the token counter goes on.
+func (s *store) forceReleaseKind(name string, kind driver.Kind) {
+	key := familyKey(name, kind)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.kinds[key]
+	if l == nil || len(l.holds) == 0 {
+		return
+	}
+	clear(l.holds)
+	s.tidy(key, l)
+	s.notify(name)
+}
+
+var _ driver.KindForceReleaser = (*Driver)(nil)

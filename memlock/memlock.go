@@ -175,6 +175,15 @@ func (d *Driver) ForceRelease(_ context.Context, name string) error {
 	return nil
 }
 
+// ForceReleaseKind implements driver.KindForceReleaser.
+func (d *Driver) ForceReleaseKind(_ context.Context, name string, kind driver.Kind) error {
+	if err := d.check(); err != nil {
+		return err
+	}
+	d.s.forceReleaseKind(name, kind)
+	return nil
+}
+
 // Inspect implements driver.Driver.
 func (d *Driver) Inspect(_ context.Context, name string) (driver.Info, error) {
 	if err := d.check(); err != nil {

@@ -372,6 +372,17 @@ AND expires_at > UTC_TIMESTAMP(6) FOR UPDATE`, h.Name, fam, h.Owner, h.Token).Sc
 	return left, nil
 }
 
+// ForceReleaseKind implements driver.KindForceReleaser (table mode): it
+// deletes the read-write lock's or semaphore's hold rows. The waiters keep
+// their places and find the room at their next poll.
+func (d *myDriver) ForceReleaseKind(ctx context.Context, name string, kind driver.Kind) error {
+	if !d.Caps().Supports(kind) {
+		return fmt.Errorf("mysqllock: %w: %s", dlock.ErrUnsupported, d.Caps().KindsNote)
+	}
+	_, err := d.db.ExecContext(ctx, `DELETE FROM dlock_holds WHERE name = ? AND family = ?`, name, int(kind.Family()))
+	return myErr("force release", err)
+}
+
 // InspectKind implements driver.KindInspector (table mode).
 func (d *myDriver) InspectKind(ctx context.Context, name string, kind driver.Kind) (driver.Info, error) {
 	if !d.Caps().Supports(kind) {
@@ -394,3 +405,5 @@ func (d *myDriver) InspectKind(ctx context.Context, name string, kind driver.Kin
 	}
 	return sqlbase.Info(name, kind, holds, waiters, limit), nil
 }
+
+var _ driver.KindForceReleaser = (*myDriver)(nil)

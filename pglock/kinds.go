@@ -328,9 +328,34 @@ SELECT token FROM t`, r.Name, r.Owner, int16(r.Kind)).Scan(&tok)
 // holders are the dlock_holds rows whose backend holds the advisory lock
 // (no TTL: the hold lasts as long as the session), the waiters the
 // sessions waiting for it.
-func (d *pgDriver) inspectSessionKind(ctx context.Context, name string, kind driver.Kind) (driver.Info, error) {
-	const match = `l.locktype = 'advisory' AND l.objsubid = 1
+// rwLockMatch matches the pg_locks rows l of the advisory lock k.k, the
+// read-write lock's key (rwKey).
+const rwLockMatch = `l.locktype = 'advisory' AND l.objsubid = 1
   AND l.classid = ((k.k >> 32) & 4294967295)::bigint::text::oid AND l.objid = (k.k & 4294967295)::bigint::text::oid`
+
+// ForceReleaseKind implements driver.KindForceReleaser. In table mode it
+// deletes the read-write lock's or semaphore's hold rows and wakes the
+// waiters, whose places stay. In session mode, as ForceRelease does for a
+// mutex, it ends every connection holding the read-write lock's advisory
+// lock with pg_terminate_backend; the waiters' pg_advisory_lock calls then
+// go on in PostgreSQL's order.
+func (d *pgDriver) ForceReleaseKind(ctx context.Context, name string, kind driver.Kind) error {
+	if !d.Caps().Supports(kind) {
+		return fmt.Errorf("pglock: %w: %s", dlock.ErrUnsupported, d.Caps().KindsNote)
+	}
+	if d.mode == ModeTable { // drop the hold rows, and wake the waiters
+		_, err := d.pool.Exec(ctx, `WITH d AS (DELETE FROM dlock_holds WHERE name = $1 AND family = $2 RETURNING name)
+SELECT pg_notify('dlock_release_' || 'dlock_locks'::regclass::oid::text, md5($1)) WHERE EXISTS (SELECT 1 FROM d)`,
+			name, int(kind.Family()))
+		return pgErr("force release", err)
+	}
+	_, err := d.pool.Exec(ctx, `SELECT pg_terminate_backend(l.pid) FROM pg_locks l, (SELECT `+rwKey+` AS k) k
+WHERE l.granted AND `+rwLockMatch, name)
+	return pgErr("force release (pg_terminate_backend needs membership in the holder's role, or pg_signal_backend)", err)
+}
+
+func (d *pgDriver) inspectSessionKind(ctx context.Context, name string, kind driver.Kind) (driver.Info, error) {
+	const match = rwLockMatch
 	rows, err := d.pool.Query(ctx, `SELECT h.owner, h.kind, h.token FROM dlock_holds h, (SELECT `+rwKey+` AS k) k
 WHERE h.name = $1 AND h.family = 1 AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.granted AND l.pid = h.pid AND `+match+`)`, name)
 	if err != nil {
@@ -354,3 +379,5 @@ WHERE h.name = $1 AND h.family = 1 AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.
 	}
 	return sqlbase.Info(name, kind, holds, waiters, 0), nil
 }
+
+var _ driver.KindForceReleaser = (*pgDriver)(nil)

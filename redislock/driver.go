@@ -162,6 +162,12 @@ func (d *redisDriver) ForceRelease(ctx context.Context, name string) error {
 	return redisnode.PermissionError(d.node.ForceRelease(ctx, name), d.prefix)
 }
 
+// ForceReleaseKind drops every hold of a read-write lock or semaphore,
+// whoever holds it.
+func (d *redisDriver) ForceReleaseKind(ctx context.Context, name string, kind driver.Kind) error {
+	return redisnode.PermissionError(d.node.ForceReleaseKind(ctx, name, kind), d.prefix)
+}
+
 func (d *redisDriver) Inspect(ctx context.Context, name string) (driver.Info, error) {
 	info, err := d.node.Inspect(ctx, name)
 	info.Notes = d.notes
@@ -211,3 +217,5 @@ func checkSubscribe(ctx context.Context, rdb redis.UniversalClient, prefix strin
 	}
 	return nil
 }
+
+var _ driver.KindForceReleaser = (*redisDriver)(nil)

@@ -156,13 +156,39 @@ func nodeSeq(child, base string) int64 {
 // InspectKind implements driver.KindInspector: the holders and waiters of
 // the read-write lock (Shared or Write) or semaphore (Permit) named name.
 func (d *zkDriver) InspectKind(ctx context.Context, name string, kind driver.Kind) (driver.Info, error) {
+	info, _, err := d.readKind(ctx, name, kind)
+	return info, err
+}
+
+// readKind describes the read-write lock or semaphore named name and
+// returns the nodes of its live holds.
+func (d *zkDriver) readKind(ctx context.Context, name string, kind driver.Kind) (driver.Info, []string, error) {
 	switch kind {
 	case driver.Shared, driver.Write:
 		return d.inspectRW(ctx, name)
 	case driver.Permit:
 		return d.inspectPermits(ctx, name)
 	}
-	return driver.Info{}, fmt.Errorf("zklock: inspect %q: %w: kind %v", name, dlock.ErrUnsupported, kind)
+	return driver.Info{}, nil, fmt.Errorf("zklock: inspect %q: %w: kind %v", name, dlock.ErrUnsupported, kind)
+}
+
+// ForceReleaseKind implements driver.KindForceReleaser: it deletes the
+// nodes of the read-write lock's or semaphore's live holds. The waiters'
+// nodes stay, and each holds in its turn as after releases: a reader or
+// writer sees the node it watches go, and the waiter under the semaphore's
+// mutex sees the leases fall within the limit.
+func (d *zkDriver) ForceReleaseKind(ctx context.Context, name string, kind driver.Kind) (err error) {
+	defer func() { err = d.permErr(err, name) }()
+	_, nodes, err := d.readKind(ctx, name, kind)
+	if err != nil {
+		return err
+	}
+	for _, node := range nodes {
+		if _, err := d.call(ctx, nil, func() error { return d.conn.Delete(node, -1) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return fmt.Errorf("zklock: force release %q: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // holderOf reads a node's data and czxid, as a Holder of kind; ok is false
@@ -198,3 +224,5 @@ func summarize(info *driver.Info) {
 	}
 	info.Held, info.Owner, info.Label, info.Holds, info.Token, info.TTL = true, best.Owner, best.Label, best.Holds, best.Token, best.TTL
 }
+
+var _ driver.KindForceReleaser = (*zkDriver)(nil)

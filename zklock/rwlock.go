@@ -123,19 +123,20 @@ func (d *zkDriver) runRW(ctx context.Context, r driver.Request, path string) (g 
 
 // inspectRW lists the read-write lock's holders: the readers before the
 // first writer, or the first writer; the other nodes are waiters.
-func (d *zkDriver) inspectRW(ctx context.Context, name string) (driver.Info, error) {
+func (d *zkDriver) inspectRW(ctx context.Context, name string) (driver.Info, []string, error) {
 	info := driver.Info{Name: name, Kind: driver.Shared}
 	path, err := d.lockPath(name)
 	if err != nil {
-		return info, err
+		return info, nil, err
 	}
 	names, _, _, err := d.rawChildren(ctx, nil, path)
 	if errors.Is(err, zk.ErrNoNode) {
-		return info, nil
+		return info, nil, nil
 	}
 	if err != nil {
-		return info, fmt.Errorf("zklock: inspect %q: %w", name, err)
+		return info, nil, fmt.Errorf("zklock: inspect %q: %w", name, err)
 	}
+	var paths []string
 	cs := rwChildren(names)
 	for i, c := range cs {
 		if rwBlocker(cs, i) >= 0 {
@@ -146,17 +147,19 @@ func (d *zkDriver) inspectRW(ctx context.Context, name string) (driver.Info, err
 		if c.write {
 			kind = driver.Write
 		}
-		h, ok, err := d.holderOf(ctx, path+"/"+c.name, kind)
+		node := path + "/" + c.name
+		h, ok, err := d.holderOf(ctx, node, kind)
 		if err != nil {
-			return info, fmt.Errorf("zklock: inspect %q: %w", name, err)
+			return info, nil, fmt.Errorf("zklock: inspect %q: %w", name, err)
 		}
 		if ok {
 			info.Holders = append(info.Holders, h)
+			paths = append(paths, node)
 		}
 	}
 	summarize(&info)
 	if info.Held && info.Holders[0].Kind == driver.Write {
 		info.Kind = driver.Write
 	}
-	return info, nil
+	return info, paths, nil
 }

@@ -211,41 +211,44 @@ func (d *zkDriver) checkLimit(ctx context.Context, s *session, leases string, r 
 // inspectPermits lists the semaphore's leases: the first ones, up to the
 // stored limit, hold permits; the waiters are the contenders for its mutex
 // (one of which may have a lease node past the limit, waiting for room).
-func (d *zkDriver) inspectPermits(ctx context.Context, name string) (driver.Info, error) {
+func (d *zkDriver) inspectPermits(ctx context.Context, name string) (driver.Info, []string, error) {
 	info := driver.Info{Name: name, Kind: driver.Permit}
 	path, err := d.lockPath(name)
 	if err != nil {
-		return info, err
+		return info, nil, err
 	}
 	leases := path + "/" + leaseChild
 	var data []byte
 	_, err = d.call(ctx, nil, func() (err error) { data, _, err = d.conn.Get(leases); return err })
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return info, fmt.Errorf("zklock: inspect %q: %w", name, err)
+		return info, nil, fmt.Errorf("zklock: inspect %q: %w", name, err)
 	}
 	info.Limit = decodeLimit(data)
 	names, _, _, err := d.rawChildren(ctx, nil, leases)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return info, fmt.Errorf("zklock: inspect %q: %w", name, err)
+		return info, nil, fmt.Errorf("zklock: inspect %q: %w", name, err)
 	}
 	slices.SortFunc(names, func(a, b string) int { return int(nodeSeq(a, leaseBase) - nodeSeq(b, leaseBase)) })
 	if info.Limit > 0 && len(names) > info.Limit {
 		names = names[:info.Limit]
 	}
+	var paths []string
 	for _, n := range names {
-		h, ok, err := d.holderOf(ctx, leases+"/"+n, driver.Permit)
+		node := leases + "/" + n
+		h, ok, err := d.holderOf(ctx, node, driver.Permit)
 		if err != nil {
-			return info, fmt.Errorf("zklock: inspect %q: %w", name, err)
+			return info, nil, fmt.Errorf("zklock: inspect %q: %w", name, err)
 		}
 		if ok {
 			info.Holders = append(info.Holders, h)
+			paths = append(paths, node)
 		}
 	}
 	locks, _, _, err := d.rawChildren(ctx, nil, path+"/"+locksChild)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return info, fmt.Errorf("zklock: inspect %q: %w", name, err)
+		return info, nil, fmt.Errorf("zklock: inspect %q: %w", name, err)
 	}
 	info.Waiters = len(sortLockChildren(locks))
 	summarize(&info)
-	return info, nil
+	return info, paths, nil
 }

@@ -266,11 +266,11 @@ func TestUnlockReleasesOnlyTheHolderShown(t *testing.T) {
 	}
 }
 
-// askUnlock starts dlock unlock --force of name on u and waits for its
-// question; answer says yes and returns how it ended.
-func askUnlock(t *testing.T, u, name string) (answer func() result) {
+// askUnlock starts dlock unlock --force of name on u, with flags, and waits
+// for its question; answer says yes and returns how it ended.
+func askUnlock(t *testing.T, u, name string, flags ...string) (answer func() result) {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), bin, "unlock", "--backend", u, "--force", name)
+	cmd := exec.CommandContext(t.Context(), bin, append(append([]string{"unlock", "--backend", u, "--force"}, flags...), name)...)
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

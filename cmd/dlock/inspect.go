@@ -127,8 +127,9 @@ func migrateCmd() *cobra.Command {
 
 func unlockCmd() *cobra.Command {
 	var force, yes bool
+	var kind string
 	cmd := &cobra.Command{
-		Use:   "unlock --force NAME",
+		Use:   "unlock --force [--kind mutex|rw|sem] NAME",
 		Short: "Release a lock whoever holds it (for operators)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -141,6 +142,9 @@ func unlockCmd() *cobra.Command {
 			}
 			defer c.Close()
 			name := args[0]
+			if kind != "mutex" {
+				return unlockKind(cmd, c, name, kind, yes)
+			}
 			info, err := c.Inspect(cmd.Context(), name)
 			if err != nil {
 				return fail(exitFailed, "%v", err)
@@ -202,6 +206,7 @@ func unlockCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "release whoever holds the lock")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	cmd.Flags().StringVar(&kind, "kind", "mutex", "what of NAME to release: its mutex, its read-write lock (rw: every reader and the writer) or its semaphore (sem: every permit)")
 	return cmd
 }
 

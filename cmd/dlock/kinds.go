@@ -94,24 +94,25 @@ func inspectKinds(ctx context.Context, c *dlock.Client, name string) (kindsJSON,
 }
 
 // kindHeld fails if name's mutex is free but its read-write lock or
-// semaphore is held or waited for: unlock --force releases the mutex only,
-// and "not held" would tell an operator a stuck lock is free.
+// semaphore is held or waited for: unlock --force without --kind releases
+// the mutex only, and "not held" would tell an operator a stuck lock is
+// free.
 func kindHeld(ctx context.Context, c *dlock.Client, name string) error {
 	k, err := inspectKinds(ctx, c, name)
 	if err != nil {
 		return fail(exitFailed, "%v", err)
 	}
-	what := ""
+	what, flag := "", ""
 	switch {
 	case k.RWMutex != nil:
-		what = "a read-write lock"
+		what, flag = "a read-write lock", "rw"
 	case k.Semaphore != nil:
-		what = "a semaphore"
+		what, flag = "a semaphore", "sem"
 	default:
 		return nil
 	}
-	return fail(exitFailed, "%s: not released: %s of this name is held or waited for (see dlock inspect), "+
-		"and unlock --force releases a mutex only; its holders' leases end at their TTL once they stop renewing", esc(name), what)
+	return fail(exitFailed, "%s: not released: the mutex is free, but %s of this name is held or waited for (see dlock inspect); "+
+		"release it with unlock --force --kind %s", esc(name), what, flag)
 }
 
 // inspected is the JSON of what one kind's Inspect returned: nil for a

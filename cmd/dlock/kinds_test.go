@@ -2,8 +2,10 @@ package main_test
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
@@ -112,5 +114,90 @@ func TestRunKindsUnsupported(t *testing.T) {
 	}
 	if res := dlockCmd(t, nil, "run", "--backend", u, "--shared", "--no-wait", "x", "--", "true"); res.code != 0 {
 		t.Fatalf("run --shared on session mode: exit %d %q", res.code, res.stderr)
+	}
+	if res := dlockCmd(t, nil, "unlock", "--backend", u, "--force", "--yes", "--kind", "sem", "x"); res.code != 2 || !strings.Contains(res.stderr, "no semaphores") {
+		t.Fatalf("unlock --kind sem on session mode: exit %d %q; want 2 and the reason", res.code, res.stderr)
+	}
+}
+
+// dlock unlock --force --kind rw|sem drops every hold of the read-write
+// lock or semaphore, and only the holds it showed.
+func TestUnlockKinds(t *testing.T) {
+	u := testserver.PostgresURL(testserver.Postgres(t))
+	c := drivertest.MustOpen(t, u)
+	ctx := t.Context()
+	short := dlock.WithTTL(2 * time.Second)
+	wantLost := func(l *dlock.Lease) {
+		t.Helper()
+		select {
+		case <-l.Done():
+		case <-time.After(15 * time.Second):
+			t.Fatalf("lease of token %d still live after the force", l.Token())
+		}
+		if !errors.Is(l.Err(), dlock.ErrLeaseLost) {
+			t.Fatalf("Err of a force-released lease = %v; want ErrLeaseLost", l.Err())
+		}
+	}
+
+	w, err := c.RWMutex("stuck", short).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := dlockCmd(t, nil, "unlock", "--backend", u, "--force", "--yes", "--kind", "rw", "-o", "json", "stuck")
+	var got struct {
+		Released bool   `json:"released"`
+		Kind     string `json:"kind"`
+		Holders  struct {
+			Writer *struct {
+				Token uint64 `json:"token"`
+			} `json:"writer"`
+		} `json:"holders"`
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &got); res.code != 0 || err != nil || !got.Released || got.Kind != "rw" ||
+		got.Holders.Writer == nil || got.Holders.Writer.Token != w.Token() {
+		t.Fatalf("unlock --kind rw of a writer: exit %d %q %q", res.code, res.stdout, res.stderr)
+	}
+	wantLost(w)
+	if l, err := c.RWMutex("stuck").TryLock(ctx); err != nil {
+		t.Fatalf("TryLock after the force: %v", err)
+	} else {
+		_ = l.Unlock(ctx)
+	}
+
+	sem := c.Semaphore("api", 2, short)
+	p1, err := sem.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := sem.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The holds shown changed while the operator answered: nothing is dropped.
+	answer := askUnlock(t, u, "api", "--kind", "sem")
+	if err := p1.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p3, err := sem.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := answer(); r.code != 1 || !strings.Contains(r.stderr, "the holders changed while you answered") {
+		t.Fatalf("holders changed while asking: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if p2.Err() != nil || p3.Err() != nil {
+		t.Fatalf("a refused unlock dropped a hold: %v, %v", p2.Err(), p3.Err())
+	}
+	answer = askUnlock(t, u, "api", "--kind", "sem")
+	if r := answer(); r.code != 0 || !strings.Contains(r.stdout, "released 2 holds") {
+		t.Fatalf("unlock --kind sem: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	wantLost(p2)
+	wantLost(p3)
+	if res := dlockCmd(t, nil, "unlock", "--backend", u, "--force", "--yes", "--kind", "sem", "api"); res.code != 0 || !strings.Contains(res.stdout, "not held") {
+		t.Fatalf("unlock --kind sem of a free semaphore: exit %d %q %q", res.code, res.stdout, res.stderr)
+	}
+	if res := dlockCmd(t, nil, "unlock", "--backend", u, "--force", "--kind", "bogus", "api"); res.code != 2 {
+		t.Fatalf("unlock --kind bogus: exit %d %q; want 2", res.code, res.stderr)
 	}
 }

@@ -302,6 +302,47 @@ func (e *Engine) Unsupported(what string) error {
 	return fmt.Errorf("%w: the %s backend has no %s", driver.ErrUnsupported, e.cfg.Scheme, what)
 }
 
+// ForceRelease drops every hold of the lock named name of kind's family,
+// whoever holds it: a Mutex's with driver.Exclusive, through the driver's
+// ForceReleaser, else through its KindForceReleaser (what names the family
+// in the error of a backend without it).
+func (e *Engine) ForceRelease(ctx context.Context, name string, kind driver.Kind, what string) error {
+	if ctx == nil {
+		return e.wrap("force-unlock", name, ErrNilContext)
+	}
+	if err := e.CheckName(name); err != nil {
+		return e.wrap("force-unlock", name, err)
+	}
+	var err error
+	switch {
+	case kind == driver.Exclusive:
+		fr, ok := e.drv.(driver.ForceReleaser)
+		if !ok {
+			return e.wrap("force-unlock", name, driver.ErrUnsupported)
+		}
+		if e.Closed() {
+			return e.wrap("force-unlock", name, driver.ErrClosed)
+		}
+		err = fr.ForceRelease(ctx, name)
+	default:
+		kf, ok := e.drv.(driver.KindForceReleaser)
+		if !e.caps.Supports(kind) {
+			return e.wrap("force-unlock", name, e.Unsupported(what))
+		}
+		if !ok {
+			return e.wrap("force-unlock", name, fmt.Errorf("%w: the %s backend cannot force-release its %s", driver.ErrUnsupported, e.cfg.Scheme, what))
+		}
+		if e.Closed() {
+			return e.wrap("force-unlock", name, driver.ErrClosed)
+		}
+		if kind == driver.Write {
+			kind = driver.Shared // the read-write lock: both of its kinds
+		}
+		err = kf.ForceReleaseKind(ctx, name, kind)
+	}
+	return e.wrap("force-unlock", name, err)
+}
+
 // Inspect describes the lock named name of kind's family: a Mutex's with
 // driver.Exclusive, else through the driver's KindInspector (what names
 // the family in the error of a backend without it).

@@ -262,3 +262,15 @@ for _, k in ipairs(KEYS) do
 end
 return 1
 `)
+
+// kindForceScript: no ARGV. Drops every hold of the read-write lock or
+// semaphore, whoever holds it, for an operator: the holders' next renewal
+// finds its hold gone. The queue and the token counter stay, so the
+// waiters at the queue's head are served now, in order, with tokens above
+// every dropped one. Returns how many holds it dropped.
+var kindForceScript = newScript("kind_force", kindPrelude+`
+local n = redis.call('ZCARD', zk)
+redis.call('DEL', hk, zk)
+serve()
+return n
+`)
