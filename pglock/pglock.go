@@ -242,8 +242,10 @@
 // though never release them; give such tenants databases of their own.
 // Within one tenant PostgreSQL cannot tell holders apart: a release deletes
 // the holder's row, so a worker may delete any (table mode: dlock unlock
-// --force needs only the worker grant). In row and session modes force
-// unlock ends the holder's connection with pg_terminate_backend, which a
+// --force needs only the worker grant, and so does --kind rw|sem). In row
+// and session modes force unlock ends the holder's connection with
+// pg_terminate_backend (session mode's --kind rw: every reader's and the
+// writer's connection), which a
 // role may do to the backends of any role it is a member of: an operator
 // role is thus GRANT dlock_worker TO ops (pg_signal_backend is not needed
 // for that; it lets a role end the backends of roles it is not a member of,
