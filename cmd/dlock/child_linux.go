@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -30,10 +31,12 @@ import (
 // guard has no parent-death signal itself (SIGKILL would leave it no time
 // to kill the group). The other way round, if the guard itself is killed,
 // its parent-death signal kills the command, and dlock, which sees the
-// guard die of a signal, kills the command's group. The guard runs in a
-// process group of its own, so a kill of dlock's group does not reach it.
-// Only dlock and the guard both killed by pid (kill -9 DLOCK GUARD) leave
-// the command's children running.
+// guard die of a signal, kills the command's group; or, with a terminal
+// (the command shares dlock's group), every process it adopted as their
+// subreaper when the guard died. The guard runs in a process group of its
+// own, so a kill of dlock's group does not reach it. Only dlock and the
+// guard both killed by pid (kill -9 DLOCK GUARD) leave the command's
+// children running.
 //
 // The socket also carries the rest of what dlock and the guard say to each
 // other. The guard writes one line: "ok PID" once the command runs, or
@@ -91,6 +94,12 @@ func startChild(argv, env []string, group bool) (*startedChild, error) {
 		// the guard, for job control.
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: group},
 	}
+	if !group {
+		// Sharing dlock's group, the command has no group for dlock to
+		// kill if the guard is killed: as their subreaper dlock adopts
+		// what the guard leaves (see killAdopted).
+		_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
+	}
 	err = guard.Start()
 	theirs.Close()
 	if err != nil {
@@ -123,6 +132,9 @@ func startChild(argv, env []string, group bool) (*startedChild, error) {
 			// released. The group's id is the command's pid.
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
 		}
+		if !group && killed(guard.ProcessState) {
+			killAdopted(5 * time.Second)
+		}
 		link.Close() // only now: closing it earlier kills the command
 		exited <- err
 	}()
@@ -136,6 +148,36 @@ func startChild(argv, env []string, group bool) (*startedChild, error) {
 		},
 		exited: exited,
 	}, nil
+}
+
+// killAdopted kills, and reaps, the processes that came to dlock, their
+// subreaper, when the guard was killed: the command (which its parent-death
+// signal is ending too) and, as each dies, the processes it started, until
+// none is left. dlock has no other children. It gives up on those not
+// reaped within d (a process in uninterruptible sleep dies when it wakes).
+func killAdopted(d time.Duration) {
+	self := os.Getpid()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		kids := childrenOf(self, false)
+		if len(kids) == 0 {
+			return
+		}
+		for _, p := range kids {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+		// Once a process is reaped, its children are dlock's: the next
+		// round finds them.
+		for _, p := range kids {
+			for time.Now().Before(deadline) {
+				var ws syscall.WaitStatus
+				if got, err := syscall.Wait4(p, &ws, syscall.WNOHANG, nil); got == p || err != nil {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}
 }
 
 // stopByte asks the guard to stop the command for a lost lease: SIGTERM,

@@ -708,3 +708,28 @@ func TestRunOnTerminalRelayedSignalOnce(t *testing.T) {
 		t.Errorf("SIGTERM reached the wrapped command other than once:\n%s", out.String())
 	}
 }
+
+// With a terminal for stdin the command shares dlock's group, so when the
+// guard alone was killed dlock had no group of the command's to kill: the
+// parent-death signal ended the command, and its children ran on without
+// the lock. dlock is now their subreaper and kills what it adopts.
+func TestRunOnTerminalGuardKilledStopsChildren(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the guard is Linux's")
+	}
+	u := redisURL(t)
+	pidf := filepath.Join(t.TempDir(), "pid")
+	_, _, out := onTerminal(t, bin+" run --backend "+u+" ptyguard -- sh -c 'sleep 300 & echo $! > "+pidf+"; echo started; wait'; echo dlock exited $?; sleep 30")
+	pid := childPid(t, pidf)
+	command := parentOf(t, pid)
+	guard := parentOf(t, command)
+	if err := syscall.Kill(guard, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, pid, 10*time.Second, "after the guard was killed", out)
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "dlock exited"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("dlock did not exit:\n%s", out.String())
+		}
+	}
+}
