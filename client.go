@@ -60,7 +60,7 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 // the Mutex of that name only: RWMutex.ForceUnlock and
 // Semaphore.ForceUnlock release the other kinds.
 func (c *Client) ForceUnlock(ctx context.Context, name string) error {
-	return c.e.ForceRelease(ctx, name, driver.Exclusive, "")
+	return c.e.ForceRelease(ctx, name, driver.Exclusive, "", nil)
 }
 
 // Migrate creates what the backend's store needs (the SQL backends' tables)

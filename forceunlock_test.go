@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -57,8 +58,11 @@ func TestForceUnlockClosed(t *testing.T) {
 	if err := c.RWMutex("a").ForceUnlock(t.Context()); err != nil || d.forced != "a/rw" {
 		t.Fatalf("RWMutex.ForceUnlock = %v, forced %q; want nil and the driver called for the read-write lock", err, d.forced)
 	}
-	if err := c.Semaphore("b", 3).ForceUnlock(t.Context()); err != nil || d.forced != "b/sem" {
-		t.Fatalf("Semaphore.ForceUnlock = %v, forced %q", err, d.forced)
+	if err := c.Semaphore("b", 3).ForceUnlock(t.Context()); err != nil || d.forced != "b/sem" || len(d.tokens) != 0 {
+		t.Fatalf("Semaphore.ForceUnlock = %v, forced %q, tokens %v", err, d.forced, d.tokens)
+	}
+	if err := c.RWMutex("c").ForceUnlock(t.Context(), 7, 9); err != nil || d.forced != "c/rw" || !slices.Equal(d.tokens, []uint64{7, 9}) {
+		t.Fatalf("RWMutex.ForceUnlock(7, 9) = %v, forced %q, tokens %v; want the tokens passed on", err, d.forced, d.tokens)
 	}
 	_ = c.Close()
 	d.forced = ""
@@ -71,10 +75,12 @@ func TestForceUnlockClosed(t *testing.T) {
 
 type kindForceFake struct {
 	*fakeDriver
-	forced string // the last lock it dropped, "name/rw" or "name/sem"
+	forced string   // the last lock it dropped, "name/rw" or "name/sem"
+	tokens []uint64 // and the tokens it was given
 }
 
-func (d *kindForceFake) ForceReleaseKind(_ context.Context, name string, kind driver.Kind) error {
+func (d *kindForceFake) ForceReleaseKind(_ context.Context, name string, kind driver.Kind, tokens []uint64) error {
+	d.tokens = tokens
 	switch kind {
 	case driver.Shared:
 		d.forced = name + "/rw"

@@ -90,14 +90,16 @@ func (r rlocker) Lock(ctx context.Context) (*Lease, error)    { return r.rw.RLoc
 func (r rlocker) TryLock(ctx context.Context) (*Lease, error) { return r.rw.TryRLock(ctx) }
 
 // ForceUnlock drops every hold of the read-write lock, its readers' and
-// its writer's, whoever holds them. It is for operators clearing a stuck
-// lock by hand: the holders find out at their next renewal (their leases
-// end with ErrLeaseLost), waiters keep their places and are served in
-// order, and the next holder's token is greater than every dropped one.
+// its writer's, whoever holds them; with tokens, only the holds with those
+// fencing tokens (Info.Holders' Token, as Inspect showed them), so that an
+// operator drops no hold granted after it looked. It is for operators
+// clearing a stuck lock by hand: the holders find out at their next renewal
+// (their leases end with ErrLeaseLost), waiters are served as after a
+// release, and the next holder's token is greater than every dropped one.
 // Like Inspect it needs a handle made from the name only. Backends without
 // read-write locks, or that cannot drop their holds, return ErrUnsupported.
-func (rw *RWMutex) ForceUnlock(ctx context.Context) error {
-	return rw.c.e.ForceRelease(ctx, rw.name, driver.Shared, "read-write locks")
+func (rw *RWMutex) ForceUnlock(ctx context.Context, tokens ...uint64) error {
+	return rw.c.e.ForceRelease(ctx, rw.name, driver.Shared, "read-write locks", tokens)
 }
 
 // Inspect describes the read-write lock as the store has it: Info.Holders

@@ -68,15 +68,17 @@ func (s *Semaphore) Inspect(ctx context.Context) (Info, error) {
 	return Info(di), err
 }
 
-// ForceUnlock drops every permit of the semaphore whoever holds it. It is
-// for operators clearing a stuck semaphore by hand: the holders find out at
-// their next renewal (their leases end with ErrLeaseLost), waiters keep
-// their places and are served in order, and the next holder's token is
-// greater than every dropped one. s's permit count plays no part. Backends
-// without semaphores, or that cannot drop their permits, return
-// ErrUnsupported.
-func (s *Semaphore) ForceUnlock(ctx context.Context) error {
-	return s.c.e.ForceRelease(ctx, s.name, driver.Permit, "semaphores")
+// ForceUnlock drops every permit of the semaphore whoever holds it; with
+// tokens, only the permits with those fencing tokens (Info.Holders' Token,
+// as Inspect showed them), so that an operator drops no permit granted
+// after it looked. It is for operators clearing a stuck semaphore by hand:
+// the holders find out at their next renewal (their leases end with
+// ErrLeaseLost), waiters are served as after a release, and the next
+// holder's token is greater than every dropped one. s's permit count plays
+// no part. Backends without semaphores, or that cannot drop their permits,
+// return ErrUnsupported.
+func (s *Semaphore) ForceUnlock(ctx context.Context, tokens ...uint64) error {
+	return s.c.e.ForceRelease(ctx, s.name, driver.Permit, "semaphores", tokens)
 }
 
 // Acquire blocks until a permit is held and returns its lease; ctx bounds

@@ -382,14 +382,16 @@ type ForceReleaser interface {
 	ForceRelease(ctx context.Context, name string) error
 }
 
-// KindForceReleaser is implemented by drivers with Kinds that can drop
-// every hold of a read-write lock (kind Shared, which names the family) or
-// of a semaphore (Permit) whoever holds them, for operators (dlock unlock
-// --force --kind). Waiters keep their places in line and are served as
-// after a release; the holders find out at their next renewal, and the
-// token counter goes on, so the next holder's token is greater.
+// KindForceReleaser is implemented by drivers with Kinds that can drop the
+// holds of a read-write lock (kind Shared, which names the family) or of a
+// semaphore (Permit) whoever holds them, for operators (dlock unlock
+// --force --kind): those whose tokens are in tokens, or every hold if
+// tokens is empty. A hold granted since, with a token not in tokens, is
+// kept. Waiters are served as after a release; the holders find out at
+// their next renewal, and the token counter goes on, so the next holder's
+// token is greater.
 type KindForceReleaser interface {
-	ForceReleaseKind(ctx context.Context, name string, kind Kind) error
+	ForceReleaseKind(ctx context.Context, name string, kind Kind, tokens []uint64) error
 }
 
 // Migrator is implemented by drivers whose store needs a schema (the SQL

@@ -34,6 +34,7 @@ func (s *suite) testKinds(t *testing.T) {
 		{"RWWriteNestedRace", rwOK, func(t *testing.T) { s.testKindNestedRace(t, writeKind) }},
 		{"RWCancelledWaitTakesNothing", rwOK, s.testRWCancelledWaitTakesNothing},
 		{"RWForceUnlock", rwOK, func(t *testing.T) { s.testKindForceUnlock(t, true) }},
+		{"RWForceUnlockTokens", rwOK, func(t *testing.T) { s.testKindForceUnlockTokens(t, true) }},
 		{"RWDeadlineInRoundTrip", rwOK, func(t *testing.T) { s.testKindsDeadlineInRoundTrip(t, true) }},
 		{"SemaphoreCount", semOK, func(t *testing.T) { s.testSemaphoreCount(t, false) }},
 		{"SemaphoreCountHolderCut", semOK, func(t *testing.T) { s.testSemaphoreCount(t, true) }},
@@ -44,6 +45,7 @@ func (s *suite) testKinds(t *testing.T) {
 		{"SemaphoreNestedRace", semOK, func(t *testing.T) { s.testKindNestedRace(t, permitKind) }},
 		{"SemaphoreCancelledWaitTakesNothing", semOK, s.testSemaphoreCancelledWaitTakesNothing},
 		{"SemaphoreForceUnlock", semOK, func(t *testing.T) { s.testKindForceUnlock(t, false) }},
+		{"SemaphoreForceUnlockTokens", semOK, func(t *testing.T) { s.testKindForceUnlockTokens(t, false) }},
 		{"SemaphoreDeadlineInRoundTrip", semOK, func(t *testing.T) { s.testKindsDeadlineInRoundTrip(t, false) }},
 		{"SemaphoreSharedOwnerTTLs", semOK, func(t *testing.T) {
 			s.sharedOwnerTTLs(t, func(ctx context.Context, c *dlock.Client, name string, opts ...dlock.Option) (*dlock.Lease, error) {

@@ -21,7 +21,7 @@ func (s *suite) testKindForceUnlock(t *testing.T, rw bool) {
 	var (
 		held    []*dlock.Lease
 		wait    func(context.Context) (*dlock.Lease, error)
-		force   func(context.Context) error
+		force   func(context.Context, ...uint64) error
 		inspect func(context.Context) (dlock.Info, error)
 	)
 	if rw {
@@ -102,4 +102,55 @@ func (s *suite) testKindForceUnlock(t *testing.T, rw bool) {
 		t.Errorf("token %d after the force not above %d", again.Token(), w.Token())
 	}
 	unlock(t, again)
+}
+
+// Force with tokens: only the holds with those tokens are dropped, so that
+// an operator drops no hold granted after it looked; a token nobody holds
+// drops nothing.
+func (s *suite) testKindForceUnlockTokens(t *testing.T, rw bool) {
+	name := lockName(t)
+	a, b, op := s.client(t), s.client(t), s.client(t)
+	ttl := dlock.WithTTL(s.caps.TTL)
+	var (
+		held    []*dlock.Lease
+		force   func(context.Context, ...uint64) error
+		inspect func(context.Context) (dlock.Info, error)
+	)
+	if rw {
+		held = []*dlock.Lease{mustRLock(t, a.RWMutex(name, ttl)), mustRLock(t, b.RWMutex(name, ttl))}
+		force, inspect = op.RWMutex(name).ForceUnlock, op.RWMutex(name).Inspect
+	} else {
+		held = []*dlock.Lease{mustAcquire(t, a.Semaphore(name, 3, ttl)), mustAcquire(t, b.Semaphore(name, 3, ttl))}
+		force, inspect = op.Semaphore(name, 1).ForceUnlock, op.Semaphore(name, 1).Inspect
+	}
+	tokens := func() []uint64 {
+		t.Helper()
+		info, err := inspect(t.Context())
+		if err != nil {
+			t.Fatalf("Inspect: %v", err)
+		}
+		var out []uint64
+		for _, h := range info.Holders {
+			out = append(out, h.Token)
+		}
+		return out
+	}
+	nobody := held[1].Token() + 1<<20
+	if err := force(t.Context(), nobody); err != nil {
+		t.Fatalf("ForceUnlock of a token nobody holds: %v", err)
+	}
+	if got := tokens(); len(got) != 2 {
+		t.Fatalf("holders after a force of a token nobody holds: %v; want both of %d, %d", got, held[0].Token(), held[1].Token())
+	}
+	if err := force(t.Context(), held[0].Token()); err != nil {
+		t.Fatalf("ForceUnlock(%d): %v", held[0].Token(), err)
+	}
+	waitDone(t, held[0], s.caps.TTL/3+s.caps.Slack+time.Second, "force-released hold")
+	if !errors.Is(held[0].Err(), dlock.ErrLeaseLost) {
+		t.Errorf("Err of the force-released hold = %v; want ErrLeaseLost", held[0].Err())
+	}
+	if got := tokens(); len(got) != 1 || got[0] != held[1].Token() || held[1].Err() != nil {
+		t.Fatalf("after a force of token %d: holders %v, the other hold's Err %v; want token %d kept", held[0].Token(), got, held[1].Err(), held[1].Token())
+	}
+	unlock(t, held[1])
 }

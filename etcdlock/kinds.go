@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -437,11 +438,14 @@ func (d *etcdDriver) InspectKind(ctx context.Context, name string, kind driver.K
 // the key that was read (a hold that ended since, and a waiter's key in its
 // place, are left alone). The waiters' keys stay: each sees the keys before
 // it go, as after releases, and holds in its turn.
-func (d *etcdDriver) ForceReleaseKind(ctx context.Context, name string, kind driver.Kind) error {
+func (d *etcdDriver) ForceReleaseKind(ctx context.Context, name string, kind driver.Kind, tokens []uint64) error {
 	_, holders, err := d.kindHolders(ctx, name, kind)
 	for _, kv := range holders {
 		if err != nil {
 			break
+		}
+		if len(tokens) > 0 && !slices.Contains(tokens, uint64(kv.CreateRevision)) {
+			continue
 		}
 		_, err = d.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision)).
 			Then(clientv3.OpDelete(string(kv.Key))).Commit()

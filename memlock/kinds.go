@@ -231,19 +231,28 @@ func (s *store) inspectKind(name string, kind driver.Kind) driver.Info {
 	return info
 }
 
-// forceReleaseKind drops every hold of name's read-write lock or semaphore;
-// waiters keep their records, and the token counter goes on.
-func (s *store) forceReleaseKind(name string, kind driver.Kind) {
+// forceReleaseKind drops the holds of name's read-write lock or semaphore
+// whose tokens are in tokens, or every hold if it is empty; waiters keep
+// their records, and the token counter goes on.
+func (s *store) forceReleaseKind(name string, kind driver.Kind, tokens []uint64) {
 	key := familyKey(name, kind)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.kinds[key]
-	if l == nil || len(l.holds) == 0 {
+	if l == nil {
 		return
 	}
-	clear(l.holds)
+	dropped := false
+	for o, h := range l.holds {
+		if len(tokens) == 0 || slices.Contains(tokens, h.token) {
+			delete(l.holds, o)
+			dropped = true
+		}
+	}
 	s.tidy(key, l)
-	s.notify(name)
+	if dropped {
+		s.notify(name)
+	}
 }
 
 var _ driver.KindForceReleaser = (*Driver)(nil)

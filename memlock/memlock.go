@@ -176,11 +176,11 @@ func (d *Driver) ForceRelease(_ context.Context, name string) error {
 }
 
 // ForceReleaseKind implements driver.KindForceReleaser.
-func (d *Driver) ForceReleaseKind(_ context.Context, name string, kind driver.Kind) error {
+func (d *Driver) ForceReleaseKind(_ context.Context, name string, kind driver.Kind, tokens []uint64) error {
 	if err := d.check(); err != nil {
 		return err
 	}
-	d.s.forceReleaseKind(name, kind)
+	d.s.forceReleaseKind(name, kind, tokens)
 	return nil
 }
 

@@ -373,15 +373,34 @@ AND expires_at > UTC_TIMESTAMP(6) FOR UPDATE`, h.Name, fam, h.Owner, h.Token).Sc
 }
 
 // ForceReleaseKind implements driver.KindForceReleaser (table mode): it
-// deletes the read-write lock's or semaphore's hold rows. The waiters keep
-// their places and find the room at their next poll.
-func (d *myDriver) ForceReleaseKind(ctx context.Context, name string, kind driver.Kind) error {
+// deletes the read-write lock's or semaphore's hold rows (those with the
+// given tokens, or all). The waiters find the room at their next poll. The
+// DELETE can deadlock with an acquire or a renewal batch, which InnoDB then
+// rolls it back for: it runs again, as those do.
+func (d *myDriver) ForceReleaseKind(ctx context.Context, name string, kind driver.Kind, tokens []uint64) error {
 	if !d.Caps().Supports(kind) {
 		return fmt.Errorf("mysqllock: %w: %s", dlock.ErrUnsupported, d.Caps().KindsNote)
 	}
-	_, err := d.db.ExecContext(ctx, `DELETE FROM dlock_holds WHERE name = ? AND family = ?`, name, int(kind.Family()))
-	return myErr("force release", err)
+	q := `DELETE FROM dlock_holds WHERE name = ? AND family = ?`
+	args := []any{name, int(kind.Family())}
+	if len(tokens) > 0 {
+		q += ` AND token IN (?` + strings.Repeat(`, ?`, len(tokens)-1) + `)`
+		for _, t := range tokens {
+			args = append(args, t)
+		}
+	}
+	for try := 1; ; try++ {
+		_, err := d.db.ExecContext(ctx, q, args...)
+		var me *mysql.MySQLError
+		if err == nil || !errors.As(err, &me) || me.Number != 1213 || try == forceTries || ctx.Err() != nil {
+			return myErr("force release", err)
+		}
+		time.Sleep(time.Duration(try) * 5 * time.Millisecond)
+	}
 }
+
+// forceTries bounds the runs of a force release that deadlocks.
+const forceTries = 20
 
 // InspectKind implements driver.KindInspector (table mode).
 func (d *myDriver) InspectKind(ctx context.Context, name string, kind driver.Kind) (driver.Info, error) {

@@ -314,7 +314,7 @@ func (d *pgDriver) holderPID(ctx context.Context, name string) (int32, error) {
 	var err error
 	if d.mode == ModeSession {
 		err = d.pool.QueryRow(ctx, `SELECT coalesce((SELECT pid FROM pg_locks, (SELECT `+advisoryKey+` AS k) key
-WHERE locktype = 'advisory' AND granted AND objsubid = 1
+WHERE locktype = 'advisory' AND granted AND objsubid = 1 AND database = `+thisDatabase+`
   AND classid = ((key.k >> 32) & 4294967295)::bigint::text::oid AND objid = (key.k & 4294967295)::bigint::text::oid LIMIT 1), 0)`, name).Scan(&pid)
 	} else {
 		held, e := d.rowHeld(ctx, name)

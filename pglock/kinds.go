@@ -329,28 +329,41 @@ SELECT token FROM t`, r.Name, r.Owner, int16(r.Kind)).Scan(&tok)
 // (no TTL: the hold lasts as long as the session), the waiters the
 // sessions waiting for it.
 // rwLockMatch matches the pg_locks rows l of the advisory lock k.k, the
-// read-write lock's key (rwKey).
-const rwLockMatch = `l.locktype = 'advisory' AND l.objsubid = 1
+// read-write lock's key (rwKey), in this database: advisory locks are per
+// database, and a lock of the same key in another is another lock.
+const rwLockMatch = `l.locktype = 'advisory' AND l.objsubid = 1 AND l.database = ` + thisDatabase + `
   AND l.classid = ((k.k >> 32) & 4294967295)::bigint::text::oid AND l.objid = (k.k & 4294967295)::bigint::text::oid`
 
+// thisDatabase is the OID of the session's database, as pg_locks names it.
+const thisDatabase = "(SELECT oid FROM pg_database WHERE datname = current_database())"
+
 // ForceReleaseKind implements driver.KindForceReleaser. In table mode it
-// deletes the read-write lock's or semaphore's hold rows and wakes the
-// waiters, whose places stay. In session mode, as ForceRelease does for a
-// mutex, it ends every connection holding the read-write lock's advisory
-// lock with pg_terminate_backend; the waiters' pg_advisory_lock calls then
-// go on in PostgreSQL's order.
-func (d *pgDriver) ForceReleaseKind(ctx context.Context, name string, kind driver.Kind) error {
+// deletes the read-write lock's or semaphore's hold rows (those with the
+// given tokens, or all) and wakes the waiters, whose places stay. In
+// session mode, as ForceRelease does for a mutex, it ends the connections
+// holding the read-write lock's advisory lock in this database (those of
+// the holds with the given tokens, or all) with pg_terminate_backend; the
+// waiters' pg_advisory_lock calls then go on in PostgreSQL's order.
+func (d *pgDriver) ForceReleaseKind(ctx context.Context, name string, kind driver.Kind, tokens []uint64) error {
 	if !d.Caps().Supports(kind) {
 		return fmt.Errorf("pglock: %w: %s", dlock.ErrUnsupported, d.Caps().KindsNote)
 	}
+	toks := make([]int64, len(tokens))
+	for i, t := range tokens {
+		toks[i] = int64(t)
+	}
 	if d.mode == ModeTable { // drop the hold rows, and wake the waiters
-		_, err := d.pool.Exec(ctx, `WITH d AS (DELETE FROM dlock_holds WHERE name = $1 AND family = $2 RETURNING name)
-SELECT pg_notify('dlock_release_' || 'dlock_locks'::regclass::oid::text, md5($1)) WHERE EXISTS (SELECT 1 FROM d)`,
-			name, int(kind.Family()))
+		_, err := d.pool.Exec(ctx, `WITH d AS (
+  DELETE FROM dlock_holds WHERE name = $1 AND family = $2 AND (cardinality($3::bigint[]) = 0 OR token = ANY($3::bigint[]))
+  RETURNING name
+) SELECT pg_notify('dlock_release_' || 'dlock_locks'::regclass::oid::text, md5($1)) WHERE EXISTS (SELECT 1 FROM d)`,
+			name, int(kind.Family()), toks)
 		return pgErr("force release", err)
 	}
 	_, err := d.pool.Exec(ctx, `SELECT pg_terminate_backend(l.pid) FROM pg_locks l, (SELECT `+rwKey+` AS k) k
-WHERE l.granted AND `+rwLockMatch, name)
+WHERE l.granted AND `+rwLockMatch+`
+  AND (cardinality($2::bigint[]) = 0
+    OR l.pid IN (SELECT h.pid FROM dlock_holds h WHERE h.name = $1 AND h.family = 1 AND h.token = ANY($2::bigint[])))`, name, toks)
 	return pgErr("force release (pg_terminate_backend needs membership in the holder's role, or pg_signal_backend)", err)
 }
 

@@ -164,8 +164,8 @@ func (d *redisDriver) ForceRelease(ctx context.Context, name string) error {
 
 // ForceReleaseKind drops every hold of a read-write lock or semaphore,
 // whoever holds it.
-func (d *redisDriver) ForceReleaseKind(ctx context.Context, name string, kind driver.Kind) error {
-	return redisnode.PermissionError(d.node.ForceReleaseKind(ctx, name, kind), d.prefix)
+func (d *redisDriver) ForceReleaseKind(ctx context.Context, name string, kind driver.Kind, tokens []uint64) error {
+	return redisnode.PermissionError(d.node.ForceReleaseKind(ctx, name, kind, tokens), d.prefix)
 }
 
 func (d *redisDriver) Inspect(ctx context.Context, name string) (driver.Info, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -177,13 +178,16 @@ func (d *zkDriver) readKind(ctx context.Context, name string, kind driver.Kind) 
 // nodes stay, and each holds in its turn as after releases: a reader or
 // writer sees the node it watches go, and the waiter under the semaphore's
 // mutex sees the leases fall within the limit.
-func (d *zkDriver) ForceReleaseKind(ctx context.Context, name string, kind driver.Kind) (err error) {
+func (d *zkDriver) ForceReleaseKind(ctx context.Context, name string, kind driver.Kind, tokens []uint64) (err error) {
 	defer func() { err = d.permErr(err, name) }()
-	_, nodes, err := d.readKind(ctx, name, kind)
+	info, nodes, err := d.readKind(ctx, name, kind)
 	if err != nil {
 		return err
 	}
-	for _, node := range nodes {
+	for i, node := range nodes {
+		if len(tokens) > 0 && !slices.Contains(tokens, info.Holders[i].Token) {
+			continue
+		}
 		if _, err := d.call(ctx, nil, func() error { return d.conn.Delete(node, -1) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return fmt.Errorf("zklock: force release %q: %w", name, err)
 		}

@@ -189,7 +189,7 @@ func TestUnlockKinds(t *testing.T) {
 		t.Fatalf("a refused unlock dropped a hold: %v, %v", p2.Err(), p3.Err())
 	}
 	answer = askUnlock(t, u, "api", "--kind", "sem")
-	if r := answer(); r.code != 0 || !strings.Contains(r.stdout, "released 2 holds") {
+	if r := answer(); r.code != 0 || !strings.Contains(r.stdout, "released the 2 holds shown") {
 		t.Fatalf("unlock --kind sem: exit %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	wantLost(p2)

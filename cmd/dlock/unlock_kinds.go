@@ -15,11 +15,12 @@ import (
 
 // unlockKind is `dlock unlock --force --kind rw|sem NAME`: it drops every
 // hold of name's read-write lock or semaphore, after showing them and, unless
-// yes, asking; the holds dropped are the ones shown.
+// yes, asking. Only the holds shown are dropped: the force names their
+// tokens, so a hold granted after dlock looked is kept.
 func unlockKind(cmd *cobra.Command, c *dlock.Client, name, kind string, yes bool) error {
 	var (
 		inspect func(context.Context) (dlock.Info, error)
-		force   func(context.Context) error
+		force   func(context.Context, ...uint64) error
 		what    string
 	)
 	switch kind {
@@ -67,7 +68,11 @@ func unlockKind(cmd *cobra.Command, c *dlock.Client, name, kind string, yes bool
 		held = len(now.Holders) > 0
 	}
 	if held {
-		if err := force(cmd.Context()); err != nil {
+		shown := make([]uint64, len(info.Holders))
+		for i, h := range info.Holders {
+			shown[i] = h.Token
+		}
+		if err := force(cmd.Context(), shown...); err != nil {
 			return fail(exitFailed, "%v", err)
 		}
 		res.Released = true
@@ -76,7 +81,7 @@ func unlockKind(cmd *cobra.Command, c *dlock.Client, name, kind string, yes bool
 	case jsonOutput():
 		return printJSON(cmd.OutOrStdout(), res)
 	case res.Released:
-		fmt.Fprintf(cmd.OutOrStdout(), "%s (%s): released %d holds (their holders will find out at their next renewal)\n",
+		fmt.Fprintf(cmd.OutOrStdout(), "%s (%s): released the %d holds shown (their holders will find out at their next renewal)\n",
 			esc(name), what, len(info.Holders))
 	default:
 		fmt.Fprintf(cmd.OutOrStdout(), "%s (%s): not held\n", esc(name), what)

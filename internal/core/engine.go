@@ -305,8 +305,9 @@ func (e *Engine) Unsupported(what string) error {
 // ForceRelease drops every hold of the lock named name of kind's family,
 // whoever holds it: a Mutex's with driver.Exclusive, through the driver's
 // ForceReleaser, else through its KindForceReleaser (what names the family
-// in the error of a backend without it).
-func (e *Engine) ForceRelease(ctx context.Context, name string, kind driver.Kind, what string) error {
+// in the error of a backend without it), only the holds with tokens if
+// there are any.
+func (e *Engine) ForceRelease(ctx context.Context, name string, kind driver.Kind, what string, tokens []uint64) error {
 	if ctx == nil {
 		return e.wrap("force-unlock", name, ErrNilContext)
 	}
@@ -338,7 +339,7 @@ func (e *Engine) ForceRelease(ctx context.Context, name string, kind driver.Kind
 		if kind == driver.Write {
 			kind = driver.Shared // the read-write lock: both of its kinds
 		}
-		err = kf.ForceReleaseKind(ctx, name, kind)
+		err = kf.ForceReleaseKind(ctx, name, kind, tokens)
 	}
 	return e.wrap("force-unlock", name, err)
 }

@@ -44,14 +44,19 @@ func (n *Node) acquireKind(ctx context.Context, k Keys, owner, label string, ttl
 		TTL: time.Duration(max(r[3], 0)) * time.Millisecond}, nil
 }
 
-// ForceReleaseKind drops every hold of the read-write lock (kind Shared or
-// Write) or the semaphore (Permit) named name, whoever holds it, and hands
-// the lock to the waiters at the head of its queue.
-func (n *Node) ForceReleaseKind(ctx context.Context, name string, kind driver.Kind) error {
+// ForceReleaseKind drops the holds of the read-write lock (kind Shared or
+// Write) or the semaphore (Permit) named name with the given tokens (none:
+// every hold), whoever holds them, and hands the lock to the waiters at the
+// head of its queue.
+func (n *Node) ForceReleaseKind(ctx context.Context, name string, kind driver.Kind, tokens []uint64) error {
 	if kind == driver.Write {
 		kind = driver.Shared
 	}
-	if err := n.call(ctx, kindForceScript, NewKindKeys(n.prefix, name, kind).args).Err(); err != nil {
+	args := make([]any, len(tokens))
+	for i, t := range tokens {
+		args[i] = strconv.FormatUint(t, 10)
+	}
+	if err := n.call(ctx, kindForceScript, NewKindKeys(n.prefix, name, kind).args, args...).Err(); err != nil {
 		return fmt.Errorf("redislock: force release %q: %w", name, err)
 	}
 	return nil

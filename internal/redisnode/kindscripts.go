@@ -263,14 +263,34 @@ end
 return 1
 `)
 
-// kindForceScript: no ARGV. Drops every hold of the read-write lock or
-// semaphore, whoever holds it, for an operator: the holders' next renewal
-// finds its hold gone. The queue and the token counter stay, so the
-// waiters at the queue's head are served now, in order, with tokens above
-// every dropped one. Returns how many holds it dropped.
+// kindForceScript: ARGV the tokens of the holds to drop (none: every
+// hold). Drops those holds of the read-write lock or semaphore, whoever
+// holds them, for an operator: the holders' next renewal finds its hold
+// gone. The queue and the token counter stay, so the waiters at the
+// queue's head are served now, in order, with tokens above every dropped
+// one. Returns how many holds it dropped.
 var kindForceScript = newScript("kind_force", kindPrelude+`
-local n = redis.call('ZCARD', zk)
-redis.call('DEL', hk, zk)
+local n = 0
+if #ARGV == 0 then
+  n = redis.call('ZCARD', zk)
+  redis.call('DEL', hk, zk)
+else
+  local want = {}
+  for _, t in ipairs(ARGV) do want[t] = true end
+  local all = redis.call('HGETALL', hk)
+  for i = 1, #all, 2 do
+    local id = all[i]
+    if id ~= '\0n' then
+      local _, tok = parse(all[i + 1])
+      if tok and want[tok] then
+        redis.call('HDEL', hk, id)
+        redis.call('ZREM', zk, id)
+        n = n + 1
+      end
+    end
+  end
+  tidy()
+end
 serve()
 return n
 `)
