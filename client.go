@@ -54,13 +54,15 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 	return Info(di), err
 }
 
-// ForceUnlock deletes the lock named name whoever holds it. It is for
-// operators clearing a lock by hand; the holder finds out at its next
-// renewal. Backends that cannot do it return ErrUnsupported. It releases
-// the Mutex of that name only: RWMutex.ForceUnlock and
+// ForceUnlock deletes the lock named name whoever holds it; with tokens,
+// only if its holder's fencing token is one of them (Info.Token, as Inspect
+// showed it), so that an operator never drops a holder granted after it
+// looked. It is for operators clearing a lock by hand; the holder finds out
+// at its next renewal. Backends that cannot do it return ErrUnsupported.
+// It releases the Mutex of that name only: RWMutex.ForceUnlock and
 // Semaphore.ForceUnlock release the other kinds.
-func (c *Client) ForceUnlock(ctx context.Context, name string) error {
-	return c.e.ForceRelease(ctx, name, driver.Exclusive, "", nil)
+func (c *Client) ForceUnlock(ctx context.Context, name string, tokens ...uint64) error {
+	return c.e.ForceRelease(ctx, name, driver.Exclusive, "", tokens)
 }
 
 // Migrate creates what the backend's store needs (the SQL backends' tables)

@@ -377,9 +377,11 @@ type NameChecker interface {
 }
 
 // ForceReleaser is implemented by drivers that can delete a lock whatever its
-// owner, for operators (dlock unlock --force).
+// owner, for operators (dlock unlock --force): whoever holds it if token is
+// 0, else only a hold with that token (the holder an operator was shown;
+// a later holder is kept).
 type ForceReleaser interface {
-	ForceRelease(ctx context.Context, name string) error
+	ForceRelease(ctx context.Context, name string, token uint64) error
 }
 
 // KindForceReleaser is implemented by drivers with Kinds that can drop the

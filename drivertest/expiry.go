@@ -118,6 +118,34 @@ func (s *suite) testLossSignalled(t *testing.T) {
 	}
 }
 
+// 6a. ForceUnlock with a token drops the lock only while its holder has that
+// token (the holder an operator was shown), so a holder granted after the
+// operator looked is kept: a token of nobody's drops nothing, the holder's
+// own drops it. A backend without force unlock says ErrUnsupported.
+func (s *suite) testForceUnlockToken(t *testing.T) {
+	name := lockName(t)
+	a, op := s.client(t), s.client(t)
+	l := mustLock(t, a.Mutex(name, dlock.WithTTL(s.caps.TTL)))
+	err := op.ForceUnlock(t.Context(), name, l.Token()+1<<20)
+	if errors.Is(err, dlock.ErrUnsupported) {
+		t.Skipf("no force unlock: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("ForceUnlock with a token of nobody's: %v", err)
+	}
+	if info, err := op.Inspect(t.Context(), name); err != nil || !info.Held || info.Token != l.Token() || l.Err() != nil {
+		t.Fatalf("after a force with a token of nobody's: %+v, %v, lease %v; want held by token %d", info, err, l.Err(), l.Token())
+	}
+	if err := op.ForceUnlock(t.Context(), name, l.Token()); err != nil {
+		t.Fatalf("ForceUnlock(%d): %v", l.Token(), err)
+	}
+	waitDone(t, l, s.caps.TTL/3+s.caps.Slack+time.Second, "force-released lock")
+	if !errors.Is(l.Err(), dlock.ErrLeaseLost) {
+		t.Fatalf("Err = %v; want ErrLeaseLost", l.Err())
+	}
+	wantAcquired(t, op, name)
+}
+
 // 6b. Do cancels the context it passes when the lease is lost.
 func (s *suite) testDoCancelsOnLoss(t *testing.T) {
 	name := lockName(t)

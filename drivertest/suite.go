@@ -54,6 +54,7 @@ func (s *suite) run(t *testing.T) {
 		{"WithoutRenewalExpires", s.testWithoutRenewal},
 		{"Extend", s.testExtend},
 		{"LossSignalled", s.testLossSignalled},
+		{"ForceUnlockToken", s.testForceUnlockToken},
 		{"DoCancelsOnLoss", s.testDoCancelsOnLoss},
 		{"CancelWait", s.testCancelWait},
 		{"CancelledWaitTakesNothing", s.testCancelledWaitTakesNothing},

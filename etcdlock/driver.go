@@ -291,13 +291,14 @@ func (d *etcdDriver) Release(ctx context.Context, h driver.Held, _ int) error {
 	return nil
 }
 
-// ForceRelease deletes the holder's key, whoever holds it.
-func (d *etcdDriver) ForceRelease(ctx context.Context, name string) error {
+// ForceRelease deletes the holder's key, whoever holds it (token 0), or
+// only a holder's whose token (its key's create revision) is token.
+func (d *etcdDriver) ForceRelease(ctx context.Context, name string, token uint64) error {
 	kv, _, err := d.first(ctx, d.prefix+name+"/", false)
 	if err != nil {
 		return permErr(fmt.Errorf("etcdlock: force release: %w", err), d.prefix)
 	}
-	if kv == nil {
+	if kv == nil || token != 0 && uint64(kv.CreateRevision) != token {
 		return nil
 	}
 	_, err = d.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision)).

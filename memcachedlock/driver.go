@@ -287,11 +287,32 @@ func (d *mcDriver) Release(_ context.Context, h driver.Held, count int) error {
 	return nil
 }
 
-func (d *mcDriver) ForceRelease(_ context.Context, name string) error {
-	if err := d.mc.Delete(d.key(name)); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
+// ForceRelease deletes the lock's item whoever holds it (token 0), or only
+// while its holder's token is token: a delete checked by cas, as a
+// release's.
+func (d *mcDriver) ForceRelease(_ context.Context, name string, token uint64) error {
+	if token == 0 {
+		if err := d.mc.Delete(d.key(name)); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
+			return fmt.Errorf("memcachedlock: force release: %w", err)
+		}
+		return nil
+	}
+	it, err := d.mc.Get(d.key(name))
+	if errors.Is(err, memcache.ErrCacheMiss) {
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("memcachedlock: force release: %w", err)
 	}
-	return nil
+	if v, err := decode(it); err != nil || v.Token != token {
+		return nil // another holder, or not a lock of dlock's
+	}
+	it.Expiration = -1 // a negative expiration drops the item
+	err = d.mc.CompareAndSwap(it)
+	if err != nil && !errors.Is(err, memcache.ErrCASConflict) && !errors.Is(err, memcache.ErrNotStored) && !errors.Is(err, memcache.ErrCacheMiss) {
+		return fmt.Errorf("memcachedlock: force release: %w", err)
+	}
+	return nil // dropped, or changed since: then another holder's, kept
 }
 
 func (d *mcDriver) Inspect(_ context.Context, name string) (driver.Info, error) {

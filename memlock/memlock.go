@@ -167,11 +167,11 @@ func (d *Driver) InspectKind(_ context.Context, name string, kind driver.Kind) (
 }
 
 // ForceRelease implements driver.ForceReleaser.
-func (d *Driver) ForceRelease(_ context.Context, name string) error {
+func (d *Driver) ForceRelease(_ context.Context, name string, token uint64) error {
 	if err := d.check(); err != nil {
 		return err
 	}
-	d.s.forceRelease(name)
+	d.s.forceRelease(name, token)
 	return nil
 }
 

@@ -108,10 +108,10 @@ func (s *store) release(name, owner string, token uint64, count int) (int, error
 	return 0, nil
 }
 
-func (s *store) forceRelease(name string) {
+func (s *store) forceRelease(name string, token uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.locks[name]; ok {
+	if e, ok := s.locks[name]; ok && (token == 0 || e.token == token) {
 		delete(s.locks, name)
 		s.notify(name)
 	}

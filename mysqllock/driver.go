@@ -422,14 +422,29 @@ FROM dlock_locks WHERE name = ? AND holds > 0 AND expires_at > UTC_TIMESTAMP(6)`
 	return info, nil
 }
 
-func (d *myDriver) ForceRelease(ctx context.Context, name string) error {
+// ForceRelease drops the lock whoever holds it (token 0), or only a
+// holder's whose token is token: in table mode in one statement; in row
+// and session modes it KILLs the holder's connection once dlock's token
+// table names token as the lock's (two statements, as pglock's).
+func (d *myDriver) ForceRelease(ctx context.Context, name string, token uint64) error {
 	if d.mode == ModeTable {
-		_, err := d.db.ExecContext(ctx, "UPDATE dlock_locks SET owner = '', holds = 0, expires_at = '1970-01-02' WHERE name = ?", name)
+		_, err := d.db.ExecContext(ctx, "UPDATE dlock_locks SET owner = '', holds = 0, expires_at = '1970-01-02' WHERE name = ? AND (? = 0 OR token = ?)",
+			name, token, token)
 		return myErr("force release", err)
 	}
 	id, err := d.holderID(ctx, name)
 	if err != nil || id == 0 {
 		return err
+	}
+	if token != 0 {
+		var cur uint64
+		err := d.db.QueryRowContext(ctx, "SELECT token FROM dlock_tokens WHERE name = ?", name).Scan(&cur)
+		if errors.Is(err, sql.ErrNoRows) || err == nil && cur != token {
+			return nil
+		}
+		if err != nil {
+			return myErr("force release", err)
+		}
 	}
 	_, err = d.db.ExecContext(ctx, fmt.Sprintf("KILL %d", id))
 	return myErr("force release (KILL needs the CONNECTION ADMIN or SUPER privilege)", err)

@@ -244,7 +244,10 @@ func (d *natsDriver) noteErr(err error) error {
 }
 
 // ForceRelease purges the lock's key, whoever holds it.
-func (d *natsDriver) ForceRelease(ctx context.Context, name string) error {
+// ForceRelease purges the lock's key whoever holds it (token 0), or only
+// a holder's whose token is token; the purge is checked by the revision
+// read, so a later holder is kept.
+func (d *natsDriver) ForceRelease(ctx context.Context, name string, token uint64) error {
 	ctx, cancel := d.bind(ctx)
 	defer cancel()
 	e, err := d.kv.Get(ctx, key(name))
@@ -253,6 +256,9 @@ func (d *natsDriver) ForceRelease(ctx context.Context, name string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("natslock: force release %q: %w", name, d.closedErr(err))
+	}
+	if token != 0 && describe(name, e).Token != token {
+		return nil
 	}
 	if err := d.kv.Purge(ctx, e.Key(), jetstream.LastRevision(e.Revision()), jetstream.PurgeTTL(markerTTL)); err != nil {
 		return fmt.Errorf("natslock: force release %q: %w", name, d.closedErr(err))

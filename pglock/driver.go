@@ -286,15 +286,31 @@ func (d *pgDriver) Inspect(ctx context.Context, name string) (driver.Info, error
 	}
 }
 
-func (d *pgDriver) ForceRelease(ctx context.Context, name string) error {
+// ForceRelease drops the lock whoever holds it (token 0), or only a
+// holder's whose token is token. In table mode one statement checks and
+// deletes the row. In row and session modes it ends the holder's
+// connection, once dlock's token table names token as the lock's: two
+// statements, between which the holder would have to release and take
+// the lock again on the same connection for the wrong hold to be ended.
+func (d *pgDriver) ForceRelease(ctx context.Context, name string, token uint64) error {
 	if d.mode == ModeTable {
-		_, err := d.pool.Exec(ctx, `WITH x AS (DELETE FROM dlock_locks WHERE name = $1 RETURNING name)
-SELECT pg_notify('dlock_release_' || 'dlock_locks'::regclass::oid::text, md5(name)) FROM x`, name)
+		_, err := d.pool.Exec(ctx, `WITH x AS (DELETE FROM dlock_locks WHERE name = $1 AND ($2 = 0 OR token = $2) RETURNING name)
+SELECT pg_notify('dlock_release_' || 'dlock_locks'::regclass::oid::text, md5(name)) FROM x`, name, int64(token))
 		return pgErr("force release", err)
 	}
 	pid, err := d.holderPID(ctx, name)
 	if err != nil || pid == 0 {
 		return err
+	}
+	if token != 0 {
+		var cur int64
+		err := d.pool.QueryRow(ctx, "SELECT token FROM dlock_tokens WHERE name = $1", name).Scan(&cur)
+		if errors.Is(err, pgx.ErrNoRows) || err == nil && uint64(cur) != token {
+			return nil
+		}
+		if err != nil {
+			return pgErr("force release", err)
+		}
 	}
 	_, err = d.pool.Exec(ctx, "SELECT pg_terminate_backend($1)", pid)
 	return pgErr("force release (pg_terminate_backend needs membership in the holder's role, or pg_signal_backend)", err)

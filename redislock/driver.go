@@ -158,8 +158,8 @@ func (d *redisDriver) Release(ctx context.Context, h driver.Held, count int) err
 	return redisnode.PermissionError(err, d.prefix)
 }
 
-func (d *redisDriver) ForceRelease(ctx context.Context, name string) error {
-	return redisnode.PermissionError(d.node.ForceRelease(ctx, name), d.prefix)
+func (d *redisDriver) ForceRelease(ctx context.Context, name string, token uint64) error {
+	return redisnode.PermissionError(d.node.ForceRelease(ctx, name, token), d.prefix)
 }
 
 // ForceReleaseKind drops every hold of a read-write lock or semaphore,

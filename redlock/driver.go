@@ -379,9 +379,11 @@ func (d *redlockDriver) Inspect(ctx context.Context, name string) (driver.Info, 
 	return info, nil
 }
 
-func (d *redlockDriver) ForceRelease(ctx context.Context, name string) error {
+// ForceRelease deletes the lock on every node (one acquire set the same
+// token on each), or only where its token is token.
+func (d *redlockDriver) ForceRelease(ctx context.Context, name string, token uint64) error {
 	_, errs := each(ctx, d, time.Second, func(ctx context.Context, n *redisnode.Node) (struct{}, error) {
-		return struct{}{}, n.ForceRelease(ctx, name)
+		return struct{}{}, n.ForceRelease(ctx, name, token)
 	})
 	if err := d.refused(errs); err != nil {
 		return err

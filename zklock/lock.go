@@ -371,10 +371,13 @@ func (d *zkDriver) Inspect(ctx context.Context, name string) (_ driver.Info, err
 	return info, nil
 }
 
-func (d *zkDriver) ForceRelease(ctx context.Context, name string) (err error) {
+// ForceRelease deletes the holder's node, whoever holds it (token 0), or
+// only a holder's whose token (its node's czxid) is token: a node's name
+// is never used again, so the delete reaches that holder only.
+func (d *zkDriver) ForceRelease(ctx context.Context, name string, token uint64) (err error) {
 	defer func() { err = d.permErr(err, name) }()
-	node, _, _, _, err := d.holder(ctx, name)
-	if err != nil || node == "" {
+	node, stat, _, _, err := d.holder(ctx, name)
+	if err != nil || node == "" || token != 0 && uint64(stat.Czxid) != token {
 		return err
 	}
 	if _, err := d.call(ctx, nil, func() error { return d.conn.Delete(node, -1) }); err != nil && !errors.Is(err, zk.ErrNoNode) {

@@ -184,7 +184,15 @@ func unlockCmd() *cobra.Command {
 				}
 			}
 			if info.Held {
-				if err := c.ForceUnlock(cmd.Context(), name); err != nil {
+				// Only the holder shown: the force names its token, so a
+				// holder granted since is kept. A holder without one (a
+				// foreign holder the backend knows no token of) is released
+				// whoever holds the lock then.
+				var shown []uint64
+				if info.Token != 0 {
+					shown = []uint64{info.Token}
+				}
+				if err := c.ForceUnlock(cmd.Context(), name, shown...); err != nil {
 					return fail(exitFailed, "%v", err)
 				}
 				res.Released = true

@@ -324,7 +324,17 @@ func (e *Engine) ForceRelease(ctx context.Context, name string, kind driver.Kind
 		if e.Closed() {
 			return e.wrap("force-unlock", name, driver.ErrClosed)
 		}
-		err = fr.ForceRelease(ctx, name)
+		if len(tokens) == 0 {
+			err = fr.ForceRelease(ctx, name, 0)
+		}
+		for _, t := range tokens { // one holder at a time: at most one of them holds
+			if t == 0 {
+				continue // no hold has token 0: not "whoever holds it"
+			}
+			if err = fr.ForceRelease(ctx, name, t); err != nil {
+				break
+			}
+		}
 	default:
 		kf, ok := e.drv.(driver.KindForceReleaser)
 		if !e.caps.Supports(kind) {

@@ -242,10 +242,14 @@ func (n *Node) releaseReq(ctx context.Context, k Keys, owner string, token uint6
 	return int(left), nil
 }
 
-// ForceRelease deletes the lock whoever holds it, handing it to the next
-// queued waiter.
-func (n *Node) ForceRelease(ctx context.Context, name string) error {
-	if err := n.call(ctx, forceScript, NewKeys(n.prefix, name).args).Err(); err != nil {
+// ForceRelease deletes the lock whoever holds it (token 0), or only while
+// its holder's token is token, handing it to the next queued waiter.
+func (n *Node) ForceRelease(ctx context.Context, name string, token uint64) error {
+	tok := ""
+	if token != 0 {
+		tok = strconv.FormatUint(token, 10)
+	}
+	if err := n.call(ctx, forceScript, NewKeys(n.prefix, name).args, tok).Err(); err != nil {
 		return fmt.Errorf("redislock: force release: %w", err)
 	}
 	return nil

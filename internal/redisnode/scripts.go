@@ -298,9 +298,10 @@ handoff(now_ms())
 return 1
 `)
 
-// forceScript: no ARGV. Deletes the lock whoever
-// holds it and hands it to the next waiter.
+// forceScript: ARGV token ("": any). Deletes the lock whoever holds it, or
+// only while its holder's token is token, and hands it to the next waiter.
 var forceScript = newScript("force", prelude+recent+helpers+`
+if ARGV[1] ~= '' and redis.call('HGET', lock, '\0t') ~= ARGV[1] then return 0 end
 if redis.call('DEL', lock) == 0 then return 0 end
 handoff(now_ms())
 return 1
