@@ -20,11 +20,12 @@ import (
 type Lease struct {
 	ConnID uint64 // the server connection holding the lock (for KILL)
 
-	d    *myDriver
-	name string
-	hold sqlbase.ConnHold
-	conn *sql.Conn
-	tx   *sql.Tx // row mode
+	d     *myDriver
+	name  string
+	token uint64
+	hold  sqlbase.ConnHold
+	conn  *sql.Conn
+	tx    *sql.Tx // row mode
 	// the session's timeouts before the lock bounded them: wait_timeout,
 	// net_read_timeout, net_write_timeout
 	saved [3]int64
@@ -97,8 +98,10 @@ func (d *myDriver) acquireConn(ctx context.Context, r driver.Request) (driver.Gr
 	if l.tx == nil { // session mode: no transaction, the token's statement is that one
 		since = time.Now()
 		tok, err = nextToken(sctx, l.conn, r, l.ConnID)
+		l.token = tok
 	} else { // the token must commit apart from the lock's transaction
 		tok, err = nextToken(sctx, d.db, r, l.ConnID)
+		l.token = tok
 		if err == nil {
 			since = time.Now()
 			if _, err = l.tx.ExecContext(sctx, "SELECT 1"); err != nil {
@@ -293,7 +296,22 @@ func connClosed(c *sql.Conn) bool {
 func (l *Lease) release(ctx context.Context) error {
 	unfit := false // released, but the connection is not fit for the pool
 	unlock := func(ctx context.Context) error {
+		// The hold's token row forgets the connection first, while the lock
+		// is still held: a force unlock naming this hold's token must not
+		// KILL the connection once it holds another lock, or this one
+		// again (forceHolder).
 		var err error
+		if l.tx != nil {
+			_, err = l.tx.ExecContext(ctx, forgetHolder, l.name, l.token)
+		} else {
+			_, err = l.conn.ExecContext(ctx, forgetHolder, l.name, l.token)
+		}
+		if err != nil {
+			if l.tx != nil {
+				_ = l.tx.Rollback()
+			}
+			return err
+		}
 		if l.tx != nil {
 			// COMMIT as a statement, bounded by ctx (Tx.Commit is not: it would
 			// wait on a dead connection until TCP gives up); then Rollback ends
@@ -323,6 +341,10 @@ func (l *Lease) release(ctx context.Context) error {
 	}
 	return l.hold.Release(ctx, "mysqllock", unlock, keep, l.discard, l.d.slots.Give)
 }
+
+// forgetHolder clears the connection of the hold with token ? of the mutex
+// ? from its token row.
+const forgetHolder = "UPDATE dlock_tokens SET holder_id = NULL WHERE name = ? AND token = ?"
 
 // restore puts back the session's timeouts and returns the connection to
 // the pool, or discards it if that fails.

@@ -424,29 +424,52 @@ FROM dlock_locks WHERE name = ? AND holds > 0 AND expires_at > UTC_TIMESTAMP(6)`
 
 // ForceRelease drops the lock whoever holds it (token 0), or only a
 // holder's whose token is token: in table mode in one statement; in row
-// and session modes it KILLs the holder's connection once dlock's token
-// table names token as the lock's (two statements, as pglock's).
+// and session modes it KILLs the connection that the token's row names,
+// if it holds the lock (see forceHolder).
 func (d *myDriver) ForceRelease(ctx context.Context, name string, token uint64) error {
 	if d.mode == ModeTable {
 		_, err := d.db.ExecContext(ctx, "UPDATE dlock_locks SET owner = '', holds = 0, expires_at = '1970-01-02' WHERE name = ? AND (? = 0 OR token = ?)",
 			name, token, token)
 		return myErr("force release", err)
 	}
+	if token != 0 {
+		return d.forceHolder(ctx, name, token)
+	}
 	id, err := d.holderID(ctx, name)
 	if err != nil || id == 0 {
 		return err
 	}
-	if token != 0 {
-		var cur uint64
-		err := d.db.QueryRowContext(ctx, "SELECT token FROM dlock_tokens WHERE name = ?", name).Scan(&cur)
-		if errors.Is(err, sql.ErrNoRows) || err == nil && cur != token {
-			return nil
-		}
-		if err != nil {
-			return myErr("force release", err)
-		}
-	}
 	_, err = d.db.ExecContext(ctx, fmt.Sprintf("KILL %d", id))
+	return myErr("force release (KILL needs the CONNECTION ADMIN or SUPER privilege)", err)
+}
+
+// forceHolder KILLs the connection holding the mutex name in row or
+// session mode if its hold has token: the connection its token row names,
+// if any (a release clears it first), checked to hold the lock in the same
+// statement (session mode: IS_USED_LOCK; row mode: the row is locked, read
+// first). A connection that ended since is no error.
+func (d *myDriver) forceHolder(ctx context.Context, name string, token uint64) error {
+	q := "SELECT holder_id FROM dlock_tokens WHERE name = ? AND token = ? AND holder_id = IS_USED_LOCK(?)"
+	args := []any{name, token, lockName(name)}
+	if d.mode == ModeRow {
+		id, err := d.holderID(ctx, name)
+		if err != nil || id == 0 {
+			return err
+		}
+		q, args = "SELECT holder_id FROM dlock_tokens WHERE name = ? AND token = ? AND holder_id IS NOT NULL", args[:2]
+	}
+	var id uint64
+	err := d.db.QueryRowContext(ctx, q, args...).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err == nil {
+		_, err = d.db.ExecContext(ctx, fmt.Sprintf("KILL %d", id))
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1094 { // unknown thread id: it ended
+		return nil
+	}
 	return myErr("force release (KILL needs the CONNECTION ADMIN or SUPER privilege)", err)
 }
 

@@ -151,8 +151,10 @@ func (d *pgDriver) acquireConn(ctx context.Context, r driver.Request) (driver.Gr
 	} else if d.mode == ModeSession { // no transaction: the token's statement is that one
 		since = time.Now()
 		tok, err = d.nextToken(ctx, l.conn, r.Name, r.Owner, l.PID)
+		l.token = tok
 	} else { // the token must commit apart from the lock's transaction
 		tok, err = d.nextToken(ctx, d.pool, r.Name, r.Owner, l.PID)
+		l.token = tok
 		if err == nil {
 			since = time.Now()
 			_, err = l.tx.Exec(ctx, "SELECT 1")
@@ -279,9 +281,17 @@ func (l *Lease) release(ctx context.Context) error {
 
 // unlock gives up the lock that l's connection holds: commits the row
 // mode's transaction, or ends the session mode's advisory lock and puts the
-// settings that bounded the session back.
+// settings that bounded the session back. A mutex's holder row in
+// dlock_tokens forgets the connection as the lock is given up (in the
+// transaction, or the statement, that gives it up): a force unlock naming
+// this hold's token must not end the connection once it holds another
+// lock, or this one again (holderForce).
 func (l *Lease) unlock(ctx context.Context) error {
 	if l.tx != nil {
+		if _, err := l.tx.Exec(ctx, forgetHolder, l.name, int64(l.token)); err != nil {
+			_ = l.tx.Rollback(ctx) // gives the lock up all the same
+			return err
+		}
 		return l.tx.Commit(ctx)
 	}
 	var ok bool
@@ -292,13 +302,18 @@ func (l *Lease) unlock(ctx context.Context) error {
 		err = l.conn.QueryRow(ctx, `WITH h AS (DELETE FROM dlock_holds WHERE name = $1 AND family = 1 AND owner = $3 AND token = $4)
 SELECT `+fn+"("+key+"), "+resetBounds("$2"), l.name, l.d.settings, l.owner, int64(l.token)).Scan(&ok, &n)
 	} else {
-		err = l.conn.QueryRow(ctx, "SELECT "+fn+"("+key+"), "+resetBounds("$2"), l.name, l.d.settings).Scan(&ok, &n)
+		err = l.conn.QueryRow(ctx, "WITH t AS ("+forgetHolder+") SELECT "+fn+"("+key+"), "+resetBounds("$3"),
+			l.name, int64(l.token), l.d.settings).Scan(&ok, &n)
 	}
 	if err == nil && !ok {
 		err = errors.New("not held")
 	}
 	return err
 }
+
+// forgetHolder clears the connection of the hold with token $2 of the
+// mutex $1 from its token row.
+const forgetHolder = "UPDATE dlock_tokens SET holder_pid = NULL WHERE name = $1 AND token = $2"
 
 // discard closes the connection instead of pooling it, so nothing it held
 // survives.

@@ -203,7 +203,7 @@ func unlockCmd() *cobra.Command {
 			case jsonOutput():
 				return printJSON(cmd.OutOrStdout(), res)
 			case res.Released:
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: released (holder %s will find out at its next renewal)\n", esc(name), esc(info.Owner))
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: released (holder %s, unless it had released it already, finds out at its next renewal)\n", esc(name), esc(info.Owner))
 			case gone:
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: not held (released while you answered)\n", esc(name))
 			default:
