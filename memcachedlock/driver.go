@@ -326,7 +326,12 @@ func (d *mcDriver) Inspect(_ context.Context, name string) (driver.Info, error) 
 	}
 	v, err := decode(it)
 	if err != nil {
-		return driver.Info{}, fmt.Errorf("memcachedlock: inspect: %w", err)
+		// Something not dlock's holds the lock's key: it keeps every
+		// contender out all the same, and an operator may release it
+		// (dlock unlock --force), which needs to see it held.
+		info.Held = true
+		info.Notes = append(info.Notes, fmt.Sprintf("the item does not hold a dlock value (%v)", err))
+		return info, nil
 	}
 	info.Held, info.Owner, info.Label, info.Holds, info.Token, info.TTL = true, v.Owner, v.Label, v.Holds, v.Token, v.retry()
 	return info, nil

@@ -2,6 +2,8 @@ package memcachedlock_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"testing"
 	"time"
@@ -76,4 +78,32 @@ func TestTTLLimits(t *testing.T) {
 	if _, err := dlock.Open(t.Context(), "memcached://"+srv.Addr()+"?bogus=1"); !errors.Is(err, dlock.ErrInvalidURL) {
 		t.Errorf("bad parameter: %v", err)
 	}
+}
+
+// An item at a lock's key that is not dlock's keeps every contender out,
+// and Inspect failed on it, so dlock unlock --force could not show it, and
+// so not release it (finding of an adversary pass). Inspect now shows it
+// held, with a note, and a force without a token releases it.
+func TestForeignItemShownAndReleased(t *testing.T) {
+	srv := testserver.Memcached(t)
+	c := drivertest.MustOpen(t, "memcached://"+srv.Addr()+"?prefix=foreign")
+	sum := sha256.Sum256([]byte("jobs/x"))
+	if err := memcache.New(srv.Addr()).Set(&memcache.Item{Key: "foreign:" + hex.EncodeToString(sum[:16]), Value: []byte("garbage")}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Inspect(t.Context(), "jobs/x")
+	if err != nil || !info.Held || len(info.Notes) < 2 {
+		t.Fatalf("Inspect of a foreign item = %+v, %v; want held, with a note", info, err)
+	}
+	if _, err := c.Mutex("jobs/x").TryLock(t.Context()); err == nil {
+		t.Fatal("TryLock over a foreign item succeeded")
+	}
+	if err := c.ForceUnlock(t.Context(), "jobs/x"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Mutex("jobs/x").TryLock(t.Context())
+	if err != nil {
+		t.Fatalf("TryLock after the force: %v", err)
+	}
+	_ = l.Unlock(t.Context())
 }
