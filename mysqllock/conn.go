@@ -397,13 +397,22 @@ func (d *myDriver) inspectConn(ctx context.Context, name string) (driver.Info, e
 	if err != nil || id == 0 {
 		return info, err
 	}
+	info.Held, info.Holds = true, 1
+	info.Notes = []string{fmt.Sprintf("held by connection %d", id)}
+	// The token row describes the holder only if it names the holding
+	// connection (see pglock's inspectConn): not a plain GET_LOCK session,
+	// nor a holder that has not written its token yet.
 	var owner sql.NullString
 	var token uint64
-	err = d.db.QueryRowContext(ctx, "SELECT owner, token FROM dlock_tokens WHERE name = ?", name).Scan(&owner, &token)
+	var holder sql.NullInt64
+	err = d.db.QueryRowContext(ctx, "SELECT owner, token, holder_id FROM dlock_tokens WHERE name = ?", name).Scan(&owner, &token, &holder)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return info, myErr("inspect", err)
 	}
-	info.Held, info.Holds, info.Owner, info.Token = true, 1, owner.String, token
-	info.Notes = []string{fmt.Sprintf("held by connection %d", id)}
+	if !holder.Valid || uint64(holder.Int64) != id {
+		info.Notes = append(info.Notes, "no token of dlock's: a holder outside dlock, or one that has not written its token yet")
+		return info, nil
+	}
+	info.Owner, info.Token = owner.String, token
 	return info, nil
 }

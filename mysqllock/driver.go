@@ -445,31 +445,46 @@ func (d *myDriver) ForceRelease(ctx context.Context, name string, token uint64) 
 
 // forceHolder KILLs the connection holding the mutex name in row or
 // session mode if its hold has token: the connection its token row names,
-// if any (a release clears it first), checked to hold the lock in the same
-// statement (session mode: IS_USED_LOCK; row mode: the row is locked, read
-// first). A connection that ended since is no error.
+// if any (a release clears it first), checked to hold the lock (session
+// mode: IS_USED_LOCK; row mode: the row is locked, read first). KILL is a
+// statement of its own, so the token row stays locked (FOR UPDATE) from the
+// check to the KILL: the holder's release, which clears the row first,
+// waits, and its connection cannot take another hold in between (an
+// adversary had a KILL meant for token T end the same connection's next
+// hold). A connection that ended since is no error.
 func (d *myDriver) forceHolder(ctx context.Context, name string, token uint64) error {
-	q := "SELECT holder_id FROM dlock_tokens WHERE name = ? AND token = ? AND holder_id = IS_USED_LOCK(?)"
+	q := "SELECT holder_id FROM dlock_tokens WHERE name = ? AND token = ? AND holder_id = IS_USED_LOCK(?) FOR UPDATE"
 	args := []any{name, token, lockName(name)}
 	if d.mode == ModeRow {
 		id, err := d.holderID(ctx, name)
 		if err != nil || id == 0 {
 			return err
 		}
-		q, args = "SELECT holder_id FROM dlock_tokens WHERE name = ? AND token = ? AND holder_id IS NOT NULL", args[:2]
+		q, args = "SELECT holder_id FROM dlock_tokens WHERE name = ? AND token = ? AND holder_id IS NOT NULL FOR UPDATE", args[:2]
 	}
-	var id uint64
-	err := d.db.QueryRowContext(ctx, q, args...).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil
-	}
-	if err == nil {
-		_, err = d.db.ExecContext(ctx, fmt.Sprintf("KILL %d", id))
-	}
-	var me *mysql.MySQLError
-	if errors.As(err, &me) && me.Number == 1094 { // unknown thread id: it ended
-		return nil
-	}
+	err := func() error {
+		tx, err := d.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		var id uint64
+		err = tx.QueryRowContext(ctx, q, args...).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err == nil {
+			_, err = tx.ExecContext(ctx, fmt.Sprintf("KILL %d", id))
+		}
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && me.Number == 1094 { // unknown thread id: it ended
+			err = nil
+		}
+		if err != nil {
+			return err
+		}
+		return tx.Commit()
+	}()
 	return myErr("force release (KILL needs the CONNECTION ADMIN or SUPER privilege)", err)
 }
 

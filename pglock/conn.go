@@ -355,16 +355,27 @@ func (d *pgDriver) inspectConn(ctx context.Context, name string) (driver.Info, e
 	if err != nil || pid == 0 {
 		return info, err
 	}
+	info.Held, info.Holds = true, 1
+	info.Notes = []string{fmt.Sprintf("held by backend pid %d", pid)}
+	// The token row describes the holder only if it names the holding
+	// connection: a holder outside dlock (psql's pg_advisory_lock), or
+	// one that has not written its token yet, has none of its own, and the
+	// last holder's would name it wrongly (and a force naming that token
+	// would end nothing).
 	var owner *string
 	var token int64
-	err = d.pool.QueryRow(ctx, "SELECT owner, token FROM dlock_tokens WHERE name = $1", name).Scan(&owner, &token)
+	var holder *int32
+	err = d.pool.QueryRow(ctx, "SELECT owner, token, holder_pid FROM dlock_tokens WHERE name = $1", name).Scan(&owner, &token, &holder)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return info, pgErr("inspect", err)
 	}
-	info.Held, info.Holds, info.Token = true, 1, uint64(token)
+	if holder == nil || *holder != pid {
+		info.Notes = append(info.Notes, "no token of dlock's: a holder outside dlock, or one that has not written its token yet")
+		return info, nil
+	}
+	info.Token = uint64(token)
 	if owner != nil {
 		info.Owner = *owner
 	}
-	info.Notes = []string{fmt.Sprintf("held by backend pid %d", pid)}
 	return info, nil
 }

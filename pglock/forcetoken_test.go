@@ -49,6 +49,12 @@ func TestForceStaleTokenEndsNothing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Inspect names no token for a holder whose token row is
+			// another's (it named the last holder's, and the CLI's force
+			// of that token then ended nothing).
+			if info, err := a.Inspect(ctx, "stale-"+mode); err != nil || mode == "session" && (!info.Held || info.Token != 0 || info.Owner != "") {
+				t.Errorf("Inspect of a holder without a token row of its own = %+v, %v; want held, token 0, no owner", info, err)
+			}
 			if err := a.ForceUnlock(ctx, "stale-"+mode, shown); err != nil {
 				t.Fatalf("ForceUnlock with the last holder's token: %v", err)
 			}
