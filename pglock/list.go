@@ -36,7 +36,14 @@ func (d *pgDriver) List(ctx context.Context, prefix string) ([]driver.Info, erro
 		if err != nil {
 			return nil, pgErr("list", err)
 		}
-		refs = append(refs, kinds...)
+		// Table-mode clients of the same database keep semaphores there
+		// too, which session mode cannot read: List failed on them with
+		// ErrUnsupported. They are another mode's locks: left out.
+		for _, r := range kinds {
+			if d.Caps().Supports(r.Family) {
+				refs = append(refs, r)
+			}
+		}
 	}
 	in := listing.For(d)
 	in.Inspect = d.inspectWaiters
