@@ -578,11 +578,7 @@ func TestRunOnTerminalLostStopsChildren(t *testing.T) {
 	if err := drivertest.MustOpen(t, u).ForceUnlock(t.Context(), "ptylost"); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "dlock exited"); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("dlock did not exit:\n%s", out.String())
-		}
-	}
+	waitDlockExited(t, out)
 	if !strings.Contains(out.String(), "dlock exited 4") {
 		t.Fatalf("want exit 4:\n%s", out.String())
 	}
@@ -727,6 +723,13 @@ func TestRunOnTerminalGuardKilledStopsChildren(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitGone(t, pid, 10*time.Second, "after the guard was killed", out)
+	waitDlockExited(t, out)
+}
+
+// waitDlockExited waits for the line an onTerminal command line prints
+// once dlock has exited ("dlock exited STATUS").
+func waitDlockExited(t *testing.T, out *syncBuffer) {
+	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "dlock exited"); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("dlock did not exit:\n%s", out.String())
