@@ -55,6 +55,12 @@ func (d *fakeDriver) Acquire(ctx context.Context, req driver.Request) (driver.Gr
 	if d.acquire != nil {
 		return d.acquire(ctx, req)
 	}
+	return storeAcquire(d, req)
+}
+
+// storeAcquire is the fake store's own Acquire, which overrides call to
+// take the lock at a moment of their choosing.
+func storeAcquire(d *fakeDriver, req driver.Request) (driver.Grant, error) {
 	if d.cut.Load() {
 		return driver.Grant{}, errFakeCut
 	}

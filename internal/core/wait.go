@@ -36,7 +36,25 @@ func (e *Engine) obtain(ctx context.Context, t *turn.Turn[holdKey], req driver.R
 	if err != nil && uncertain && fresh && !e.caps.Blocking {
 		e.undo(req)
 	}
+	if err == nil && !try && !e.caps.Blocking && ctx.Err() != nil {
+		// A polling attempt under way when ctx ended (most stores' requests
+		// cannot be called back once sent) took the lock, maybe after the
+		// caller gave up and after the holder let go: Lock promises the
+		// error and nothing left behind when ctx ends first, so give it back.
+		e.giveBack(ctx, req, g, fresh)
+		return driver.Grant{}, time.Time{}, e.waitErr(ctx, nil)
+	}
 	return g, sent, err
+}
+
+// giveBack releases grant g of req, which its caller will not get: all its
+// counts for a fresh owner (nobody else has it), else the one it added.
+func (e *Engine) giveBack(ctx context.Context, req driver.Request, g driver.Grant, fresh bool) {
+	n := 1
+	if fresh {
+		n = max(g.Holds, 1)
+	}
+	e.dropCounts(ctx, req, g, n)
 }
 
 // attempt is one Acquire of a wait by polling; it sets *uncertain on an
@@ -130,8 +148,9 @@ func (e *Engine) undo(req driver.Request) {
 	}
 }
 
-// dropCounts releases n counts of a fresh owner's grant g that earlier
-// attempts of the same call added (their replies lost).
+// dropCounts releases n counts of grant g that no lease will release: a
+// fresh owner's counts added by earlier attempts of the same call (their
+// replies lost), or a grant that came after ctx ended (giveBack).
 func (e *Engine) dropCounts(ctx context.Context, req driver.Request, g driver.Grant, n int) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
