@@ -326,27 +326,31 @@ func (l *Lease) discard() {
 // none).
 func (d *pgDriver) holderPID(ctx context.Context, name string) (int32, error) {
 	var pid int32
-	var err error
-	if d.mode == ModeSession {
-		err = d.pool.QueryRow(ctx, `SELECT coalesce((SELECT pid FROM pg_locks, (SELECT `+advisoryKey+` AS k) key
-WHERE locktype = 'advisory' AND granted AND objsubid = 1 AND database = `+thisDatabase+`
-  AND classid = ((key.k >> 32) & 4294967295)::bigint::text::oid AND objid = (key.k & 4294967295)::bigint::text::oid LIMIT 1), 0)`, name).Scan(&pid)
-	} else {
-		held, e := d.rowHeld(ctx, name)
-		if e != nil || !held {
-			return 0, e
-		}
-		err = d.pool.QueryRow(ctx, "SELECT coalesce((SELECT holder_pid FROM dlock_tokens WHERE name = $1), 0)", name).Scan(&pid)
-	}
+	err := d.pool.QueryRow(ctx, "SELECT coalesce(("+d.holdersSQL()+" LIMIT 1), 0)", name).Scan(&pid)
 	return pid, pgErr("holder", err)
 }
 
-// rowHeld reports whether name's row is locked, without waiting.
-func (d *pgDriver) rowHeld(ctx context.Context, name string) (bool, error) {
-	var held bool
-	err := d.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM dlock_rows WHERE name = $1)
-  AND NOT EXISTS (SELECT 1 FROM dlock_rows WHERE name = $1 FOR KEY SHARE SKIP LOCKED)`, name).Scan(&held)
-	return held, err
+// holdersSQL selects the pid of the backend holding the mutex named $1 in
+// row or session mode, found in the lock itself and not in the token row,
+// which names the holder only once it has written it, and after a crash
+// names a connection that is gone (its pid free for PostgreSQL to reuse).
+//
+// Session mode: the advisory lock's entry in pg_locks, in this database.
+// Row mode: the transaction whose id is the row's xmax, which a row lock
+// sets, and which holds the lock on its own id (pg_locks, "transactionid")
+// while it runs; the row must be locked FOR UPDATE (a FOR KEY SHARE of it
+// skipped), since a FOR KEY SHARE such as this statement's own sets xmax
+// too. An xmax left by a transaction that has ended names no lock.
+func (d *pgDriver) holdersSQL() string {
+	if d.mode == ModeSession {
+		return `SELECT pid FROM pg_locks, (SELECT ` + advisoryKey + ` AS k) key
+WHERE locktype = 'advisory' AND granted AND objsubid = 1 AND database = ` + thisDatabase + `
+  AND classid = ((key.k >> 32) & 4294967295)::bigint::text::oid AND objid = (key.k & 4294967295)::bigint::text::oid`
+	}
+	return `SELECT l.pid FROM dlock_rows r, pg_locks l
+WHERE r.name = $1 AND l.locktype = 'transactionid' AND l.transactionid = r.xmax AND l.granted
+  AND l.mode = 'ExclusiveLock' AND l.pid <> pg_backend_pid()
+  AND NOT EXISTS (SELECT 1 FROM dlock_rows WHERE name = $1 FOR KEY SHARE SKIP LOCKED)`
 }
 
 func (d *pgDriver) inspectConn(ctx context.Context, name string) (driver.Info, error) {

@@ -289,44 +289,23 @@ func (d *pgDriver) Inspect(ctx context.Context, name string) (driver.Info, error
 // ForceRelease drops the lock whoever holds it (token 0), or only a
 // holder's whose token is token. In table mode one statement checks and
 // deletes the row. In row and session modes it ends the holder's
-// connection: with a token, the connection that the token's row names, in
-// one statement that also checks (session mode) that it holds the lock
-// now. A release clears the row's connection as it gives the lock up, so
-// a stale row (a new holder that has not written its own yet) names none.
+// connection, found in the lock itself (holdersSQL), in one statement that
+// also checks, with a token, that the token's row names that connection. A
+// release clears the row's connection as it gives the lock up, so a stale
+// row (a new holder that has not written its own yet) names none.
 func (d *pgDriver) ForceRelease(ctx context.Context, name string, token uint64) error {
-	if d.mode == ModeTable {
-		_, err := d.pool.Exec(ctx, `WITH x AS (DELETE FROM dlock_locks WHERE name = $1 AND ($2 = 0 OR token = $2) RETURNING name)
+	var err error
+	switch {
+	case d.mode == ModeTable:
+		_, err = d.pool.Exec(ctx, `WITH x AS (DELETE FROM dlock_locks WHERE name = $1 AND ($2 = 0 OR token = $2) RETURNING name)
 SELECT pg_notify('dlock_release_' || 'dlock_locks'::regclass::oid::text, md5(name)) FROM x`, name, int64(token))
 		return pgErr("force release", err)
+	case token == 0:
+		_, err = d.pool.Exec(ctx, "SELECT pg_terminate_backend(h.pid) FROM ("+d.holdersSQL()+") h", name)
+	default:
+		_, err = d.pool.Exec(ctx, `SELECT pg_terminate_backend(t.holder_pid) FROM dlock_tokens t
+WHERE t.name = $1 AND t.token = $2 AND t.holder_pid IN (`+d.holdersSQL()+`)`, name, int64(token))
 	}
-	if token != 0 {
-		return d.forceHolder(ctx, name, token)
-	}
-	pid, err := d.holderPID(ctx, name)
-	if err != nil || pid == 0 {
-		return err
-	}
-	_, err = d.pool.Exec(ctx, "SELECT pg_terminate_backend($1)", pid)
-	return pgErr("force release (pg_terminate_backend needs membership in the holder's role, or pg_signal_backend)", err)
-}
-
-// forceHolder ends the connection holding the mutex name in row or session
-// mode if its hold has token: the connection its token row names, if any
-// (a release clears it), holding the lock now (session mode: in pg_locks;
-// row mode: the row is locked, read first).
-func (d *pgDriver) forceHolder(ctx context.Context, name string, token uint64) error {
-	held := `EXISTS (SELECT 1 FROM pg_locks, (SELECT ` + advisoryKey + ` AS k) key
-WHERE pid = t.holder_pid AND locktype = 'advisory' AND granted AND objsubid = 1 AND database = ` + thisDatabase + `
-  AND classid = ((key.k >> 32) & 4294967295)::bigint::text::oid AND objid = (key.k & 4294967295)::bigint::text::oid)`
-	if d.mode == ModeRow {
-		ok, err := d.rowHeld(ctx, name)
-		if err != nil || !ok {
-			return pgErr("force release", err)
-		}
-		held = "true"
-	}
-	_, err := d.pool.Exec(ctx, `SELECT pg_terminate_backend(t.holder_pid) FROM dlock_tokens t
-WHERE t.name = $1 AND t.token = $2 AND t.holder_pid IS NOT NULL AND `+held, name, int64(token))
 	return pgErr("force release (pg_terminate_backend needs membership in the holder's role, or pg_signal_backend)", err)
 }
 

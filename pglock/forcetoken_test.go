@@ -52,7 +52,7 @@ func TestForceStaleTokenEndsNothing(t *testing.T) {
 			// Inspect names no token for a holder whose token row is
 			// another's (it named the last holder's, and the CLI's force
 			// of that token then ended nothing).
-			if info, err := a.Inspect(ctx, "stale-"+mode); err != nil || mode == "session" && (!info.Held || info.Token != 0 || info.Owner != "") {
+			if info, err := a.Inspect(ctx, "stale-"+mode); err != nil || (!info.Held || info.Token != 0 || info.Owner != "") {
 				t.Errorf("Inspect of a holder without a token row of its own = %+v, %v; want held, token 0, no owner", info, err)
 			}
 			if err := a.ForceUnlock(ctx, "stale-"+mode, shown); err != nil {
