@@ -217,7 +217,10 @@ func (d *pgDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 		}
 		return l, true, nil
 	default: // row
-		if _, err := conn.Exec(ctx, "INSERT INTO dlock_rows (name) VALUES ($1) ON CONFLICT DO NOTHING", r.Name); err != nil {
+		// Only if no row shows: an insert that conflicts with a row being
+		// deleted or updated waits for that transaction, even a TryLock's.
+		if _, err := conn.Exec(ctx, `INSERT INTO dlock_rows (name) SELECT $1
+WHERE NOT EXISTS (SELECT 1 FROM dlock_rows WHERE name = $1) ON CONFLICT DO NOTHING`, r.Name); err != nil {
 			return fail(pgErr("row", err))
 		}
 		tx, err := conn.Begin(ctx)
