@@ -325,44 +325,120 @@ func (l *Lease) discard() {
 	l.conn.Release()
 }
 
-// holderPID returns the backend holding name in row or session mode (0 if
-// none).
-func (d *pgDriver) holderPID(ctx context.Context, name string) (int32, error) {
-	var pid int32
-	err := d.pool.QueryRow(ctx, "SELECT coalesce(("+d.holdersSQL()+" LIMIT 1), 0)", name).Scan(&pid)
-	return pid, pgErr("holder", err)
+// holder is who holds a mutex in row or session mode.
+type holder struct {
+	held bool
+	pid  int32  // the holding backend; 0 if held by one dlock cannot tell
+	xid  string // row mode: the holding transaction's id
 }
 
-// holdersSQL selects the pid of the backend holding the mutex named $1 in
-// row or session mode, found in the lock itself and not in the token row,
-// which names the holder only once it has written it, and after a crash
-// names a connection that is gone (its pid free for PostgreSQL to reuse).
+// findHolder finds the backend holding name in row or session mode in the
+// lock itself, not in the token row, which names the holder only once it
+// has written it, and after a crash names a connection that is gone (its
+// pid free for PostgreSQL to give to another).
 //
 // Session mode: the advisory lock's entry in pg_locks, in this database.
+//
 // Row mode: the transaction whose id is the row's xmax, which a row lock
 // sets, and which holds the lock on its own id (pg_locks, "transactionid")
-// while it runs; the row must be locked FOR UPDATE (a FOR KEY SHARE of it
-// skipped), since a FOR KEY SHARE such as this statement's own sets xmax
-// too. An xmax left by a transaction that has ended names no lock.
-func (d *pgDriver) holdersSQL() string {
+// while it runs. PostgreSQL shows no row lock's mode, and a probe's FOR KEY
+// SHARE (Inspect's, this one's) sets xmax too. So the row must be busy: a
+// FOR KEY SHARE SKIP LOCKED of it skipped, as it is when the row is locked
+// FOR UPDATE, or when a waiter is queued for it (then xmax's transaction is
+// what the waiter waits for, maybe a shared lock). And the transaction must
+// run before and after that probe and be no probe (probeMark): three
+// statements, in that order (in one, PostgreSQL may run the probe first).
+// A row locked by a transaction that pg_locks does not show (a released
+// savepoint's, or shared row locks beside FOR UPDATE, which make xmax a
+// multixact) is held by one dlock cannot tell. One held in a mode that a
+// probe does not skip (FOR SHARE, FOR NO KEY UPDATE) with nobody queued,
+// which dlock's FOR UPDATE also waits for, shows as free. And a multixact id
+// in xmax that equals a running transaction's id names that transaction
+// wrongly: what findHolder tells is for Inspect to show, and a force does
+// not act on it (forceRow).
+func (d *pgDriver) findHolder(ctx context.Context, name string) (holder, error) {
 	if d.mode == ModeSession {
-		return `SELECT pid FROM pg_locks, (SELECT ` + advisoryKey + ` AS k) key
+		var pid int32
+		err := d.pool.QueryRow(ctx, "SELECT coalesce(("+sessionHolderSQL+" LIMIT 1), 0)", name).Scan(&pid)
+		return holder{held: pid != 0, pid: pid}, pgErr("holder", err)
+	}
+	var h holder
+	for range 5 {
+		var xid *string
+		h.pid = 0
+		err := d.pool.QueryRow(ctx, `SELECT r.xmax::text, coalesce((SELECT l.pid FROM pg_locks l
+WHERE l.locktype = 'transactionid' AND l.transactionid = r.xmax AND l.granted AND l.mode = 'ExclusiveLock'
+  AND l.pid <> pg_backend_pid() LIMIT 1), 0)
+FROM dlock_rows r WHERE r.name = $1`, name).Scan(&xid, &h.pid)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return holder{}, nil
+		}
+		if err != nil {
+			return holder{}, pgErr("holder", err)
+		}
+		if err := d.pool.QueryRow(ctx, rowBusySQL, name).Scan(&h.held); err != nil || !h.held {
+			return holder{}, pgErr("holder", err)
+		}
+		if h.pid == 0 || xid == nil {
+			continue // locked since the first read, or by one pg_locks does not show
+		}
+		h.xid = *xid
+		var running bool
+		if err := d.pool.QueryRow(ctx, "SELECT EXISTS ("+xactHolderSQL+")", h.xid, h.pid).Scan(&running); err != nil {
+			return holder{}, pgErr("holder", err)
+		}
+		if running {
+			return h, nil
+		}
+	}
+	h.pid, h.xid = 0, ""
+	return h, nil
+}
+
+// sessionHolderSQL selects the pid of the backend holding the session-mode
+// mutex named $1: the advisory lock's entry in pg_locks, in this database.
+const sessionHolderSQL = `SELECT pid FROM pg_locks, (SELECT ` + advisoryKey + ` AS k) key
 WHERE locktype = 'advisory' AND granted AND objsubid = 1 AND database = ` + thisDatabase + `
   AND classid = ((key.k >> 32) & 4294967295)::bigint::text::oid AND objid = (key.k & 4294967295)::bigint::text::oid`
-	}
-	return `SELECT l.pid FROM dlock_rows r, pg_locks l
-WHERE r.name = $1 AND l.locktype = 'transactionid' AND l.transactionid = r.xmax AND l.granted
-  AND l.mode = 'ExclusiveLock' AND l.pid <> pg_backend_pid()
-  AND NOT EXISTS (SELECT 1 FROM dlock_rows WHERE name = $1 FOR KEY SHARE SKIP LOCKED)`
-}
+
+// probeMark is the advisory lock (two int4 keys, "dloc" "prob") that a
+// probe of a row-mode lock (rowBusySQL) holds, shared, through its
+// transaction, from before it locks the row: a transaction that holds it
+// is a probe, whose FOR KEY SHARE sets the row's xmax, and not a holder.
+const probeMark = "1684828003, 1886547810"
+
+// rowBusySQL reports whether the row of the row-mode mutex named $1 is
+// locked in a mode that a FOR KEY SHARE waits for (FOR UPDATE: a holder;
+// or a waiter first in line), without waiting. The join makes the probe
+// mark come first: the row is locked once the join has returned it.
+const rowBusySQL = `WITH m AS MATERIALIZED (SELECT pg_advisory_xact_lock_shared(` + probeMark + `))
+SELECT NOT EXISTS (SELECT 1 FROM dlock_rows r, m WHERE r.name = $1 FOR KEY SHARE OF r SKIP LOCKED)`
+
+// xactHolderSQL selects, as pid, the backend $2 if it runs transaction $1
+// (an xid, as text) and is no probe (probeMark), in one read of pg_locks.
+const xactHolderSQL = `SELECT pid FROM pg_locks WHERE pid = $2 GROUP BY pid
+HAVING bool_or(locktype = 'transactionid' AND transactionid = $1::text::xid AND mode = 'ExclusiveLock' AND granted)
+  AND NOT bool_or(locktype = 'advisory' AND objsubid = 2 AND (classid, objid) = (` + markOIDs + `))`
+
+// markOIDs are probeMark's keys as pg_locks shows them.
+const markOIDs = "1684828003::oid, 1886547810::oid"
+
+// rowHeldUntold is the note on a row-mode lock held by a transaction whose
+// backend findHolder cannot tell.
+const rowHeldUntold = "the row is locked by a transaction whose connection pg_locks does not show (a released savepoint, or shared row locks beside FOR UPDATE); a force finds it by waiting for the row"
 
 func (d *pgDriver) inspectConn(ctx context.Context, name string) (driver.Info, error) {
 	info := driver.Info{Name: name}
-	pid, err := d.holderPID(ctx, name)
-	if err != nil || pid == 0 {
+	h, err := d.findHolder(ctx, name)
+	if err != nil || !h.held {
 		return info, err
 	}
 	info.Held, info.Holds = true, 1
+	if h.pid == 0 {
+		info.Notes = []string{rowHeldUntold}
+		return info, nil
+	}
+	pid := h.pid
 	info.Notes = []string{fmt.Sprintf("held by backend pid %d", pid)}
 	// The token row describes the holder only if it names the holding
 	// connection: a holder outside dlock (psql's pg_advisory_lock), or

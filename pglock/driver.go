@@ -289,24 +289,28 @@ func (d *pgDriver) Inspect(ctx context.Context, name string) (driver.Info, error
 // ForceRelease drops the lock whoever holds it (token 0), or only a
 // holder's whose token is token. In table mode one statement checks and
 // deletes the row. In row and session modes it ends the holder's
-// connection, found in the lock itself (holdersSQL), in one statement that
-// also checks, with a token, that the token's row names that connection. A
-// release clears the row's connection as it gives the lock up, so a stale
-// row (a new holder that has not written its own yet) names none.
+// connection, found in the lock itself (session mode: pg_locks, in the
+// statement that ends it; row mode: see forceRow), and with a token only if
+// the token's row names that connection. A release clears the row's
+// connection as it gives the lock up, so a stale row (a new holder that has
+// not written its own yet) names none.
 func (d *pgDriver) ForceRelease(ctx context.Context, name string, token uint64) error {
+	const what = "force release (pg_terminate_backend needs membership in the holder's role, or pg_signal_backend)"
 	var err error
 	switch {
 	case d.mode == ModeTable:
 		_, err = d.pool.Exec(ctx, `WITH x AS (DELETE FROM dlock_locks WHERE name = $1 AND ($2 = 0 OR token = $2) RETURNING name)
 SELECT pg_notify('dlock_release_' || 'dlock_locks'::regclass::oid::text, md5(name)) FROM x`, name, int64(token))
 		return pgErr("force release", err)
-	case token == 0:
-		_, err = d.pool.Exec(ctx, "SELECT pg_terminate_backend(h.pid) FROM ("+d.holdersSQL()+") h", name)
-	default:
+	case d.mode == ModeSession && token == 0:
+		_, err = d.pool.Exec(ctx, "SELECT pg_terminate_backend(h.pid) FROM ("+sessionHolderSQL+") h", name)
+	case d.mode == ModeSession:
 		_, err = d.pool.Exec(ctx, `SELECT pg_terminate_backend(t.holder_pid) FROM dlock_tokens t
-WHERE t.name = $1 AND t.token = $2 AND t.holder_pid IN (`+d.holdersSQL()+`)`, name, int64(token))
+WHERE t.name = $1 AND t.token = $2 AND t.holder_pid IN (`+sessionHolderSQL+`)`, name, int64(token))
+	default:
+		return d.forceRow(ctx, name, token)
 	}
-	return pgErr("force release (pg_terminate_backend needs membership in the holder's role, or pg_signal_backend)", err)
+	return pgErr(what, err)
 }
 
 func (d *pgDriver) Close() error {

@@ -71,12 +71,12 @@ func (d *pgDriver) inspectWaiters(ctx context.Context, name string) (driver.Info
 	if err != nil || !info.Held || d.mode == ModeTable {
 		return info, err
 	}
-	pid, err := d.holderPID(ctx, name)
+	h, err := d.findHolder(ctx, name)
 	if err != nil {
 		return driver.Info{}, err
 	}
-	if pid != 0 {
-		if info.Waiters, err = d.blockedBy(ctx, pid); err != nil {
+	if h.pid != 0 {
+		if info.Waiters, err = d.blockedBy(ctx, h.pid); err != nil {
 			return driver.Info{}, err
 		}
 	}
