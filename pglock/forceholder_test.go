@@ -29,16 +29,9 @@ func TestForceFindsTheHolderInTheLock(t *testing.T) {
 			url := testserver.PostgresURL(srv) + "&mode=" + mode
 			a := drivertest.MustOpen(t, url)
 			name := "outsider-" + mode
-			// A dlock hold first, so the name has its row and token row.
-			l, err := a.Mutex(name).Lock(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			crashed := l.Token()
-			if err := l.Unlock(ctx); err != nil {
-				t.Fatal(err)
-			}
+			crashed := heldOnce(t, a, name) // the name's row and token row
 			holder := connect(t, testserver.PostgresURL(srv))
+			var err error
 			if mode == "session" {
 				_, err = holder.Exec(ctx, "SELECT pg_advisory_lock(hashtextextended($1, 0))", name)
 			} else {
@@ -79,7 +72,7 @@ func TestForceFindsTheHolderInTheLock(t *testing.T) {
 			}
 			lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			l, err = a.Mutex(name).Lock(lctx)
+			l, err := a.Mutex(name).Lock(lctx)
 			if err != nil {
 				t.Fatalf("Lock after a force of the holder outside dlock: %v", err)
 			}
@@ -101,13 +94,7 @@ func TestRowLockedInReleasedSavepoint(t *testing.T) {
 	ctx := t.Context()
 	a := drivertest.MustOpen(t, testserver.PostgresURL(srv)+"&mode=row")
 	const name = "savepoint"
-	l, err := a.Mutex(name).Lock(ctx) // the name's row
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	heldOnce(t, a, name) // the name's row
 	holder := connect(t, testserver.PostgresURL(srv))
 	for _, q := range []string{"BEGIN", "SAVEPOINT s", "SELECT name FROM dlock_rows WHERE name = '" + name + "' FOR UPDATE", "RELEASE SAVEPOINT s"} {
 		if _, err := holder.Exec(ctx, q); err != nil {
@@ -126,31 +113,24 @@ func TestRowLockedInReleasedSavepoint(t *testing.T) {
 	}
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	l, err = a.Mutex(name).Lock(lctx)
+	l, err := a.Mutex(name).Lock(lctx)
 	if err != nil {
 		t.Fatalf("Lock after the force: %v", err)
 	}
 	_ = l.Unlock(ctx)
 }
 
-// Row mode: a probe of the row (Inspect's FOR KEY SHARE) sets its xmax,
-// and with a waiter queued for the row the next probe finds it busy, so
-// the force found the probe's transaction as the holder and ended its
-// connection (another client's Inspect: 1 in about 5,000 forces under
-// churn). A probe holds a mark that the force leaves alone. Here a probe
-// stays open with a FOR UPDATE waiter queued behind it.
+// Row mode: a probe of the row (another client's Inspect, a FOR KEY
+// SHARE) holds a row lock for a moment, and a FOR UPDATE queued for the
+// row waits for it: a force that follows the waiters to what they wait for
+// reaches the probe. Probes hold a marker that the force leaves alone.
+// Here a probe stays open with a FOR UPDATE waiter queued behind it.
 func TestForceSparesProbes(t *testing.T) {
 	srv := testserver.Postgres(t)
 	ctx := t.Context()
 	a := drivertest.MustOpen(t, testserver.PostgresURL(srv)+"&mode=row")
 	const name = "probed"
-	l, err := a.Mutex(name).Lock(ctx) // the name's row
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
+	heldOnce(t, a, name) // the name's row
 	probe := connect(t, testserver.PostgresURL(srv))
 	if _, err := probe.Exec(ctx, "BEGIN"); err != nil {
 		t.Fatal(err)
@@ -198,4 +178,18 @@ func TestForceSparesProbes(t *testing.T) {
 	if <-waited; werr != nil {
 		t.Fatalf("the waiter: %v", werr)
 	}
+}
+
+// heldOnce takes and releases name once, which makes its row (row mode)
+// and its token row, and returns the hold's token.
+func heldOnce(t *testing.T, c *dlock.Client, name string) uint64 {
+	t.Helper()
+	l, err := c.Mutex(name).Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return l.Token()
 }

@@ -20,13 +20,7 @@ func TestRowTryLockBesideRowChange(t *testing.T) {
 	a := drivertest.MustOpen(t, testserver.PostgresURL(srv)+"&mode=row")
 	for _, change := range []string{"DELETE FROM dlock_rows WHERE name = $1", "UPDATE dlock_rows SET name = name WHERE name = $1"} {
 		name := strings.Fields(change)[0]
-		l, err := a.Mutex(name).Lock(t.Context()) // the name's row
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := l.Unlock(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		heldOnce(t, a, name) // the name's row
 		raw := connect(t, testserver.PostgresURL(srv))
 		if _, err := raw.Exec(t.Context(), "BEGIN"); err != nil {
 			t.Fatal(err)
@@ -35,7 +29,7 @@ func TestRowTryLockBesideRowChange(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-		_, err = a.Mutex(name).TryLock(ctx)
+		_, err := a.Mutex(name).TryLock(ctx)
 		cancel()
 		if !errors.Is(err, dlock.ErrNotAcquired) || errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("TryLock beside an open %s = %v; want ErrNotAcquired at once", strings.Fields(change)[0], err)
