@@ -246,7 +246,8 @@
 // and session modes force unlock ends the holder's connection with
 // pg_terminate_backend (session mode's --kind rw: every reader's and the
 // writer's connection; row mode: what the force's own wait for the row is
-// blocked by, dlock's probes excepted, as pg_blocking_pids tells), which a
+// blocked by, as pg_blocking_pids tells, dlock's probes and the row's
+// waiters excepted), which a
 // role may do to the backends of any role it is a member of: an operator
 // role is thus GRANT dlock_worker TO ops (pg_signal_backend is not needed
 // for that; it lets a role end the backends of roles it is not a member of,
