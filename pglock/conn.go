@@ -146,14 +146,14 @@ func (d *pgDriver) acquireConn(ctx context.Context, r driver.Request) (driver.Gr
 	var tok uint64
 	if d.mode == ModeSession && r.Kind != driver.Exclusive { // the read-write lock's counter, and its holder's row for Inspect
 		since = time.Now()
-		tok, err = d.kindToken(ctx, l.conn, r)
+		tok, err = tokenOn(ctx, l.conn, r.Wait, func(q querier) (uint64, error) { return d.kindToken(ctx, q, r) })
 		l.owner, l.token = r.Owner, tok
-	} else if d.mode == ModeSession { // no transaction: the token's statement is that one
+	} else if d.mode == ModeSession { // no transaction (but a TryLock's): the token's statement is that one
 		since = time.Now()
-		tok, err = d.nextToken(ctx, l.conn, r.Name, r.Owner, l.PID)
+		tok, err = tokenOn(ctx, l.conn, r.Wait, func(q querier) (uint64, error) { return d.nextToken(ctx, q, r.Name, r.Owner, l.PID) })
 		l.token = tok
 	} else { // the token must commit apart from the lock's transaction
-		tok, err = d.nextToken(ctx, d.pool, r.Name, r.Owner, l.PID)
+		tok, err = tokenOn(ctx, d.pool, r.Wait, func(q querier) (uint64, error) { return d.nextToken(ctx, q, r.Name, r.Owner, l.PID) })
 		l.token = tok
 		if err == nil {
 			since = time.Now()
@@ -219,11 +219,24 @@ func (d *pgDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 	default: // row
 		// Only if no row shows: an insert that conflicts with a row being
 		// deleted or updated waits for that transaction, even a TryLock's.
-		if _, err := conn.Exec(ctx, `INSERT INTO dlock_rows (name) SELECT $1
-WHERE NOT EXISTS (SELECT 1 FROM dlock_rows WHERE name = $1) ON CONFLICT DO NOTHING`, r.Name); err != nil {
+		const insert = `INSERT INTO dlock_rows (name) SELECT $1
+WHERE NOT EXISTS (SELECT 1 FROM dlock_rows WHERE name = $1) ON CONFLICT DO NOTHING`
+		var err error
+		var opts pgx.TxOptions
+		if r.Wait {
+			_, err = conn.Exec(ctx, insert, r.Name)
+		} else { // one implicit transaction of two statements, in one round trip
+			_, err = conn.Exec(ctx, tryBound+";\n"+insert, pgx.QueryExecModeSimpleProtocol, r.Name)
+			opts.BeginQuery = "BEGIN; " + tryBound
+		}
+		if lockNotAvailable(err) { // a TryLock beside an outsider's lock on dlock_rows
+			conn.Release()
+			return nil, false, nil
+		}
+		if err != nil {
 			return fail(pgErr("row", err))
 		}
-		tx, err := conn.Begin(ctx)
+		tx, err := conn.BeginTx(ctx, opts)
 		if err != nil {
 			return fail(pgErr("begin", err))
 		}
@@ -233,8 +246,7 @@ WHERE NOT EXISTS (SELECT 1 FROM dlock_rows WHERE name = $1) ON CONFLICT DO NOTHI
 		}
 		var n string
 		if err := tx.QueryRow(ctx, q, r.Name, names, values, true).Scan(&n); err != nil {
-			var pe *pgconn.PgError
-			if errors.As(err, &pe) && pe.Code == "55P03" { // lock_not_available
+			if lockNotAvailable(err) {
 				_ = tx.Rollback(ctx) // the settings were local to it
 				conn.Release()
 				return nil, false, nil
@@ -244,6 +256,58 @@ WHERE NOT EXISTS (SELECT 1 FROM dlock_rows WHERE name = $1) ON CONFLICT DO NOTHI
 		l.tx = tx
 		return l, true, nil
 	}
+}
+
+// tryBound bounds every lock wait of the rest of the transaction it runs in
+// to one second (lock_timeout): a TryLock's statements wait for no holder
+// of the lock, but they could wait for an outsider holding dlock's tables
+// or a row of them (an open transaction that inserted the same new name,
+// or locked the name's token row, or a LOCK TABLE), until their ctx ended,
+// or for good. Among dlock's own clients such waits last one short
+// statement. It runs before the statements it bounds: a statement takes
+// its table locks before it runs, where a setting made inside it is too
+// late.
+const tryBound = "SELECT set_config('lock_timeout', '1000', true)"
+
+// lockNotAvailable reports whether err is PostgreSQL's lock_not_available:
+// a NOWAIT that found the row locked, or a lock_timeout that ran out.
+func lockNotAvailable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "55P03"
+}
+
+// querier runs a statement that returns a row: a connection, the pool or a
+// transaction.
+type querier interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}
+
+// beginner begins transactions: a connection or the pool.
+type beginner interface {
+	querier
+	BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
+}
+
+// tokenOn runs take, which takes a token in one statement, on q; a
+// TryLock's (!wait) in a transaction of its own bounded by tryBound, so an
+// outsider holding the token's table or row makes it fail in a second.
+func tokenOn(ctx context.Context, q beginner, wait bool, take func(querier) (uint64, error)) (uint64, error) {
+	if wait {
+		return take(q)
+	}
+	tx, err := q.BeginTx(ctx, pgx.TxOptions{BeginQuery: "BEGIN; " + tryBound})
+	if err != nil {
+		return 0, pgErr("token", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }() // after a Commit, nothing
+	tok, err := take(tx)
+	if lockNotAvailable(err) {
+		return 0, fmt.Errorf("pglock: token: another session has held dlock's tables, or the lock's row in them, for a second: %w", err)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return tok, pgErr("token", tx.Commit(ctx))
 }
 
 // endBackend ends the server backend of a lock statement that ctx cut
@@ -290,6 +354,9 @@ func (l *Lease) release(ctx context.Context) error {
 // this hold's token must not end the connection once it holds another
 // lock, or this one again (holderForce).
 func (l *Lease) unlock(ctx context.Context) error {
+	if l.tx != nil && l.token == 0 { // no token taken (Acquire failed), so none to forget
+		return l.tx.Commit(ctx)
+	}
 	if l.tx != nil {
 		if _, err := l.tx.Exec(ctx, forgetHolder, l.name, int64(l.token)); err != nil {
 			_ = l.tx.Rollback(ctx) // gives the lock up all the same
@@ -301,7 +368,9 @@ func (l *Lease) unlock(ctx context.Context) error {
 	var n int64
 	fn, key := advisory(l.kind, "un")
 	var err error
-	if l.kind != driver.Exclusive { // its row for Inspect goes first, in the same statement
+	if l.token == 0 { // no token taken (Acquire failed), so no row to clear
+		err = l.conn.QueryRow(ctx, "SELECT "+fn+"("+key+"), "+resetBounds("$2"), l.name, l.d.settings).Scan(&ok, &n)
+	} else if l.kind != driver.Exclusive { // its row for Inspect goes first, in the same statement
 		err = l.conn.QueryRow(ctx, `WITH h AS (DELETE FROM dlock_holds WHERE name = $1 AND family = 1 AND owner = $3 AND token = $4)
 SELECT `+fn+"("+key+"), "+resetBounds("$2"), l.name, l.d.settings, l.owner, int64(l.token)).Scan(&ok, &n)
 	} else {

@@ -267,9 +267,7 @@ func (d *pgDriver) Release(ctx context.Context, h driver.Held, count int) error 
 // nextToken takes the name's next token through q (outside any
 // transaction), recording the holder (for Inspect and ForceRelease in row
 // and session modes). It commits on its own.
-func (d *pgDriver) nextToken(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, name, owner string, pid uint32) (uint64, error) {
+func (d *pgDriver) nextToken(ctx context.Context, q querier, name, owner string, pid uint32) (uint64, error) {
 	var tok int64
 	err := q.QueryRow(ctx, `INSERT INTO dlock_tokens AS t (name, token, owner, holder_pid) VALUES ($1, 1, $2, $3)
 ON CONFLICT (name) DO UPDATE SET token = t.token + 1, owner = EXCLUDED.owner, holder_pid = EXCLUDED.holder_pid

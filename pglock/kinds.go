@@ -303,9 +303,7 @@ func (d *pgDriver) InspectKind(ctx context.Context, name string, kind driver.Kin
 // hold in dlock_holds with the backend's pid, for Inspect, which counts a
 // row only while that pid holds the advisory lock. Rows of holders that
 // died are dropped here.
-func (d *pgDriver) kindToken(ctx context.Context, conn interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, r driver.Request) (uint64, error) {
+func (d *pgDriver) kindToken(ctx context.Context, conn querier, r driver.Request) (uint64, error) {
 	var tok int64
 	err := conn.QueryRow(ctx, `WITH t AS (
   INSERT INTO dlock_kinds AS k (name, family, token) VALUES ($1, 1, 1)

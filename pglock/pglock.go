@@ -63,6 +63,14 @@
 // ends terminates its backend (pg_terminate_backend with a wait) before Lock
 // returns: a backend blocked in a lock wait would otherwise go on waiting
 // until it noticed the closed connection, and could take the lock first.
+// A TryLock waits for no holder (NOWAIT, pg_try_advisory_lock), and its
+// other statements wait at most a second (lock_timeout) for a session
+// outside dlock that holds dlock's tables or a row of them: an open
+// transaction that inserted the same new name or locked the name's token
+// row, a LOCK TABLE. It is then refused (ErrNotAcquired) if the lock's row
+// was in question, or fails with an error that says so if its token was,
+// and holds nothing either way. Lock waits for such a session as it waits
+// for a holder. (Table mode's statements wait for them until ctx ends.)
 //
 // # A holder cut off (row and session modes)
 //

@@ -37,3 +37,84 @@ func TestRowTryLockBesideRowChange(t *testing.T) {
 		_ = raw.Close(t.Context())
 	}
 }
+
+// A TryLock in row or session mode does not wait for an outsider that holds
+// dlock's own tables: a transaction that has inserted the same new name, or
+// renamed another row to it, that has locked either table, or the name's
+// token row. Each waited until the TryLock's ctx ended, or beyond it
+// (findings of an adversary pass). Where the lock's row is taken, the
+// TryLock is refused; where its token is, it fails with the store's error.
+// Either way it takes nothing: once the outsider is gone, the lock is free.
+func TestTryLockBesideOutsiders(t *testing.T) {
+	srv := testserver.Postgres(t)
+	url := testserver.PostgresURL(srv)
+	cases := []struct {
+		mode, name string
+		held       bool   // the name has been locked before (its rows exist)
+		stmt       string // the outsider's, in an open transaction ($1: the name)
+		refused    bool   // ErrNotAcquired; else another error
+	}{
+		{"row", "insert", false, "INSERT INTO dlock_rows (name) VALUES ($1)", true},
+		{"row", "rename", false, "UPDATE dlock_rows SET name = $1 WHERE name = 'rename-from'", true},
+		{"row", "rows-table", true, "LOCK TABLE dlock_rows", true},
+		{"row", "token-row", true, "SELECT 1 FROM dlock_tokens WHERE name = $1 FOR UPDATE", false},
+		{"row", "token-update", true, "UPDATE dlock_tokens SET token = token WHERE name = $1", false},
+		{"row", "tokens-table", true, "LOCK TABLE dlock_tokens", false},
+		{"session", "s-token-row", true, "SELECT 1 FROM dlock_tokens WHERE name = $1 FOR UPDATE", false},
+		{"session", "s-tokens-table", true, "LOCK TABLE dlock_tokens", false},
+		{"session", "rw-kinds-table", false, "LOCK TABLE dlock_kinds", false}, // a read-write lock's token
+	}
+	try := func(ctx context.Context, c *dlock.Client, name string) (*dlock.Lease, error) {
+		if strings.HasPrefix(name, "rw-") {
+			return c.RWMutex(name).TryRLock(ctx)
+		}
+		return c.Mutex(name).TryLock(ctx)
+	}
+	clients := map[string]*dlock.Client{
+		"row":     drivertest.MustOpen(t, url+"&mode=row"),
+		"session": drivertest.MustOpen(t, url+"&mode=session"),
+	}
+	heldOnce(t, clients["row"], "rename-from")
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := clients[tc.mode]
+			if tc.held {
+				heldOnce(t, c, tc.name)
+			}
+			raw := connect(t, url)
+			if _, err := raw.Exec(t.Context(), "BEGIN"); err != nil {
+				t.Fatal(err)
+			}
+			args := []any{tc.name}
+			if !strings.Contains(tc.stmt, "$1") {
+				args = nil
+			}
+			if _, err := raw.Exec(t.Context(), tc.stmt, args...); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			l, err := try(ctx, c, tc.name)
+			cancel()
+			t.Logf("TryLock beside %q: %v", tc.stmt, err)
+			switch {
+			case err == nil:
+				_ = l.Unlock(t.Context())
+				t.Fatalf("TryLock beside %q: granted", tc.stmt)
+			case errors.Is(err, context.DeadlineExceeded):
+				t.Fatalf("TryLock beside %q waited until its ctx ended: %v", tc.stmt, err)
+			case tc.refused != errors.Is(err, dlock.ErrNotAcquired):
+				t.Errorf("TryLock beside %q = %v; want ErrNotAcquired: %v", tc.stmt, err, tc.refused)
+			}
+			if _, err := raw.Exec(t.Context(), "ROLLBACK"); err != nil {
+				t.Fatal(err)
+			}
+			l, err = try(t.Context(), c, tc.name)
+			if err != nil {
+				t.Fatalf("TryLock once the outsider is gone: %v", err)
+			}
+			if err := l.Unlock(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
