@@ -70,13 +70,7 @@ func TestForceFindsTheHolderInTheLock(t *testing.T) {
 			if err := a.ForceUnlock(ctx, name); err != nil { // whoever holds it
 				t.Fatalf("ForceUnlock: %v", err)
 			}
-			lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			l, err := a.Mutex(name).Lock(lctx)
-			if err != nil {
-				t.Fatalf("Lock after a force of the holder outside dlock: %v", err)
-			}
-			_ = l.Unlock(ctx)
+			lockedAfterForce(t, a, name)
 			if _, err := holder.Exec(ctx, "SELECT 1"); err == nil {
 				t.Fatal("the holder outside dlock still runs after the force")
 			}
@@ -111,13 +105,7 @@ func TestRowLockedInReleasedSavepoint(t *testing.T) {
 	if err := a.ForceUnlock(ctx, name); err != nil {
 		t.Fatalf("ForceUnlock: %v", err)
 	}
-	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	l, err := a.Mutex(name).Lock(lctx)
-	if err != nil {
-		t.Fatalf("Lock after the force: %v", err)
-	}
-	_ = l.Unlock(ctx)
+	lockedAfterForce(t, a, name)
 }
 
 // Row mode: a probe of the row (another client's Inspect, a FOR KEY
@@ -192,4 +180,17 @@ func heldOnce(t *testing.T, c *dlock.Client, name string) uint64 {
 		t.Fatal(err)
 	}
 	return l.Token()
+}
+
+// lockedAfterForce locks name within 30 s, as a force has let it go, and
+// unlocks it.
+func lockedAfterForce(t *testing.T, c *dlock.Client, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	l, err := c.Mutex(name).Lock(ctx)
+	if err != nil {
+		t.Fatalf("Lock of %q after the force: %v", name, err)
+	}
+	_ = l.Unlock(t.Context())
 }

@@ -123,9 +123,5 @@ func TestForceRowHolders(t *testing.T) {
 		t.Error("the holder was not ended")
 	}
 	_ = l.Unlock(t.Context())
-	x, err := a.Mutex("x").Lock(ctx)
-	if err != nil {
-		t.Fatalf("Lock after the forces: %v", err)
-	}
-	_ = x.Unlock(t.Context())
+	lockedAfterForce(t, a, "x")
 }
