@@ -27,8 +27,9 @@ type Lease struct {
 	conn  *sql.Conn
 	tx    *sql.Tx // row mode
 	// the session's timeouts before the lock bounded them: wait_timeout,
-	// net_read_timeout, net_write_timeout
-	saved [3]int64
+	// net_read_timeout, net_write_timeout, innodb_lock_wait_timeout,
+	// lock_wait_timeout
+	saved [5]int64
 }
 
 // As sets **Lease targets.
@@ -100,7 +101,7 @@ func (d *myDriver) acquireConn(ctx context.Context, r driver.Request) (driver.Gr
 		tok, err = nextToken(sctx, l.conn, r, l.ConnID)
 		l.token = tok
 	} else { // the token must commit apart from the lock's transaction
-		tok, err = nextToken(sctx, d.db, r, l.ConnID)
+		tok, err = d.poolToken(sctx, r, l.ConnID)
 		l.token = tok
 		if err == nil {
 			since = time.Now()
@@ -118,6 +119,9 @@ func (d *myDriver) acquireConn(ctx context.Context, r driver.Request) (driver.Gr
 	if err != nil {
 		if rerr := l.release(context.WithoutCancel(ctx)); rerr != nil {
 			d.endConn(l.ConnID) // the closed connection's thread frees the lock as it ends
+		}
+		if lockTimedOut(err) {
+			err = fmt.Errorf("another session has held dlock's tables, or the lock's row in them, for a second: %w", err)
 		}
 		return driver.Grant{}, myErr("token", err)
 	}
@@ -140,6 +144,60 @@ ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1), owner = VALUES(owner)
 	return uint64(id), err
 }
 
+// sessionTimeouts reads the session settings that setTimeouts sets, in
+// its order.
+const sessionTimeouts = "@@SESSION.wait_timeout, @@SESSION.net_read_timeout, @@SESSION.net_write_timeout, @@SESSION.innodb_lock_wait_timeout, @@SESSION.lock_wait_timeout"
+
+// setTimeouts sets the session settings that bound a holding connection
+// and its lock waits.
+const setTimeouts = "SET SESSION wait_timeout = ?, net_read_timeout = ?, net_write_timeout = ?, innodb_lock_wait_timeout = ?, lock_wait_timeout = ?"
+
+// tryWait (seconds) bounds every lock wait of a TryLock, row locks
+// (innodb_lock_wait_timeout) and table locks (lock_wait_timeout): its
+// statements wait for no holder of the lock (NOWAIT, GET_LOCK(name, 0)),
+// but they could wait for a session outside dlock that holds dlock's
+// tables or a row of them (an open transaction that inserted the same new
+// name, or locked the name's token row, a LOCK TABLES) until their ctx
+// ended. Among dlock's own clients such waits last one short statement.
+const tryWait = 1
+
+// lockTimedOut reports whether err is a lock wait that timed out
+// (ER_LOCK_WAIT_TIMEOUT: a row lock's or a table's metadata lock's).
+func lockTimedOut(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1205
+}
+
+// poolToken takes r's token on a pooled connection, outside the lock's
+// transaction (row mode); a TryLock's with its lock waits bounded by
+// tryWait, put back before the connection returns to the pool.
+func (d *myDriver) poolToken(ctx context.Context, r driver.Request, connID uint64) (uint64, error) {
+	if r.Wait {
+		return nextToken(ctx, d.db, r, connID)
+	}
+	c, err := d.db.Conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	var saved [2]int64
+	if err := c.QueryRowContext(ctx, "SELECT @@SESSION.innodb_lock_wait_timeout, @@SESSION.lock_wait_timeout").Scan(&saved[0], &saved[1]); err != nil {
+		return 0, err
+	}
+	const set = "SET SESSION innodb_lock_wait_timeout = ?, lock_wait_timeout = ?"
+	if _, err := c.ExecContext(ctx, set, tryWait, tryWait); err != nil {
+		return 0, err
+	}
+	tok, err := nextToken(ctx, c, r, connID)
+	if _, rerr := c.ExecContext(ctx, set, saved[0], saved[1]); rerr != nil {
+		_ = c.Raw(func(any) error { return sqldriver.ErrBadConn }) // not fit for the pool
+		if err == nil {
+			err = rerr
+		}
+	}
+	return tok, err
+}
+
 func (d *myDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool, error) {
 	conn, err := d.db.Conn(ctx)
 	if err != nil {
@@ -160,15 +218,20 @@ func (d *myDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 		}
 		return nil, false, err
 	}
-	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID(), @@SESSION.wait_timeout, @@SESSION.net_read_timeout, @@SESSION.net_write_timeout").
-		Scan(&l.ConnID, &l.saved[0], &l.saved[1], &l.saved[2]); err != nil {
+	if err := conn.QueryRowContext(ctx, "SELECT CONNECTION_ID(), "+sessionTimeouts).
+		Scan(&l.ConnID, &l.saved[0], &l.saved[1], &l.saved[2], &l.saved[3], &l.saved[4]); err != nil {
 		return fail(myErr("connect", err))
 	}
 	// Bound the session by the lease (see sqlbase): the server closes it,
 	// and so frees the lock, once no statement has come for the TTL in
-	// whole seconds, rounded up.
+	// whole seconds, rounded up. A TryLock's lock waits are bounded too
+	// (tryWait).
 	idle := sqlbase.IdleSeconds(r.TTL)
-	if _, err := conn.ExecContext(ctx, "SET SESSION wait_timeout = ?, net_read_timeout = ?, net_write_timeout = ?", idle, idle, idle); err != nil {
+	waits := [2]int64{l.saved[3], l.saved[4]}
+	if !r.Wait {
+		waits = [2]int64{tryWait, tryWait}
+	}
+	if _, err := conn.ExecContext(ctx, setTimeouts, idle, idle, idle, waits[0], waits[1]); err != nil {
 		return fail(myErr("set wait_timeout", err))
 	}
 	// MySQL notices a closed client only when it next talks to it, so a
@@ -208,6 +271,10 @@ func (d *myDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 	if err == nil && exists == 0 {
 		_, err = conn.ExecContext(ctx, "INSERT IGNORE INTO dlock_rows (name) VALUES (?)", r.Name)
 	}
+	if lockTimedOut(err) { // a TryLock beside an outsider's lock on dlock_rows
+		l.restore()
+		return nil, false, nil
+	}
 	if err != nil {
 		return fail(myErr("row", err))
 	}
@@ -225,7 +292,7 @@ func (d *myDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 	var n string
 	if err := tx.QueryRowContext(ctx, q, r.Name).Scan(&n); err != nil {
 		var me *mysql.MySQLError
-		if errors.As(err, &me) && (me.Number == 3572 || me.Number == 1205) { // NOWAIT: lock not available
+		if errors.As(err, &me) && me.Number == 3572 || lockTimedOut(err) { // NOWAIT: lock not available
 			_ = tx.Rollback()
 			l.restore()
 			return nil, false, nil
@@ -301,9 +368,11 @@ func (l *Lease) release(ctx context.Context) error {
 		// KILL the connection once it holds another lock, or this one
 		// again (forceHolder).
 		var err error
-		if l.tx != nil {
+		switch {
+		case l.token == 0: // no token taken (Acquire failed), so none to forget
+		case l.tx != nil:
 			_, err = l.tx.ExecContext(ctx, forgetHolder, l.name, l.token)
-		} else {
+		default:
 			_, err = l.conn.ExecContext(ctx, forgetHolder, l.name, l.token)
 		}
 		if err != nil {
@@ -351,8 +420,7 @@ const forgetHolder = "UPDATE dlock_tokens SET holder_id = NULL WHERE name = ? AN
 func (l *Lease) restore() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := l.conn.ExecContext(ctx, "SET SESSION wait_timeout = ?, net_read_timeout = ?, net_write_timeout = ?",
-		l.saved[0], l.saved[1], l.saved[2]); err != nil {
+	if _, err := l.conn.ExecContext(ctx, setTimeouts, l.saved[0], l.saved[1], l.saved[2], l.saved[3], l.saved[4]); err != nil {
 		l.discard()
 		return
 	}

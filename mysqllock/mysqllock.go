@@ -88,6 +88,16 @@
 // A lease counts from the send time of a statement on the holding connection
 // after the wait (session mode: the token's; row mode: a SELECT 1 after the
 // token), never from before a wait.
+// A TryLock waits for no holder (NOWAIT, GET_LOCK(name, 0)), and its other
+// statements wait at most a second (innodb_lock_wait_timeout and
+// lock_wait_timeout, put back before the connection returns to the pool)
+// for a session outside dlock that holds dlock's tables or a row of them:
+// an open transaction that inserted the same new name or locked the name's
+// token row, a LOCK TABLES. It is then refused (ErrNotAcquired) if the
+// lock's row was in question, or fails with an error that says so if its
+// token was, and holds nothing either way. Lock waits for such a session as
+// it waits for a holder. (Table mode's statements wait for them up to
+// innodb_lock_wait_timeout, or until ctx ends.)
 //
 // # A holder cut off (row and session modes)
 //
