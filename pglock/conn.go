@@ -146,18 +146,22 @@ func (d *pgDriver) acquireConn(ctx context.Context, r driver.Request) (driver.Gr
 	var tok uint64
 	if d.mode == ModeSession && r.Kind != driver.Exclusive { // the read-write lock's counter, and its holder's row for Inspect
 		since = time.Now()
-		tok, err = tokenOn(ctx, l.conn, r.Wait, func(q querier) (uint64, error) { return d.kindToken(ctx, q, r) })
+		tok, err = d.token(ctx, r.Wait, l.conn, kindTokenSQL, r.Name, r.Owner, int16(r.Kind))
 		l.owner, l.token = r.Owner, tok
 	} else if d.mode == ModeSession { // no transaction (but a TryLock's): the token's statement is that one
 		since = time.Now()
-		tok, err = tokenOn(ctx, l.conn, r.Wait, func(q querier) (uint64, error) { return d.nextToken(ctx, q, r.Name, r.Owner, l.PID) })
+		tok, err = d.token(ctx, r.Wait, l.conn, nextTokenSQL, r.Name, r.Owner, int32(l.PID))
 		l.token = tok
 	} else { // the token must commit apart from the lock's transaction
-		tok, err = tokenOn(ctx, d.pool, r.Wait, func(q querier) (uint64, error) { return d.nextToken(ctx, q, r.Name, r.Owner, l.PID) })
+		tok, err = d.token(ctx, r.Wait, nil, nextTokenSQL, r.Name, r.Owner, int32(l.PID))
 		l.token = tok
 		if err == nil {
+			confirm := "SELECT 1"
+			if !r.Wait { // the lock's transaction bounds no more waits
+				confirm = untryBound
+			}
 			since = time.Now()
-			_, err = l.tx.Exec(ctx, "SELECT 1")
+			_, err = l.tx.Exec(ctx, confirm)
 			err = pgErr("confirm", err)
 		}
 	}
@@ -225,9 +229,9 @@ WHERE NOT EXISTS (SELECT 1 FROM dlock_rows WHERE name = $1) ON CONFLICT DO NOTHI
 		var opts pgx.TxOptions
 		if r.Wait {
 			_, err = conn.Exec(ctx, insert, r.Name)
-		} else { // one implicit transaction of two statements, in one round trip
-			_, err = conn.Exec(ctx, tryBound+";\n"+insert, pgx.QueryExecModeSimpleProtocol, r.Name)
-			opts.BeginQuery = "BEGIN; " + tryBound
+		} else {
+			_, err = tryExec(ctx, conn.Conn().PgConn(), insert, r.Name)
+			opts.BeginQuery = "BEGIN; " + tryBound // until the confirmation, untryBound
 		}
 		if lockNotAvailable(err) { // a TryLock beside an outsider's lock on dlock_rows
 			conn.Release()
@@ -256,58 +260,6 @@ WHERE NOT EXISTS (SELECT 1 FROM dlock_rows WHERE name = $1) ON CONFLICT DO NOTHI
 		l.tx = tx
 		return l, true, nil
 	}
-}
-
-// tryBound bounds every lock wait of the rest of the transaction it runs in
-// to one second (lock_timeout): a TryLock's statements wait for no holder
-// of the lock, but they could wait for an outsider holding dlock's tables
-// or a row of them (an open transaction that inserted the same new name,
-// or locked the name's token row, or a LOCK TABLE), until their ctx ended,
-// or for good. Among dlock's own clients such waits last one short
-// statement. It runs before the statements it bounds: a statement takes
-// its table locks before it runs, where a setting made inside it is too
-// late.
-const tryBound = "SELECT set_config('lock_timeout', '1000', true)"
-
-// lockNotAvailable reports whether err is PostgreSQL's lock_not_available:
-// a NOWAIT that found the row locked, or a lock_timeout that ran out.
-func lockNotAvailable(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "55P03"
-}
-
-// querier runs a statement that returns a row: a connection, the pool or a
-// transaction.
-type querier interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}
-
-// beginner begins transactions: a connection or the pool.
-type beginner interface {
-	querier
-	BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
-}
-
-// tokenOn runs take, which takes a token in one statement, on q; a
-// TryLock's (!wait) in a transaction of its own bounded by tryBound, so an
-// outsider holding the token's table or row makes it fail in a second.
-func tokenOn(ctx context.Context, q beginner, wait bool, take func(querier) (uint64, error)) (uint64, error) {
-	if wait {
-		return take(q)
-	}
-	tx, err := q.BeginTx(ctx, pgx.TxOptions{BeginQuery: "BEGIN; " + tryBound})
-	if err != nil {
-		return 0, pgErr("token", err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }() // after a Commit, nothing
-	tok, err := take(tx)
-	if lockNotAvailable(err) {
-		return 0, fmt.Errorf("pglock: token: another session has held dlock's tables, or the lock's row in them, for a second: %w", err)
-	}
-	if err != nil {
-		return 0, err
-	}
-	return tok, pgErr("token", tx.Commit(ctx))
 }
 
 // endBackend ends the server backend of a lock statement that ctx cut

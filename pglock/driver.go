@@ -52,6 +52,16 @@ func newDriver(ctx context.Context, pool *pgxpool.Pool, opts Options) (*pgDriver
 	if err != nil {
 		return nil, err
 	}
+	if mode == ModeRow {
+		// An acquire holds a connection for the lock (or its wait) and
+		// takes its token on another: with every pooled connection held,
+		// the acquires would wait for each other's until their ctx ended.
+		n := int(pool.Config().MaxConns) - 1
+		if n < 1 {
+			return nil, fmt.Errorf("pglock: %w: row mode needs a pool of 2 connections or more (pool_max_conns): one held per lock, and one for its token", dlock.ErrInvalidConfig)
+		}
+		maxHeld = min(maxHeld, n)
+	}
 	d := &pgDriver{pool: pool, owned: opts.ClosePool, mode: mode, slots: slots.New(maxHeld)}
 	if err := d.Migrate(ctx); err != nil {
 		return nil, err
@@ -264,16 +274,12 @@ func (d *pgDriver) Release(ctx context.Context, h driver.Held, count int) error 
 	return l.release(ctx)
 }
 
-// nextToken takes the name's next token through q (outside any
-// transaction), recording the holder (for Inspect and ForceRelease in row
-// and session modes). It commits on its own.
-func (d *pgDriver) nextToken(ctx context.Context, q querier, name, owner string, pid uint32) (uint64, error) {
-	var tok int64
-	err := q.QueryRow(ctx, `INSERT INTO dlock_tokens AS t (name, token, owner, holder_pid) VALUES ($1, 1, $2, $3)
+// nextTokenSQL takes the next token of the mutex $1 (outside any
+// transaction), recording the holder, owner $2 on backend $3 (for Inspect
+// and ForceRelease in row and session modes). It commits on its own.
+const nextTokenSQL = `INSERT INTO dlock_tokens AS t (name, token, owner, holder_pid) VALUES ($1, 1, $2, $3)
 ON CONFLICT (name) DO UPDATE SET token = t.token + 1, owner = EXCLUDED.owner, holder_pid = EXCLUDED.holder_pid
-RETURNING token`, name, owner, int32(pid)).Scan(&tok)
-	return uint64(tok), pgErr("token", err)
-}
+RETURNING token`
 
 func (d *pgDriver) Inspect(ctx context.Context, name string) (driver.Info, error) {
 	switch d.mode {

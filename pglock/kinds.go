@@ -297,15 +297,13 @@ func (d *pgDriver) InspectKind(ctx context.Context, name string, kind driver.Kin
 	return sqlbase.Info(name, kind, holds, waiters, limit), nil
 }
 
-// kindToken takes the next token of the read-write lock r.Name on the
+// kindTokenSQL takes the next token of the read-write lock $1 on the
 // holding connection (session mode, no transaction: it commits at once,
 // so a holder that dies never gives its token to the next) and records the
-// hold in dlock_holds with the backend's pid, for Inspect, which counts a
-// row only while that pid holds the advisory lock. Rows of holders that
-// died are dropped here.
-func (d *pgDriver) kindToken(ctx context.Context, conn querier, r driver.Request) (uint64, error) {
-	var tok int64
-	err := conn.QueryRow(ctx, `WITH t AS (
+// hold of owner $2, kind $3 in dlock_holds with the backend's pid, for
+// Inspect, which counts a row only while that pid holds the advisory lock.
+// Rows of holders that died are dropped here.
+const kindTokenSQL = `WITH t AS (
   INSERT INTO dlock_kinds AS k (name, family, token) VALUES ($1, 1, 1)
   ON CONFLICT (name, family) DO UPDATE SET token = k.token + 1
   RETURNING token
@@ -318,9 +316,7 @@ func (d *pgDriver) kindToken(ctx context.Context, conn querier, r driver.Request
   ON CONFLICT (name, family, owner) DO UPDATE SET kind = EXCLUDED.kind, holds = 1, token = EXCLUDED.token,
     expires_at = EXCLUDED.expires_at, pid = EXCLUDED.pid
 )
-SELECT token FROM t`, r.Name, r.Owner, int16(r.Kind)).Scan(&tok)
-	return uint64(tok), pgErr("token", err)
-}
+SELECT token FROM t`
 
 // inspectSessionKind describes a read-write lock in session mode: the
 // holders are the dlock_holds rows whose backend holds the advisory lock

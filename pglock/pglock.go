@@ -53,7 +53,9 @@
 //
 // row and session modes have no room for a holder label: Inspect reports
 // none. They hold one connection per held lock, at most
-// max_held (default 16) at once (more Lock calls wait for a slot). When the
+// max_held (default 16) at once (more Lock calls wait for a slot); row mode
+// at most one less than the pool's connections (pool_max_conns), as each
+// acquire takes its token on another. When the
 // connection dies the server releases the lock at once; the holder learns of
 // it at its next renewal (within TTL/3), so there is a window in which a
 // new holder exists while the old one has not yet been told: fencing

@@ -101,7 +101,7 @@ func TestTryLockBesideOutsiders(t *testing.T) {
 				_ = l.Unlock(t.Context())
 				t.Fatalf("TryLock beside %q: granted", tc.stmt)
 			case errors.Is(err, context.DeadlineExceeded):
-				t.Fatalf("TryLock beside %q waited until its ctx ended: %v", tc.stmt, err)
+				t.Fatalf("TryLock beside %q waited for the outsider until a deadline: %v", tc.stmt, err)
 			case tc.refused != errors.Is(err, dlock.ErrNotAcquired):
 				t.Errorf("TryLock beside %q = %v; want ErrNotAcquired: %v", tc.stmt, err, tc.refused)
 			}

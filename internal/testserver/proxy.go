@@ -1,6 +1,7 @@
 package testserver
 
 import (
+	"bytes"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -18,7 +19,8 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 	drop   atomic.Bool
-	delay  atomic.Int64 // one way, in nanoseconds
+	after  atomic.Pointer[[]byte] // BlackholeAfter's match
+	delay  atomic.Int64           // one way, in nanoseconds
 	mu     sync.Mutex
 	conns  []net.Conn
 	closed bool
@@ -45,6 +47,15 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 // Blackhole drops all traffic from now on, on every connection, old and
 // new, without closing any.
 func (p *Proxy) Blackhole() { p.drop.Store(true) }
+
+// BlackholeAfter blackholes the proxy (Blackhole) right after it has
+// passed on a read from a client that contains match: the server gets that
+// request whole, and nothing after it; the client hears nothing back. Not
+// with a delay set.
+func (p *Proxy) BlackholeAfter(match []byte) { p.after.Store(&match) }
+
+// Blackholed reports whether the proxy drops all traffic now.
+func (p *Proxy) Blackholed() bool { return p.drop.Load() }
 
 // SetDelay delays every byte from now on, either way, on every connection,
 // old and new, by at least d: what the proxy reads from one side at time t
@@ -88,7 +99,7 @@ func (p *Proxy) accept() {
 		}
 		if p.drop.Load() { // accepted, never answered
 			p.wg.Add(1)
-			go p.pipe(nil, c)
+			go p.pipe(nil, c, true)
 			continue
 		}
 		s, err := net.Dial("tcp", p.target)
@@ -100,8 +111,8 @@ func (p *Proxy) accept() {
 			return
 		}
 		p.wg.Add(2)
-		go p.pipe(s, c)
-		go p.pipe(c, s)
+		go p.pipe(s, c, true)
+		go p.pipe(c, s, false)
 	}
 }
 
@@ -109,7 +120,8 @@ func (p *Proxy) accept() {
 // reads once blackholed. A close is passed on only while not blackholed.
 // Once a delay is set, what it reads goes through a delayed writer (late)
 // from then on, so that nothing overtakes what is still waiting.
-func (p *Proxy) pipe(dst, src net.Conn) {
+// fromClient: src is the client (BlackholeAfter).
+func (p *Proxy) pipe(dst, src net.Conn, fromClient bool) {
 	defer p.wg.Done()
 	var late chan chunk // nil until a delay is first seen
 	buf := make([]byte, 32<<10)
@@ -125,6 +137,8 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 				late <- chunk{due: time.Now().Add(time.Duration(p.delay.Load())), b: append([]byte(nil), buf[:n]...)}
 			} else if _, werr := dst.Write(buf[:n]); werr != nil {
 				err = werr
+			} else if m := p.after.Load(); fromClient && m != nil && bytes.Contains(buf[:n], *m) {
+				p.drop.Store(true)
 			}
 		}
 		if err != nil {

@@ -1,0 +1,140 @@
+package pglock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
+	"github.com/dlock/dlock/internal/testserver"
+)
+
+// A TryLock's client cut off right after it sent its token write (as behind
+// a proxy that keeps the connection up) leaves nothing held past its
+// lease: the write commits with the request that carries it. The write ran
+// in a transaction of its own, bounded in its lock waits, whose COMMIT was
+// the next round trip: cut off before it, the client kept the token row
+// (and in session mode the lock) for good, and every Lock of the name
+// waited (finding of an adversary pass).
+func TestTryLockCutAfterToken(t *testing.T) {
+	srv := testserver.Postgres(t)
+	url := testserver.PostgresURL(srv)
+	const ttl = 2 * time.Second
+	for _, tc := range []struct{ mode, name, table string }{
+		{"row", "cut-row", "dlock_tokens"},
+		{"session", "cut-session", "dlock_tokens"},
+		{"session", "rw-cut", "dlock_kinds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := drivertest.MustOpen(t, url+"&mode="+tc.mode)
+			heldOnce(t, b, tc.name) // the name's rows
+			px := testserver.NewProxy(t, srv.Addr())
+			a := drivertest.MustOpen(t, strings.Replace(url, srv.Addr(), px.Addr(), 1)+"&mode="+tc.mode)
+			px.BlackholeAfter([]byte("INSERT INTO " + tc.table))
+			actx, acancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				var l *dlock.Lease
+				var err error
+				if strings.HasPrefix(tc.name, "rw-") {
+					l, err = a.RWMutex(tc.name, dlock.WithTTL(ttl)).TryRLock(actx)
+				} else {
+					l, err = a.Mutex(tc.name, dlock.WithTTL(ttl)).TryLock(actx)
+				}
+				if err == nil { // not answered: nothing to unlock through the cut
+					t.Errorf("a TryLock cut off before its token's answer returned a lease with token %d", l.Token())
+				}
+			}()
+			defer func() { px.Close(); acancel(); <-done }()
+			for !px.Blackholed() {
+				select {
+				case <-done:
+					t.Fatal("the TryLock returned before it sent its token write")
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			// The server ends the cut-off session about a TTL after its last
+			// statement; then the lock is free, and its token row too.
+			ctx, cancel := context.WithTimeout(t.Context(), 10*ttl)
+			defer cancel()
+			var l *dlock.Lease
+			var err error
+			if strings.HasPrefix(tc.name, "rw-") {
+				l, err = b.RWMutex(tc.name).Lock(ctx)
+			} else {
+				l, err = b.Mutex(tc.name).Lock(ctx)
+			}
+			if err != nil {
+				t.Fatalf("Lock after another client's TryLock was cut off with its token write sent: %v", err)
+			}
+			_ = l.Unlock(t.Context())
+		})
+	}
+}
+
+// Row mode's TryLock works where standard_conforming_strings is off (pgx
+// refused the query it sent, as it quotes arguments itself for the simple
+// protocol; finding of an adversary pass).
+func TestTryLockWithoutStandardStrings(t *testing.T) {
+	srv := testserver.Postgres(t)
+	url := testserver.PostgresURL(srv)
+	if _, err := connect(t, url).Exec(t.Context(), "ALTER DATABASE postgres SET standard_conforming_strings = off"); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"row", "session", "table"} {
+		c := drivertest.MustOpen(t, url+"&mode="+mode)
+		for _, name := range []string{"scs", `back\slash`, `q'uote\`} {
+			l, err := c.Mutex(name).TryLock(t.Context())
+			if err != nil {
+				t.Errorf("%s: TryLock(%q) of a free lock: %v", mode, name, err)
+				continue
+			}
+			if l2, err := c.Mutex(name).TryLock(t.Context()); !errors.Is(err, dlock.ErrNotAcquired) {
+				t.Errorf("%s: a second TryLock(%q) = %v; want ErrNotAcquired", mode, name, err)
+				if err == nil {
+					_ = l2.Unlock(t.Context())
+				}
+			}
+			_ = l.Unlock(t.Context())
+		}
+	}
+}
+
+// Row mode holds a pooled connection per lock (or wait) and takes the
+// token on another: with every connection held, acquires waited for each
+// other's connections until their ctx ended. Row mode holds at most one
+// less than the pool's connections, and refuses a pool of one.
+func TestRowPoolRoomForTokens(t *testing.T) {
+	srv := testserver.Postgres(t)
+	url := testserver.PostgresURL(srv)
+	if _, err := dlock.Open(t.Context(), url+"&mode=row&pool_max_conns=1"); !errors.Is(err, dlock.ErrInvalidConfig) {
+		t.Errorf("row mode with a pool of one connection: %v; want ErrInvalidConfig", err)
+	}
+	a := drivertest.MustOpen(t, url+"&mode=row&pool_max_conns=2")
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 10 {
+				m := a.Mutex([]string{"p", "q", "r"}[(i+j)%3])
+				l, err := m.Lock(ctx)
+				if err == nil {
+					err = l.Unlock(ctx)
+				}
+				if err != nil {
+					t.Errorf("Lock and Unlock on a pool of two: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
