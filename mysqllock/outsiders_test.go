@@ -1,15 +1,13 @@
 package mysqllock_test
 
 import (
-	"context"
 	"database/sql"
-	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
+	"github.com/dlock/dlock/internal/sqltest"
 	"github.com/dlock/dlock/internal/testserver"
 )
 
@@ -67,33 +65,13 @@ func TestTryLockBesideOutsiders(t *testing.T) {
 			if _, err := raw.ExecContext(t.Context(), tc.stmt, args...); err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-			start := time.Now()
-			l, err := c.Mutex(tc.name).TryLock(ctx)
-			cancel()
-			t.Logf("TryLock beside %q after %v: %v", tc.stmt, time.Since(start).Round(time.Millisecond), err)
-			switch {
-			case err == nil:
-				_ = l.Unlock(t.Context())
-				t.Fatalf("TryLock beside %q: granted", tc.stmt)
-			case errors.Is(err, context.DeadlineExceeded):
-				t.Fatalf("TryLock beside %q waited for the outsider until a deadline: %v", tc.stmt, err)
-			case tc.refused != errors.Is(err, dlock.ErrNotAcquired):
-				t.Errorf("TryLock beside %q = %v; want ErrNotAcquired: %v", tc.stmt, err, tc.refused)
-			}
-			if _, err := raw.ExecContext(t.Context(), "ROLLBACK"); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := raw.ExecContext(t.Context(), "UNLOCK TABLES"); err != nil {
-				t.Fatal(err)
-			}
-			l, err = c.Mutex(tc.name).TryLock(t.Context())
-			if err != nil {
-				t.Fatalf("TryLock once the outsider is gone: %v", err)
-			}
-			if err := l.Unlock(t.Context()); err != nil {
-				t.Fatal(err)
-			}
+			sqltest.TryBeside(t, tc.stmt, tc.refused, c.Mutex(tc.name).TryLock, func() error {
+				_, err := raw.ExecContext(t.Context(), "ROLLBACK")
+				if err == nil {
+					_, err = raw.ExecContext(t.Context(), "UNLOCK TABLES")
+				}
+				return err
+			})
 		})
 	}
 }

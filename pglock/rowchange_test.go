@@ -9,6 +9,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
+	"github.com/dlock/dlock/internal/sqltest"
 	"github.com/dlock/dlock/internal/testserver"
 )
 
@@ -92,29 +93,10 @@ func TestTryLockBesideOutsiders(t *testing.T) {
 			if _, err := raw.Exec(t.Context(), tc.stmt, args...); err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-			l, err := try(ctx, c, tc.name)
-			cancel()
-			t.Logf("TryLock beside %q: %v", tc.stmt, err)
-			switch {
-			case err == nil:
-				_ = l.Unlock(t.Context())
-				t.Fatalf("TryLock beside %q: granted", tc.stmt)
-			case errors.Is(err, context.DeadlineExceeded):
-				t.Fatalf("TryLock beside %q waited for the outsider until a deadline: %v", tc.stmt, err)
-			case tc.refused != errors.Is(err, dlock.ErrNotAcquired):
-				t.Errorf("TryLock beside %q = %v; want ErrNotAcquired: %v", tc.stmt, err, tc.refused)
-			}
-			if _, err := raw.Exec(t.Context(), "ROLLBACK"); err != nil {
-				t.Fatal(err)
-			}
-			l, err = try(t.Context(), c, tc.name)
-			if err != nil {
-				t.Fatalf("TryLock once the outsider is gone: %v", err)
-			}
-			if err := l.Unlock(t.Context()); err != nil {
-				t.Fatal(err)
-			}
+			sqltest.TryBeside(t, tc.stmt, tc.refused, func(ctx context.Context) (*dlock.Lease, error) { return try(ctx, c, tc.name) }, func() error {
+				_, err := raw.Exec(t.Context(), "ROLLBACK")
+				return err
+			})
 		})
 	}
 }
