@@ -52,14 +52,13 @@
 //	    SELECT pg_advisory_lock(hashtextextended('orders/sku-42', 0)).
 //
 // row and session modes have no room for a holder label: Inspect reports
-// none. They hold one connection per held lock, at most
-// max_held (default 16) at once (more Lock calls wait for a slot); row mode
-// at most one less than the pool's connections (pool_max_conns), as each
-// acquire takes its token on another. When the
-// connection dies the server releases the lock at once; the holder learns of
-// it at its next renewal (within TTL/3), so there is a window in which a
-// new holder exists while the old one has not yet been told: fencing
-// tokens cover it. A lease counts from the send time of a statement on the
+// none. They hold one connection per held lock, at most max_held (default
+// 16) at once (more Lock calls wait for a slot); row mode at most one less
+// than the pool's connections (pool_max_conns), as each acquire takes its
+// token on another. When the connection dies the server releases the lock
+// at once; the holder learns of it at its next renewal (within TTL/3), so
+// there is a window in which a new holder exists while the old one has not
+// yet been told: fencing tokens cover it. A lease counts from the send time of a statement on the
 // holding connection after the wait (session mode: the token's; row mode: a
 // SELECT 1 after the token), never from before a wait. A wait that ctx
 // ends terminates its backend (pg_terminate_backend with a wait) before Lock
