@@ -50,6 +50,9 @@ func newDriver(ctx context.Context, db *sql.DB, opts Options) (*myDriver, error)
 	if err != nil {
 		return nil, err
 	}
+	if maxHeld, err = sqlbase.HeldCap("mysqllock", mode, maxHeld, db.Stats().MaxOpenConnections); err != nil {
+		return nil, err
+	}
 	d := &myDriver{db: db, owned: opts.CloseDB, mode: mode, slots: slots.New(maxHeld)}
 	if err := db.PingContext(ctx); err != nil {
 		return nil, myErr("connect", err)

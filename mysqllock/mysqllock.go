@@ -77,8 +77,11 @@
 //	    clusters (GET_LOCK is not replicated there): Open refuses it.
 //
 // row and session modes have no room for a holder label: Inspect reports
-// none. They hold one connection per held lock, at most
-// max_held (default 16). When a connection dies the server releases its lock
+// none. They hold one connection per held lock, at most max_held (default
+// 16), and at most one less than the *sql.DB's SetMaxOpenConns if it has
+// one: the client needs one more for the rest (row mode's tokens, ending a
+// cancelled wait's connection). Row mode refuses a pool of one; session
+// mode holds one lock on it. When a connection dies the server releases its lock
 // at once; the holder learns of it at its next renewal (within TTL/3).
 // A wait that ctx ends KILLs its connection and returns once the server has
 // dropped it, so an abandoned wait never takes the lock after Lock returned.

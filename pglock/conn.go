@@ -29,7 +29,8 @@ type Lease struct {
 	token uint64
 	hold  sqlbase.ConnHold
 	conn  *pgxpool.Conn
-	tx    pgx.Tx // row mode
+	tx    pgx.Tx   // row mode
+	bound []string // the settings that bound the session, put back by unlock (session mode)
 }
 
 // As sets **Lease targets.
@@ -197,6 +198,10 @@ func (d *pgDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 		return nil, false, err
 	}
 	names, values := d.bounds(r.TTL)
+	if r.Wait { // the wait lasts as long as ctx, whatever lock_timeout the role or database sets
+		names, values = append(names, "lock_timeout"), append(values, "0")
+	}
+	l.bound = names
 	switch d.mode {
 	case ModeSession:
 		if r.Wait {
@@ -226,12 +231,15 @@ func (d *pgDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 		const insert = `INSERT INTO dlock_rows (name) SELECT $1
 WHERE NOT EXISTS (SELECT 1 FROM dlock_rows WHERE name = $1) ON CONFLICT DO NOTHING`
 		var err error
-		var opts pgx.TxOptions
+		// Bounded from the BEGIN on (boundedTx): a client cut off before
+		// the lock's statement, which bounds it by the lease, would leave
+		// its session idle in the transaction for good.
+		opts := boundedTx(strconv.FormatInt(sqlbase.IdleMillis(r.TTL), 10))
 		if r.Wait {
 			_, err = conn.Exec(ctx, insert, r.Name)
 		} else {
 			_, err = tryExec(ctx, conn.Conn().PgConn(), insert, r.Name)
-			opts.BeginQuery = "BEGIN; " + tryBound // until the confirmation, untryBound
+			opts.BeginQuery += "; " + tryBound // until the confirmation, untryBound
 		}
 		if lockNotAvailable(err) { // a TryLock beside an outsider's lock on dlock_rows
 			conn.Release()
@@ -321,13 +329,13 @@ func (l *Lease) unlock(ctx context.Context) error {
 	fn, key := advisory(l.kind, "un")
 	var err error
 	if l.token == 0 { // no token taken (Acquire failed), so no row to clear
-		err = l.conn.QueryRow(ctx, "SELECT "+fn+"("+key+"), "+resetBounds("$2"), l.name, l.d.settings).Scan(&ok, &n)
+		err = l.conn.QueryRow(ctx, "SELECT "+fn+"("+key+"), "+resetBounds("$2"), l.name, l.bound).Scan(&ok, &n)
 	} else if l.kind != driver.Exclusive { // its row for Inspect goes first, in the same statement
 		err = l.conn.QueryRow(ctx, `WITH h AS (DELETE FROM dlock_holds WHERE name = $1 AND family = 1 AND owner = $3 AND token = $4)
-SELECT `+fn+"("+key+"), "+resetBounds("$2"), l.name, l.d.settings, l.owner, int64(l.token)).Scan(&ok, &n)
+SELECT `+fn+"("+key+"), "+resetBounds("$2"), l.name, l.bound, l.owner, int64(l.token)).Scan(&ok, &n)
 	} else {
 		err = l.conn.QueryRow(ctx, "WITH t AS ("+forgetHolder+") SELECT "+fn+"("+key+"), "+resetBounds("$3"),
-			l.name, int64(l.token), l.d.settings).Scan(&ok, &n)
+			l.name, int64(l.token), l.bound).Scan(&ok, &n)
 	}
 	if err == nil && !ok {
 		err = errors.New("not held")

@@ -52,15 +52,8 @@ func newDriver(ctx context.Context, pool *pgxpool.Pool, opts Options) (*pgDriver
 	if err != nil {
 		return nil, err
 	}
-	if mode == ModeRow {
-		// An acquire holds a connection for the lock (or its wait) and
-		// takes its token on another: with every pooled connection held,
-		// the acquires would wait for each other's until their ctx ended.
-		n := int(pool.Config().MaxConns) - 1
-		if n < 1 {
-			return nil, fmt.Errorf("pglock: %w: row mode needs a pool of 2 connections or more (pool_max_conns): one held per lock, and one for its token", dlock.ErrInvalidConfig)
-		}
-		maxHeld = min(maxHeld, n)
+	if maxHeld, err = sqlbase.HeldCap("pglock", mode, maxHeld, int(pool.Config().MaxConns)); err != nil {
+		return nil, err
 	}
 	d := &pgDriver{pool: pool, owned: opts.ClosePool, mode: mode, slots: slots.New(maxHeld)}
 	if err := d.Migrate(ctx); err != nil {

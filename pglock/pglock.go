@@ -53,9 +53,10 @@
 //
 // row and session modes have no room for a holder label: Inspect reports
 // none. They hold one connection per held lock, at most max_held (default
-// 16) at once (more Lock calls wait for a slot); row mode at most one less
-// than the pool's connections (pool_max_conns), as each acquire takes its
-// token on another. When the connection dies the server releases the lock
+// 16) at once (more Lock calls wait for a slot), and at most one less than
+// the pool's connections (pool_max_conns): the client needs one more for
+// the rest (row mode's tokens, ending a cancelled wait's connection). Row
+// mode refuses a pool of one; session mode holds one lock on it. When the connection dies the server releases the lock
 // at once; the holder learns of it at its next renewal (within TTL/3), so
 // there is a window in which a new holder exists while the old one has not
 // yet been told: fencing tokens cover it. A lease counts from the send time of a statement on the

@@ -3,6 +3,7 @@ package pglock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -137,4 +138,114 @@ func TestRowPoolRoomForTokens(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// Session mode on a pool whose connections all hold locks: a TryLock of a
+// free lock waited for a connection until its ctx ended (finding of an
+// adversary pass). The client holds at most one less than its pool: a
+// TryLock beyond is refused at once for want of a slot, and Inspect finds a
+// connection.
+func TestSessionTryLockBesideFullPool(t *testing.T) {
+	srv := testserver.Postgres(t)
+	a := drivertest.MustOpen(t, testserver.PostgresURL(srv)+"&mode=session&pool_max_conns=2")
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	for i := range 3 {
+		l, err := a.Mutex(fmt.Sprint("free-", i)).TryLock(ctx)
+		if err != nil {
+			if !errors.Is(err, dlock.ErrNotAcquired) || errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("TryLock of a free lock with %d held on a pool of 2: %v; want ErrNotAcquired at once", i, err)
+			}
+			break
+		}
+		defer func() { _ = l.Unlock(context.Background()) }()
+	}
+	if info, err := a.Inspect(ctx, "free-0"); err != nil || !info.Held {
+		t.Errorf("Inspect beside a held pool = %+v, %v; want held", info, err)
+	}
+}
+
+// A row-mode Lock's client cut off right after its BEGIN, before the
+// statement that bounds its session by the lease: the session stayed idle
+// in the transaction for good (holding no lock, but a backend; finding of
+// an adversary pass). The BEGIN bounds it.
+func TestRowCutAfterBegin(t *testing.T) {
+	srv := testserver.Postgres(t)
+	url := testserver.PostgresURL(srv)
+	const ttl = 2 * time.Second
+	px := testserver.NewProxy(t, srv.Addr())
+	a := drivertest.MustOpen(t, strings.Replace(url, srv.Addr(), px.Addr(), 1)+"&mode=row")
+	px.BlackholeAfter([]byte("begin"))
+	actx, acancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if l, err := a.Mutex("cut-early", dlock.WithTTL(ttl)).Lock(actx); err == nil {
+			t.Errorf("a Lock cut off after its BEGIN returned a lease with token %d", l.Token())
+		}
+	}()
+	defer func() { px.Close(); acancel(); <-done }()
+	admin := connect(t, url)
+	seen := false // the cut-off session, idle in its transaction
+	for end := time.Now().Add(20 * ttl); ; time.Sleep(100 * time.Millisecond) {
+		var n int
+		if err := admin.QueryRow(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		seen = seen || px.Blackholed() && n > 0
+		if seen && n == 0 {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("blackholed: %v; %d sessions idle in a transaction %v after the cut (TTL %v)", px.Blackholed(), n, 20*ttl, ttl)
+		}
+	}
+}
+
+// A role's lock_timeout does not end a Lock's wait in the database: it
+// turned row mode's queue into polling (a FOR UPDATE that failed every
+// lock_timeout, tried again later) and made session mode open a new
+// session for each try (finding of an adversary pass). Waiters are served
+// in the order they came, as the database queues them.
+func TestWaitDespiteRoleLockTimeout(t *testing.T) {
+	srv := testserver.Postgres(t)
+	url := testserver.PostgresURL(srv)
+	if _, err := connect(t, url).Exec(t.Context(), "ALTER ROLE postgres SET lock_timeout = '50ms'"); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"row", "session"} {
+		t.Run(mode, func(t *testing.T) {
+			h := drivertest.MustOpen(t, url+"&mode="+mode)
+			held, err := h.Mutex("queue").Lock(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var order []int
+			var wg sync.WaitGroup
+			for i := range 3 {
+				c := drivertest.MustOpen(t, url+"&mode="+mode)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					l, err := c.Mutex("queue").Lock(t.Context())
+					if err != nil {
+						t.Errorf("waiter %d: %v", i, err)
+						return
+					}
+					mu.Lock()
+					order = append(order, i)
+					mu.Unlock()
+					time.Sleep(100 * time.Millisecond)
+					_ = l.Unlock(t.Context())
+				}()
+				time.Sleep(300 * time.Millisecond) // queued before the next one comes
+			}
+			_ = held.Unlock(t.Context())
+			wg.Wait()
+			if fmt.Sprint(order) != "[0 1 2]" {
+				t.Errorf("waiters served in the order %v; want [0 1 2], as they came", order)
+			}
+		})
+	}
 }

@@ -49,7 +49,7 @@ type fullError struct {
 }
 
 func (e *fullError) Error() string {
-	msg := fmt.Sprintf("lock not acquired: all %d connections of max_held hold this client's locks (raise max_held)", e.n)
+	msg := fmt.Sprintf("lock not acquired: all %d connections of max_held hold this client's locks (raise max_held, and the pool's size if it bounds them)", e.n)
 	if e.cause != nil {
 		msg += " (" + e.cause.Error() + ")"
 	}

@@ -49,6 +49,26 @@ func CheckOptions[M ~string](pkg string, mode M, maxHeld int) (M, int, error) {
 	return mode, maxHeld, nil
 }
 
+// HeldCap bounds maxHeld, in row and session modes, by a pool of poolMax
+// connections (0: no bound). A held lock, or a wait for one, keeps a
+// connection; the rest of the client needs another: a row-mode token, the
+// statement that ends a cancelled wait's connection, Inspect. With every
+// connection held, acquires waited for each other's until their ctx ended,
+// and a TryLock of a free lock for a free connection. Row mode refuses a
+// pool of one; session mode holds one lock on it, and the rest waits for
+// that connection (Inspect; a cancelled wait returns up to 3 s late).
+func HeldCap[M ~string](pkg string, mode M, maxHeld, poolMax int) (int, error) {
+	switch {
+	case mode == ModeTable || poolMax <= 0:
+		return maxHeld, nil
+	case poolMax == 1 && mode == ModeSession:
+		return 1, nil
+	case poolMax < 2:
+		return 0, fmt.Errorf("%s: %w: %s mode needs a pool of 2 connections or more: one held per lock, and one for its token", pkg, driver.ErrInvalidConfig, mode)
+	}
+	return min(maxHeld, poolMax-1), nil
+}
+
 // URLOptions reads the parameters both backends' URLs take: mode and
 // max_held (0 if absent, else 1 to urlparam.MaxConns). pkg prefixes the error.
 func URLOptions(pkg string, q url.Values) (mode string, maxHeld int, err error) {

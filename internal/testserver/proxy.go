@@ -49,10 +49,13 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 func (p *Proxy) Blackhole() { p.drop.Store(true) }
 
 // BlackholeAfter blackholes the proxy (Blackhole) right after it has
-// passed on a read from a client that contains match: the server gets that
-// request whole, and nothing after it; the client hears nothing back. Not
-// with a delay set.
-func (p *Proxy) BlackholeAfter(match []byte) { p.after.Store(&match) }
+// passed on a read from a client that contains match, in any ASCII case:
+// the server gets that request whole, and nothing after it; the client
+// hears nothing back. Not with a delay set.
+func (p *Proxy) BlackholeAfter(match []byte) {
+	m := bytes.ToLower(match)
+	p.after.Store(&m)
+}
 
 // Blackholed reports whether the proxy drops all traffic now.
 func (p *Proxy) Blackholed() bool { return p.drop.Load() }
@@ -137,7 +140,7 @@ func (p *Proxy) pipe(dst, src net.Conn, fromClient bool) {
 				late <- chunk{due: time.Now().Add(time.Duration(p.delay.Load())), b: append([]byte(nil), buf[:n]...)}
 			} else if _, werr := dst.Write(buf[:n]); werr != nil {
 				err = werr
-			} else if m := p.after.Load(); fromClient && m != nil && bytes.Contains(buf[:n], *m) {
+			} else if m := p.after.Load(); fromClient && m != nil && bytes.Contains(bytes.ToLower(buf[:n]), *m) {
 				p.drop.Store(true)
 			}
 		}
