@@ -1,15 +1,12 @@
 package mysqllock_test
 
 import (
-	"context"
 	"database/sql"
 	"errors"
-	"fmt"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/internal/sqltest"
 	"github.com/dlock/dlock/internal/testserver"
 	"github.com/dlock/dlock/mysqllock"
 )
@@ -45,26 +42,7 @@ func TestRowPoolRoomForTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	var wg sync.WaitGroup
-	for i := range 6 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range 10 {
-				l, err := a.Mutex([]string{"p", "q", "r"}[(i+j)%3]).Lock(ctx)
-				if err == nil {
-					err = l.Unlock(ctx)
-				}
-				if err != nil {
-					t.Errorf("Lock and Unlock on a pool of two: %v", err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	sqltest.LocksOnSmallPool(t, a)
 }
 
 // Session mode on a pool whose connections all hold locks: a TryLock of a
@@ -76,16 +54,5 @@ func TestSessionTryLockBesideFullPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	for i := range 3 {
-		l, err := a.Mutex(fmt.Sprint("free-", i)).TryLock(ctx)
-		if err != nil {
-			if !errors.Is(err, dlock.ErrNotAcquired) || errors.Is(err, context.DeadlineExceeded) {
-				t.Fatalf("TryLock of a free lock with %d held on a pool of 2: %v; want ErrNotAcquired at once", i, err)
-			}
-			break
-		}
-		defer func() { _ = l.Unlock(context.Background()) }()
-	}
+	sqltest.TryLocksOnFullPool(t, a)
 }

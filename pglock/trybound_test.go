@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
+	"github.com/dlock/dlock/internal/sqltest"
 	"github.com/dlock/dlock/internal/testserver"
 )
 
@@ -116,28 +117,7 @@ func TestRowPoolRoomForTokens(t *testing.T) {
 	if _, err := dlock.Open(t.Context(), url+"&mode=row&pool_max_conns=1"); !errors.Is(err, dlock.ErrInvalidConfig) {
 		t.Errorf("row mode with a pool of one connection: %v; want ErrInvalidConfig", err)
 	}
-	a := drivertest.MustOpen(t, url+"&mode=row&pool_max_conns=2")
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	var wg sync.WaitGroup
-	for i := range 6 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range 10 {
-				m := a.Mutex([]string{"p", "q", "r"}[(i+j)%3])
-				l, err := m.Lock(ctx)
-				if err == nil {
-					err = l.Unlock(ctx)
-				}
-				if err != nil {
-					t.Errorf("Lock and Unlock on a pool of two: %v", err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	sqltest.LocksOnSmallPool(t, drivertest.MustOpen(t, url+"&mode=row&pool_max_conns=2"))
 }
 
 // Session mode on a pool whose connections all hold locks: a TryLock of a
@@ -147,22 +127,7 @@ func TestRowPoolRoomForTokens(t *testing.T) {
 // connection.
 func TestSessionTryLockBesideFullPool(t *testing.T) {
 	srv := testserver.Postgres(t)
-	a := drivertest.MustOpen(t, testserver.PostgresURL(srv)+"&mode=session&pool_max_conns=2")
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	for i := range 3 {
-		l, err := a.Mutex(fmt.Sprint("free-", i)).TryLock(ctx)
-		if err != nil {
-			if !errors.Is(err, dlock.ErrNotAcquired) || errors.Is(err, context.DeadlineExceeded) {
-				t.Fatalf("TryLock of a free lock with %d held on a pool of 2: %v; want ErrNotAcquired at once", i, err)
-			}
-			break
-		}
-		defer func() { _ = l.Unlock(context.Background()) }()
-	}
-	if info, err := a.Inspect(ctx, "free-0"); err != nil || !info.Held {
-		t.Errorf("Inspect beside a held pool = %+v, %v; want held", info, err)
-	}
+	sqltest.TryLocksOnFullPool(t, drivertest.MustOpen(t, testserver.PostgresURL(srv)+"&mode=session&pool_max_conns=2"))
 }
 
 // A row-mode Lock's client cut off right after its BEGIN, before the
