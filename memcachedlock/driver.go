@@ -29,10 +29,14 @@ type mcDriver struct {
 
 // value is what a lock item holds.
 type value struct {
-	Owner   string `json:"o"`
-	Label   string `json:"l,omitempty"` // the first hold's holder label
-	Holds   int    `json:"n"`
-	Token   uint64 `json:"t"`
+	Owner string `json:"o"`
+	Label string `json:"l,omitempty"` // the first hold's holder label
+	Holds int    `json:"n"`
+	Token uint64 `json:"t"`
+	// First is the token the hold was added with, when latestToken
+	// replaced it: Inspect may have shown it, and a force naming it means
+	// this hold.
+	First   uint64 `json:"f,omitempty"`
 	Expires int64  `json:"e"` // Unix ms by the writer's clock: a hint for waiters and Inspect
 }
 
@@ -140,7 +144,7 @@ func (d *mcDriver) latestToken(key string, r driver.Request, tok uint64) (uint64
 	if err != nil || v.Owner != r.Owner || v.Token != tok {
 		return 0, fmt.Errorf("memcachedlock: %s changed hands while its token was set", key)
 	}
-	v.Token = fresh
+	v.Token, v.First = fresh, tok
 	lock.Value = encode(v, r.TTL)
 	lock.Expiration = expiration(r.TTL)
 	if err := d.mc.CompareAndSwap(lock); err != nil {
@@ -288,8 +292,8 @@ func (d *mcDriver) Release(_ context.Context, h driver.Held, count int) error {
 }
 
 // ForceRelease deletes the lock's item whoever holds it (token 0), or only
-// while its holder's token is token: a delete checked by cas, as a
-// release's.
+// while its holder's token is token (or was, before latestToken replaced
+// it within the same grant): a delete checked by cas, as a release's.
 func (d *mcDriver) ForceRelease(_ context.Context, name string, token uint64) error {
 	if token == 0 {
 		if err := d.mc.Delete(d.key(name)); err != nil && !errors.Is(err, memcache.ErrCacheMiss) {
@@ -304,7 +308,7 @@ func (d *mcDriver) ForceRelease(_ context.Context, name string, token uint64) er
 	if err != nil {
 		return fmt.Errorf("memcachedlock: force release: %w", err)
 	}
-	if v, err := decode(it); err != nil || v.Token != token {
+	if v, err := decode(it); err != nil || (v.Token != token && v.First != token) {
 		return nil // another holder, or not a lock of dlock's
 	}
 	it.Expiration = -1 // a negative expiration drops the item
