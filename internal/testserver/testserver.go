@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -156,12 +157,16 @@ func (s *Server) signalStop(sig syscall.Signal) {
 		return
 	}
 	pid := s.cmd.Process.Pid
-	_ = syscall.Kill(-pid, syscall.SIGCONT) // a paused server cannot stop
-	_ = syscall.Kill(-pid, sig)
+	signalTree(pid, syscall.SIGCONT) // a paused server cannot stop
+	if sig == syscall.SIGKILL {
+		signalTree(pid, sig) // a crash takes the whole server down at once
+	} else {
+		_ = syscall.Kill(-pid, sig)
+	}
 	select {
 	case <-s.exit:
 	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		signalTree(pid, syscall.SIGKILL)
 		<-s.exit
 	}
 	s.cmd = nil
@@ -177,8 +182,56 @@ func (s *Server) signal(sig syscall.Signal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd != nil {
-		_ = syscall.Kill(-s.cmd.Process.Pid, sig)
+		signalTree(s.cmd.Process.Pid, sig)
 	}
+}
+
+// signalTree sends sig to the process group pid leads and to every
+// descendant of pid: some servers' children leave the group (PostgreSQL's
+// backends call setsid), and a pause that missed them would test less than
+// it says.
+func signalTree(pid int, sig syscall.Signal) {
+	_ = syscall.Kill(-pid, sig)
+	for _, c := range descendants(pid) {
+		_ = syscall.Kill(c, sig)
+	}
+}
+
+// descendants lists the processes below pid, read from /proc.
+func descendants(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …; comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		if ppid, err := strconv.Atoi(f[1]); err == nil {
+			children[ppid] = append(children[ppid], n)
+		}
+	}
+	var out []int
+	for queue := children[pid]; len(queue) > 0; queue = queue[1:] {
+		out = append(out, queue[0])
+		queue = append(queue, children[queue[0]]...)
+	}
+	return out
 }
 
 // Log returns what the server printed.
