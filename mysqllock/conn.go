@@ -180,16 +180,15 @@ func (d *myDriver) poolToken(ctx context.Context, r driver.Request, connID uint6
 		return 0, err
 	}
 	defer c.Close()
-	var saved [2]int64
-	if err := c.QueryRowContext(ctx, "SELECT @@SESSION.innodb_lock_wait_timeout, @@SESSION.lock_wait_timeout").Scan(&saved[0], &saved[1]); err != nil {
-		return 0, err
-	}
-	const set = "SET SESSION innodb_lock_wait_timeout = ?, lock_wait_timeout = ?"
-	if _, err := c.ExecContext(ctx, set, tryWait, tryWait); err != nil {
+	// One statement keeps the session's values in user variables and sets
+	// the bounds; the same pattern as the kinds' connections (kinds.go).
+	const bound = "SET @dlock_ilwt = @@SESSION.innodb_lock_wait_timeout, @dlock_lwt = @@SESSION.lock_wait_timeout, SESSION innodb_lock_wait_timeout = ?, lock_wait_timeout = ?"
+	if _, err := c.ExecContext(ctx, bound, tryWait, tryWait); err != nil {
 		return 0, err
 	}
 	tok, err := nextToken(ctx, c, r, connID)
-	if _, rerr := c.ExecContext(ctx, set, saved[0], saved[1]); rerr != nil {
+	const unbound = "SET SESSION innodb_lock_wait_timeout = @dlock_ilwt, lock_wait_timeout = @dlock_lwt"
+	if _, rerr := c.ExecContext(ctx, unbound); rerr != nil {
 		_ = c.Raw(func(any) error { return sqldriver.ErrBadConn }) // not fit for the pool
 		if err == nil {
 			err = rerr

@@ -3,6 +3,7 @@ package mysqllock_test
 import (
 	"database/sql"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/dlock/dlock"
@@ -55,4 +56,64 @@ func TestSessionTryLockBesideFullPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	sqltest.TryLocksOnFullPool(t, a)
+}
+
+// A TryLock bounds its lock waits on the session it runs on (tryWait) and
+// puts the session's values back before the connection returns to the
+// pool: no pooled connection keeps the bound, after granted and refused
+// TryLocks alike, in either mode.
+func TestTryLockLeavesPoolSettings(t *testing.T) {
+	srv := testserver.MariaDB(t)
+	for _, mode := range []mysqllock.Mode{mysqllock.ModeRow, mysqllock.ModeSession} {
+		t.Run(string(mode), func(t *testing.T) {
+			testserver.MariaDBURL(t, srv, "dlock_settings")
+			db, err := sql.Open("mysql", "root@tcp("+srv.Addr()+")/dlock_settings")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = db.Close() })
+			db.SetMaxOpenConns(3)
+			db.SetMaxIdleConns(3)
+			a, err := mysqllock.Open(t.Context(), db, mysqllock.Options{Mode: mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			ctx := t.Context()
+			for i := range 6 {
+				name := fmt.Sprintf("settings-%d", i%2)
+				l, err := a.Mutex(name, dlock.WithOwner(fmt.Sprintf("owner-%d", i))).TryLock(ctx)
+				switch {
+				case err == nil:
+					defer l.Unlock(ctx) // held to the end: the next TryLock of name is refused
+				case !errors.Is(err, dlock.ErrNotAcquired):
+					t.Fatalf("TryLock %s: %v", name, err)
+				}
+			}
+			a.Close()
+			var want [2]int64
+			if err := db.QueryRowContext(ctx, "SELECT @@GLOBAL.innodb_lock_wait_timeout, @@GLOBAL.lock_wait_timeout").Scan(&want[0], &want[1]); err != nil {
+				t.Fatal(err)
+			}
+			// Take every connection the pool has, so each one is read.
+			var conns []*sql.Conn
+			for range 3 {
+				c, err := db.Conn(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				conns = append(conns, c)
+			}
+			for i, c := range conns {
+				var got [2]int64
+				if err := c.QueryRowContext(ctx, "SELECT @@SESSION.innodb_lock_wait_timeout, @@SESSION.lock_wait_timeout").Scan(&got[0], &got[1]); err != nil {
+					t.Fatal(err)
+				}
+				if got != want {
+					t.Errorf("pooled connection %d keeps lock waits %v, want the defaults %v", i, got, want)
+				}
+			}
+		})
+	}
 }
