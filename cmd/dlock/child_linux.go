@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/dlock/dlock/internal/proctree"
 )
 
 // On Linux, dlock run (and elect) start the command through a guard: the
@@ -243,7 +245,7 @@ func runGuard(group bool, path string, argv []string) int {
 	runtime.LockOSThread()
 	if !group {
 		// Orphans of the command's children come to the guard rather
-		// than to init, so signalDescendants still finds them.
+		// than to init, so proctree.Signal still finds them.
 		_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
 	}
 	cmd := &exec.Cmd{
@@ -274,7 +276,7 @@ func runGuard(group bool, path string, argv []string) int {
 		// subreaper, the orphans they left.
 		_ = cmd.Process.Signal(sig)
 		if sig == syscall.SIGKILL {
-			signalDescendants(os.Getpid(), sig)
+			proctree.Signal(os.Getpid(), sig)
 		}
 	}
 	// killRest kills what the command left behind (its group, or the
@@ -286,7 +288,7 @@ func runGuard(group bool, path string, argv []string) int {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			return
 		}
-		signalDescendants(os.Getpid(), syscall.SIGKILL)
+		proctree.Signal(os.Getpid(), syscall.SIGKILL)
 	}
 	// If dlock is already gone this write fails, and the read below says so.
 	fmt.Fprintf(link, "ok %d\n", cmd.Process.Pid)
@@ -351,43 +353,9 @@ func reapOrphans(cmdPid int) {
 // prSetChildSubreaper is prctl's PR_SET_CHILD_SUBREAPER.
 const prSetChildSubreaper = 36
 
-// procTree reads every process's parent (and whether it is a zombie) from
-// /proc.
-func procTree() (children map[int][]int, zombie map[int]bool) {
-	children, zombie = map[int][]int{}, map[int]bool{}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return children, zombie
-	}
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid …: comm may hold spaces and parentheses.
-		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 2 {
-			continue
-		}
-		if pp, err := strconv.Atoi(f[1]); err == nil {
-			children[pp] = append(children[pp], p)
-			zombie[p] = f[0] == "Z"
-		}
-	}
-	return children, zombie
-}
-
 // childrenOf lists pid's children, or only those that have exited.
 func childrenOf(pid int, exitedOnly bool) []int {
-	children, zombie := procTree()
+	children, zombie := proctree.Read()
 	var out []int
 	for _, c := range children[pid] {
 		if !exitedOnly || zombie[c] {
@@ -395,17 +363,6 @@ func childrenOf(pid int, exitedOnly bool) []int {
 		}
 	}
 	return out
-}
-
-// signalDescendants sends sig to every process below pid, as /proc shows
-// the tree when it is read (one started meanwhile may be missed).
-func signalDescendants(pid int, sig syscall.Signal) {
-	children, _ := procTree()
-	for todo := children[pid]; len(todo) > 0; {
-		p := todo[0]
-		todo = append(todo[1:], children[p]...)
-		_ = syscall.Kill(p, sig)
-	}
 }
 
 // childSysProcAttr is the demo's for its instances: the kernel sends an

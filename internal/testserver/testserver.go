@@ -14,10 +14,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/dlock/dlock/internal/proctree"
 )
 
 // TB is what the servers need from a test (testing.TB has it) or from a
@@ -192,46 +193,7 @@ func (s *Server) signal(sig syscall.Signal) {
 // it says.
 func signalTree(pid int, sig syscall.Signal) {
 	_ = syscall.Kill(-pid, sig)
-	for _, c := range descendants(pid) {
-		_ = syscall.Kill(c, sig)
-	}
-}
-
-// descendants lists the processes below pid, read from /proc.
-func descendants(pid int) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	children := map[int][]int{}
-	for _, e := range entries {
-		n, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid …; comm may hold spaces and parentheses.
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) < 2 {
-			continue
-		}
-		if ppid, err := strconv.Atoi(f[1]); err == nil {
-			children[ppid] = append(children[ppid], n)
-		}
-	}
-	var out []int
-	for queue := children[pid]; len(queue) > 0; queue = queue[1:] {
-		out = append(out, queue[0])
-		queue = append(queue, children[queue[0]]...)
-	}
-	return out
+	proctree.Signal(pid, sig)
 }
 
 // Log returns what the server printed.
