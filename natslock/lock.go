@@ -125,6 +125,12 @@ func (d *natsDriver) giveBack(ctx context.Context, r driver.Request, h *hold) {
 func (d *natsDriver) write(ctx context.Context, h *hold, ttl time.Duration) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	// The value says the TTL its write carries: a waiter's flag keeps the
+	// key's life from it, and Inspect shows it. An Extend writes a TTL
+	// other than the grant's; a flag that read the grant's cut the key's
+	// life short under a holder that does not renew (an adversary pass:
+	// two holders at once).
+	h.val.TTL = ttl.Milliseconds()
 	for range 2 {
 		b, _ := json.Marshal(h.val)
 		pa, err := d.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + d.bucket + "." + h.key, Data: b},

@@ -118,10 +118,15 @@ func (d *natsDriver) step(ctx context.Context, r driver.Request, h *hold, qkey s
 		if err != nil || head != qkey {
 			return driver.Grant{}, err
 		}
+		// The hold keeps the flag: its release hands the lock to the next
+		// waiter rather than purging it, which would wake every waiter and
+		// let a newcomer's create in ahead of them (an adversary pass).
 		h.val.W = others
-		defer func() { h.val.W = false }()
 		sent := time.Now()
 		g, err := d.tryCreate(ctx, r, h)
+		if !g.Acquired {
+			h.val.W = false
+		}
 		g.Since = sent // counted from the create, not from the wait's start
 		return g, err
 	case err != nil:
