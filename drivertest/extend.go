@@ -1,6 +1,7 @@
 package drivertest
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -27,13 +28,30 @@ func (s *suite) testExtend(t *testing.T) {
 	if err := l.Extend(t.Context(), 2*ttl); err != nil {
 		t.Fatalf("Extend: %v", err)
 	}
+	// A waiter comes now: whatever it writes to wait (a flag in the
+	// holder's key, a queue entry) must not shorten the extended lease. On
+	// NATS a waiter's flag kept the key's life from the grant's TTL, and
+	// the waiter got the lock while the extended lease ran.
+	type grant struct {
+		l       *dlock.Lease
+		err     error
+		overlap bool
+	}
+	granted := make(chan grant, 1)
+	wctx, cancel := context.WithTimeout(t.Context(), 2*ttl+s.caps.Slack+10*time.Second)
+	defer cancel()
+	go func() {
+		lb, err := b.Mutex(name, dlock.WithTTL(ttl)).Lock(wctx)
+		granted <- grant{lb, err, err == nil && l.Err() == nil && l.TimeLeft() > 0}
+	}()
 	// Past the original expiry, the lease is live and the store keeps it.
 	time.Sleep(time.Until(start.Add(left + s.caps.Slack/2)))
 	if l.Err() != nil || l.TimeLeft() <= 0 {
 		t.Fatalf("extended lease ended at its original TTL: %v", l.Err())
 	}
-	wantNotAcquired(t, b, name)
-	// It stays fixed at its new length: it ends, and the lock frees.
+	wantNotAcquired(t, s.client(t), name)
+	// It stays fixed at its new length: it ends, and the lock goes to the
+	// waiter.
 	waitDone(t, l, 2*ttl+s.caps.Slack+2*time.Second, "extended fixed lease")
 	if !errors.Is(l.Err(), dlock.ErrLeaseLost) || l.TimeLeft() != 0 {
 		t.Fatalf("after its extended TTL: Err = %v, TimeLeft = %v; want ErrLeaseLost, 0", l.Err(), l.TimeLeft())
@@ -41,6 +59,14 @@ func (s *suite) testExtend(t *testing.T) {
 	if err := l.Extend(t.Context(), ttl); !errors.Is(err, dlock.ErrLeaseLost) {
 		t.Fatalf("Extend of a lost lease = %v; want ErrLeaseLost", err)
 	}
-	time.Sleep(s.caps.Slack) // the store's own expiry follows the client's
-	wantAcquired(t, b, name)
+	g := <-granted
+	switch {
+	case g.err != nil:
+		t.Fatalf("waiter after the extended lease ended: %v", g.err)
+	case g.overlap:
+		t.Fatalf("waiter granted (token %d) while the extended lease was live: two holders", g.l.Token())
+	}
+	if err := g.l.Unlock(t.Context()); err != nil {
+		t.Fatalf("waiter's Unlock: %v", err)
+	}
 }

@@ -30,6 +30,10 @@ type Lease struct {
 	// net_read_timeout, net_write_timeout, innodb_lock_wait_timeout,
 	// lock_wait_timeout
 	saved [5]int64
+	// ttl is the lease TTL the session's idle bounds were last set for: a
+	// longer Extend raises them (check), since the server closes the
+	// session, and so frees the lock, once it has been idle that long.
+	ttl time.Duration
 }
 
 // As sets **Lease targets.
@@ -226,6 +230,7 @@ func (d *myDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 	// whole seconds, rounded up. A TryLock's lock waits are bounded too
 	// (tryWait).
 	idle := sqlbase.IdleSeconds(r.TTL)
+	l.ttl = r.TTL
 	waits := [2]int64{l.saved[3], l.saved[4]}
 	if !r.Wait {
 		waits = [2]int64{tryWait, tryWait}
@@ -331,8 +336,25 @@ func (d *myDriver) endConn(id uint64) {
 }
 
 // check confirms the holding connection is alive.
-func (l *Lease) check(ctx context.Context) error {
+func (l *Lease) check(ctx context.Context, ttl time.Duration) error {
 	return l.hold.Check(ctx, "mysqllock", func(ctx context.Context) error {
+		if ttl > l.ttl {
+			// A longer Extend: idle bounds set for the grant's TTL would
+			// close the session, and free the lock, while the lease runs.
+			// A shorter one leaves them: other leases of a re-entered hold
+			// count on the longer bound.
+			idle := sqlbase.IdleSeconds(ttl)
+			var err error
+			if l.tx != nil {
+				_, err = l.tx.ExecContext(ctx, setIdle, idle, idle, idle)
+			} else {
+				_, err = l.conn.ExecContext(ctx, setIdle, idle, idle, idle)
+			}
+			if err == nil {
+				l.ttl = ttl
+			}
+			return err
+		}
 		if l.tx != nil {
 			_, err := l.tx.ExecContext(ctx, "SELECT 1")
 			return err
@@ -340,6 +362,10 @@ func (l *Lease) check(ctx context.Context) error {
 		return l.conn.PingContext(ctx)
 	}, func() bool { return connClosed(l.conn) })
 }
+
+// setIdle sets the session settings that bound a holding connection's idle
+// time by its lease (setTimeouts' first three).
+const setIdle = "SET SESSION wait_timeout = ?, net_read_timeout = ?, net_write_timeout = ?"
 
 // connClosed reports whether c's connection is closed. go-sql-driver closes
 // a connection whose statement's ctx ends, even as the statement finishes

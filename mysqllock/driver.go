@@ -279,7 +279,7 @@ func (d *myDriver) Renew(ctx context.Context, batch []driver.Held) []driver.Rene
 	res := make([]driver.RenewResult, len(batch))
 	if d.mode != ModeTable {
 		for i, h := range batch {
-			res[i].Err = h.Handle.(*Lease).check(ctx)
+			res[i].Err = h.Handle.(*Lease).check(ctx, h.TTL)
 		}
 		return res
 	}

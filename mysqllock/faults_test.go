@@ -10,3 +10,4 @@ func TestLongWaitLeaseIsLive(t *testing.T)     { sqltest.LongWaitLeaseIsLive(t, 
 func TestBlackholedHolderFreed(t *testing.T)   { sqltest.BlackholedHolderFreed(t, sqlBackend(t)) }
 func TestBlackholedUnlockReturns(t *testing.T) { sqltest.BlackholedUnlockReturns(t, sqlBackend(t)) }
 func TestBlackholedWaiterFreed(t *testing.T)   { sqltest.BlackholedWaiterFreed(t, sqlBackend(t)) }
+func TestExtendOutlastsGrantTTL(t *testing.T)  { sqltest.ExtendOutlastsGrantTTL(t, sqlBackend(t)) }

@@ -31,6 +31,10 @@ type Lease struct {
 	conn  *pgxpool.Conn
 	tx    pgx.Tx   // row mode
 	bound []string // the settings that bound the session, put back by unlock (session mode)
+	// ttl is the lease TTL the session's bounds were last set for: a longer
+	// Extend raises them (check), since the server ends the session, and so
+	// frees the lock, once it has been idle that long.
+	ttl time.Duration
 }
 
 // As sets **Lease targets.
@@ -198,6 +202,7 @@ func (d *pgDriver) lockConn(ctx context.Context, r driver.Request) (*Lease, bool
 		return nil, false, err
 	}
 	names, values := d.bounds(r.TTL)
+	l.ttl = r.TTL
 	if r.Wait { // the wait lasts as long as ctx, whatever lock_timeout the role or database sets
 		names, values = append(names, "lock_timeout"), append(values, "0")
 	}
@@ -290,16 +295,32 @@ func (d *pgDriver) endBackend(pid uint32) {
 
 // check confirms the holding connection is alive; any failure on it means
 // the server has dropped, or will drop, the lock.
-func (l *Lease) check(ctx context.Context) error {
+func (l *Lease) check(ctx context.Context, ttl time.Duration) error {
 	return l.hold.Check(ctx, "pglock", func(ctx context.Context) error {
-		if l.tx != nil {
-			_, err := l.tx.Exec(ctx, "SELECT 1")
-			return err
+		q, args := "SELECT 1", []any(nil)
+		if ttl > l.ttl {
+			// A longer Extend: bounds set for the grant's TTL would end the
+			// session, and free the lock, while the lease runs. A shorter
+			// one leaves them: other leases of a re-entered hold count on
+			// the longer bound.
+			names, values := l.d.bounds(ttl)
+			q, args = setBoundsSQL, []any{names, values, l.tx != nil}
 		}
-		_, err := l.conn.Exec(ctx, "SELECT 1")
+		var err error
+		if l.tx != nil {
+			_, err = l.tx.Exec(ctx, q, args...)
+		} else {
+			_, err = l.conn.Exec(ctx, q, args...)
+		}
+		if err == nil && ttl > l.ttl {
+			l.ttl = ttl
+		}
 		return err
 	}, func() bool { return l.conn.Conn().IsClosed() })
 }
+
+// setBoundsSQL applies the settings $1 = $2, local to the transaction if $3.
+const setBoundsSQL = "SELECT count(set_config(n, v, $3)) FROM unnest($1::text[], $2::text[]) AS s(n, v)"
 
 // release gives the lock up and the connection back. Once is enough.
 func (l *Lease) release(ctx context.Context) error {

@@ -232,7 +232,7 @@ func (d *pgDriver) Renew(ctx context.Context, batch []driver.Held) []driver.Rene
 	}
 	res := make([]driver.RenewResult, len(batch))
 	for i, h := range batch {
-		res[i].Err = h.Handle.(*Lease).check(ctx)
+		res[i].Err = h.Handle.(*Lease).check(ctx, h.TTL)
 	}
 	return res
 }
