@@ -138,8 +138,20 @@
 // a queue key that expires within its TTL (and one not rewritten within
 // its TTL plus 1 s, by the server's timestamps against the reader's clock,
 // is skipped and removed, as a server restarted by kill -9 may keep it);
-// one handed the lock as it died holds it until its TTL ends. TryLock never queues; it can take a lock
-// whose key was just removed ahead of the head of the queue.
+// one handed the lock as it died holds it until its TTL ends. A release
+// whose hold sees the flag hands over, so between live holders the order is
+// the queue's. When the key is removed with waiters queued (an expiry, a
+// force release), a TryLock, which never queues, or the first attempt of a
+// Lock, which reads no queue so that an uncontended Lock stays one create,
+// can take the lock ahead of the head of the queue.
+//
+// Each store call of a wait is bounded to 2 s, so that a watch or a read
+// lost with a restarted server cannot stall it: over a link whose round
+// trip is above 2 s a Lock that had to wait cannot confirm its grant (a
+// TryLock can), and a lock handed to it stays held, by nobody, until its
+// TTL. A wait whose ctx ends while the server does not answer returns late,
+// after its clean-up (its queue key, a handover to pass on), each step
+// bounded to 2 s, and its watch's unsubscribe.
 //
 // Reading the queue (at a handover, and when the head looks for the lock)
 // creates a short-lived ordered consumer on the queue's subjects, so a
@@ -163,7 +175,13 @@
 //     (memory storage, a lost disk) every lock on it is freed.
 //   - A lease is declared lost before its key can expire: validity is
 //     counted from the sending of the last write the server acknowledged, and
-//     the server counts the TTL from when it stored the write.
+//     the server counts the TTL from when it stored the write. A waiter's
+//     flag rewrites the holder's key with the time it has left, from the
+//     server's timestamp of the holder's last write and the TTL that write
+//     carried, against the waiter's clock, rounded up to the next whole
+//     second: so this holds while waiters' clocks run less than 1 s ahead
+//     of the server's. A waiter's clock further ahead could shorten the
+//     holder's key by the difference.
 //   - A leader change on an R3 bucket does not end a lease: the key and its
 //     TTL are replicated; writes stall until a new leader is elected
 //     (nats-server's election timeout is 4-9 s; the fault suite's leader
@@ -174,11 +192,16 @@
 //     connection to it, as it died) gets no reply at all and waits for its
 //     ctx (nats.go's 5 s if ctx has no deadline): a TryLock or Unlock given
 //     a ctx of minutes waits that long, so give them seconds and try again.
-//   - Close of the client ends every driver call in flight, even on a
-//     connection Open was given and does not close: a wait, a release or a
-//     renewal then returns an error wrapping dlock.ErrClosed at once, and
-//     does not retry on the closed connection (a grant that arrives as the
-//     client closes is left to its TTL if the connection is gone).
+//   - Close of the client first does what it does on every backend:
+//     waits are woken (each then cleans up, bounded as above), and the
+//     calls in flight and the releases of held leases get up to 10 s to
+//     finish. Then it ends every driver call still
+//     in flight, even on a connection Open was given and does not close: a
+//     wait, a release or a renewal returns an error wrapping
+//     dlock.ErrClosed and does not retry on the closed connection (a grant
+//     that arrives as the client closes is left to its TTL if the
+//     connection is gone). Against a server that does not answer, Close
+//     can so take that 10 s and more.
 //   - Re-entry by owner is counted within a client, not in the store.
 //   - TTLs are whole seconds, at least 1 s (the server's TTL unit).
 //   - No read-write locks or semaphores (see kindsNote); elections are
