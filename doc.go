@@ -79,8 +79,9 @@
 // (held by another owner, also when a wait ended with its ctx: the error
 // then matches ctx's error too), ErrLeaseLost, ErrNotHeld, ErrClosed,
 // ErrInvalidName, ErrInvalidTTL, ErrInvalidOwner, ErrInvalidURL,
-// ErrInvalidConfig, ErrUnsupported, ErrUnknownScheme, ErrNilContext, and
-// for the kinds above ErrLimitMismatch and ErrUpgrade.
+// ErrInvalidConfig, ErrUnsupported, ErrUnknownScheme, ErrNilContext,
+// ErrRenewalMismatch (a re-entry whose WithoutRenewal differs from its
+// hold's), and for the kinds above ErrLimitMismatch and ErrUpgrade.
 // The store's own error, where there is one, stays reachable with errors.As.
 //
 // Bad arguments are errors, never panics: a nil ctx, locker or function,

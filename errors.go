@@ -46,6 +46,11 @@ var (
 	// ErrLimitMismatch is returned by Semaphore.Acquire when the semaphore's
 	// live holders use another permit count than the one it was made with.
 	ErrLimitMismatch = driver.ErrLimitMismatch
+	// ErrRenewalMismatch is returned by a re-entry (a Lock of a lock its
+	// owner holds, by WithOwner or through a ctx carrying a lease) that asks
+	// for renewed leases where the hold's are fixed (WithoutRenewal), or
+	// the reverse: the leases of one hold share its renewal.
+	ErrRenewalMismatch = core.ErrRenewalMismatch
 	// ErrNilContext is returned when a nil context is passed.
 	ErrNilContext = errNilContext
 )

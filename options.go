@@ -29,6 +29,9 @@ func WithTTL(d time.Duration) Option { return func(o *mutexOptions) { o.TTL = d 
 
 // WithoutRenewal makes leases fixed: they are not renewed and end at their
 // TTL, when Done closes and Err wraps ErrLeaseLost.
+// The leases of one hold share its renewal: a re-entry (WithOwner, or a ctx
+// carrying a lease) that differs from its hold in this option fails with
+// ErrRenewalMismatch.
 func WithoutRenewal() Option { return func(o *mutexOptions) { o.NoRenewal = true } }
 
 // WithOwner makes every Lock and TryLock of the Mutex lock as owner id, so

@@ -1,6 +1,7 @@
 package dlock_test
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -73,5 +74,59 @@ func TestReentryWithShorterTTLKeepsExclusion(t *testing.T) {
 				return
 			}
 		})
+	}
+}
+
+// The leases of one hold share its renewal. A re-entry that asked for the
+// other got the hold's without a word: a fixed lease re-entering a renewed
+// hold was renewed for as long as the hold lived, and a renewed one
+// re-entering a fixed hold ended at the fixed TTL (an adversary pass). It
+// is refused, before the store counts it, and the hold goes on unharmed.
+func TestReentryRenewalMismatch(t *testing.T) {
+	for _, first := range []bool{true, false} {
+		for _, how := range []string{"owner", "ctx"} {
+			t.Run(fmt.Sprintf("renewed=%v/%s", first, how), func(t *testing.T) {
+				a, b := twoClients(t)
+				ctx := t.Context()
+				owner := dlock.NewOwnerID()
+				opts := func(renew bool) []dlock.Option {
+					o := []dlock.Option{dlock.WithTTL(time.Second)}
+					if how == "owner" {
+						o = append(o, dlock.WithOwner(owner))
+					}
+					if !renew {
+						o = append(o, dlock.WithoutRenewal())
+					}
+					return o
+				}
+				outer, err := a.Mutex("mixed", opts(first)...).Lock(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rctx := ctx
+				if how == "ctx" {
+					rctx = dlock.ContextWithLease(ctx, outer)
+				}
+				inner, err := a.Mutex("mixed", opts(!first)...).Lock(rctx)
+				if !errors.Is(err, dlock.ErrRenewalMismatch) {
+					t.Fatalf("re-entry with the other renewal: %v, %v; want ErrRenewalMismatch", inner, err)
+				}
+				same, err := a.Mutex("mixed", opts(first)...).Lock(rctx)
+				if err != nil {
+					t.Fatalf("re-entry with the hold's renewal: %v", err)
+				}
+				if err := same.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if err := outer.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+				l, err := b.Mutex("mixed").TryLock(ctx) // the refused re-entry left no count behind
+				if err != nil {
+					t.Fatalf("after the hold's last Unlock: %v", err)
+				}
+				_ = l.Unlock(ctx)
+			})
+		}
 	}
 }

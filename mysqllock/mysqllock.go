@@ -88,6 +88,11 @@
 // go-sql-driver closes a connection whose statement's ctx ends even as the
 // statement succeeds; a grant or renewal counts only with its connection
 // still open after its last statement.
+// So a renewal or an Extend whose ctx ends mid-statement ends the lease
+// (ErrLeaseLost) and frees the lock, rather than leave it uncertain as
+// table mode does. A longer Extend raises the session's idle bounds
+// (wait_timeout, net_read_timeout, net_write_timeout) in the same
+// statement; a shorter one leaves them.
 // A lease counts from the send time of a statement on the holding connection
 // after the wait (session mode: the token's; row mode: a SELECT 1 after the
 // token), never from before a wait.

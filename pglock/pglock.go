@@ -108,6 +108,12 @@
 // granted first, the idle timeout frees the lock a TTL later, so each such
 // waiter can delay the next holder by up to a TTL.
 //
+// A longer Extend sets these settings anew for its TTL, in its one
+// statement; a shorter one leaves them. pgx closes a connection whose
+// statement's ctx ends mid-statement: a renewal or an Extend cut short by
+// its ctx so ends the lease (ErrLeaseLost) and frees the lock, rather than
+// leave it uncertain as table mode does.
+//
 // # Failed releases (table mode)
 //
 // A release that fails with an uncertain error (the server down, the

@@ -66,7 +66,7 @@ func (e *Engine) Acquire(ctx context.Context, op string, s Spec, o Opts, try boo
 	}
 	req := driver.Request{Name: s.Name, Owner: owner, Label: label, TTL: o.TTL, Kind: kind, Limit: s.Limit, Try: try}
 
-	if l, err := e.reenter(ctx, k, req, alloc); l != nil || err != nil {
+	if l, err := e.reenter(ctx, k, req, !o.NoRenewal, alloc); l != nil || err != nil {
 		return l, e.wrap(op, s.Name, err)
 	}
 	if err := e.releases.Await(ctx, k, e.closing.Done()); err != nil { // the owner's last hold is being released
@@ -196,7 +196,10 @@ func (s *Releases[K]) Await(ctx context.Context, k K, closing <-chan struct{}) e
 }
 
 // reenter gives the owner a new lease on the hold it has, if it has one.
-func (e *Engine) reenter(ctx context.Context, k holdKey, req driver.Request, alloc func() *Lease) (*Lease, error) {
+// A re-entry asking for renewed leases into a fixed hold, or the reverse,
+// is refused (ErrRenewalMismatch): the hold has one renewal, and its
+// leases would otherwise get the first lease's, not the one they asked for.
+func (e *Engine) reenter(ctx context.Context, k holdKey, req driver.Request, renew bool, alloc func() *Lease) (*Lease, error) {
 	e.mu.Lock()
 	h := e.holds[k]
 	e.mu.Unlock()
@@ -205,6 +208,9 @@ func (e *Engine) reenter(ctx context.Context, k holdKey, req driver.Request, all
 	}
 	if err := (Spec{Name: req.Name, Kind: req.Kind, Limit: req.Limit}).CheckReentry(h.limit); err != nil {
 		return nil, err
+	}
+	if h.ka.Renew != renew {
+		return nil, fmt.Errorf("%w: the hold's leases are %s, this one asks to be %s", ErrRenewalMismatch, renewal(h.ka.Renew), renewal(renew))
 	}
 	if e.caps.Reentrant { // the store counts holds: count this one there too
 		// which sets the store's expiry to req.TTL from when it is applied:
@@ -263,6 +269,14 @@ func (e *Engine) reenter(ctx context.Context, k holdKey, req driver.Request, all
 	}
 	defer e.mu.Unlock()
 	return h.newLease(alloc), nil
+}
+
+// renewal names a hold's renewal for ErrRenewalMismatch.
+func renewal(renew bool) string {
+	if renew {
+		return "renewed"
+	}
+	return "fixed (WithoutRenewal)"
 }
 
 // errStaleGrant is the cause of a grant that came too late to be returned.

@@ -23,6 +23,11 @@ import (
 // lock (package dlock exports it): the upgrade would deadlock.
 var ErrUpgrade = errors.New("dlock: read-to-write upgrade refused: it would deadlock")
 
+// ErrRenewalMismatch is the error of a re-entry that asks for renewed
+// leases into a fixed hold, or the reverse (package dlock exports it): the
+// leases of one hold share its renewal.
+var ErrRenewalMismatch = errors.New("dlock: re-entry asks for another renewal than its hold's")
+
 // Spec is what an acquisition asks for: a lock name, the kind of hold, and
 // for a permit the semaphore's count.
 type Spec struct {
