@@ -19,7 +19,7 @@ func BenchmarkTableUncontended(b *testing.B) {
 		drivertest.LockUnlock(b, drivertest.Client(b, h), "bench/u/dlock")
 	})
 	b.Run("statements", func(b *testing.B) {
-		p, err := pool(b.Context(), h.url, nil)
+		p, err := pool(b.Context(), h.url, nil, time.Second)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -20,13 +20,17 @@ type harness struct {
 	drivertest.Clients
 }
 
-func pool(ctx context.Context, url string, dial func(context.Context, string, string) (net.Conn, error)) (*pgxpool.Pool, error) {
+// pool opens a pool of url whose connects give up after connect: a
+// second where a test's proxy may blackhole them, more in the conformance
+// suite, whose clients connect while the machine may be loaded (PostgreSQL
+// forks a backend for each connection).
+func pool(ctx context.Context, url string, dial func(context.Context, string, string) (net.Conn, error), connect time.Duration) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, err
 	}
 	cfg.MaxConns = 32
-	cfg.ConnConfig.ConnectTimeout = time.Second
+	cfg.ConnConfig.ConnectTimeout = connect
 	if dial != nil {
 		cfg.ConnConfig.DialFunc = dial
 	}
@@ -35,7 +39,7 @@ func pool(ctx context.Context, url string, dial func(context.Context, string, st
 
 func (h *harness) NewClient(ctx context.Context) (*dlock.Client, error) {
 	cu := &drivertest.Cutter{}
-	p, err := pool(ctx, h.url, cu.Dial)
+	p, err := pool(ctx, h.url, cu.Dial, 10*time.Second)
 	if err != nil {
 		return nil, err
 	}

@@ -43,7 +43,7 @@ func TestSettleRaces(t *testing.T) {
 	// with the URL's extra parameters.
 	via := func(params string) (*dlock.Client, *testserver.Proxy) {
 		px := testserver.NewProxy(t, srvAddr)
-		p, err := pool(ctx, "postgres://postgres@"+px.Addr()+"/postgres?sslmode=disable"+params, nil)
+		p, err := pool(ctx, "postgres://postgres@"+px.Addr()+"/postgres?sslmode=disable"+params, nil, time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +56,7 @@ func TestSettleRaces(t *testing.T) {
 	}
 	a, px := via("")
 	b := open(t, url, pglock.ModeTable)
-	raw, err := pool(ctx, url, nil)
+	raw, err := pool(ctx, url, nil, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
