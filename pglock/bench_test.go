@@ -52,3 +52,36 @@ func BenchmarkContended(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRWTableRoundTrips: an uncontended RLock+Unlock in table mode
+// through a proxy that delays each way by 1 ms, so that ns/op counts the
+// round trips (about 2 ms each): an acquire decides in one transaction of
+// two round trips, a release takes one.
+func BenchmarkRWTableRoundTrips(b *testing.B) {
+	srv := testserver.Postgres(b)
+	px := testserver.NewProxy(b, srv.Addr())
+	c, err := dlock.Open(b.Context(), "postgres://postgres@"+px.Addr()+"/postgres?sslmode=disable&mode=table")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	rw := c.RWMutex("bench/rw/roundtrips")
+	l, err := rw.RLock(b.Context()) // the tables, and pgx's statement cache
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := l.Unlock(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	px.SetDelay(time.Millisecond)
+	defer px.SetDelay(0)
+	for b.Loop() {
+		l, err := rw.RLock(b.Context())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Unlock(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -66,125 +66,171 @@ func (d *pgDriver) acquireKind(ctx context.Context, r driver.Request) (driver.Gr
 		func(err error) bool { var pe *pgconn.PgError; return errors.As(err, &pe) && pe.Code == "40P01" }, pgErr)
 }
 
-// tryKind runs one acquire transaction.
-func (d *pgDriver) tryKind(ctx context.Context, r driver.Request) (driver.Grant, sqlbase.Verdict, int, error) {
-	fam := int(r.Kind.Family())
-	var g driver.Grant
-	var verdict sqlbase.Verdict
-	var limit int
-	err := d.onConn(ctx, func(c *pgxpool.Conn) error {
-		// Bounded (boundedTx): it locks the lock's state row, which a client
-		// paused or cut off before its commit would otherwise hold from
-		// every other for good.
-		return pgx.BeginTxFunc(ctx, c, boundedTx(strconv.FormatInt(sqlbase.IdleMillis(r.TTL), 10)), func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `INSERT INTO dlock_kinds (name, family) VALUES ($1, $2) ON CONFLICT DO NOTHING`, r.Name, fam); err != nil {
-				return err
-			}
-			var seqCounter int64
-			if err := tx.QueryRow(ctx, `SELECT seq, lim FROM dlock_kinds WHERE name = $1 AND family = $2 FOR UPDATE`,
-				r.Name, fam).Scan(&seqCounter, &limit); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, `DELETE FROM dlock_holds WHERE name = $1 AND family = $2 AND expires_at <= clock_timestamp()`, r.Name, fam); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, `DELETE FROM dlock_waits WHERE name = $1 AND family = $2 AND expires_at <= clock_timestamp()`, r.Name, fam); err != nil {
-				return err
-			}
-			holds, err := d.kindHolds(ctx, tx, r.Name, fam)
-			if err != nil {
-				return err
-			}
-			rows, err := tx.Query(ctx, `SELECT owner, kind, seq FROM dlock_waits WHERE name = $1 AND family = $2`, r.Name, fam)
-			if err != nil {
-				return err
-			}
-			waits, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (sqlbase.KindWait, error) {
-				var w sqlbase.KindWait
-				var kind int16
-				var seq int64
-				err := row.Scan(&w.Owner, &kind, &seq)
-				w.Kind, w.Seq = driver.Kind(kind), uint64(seq)
-				return w, err
-			})
-			if err != nil {
-				return err
-			}
-			verdict = sqlbase.Decide(r, holds, waits, limit)
-			ttl := r.TTL.Milliseconds()
-			switch verdict {
-			case sqlbase.Grant:
-				var tok int64
-				if err := tx.QueryRow(ctx, `UPDATE dlock_kinds SET token = token + 1, lim = CASE WHEN $3 > 0 THEN $3 ELSE lim END
-WHERE name = $1 AND family = $2 RETURNING token`, r.Name, fam, r.Limit).Scan(&tok); err != nil {
-					return err
-				}
-				if _, err := tx.Exec(ctx, `INSERT INTO dlock_holds (name, family, owner, kind, holds, token, expires_at, label)
-VALUES ($1, $2, $3, $4, 1, $5, clock_timestamp() + $6 * interval '1 millisecond', $7)`,
-					r.Name, fam, r.Owner, int16(r.Kind), tok, ttl, r.Label); err != nil {
-					return err
-				}
-				if _, err := tx.Exec(ctx, `DELETE FROM dlock_waits WHERE name = $1 AND family = $2 AND owner = $3`, r.Name, fam, r.Owner); err != nil {
-					return err
-				}
-				g = driver.Grant{Acquired: true, Token: uint64(tok), Holds: 1}
-			case sqlbase.Reenter:
-				var tok int64
-				err := tx.QueryRow(ctx, `UPDATE dlock_holds SET holds = holds + 1,
+// The statements of an acquire's first round trip, after it has begun its
+// transaction: make sure the state row exists, lock it, drop the expired
+// holds and waiting records, and read those left.
+const (
+	kindStateSQL  = `INSERT INTO dlock_kinds (name, family) VALUES ($1, $2) ON CONFLICT DO NOTHING`
+	kindLockSQL   = `SELECT lim FROM dlock_kinds WHERE name = $1 AND family = $2 FOR UPDATE`
+	kindExpireSQL = `DELETE FROM dlock_holds WHERE name = $1 AND family = $2 AND expires_at <= clock_timestamp()`
+	waitExpireSQL = `DELETE FROM dlock_waits WHERE name = $1 AND family = $2 AND expires_at <= clock_timestamp()`
+	kindHoldsSQL  = `SELECT owner, label, kind, holds, token,
+  (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
+FROM dlock_holds WHERE name = $1 AND family = $2 AND expires_at > clock_timestamp()`
+	kindWaitsSQL = `SELECT owner, kind, seq FROM dlock_waits WHERE name = $1 AND family = $2`
+)
+
+// The statements of its second round trip, by verdict, before its COMMIT.
+const (
+	// kindGrantSQL takes the next token and records the hold with it.
+	kindGrantSQL = `WITH t AS (
+  UPDATE dlock_kinds SET token = token + 1, lim = CASE WHEN $3::integer > 0 THEN $3::integer ELSE lim END
+  WHERE name = $1 AND family = $2 RETURNING token
+)
+INSERT INTO dlock_holds (name, family, owner, kind, holds, token, expires_at, label)
+SELECT $1, $2, $4, $5, 1, t.token, clock_timestamp() + $6 * interval '1 millisecond', $7 FROM t
+RETURNING token`
+	kindUnwaitSQL  = `DELETE FROM dlock_waits WHERE name = $1 AND family = $2 AND owner = $3`
+	kindReenterSQL = `UPDATE dlock_holds SET holds = holds + 1,
   expires_at = greatest(expires_at, clock_timestamp() + $4 * interval '1 millisecond')
-WHERE name = $1 AND family = $2 AND owner = $3 RETURNING token, holds`, r.Name, fam, r.Owner, ttl).Scan(&tok, &g.Holds)
-				if errors.Is(err, pgx.ErrNoRows) {
-					return sqlbase.ErrHoldGone // released since kindHolds read it
-				}
-				if err != nil {
-					return err
-				}
-				g.Acquired, g.Token = true, uint64(tok)
-			case sqlbase.Refuse:
-				g.Retry = sqlbase.Retry(r, holds)
-				if r.Kind == driver.Permit || r.Try { // a single attempt keeps no place
-					return nil
-				}
-				// Keep our place in line: our record's number, or the next one.
-				_, err := tx.Exec(ctx, `WITH s AS (
+WHERE name = $1 AND family = $2 AND owner = $3 RETURNING token, holds`
+	// kindQueueSQL keeps a refused request's place in line: its record's
+	// number, or the next one; kindRequeueSQL renews the record's life.
+	kindQueueSQL = `WITH s AS (
   UPDATE dlock_kinds SET seq = seq + 1 WHERE name = $1 AND family = $2
     AND NOT EXISTS (SELECT 1 FROM dlock_waits WHERE name = $1 AND family = $2 AND owner = $3)
   RETURNING seq
 )
 INSERT INTO dlock_waits (name, family, owner, kind, seq, expires_at)
 SELECT $1, $2, $3, $4, s.seq, clock_timestamp() + $5 * interval '1 millisecond' FROM s
-ON CONFLICT (name, family, owner) DO NOTHING`, r.Name, fam, r.Owner, int16(r.Kind), sqlbase.WaitLife(r.TTL).Milliseconds())
-				if err != nil {
-					return err
-				}
-				_, err = tx.Exec(ctx, `UPDATE dlock_waits SET expires_at = clock_timestamp() + $4 * interval '1 millisecond'
-WHERE name = $1 AND family = $2 AND owner = $3`, r.Name, fam, r.Owner, sqlbase.WaitLife(r.TTL).Milliseconds())
-				return err
-			}
-			return nil
+ON CONFLICT (name, family, owner) DO NOTHING`
+	kindRequeueSQL = `UPDATE dlock_waits SET expires_at = clock_timestamp() + $4 * interval '1 millisecond'
+WHERE name = $1 AND family = $2 AND owner = $3`
+)
+
+// tryKind runs one acquire transaction, in two round trips: the first
+// begins it, locks the state row and reads the holds and waiting records;
+// the second writes what the verdict needs and commits. The state row is
+// locked while its client decides, once: a transaction of a round trip
+// per statement (as this was) held it across eight, and on a loaded
+// machine the acquires of a contended lock queued behind each other's
+// locked state row for seconds, long enough for waiting records to lapse
+// while their owners' attempts queued, so that no head of the line was
+// ever granted.
+func (d *pgDriver) tryKind(ctx context.Context, r driver.Request) (driver.Grant, sqlbase.Verdict, int, error) {
+	fam := int16(r.Kind.Family())
+	var g driver.Grant
+	var verdict sqlbase.Verdict
+	var limit int32
+	err := d.onConn(ctx, func(c *pgxpool.Conn) error {
+		conn := c.Conn()
+		defer abortTx(conn)
+		// Bounded (see boundedTx): it locks the lock's state row, which a
+		// client paused or cut off before its commit would otherwise hold
+		// from every other for good.
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		b.Queue(boundTxSQL, strconv.FormatInt(sqlbase.IdleMillis(r.TTL), 10))
+		b.Queue(kindStateSQL, r.Name, fam)
+		b.Queue(kindLockSQL, r.Name, fam).QueryRow(func(row pgx.Row) error { return row.Scan(&limit) })
+		b.Queue(kindExpireSQL, r.Name, fam)
+		b.Queue(waitExpireSQL, r.Name, fam)
+		var holds []sqlbase.KindHold
+		var waits []sqlbase.KindWait
+		b.Queue(kindHoldsSQL, r.Name, fam).Query(func(rows pgx.Rows) (err error) {
+			holds, err = pgx.CollectRows(rows, scanKindHold)
+			return err
 		})
+		b.Queue(kindWaitsSQL, r.Name, fam).Query(func(rows pgx.Rows) (err error) {
+			waits, err = pgx.CollectRows(rows, scanKindWait)
+			return err
+		})
+		if err := conn.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		verdict = sqlbase.Decide(r, holds, waits, int(limit))
+		ttl := r.TTL.Milliseconds()
+		b = &pgx.Batch{}
+		switch verdict {
+		case sqlbase.Grant:
+			b.Queue(kindGrantSQL, r.Name, fam, int32(r.Limit), r.Owner, int16(r.Kind), ttl, r.Label).QueryRow(func(row pgx.Row) error {
+				var tok int64
+				err := row.Scan(&tok)
+				g = driver.Grant{Acquired: true, Token: uint64(tok), Holds: 1}
+				return err
+			})
+			b.Queue(kindUnwaitSQL, r.Name, fam, r.Owner)
+		case sqlbase.Reenter:
+			b.Queue(kindReenterSQL, r.Name, fam, r.Owner, ttl).Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					var tok int64
+					if err := rows.Scan(&tok, &g.Holds); err != nil {
+						return err
+					}
+					g.Acquired, g.Token = true, uint64(tok)
+				}
+				return rows.Err()
+			})
+		case sqlbase.Refuse:
+			g.Retry = sqlbase.Retry(r, holds)
+			if r.Kind != driver.Permit && !r.Try { // a single attempt keeps no place
+				life := sqlbase.WaitLife(r.TTL).Milliseconds()
+				b.Queue(kindQueueSQL, r.Name, fam, r.Owner, int16(r.Kind), life)
+				b.Queue(kindRequeueSQL, r.Name, fam, r.Owner, life)
+			}
+		}
+		b.Queue("COMMIT")
+		if err := conn.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		if verdict == sqlbase.Reenter && !g.Acquired {
+			return sqlbase.ErrHoldGone // released since the holds were read
+		}
+		return nil
 	})
-	return g, verdict, limit, err
+	return g, verdict, int(limit), err
+}
+
+// abortTx rolls back what a failed acquire left of its transaction, so
+// that its connection goes back to the pool idle.
+func abortTx(conn *pgx.Conn) {
+	if conn.IsClosed() || conn.PgConn().TxStatus() == 'I' {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, _ = conn.Exec(ctx, "ROLLBACK")
 }
 
 // kindHolds reads the live holds of a read-write lock or semaphore.
 func (d *pgDriver) kindHolds(ctx context.Context, q interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
 }, name string, fam int) ([]sqlbase.KindHold, error) {
-	rows, err := q.Query(ctx, `SELECT owner, label, kind, holds, token,
-  (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
-FROM dlock_holds WHERE name = $1 AND family = $2 AND expires_at > clock_timestamp()`, name, fam)
+	rows, err := q.Query(ctx, kindHoldsSQL, name, fam)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (sqlbase.KindHold, error) {
-		var h sqlbase.KindHold
-		var kind int16
-		var tok, left int64
-		err := row.Scan(&h.Owner, &h.Label, &kind, &h.Holds, &tok, &left)
-		h.Kind, h.Token, h.TTLLeft = driver.Kind(kind), uint64(tok), time.Duration(left)*time.Millisecond
-		return h, err
-	})
+	return pgx.CollectRows(rows, scanKindHold)
+}
+
+// scanKindHold scans a row of kindHoldsSQL.
+func scanKindHold(row pgx.CollectableRow) (sqlbase.KindHold, error) {
+	var h sqlbase.KindHold
+	var kind int16
+	var tok, left int64
+	err := row.Scan(&h.Owner, &h.Label, &kind, &h.Holds, &tok, &left)
+	h.Kind, h.Token, h.TTLLeft = driver.Kind(kind), uint64(tok), time.Duration(left)*time.Millisecond
+	return h, err
+}
+
+// scanKindWait scans a row of kindWaitsSQL.
+func scanKindWait(row pgx.CollectableRow) (sqlbase.KindWait, error) {
+	var w sqlbase.KindWait
+	var kind int16
+	var seq int64
+	err := row.Scan(&w.Owner, &kind, &seq)
+	w.Kind, w.Seq = driver.Kind(kind), uint64(seq)
+	return w, err
 }
 
 // renewKindsSQL extends every live hold of a batch in one statement and
