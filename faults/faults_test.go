@@ -38,7 +38,8 @@ func TestCISubset(t *testing.T) {
 				if !r.OK() {
 					t.Errorf("%s × %s: %s (%d stalls, %.0f ms)\n%s", r.Backend, r.Fault, faults.Verdict(r), r.Stalls, r.StallMs, r.Output)
 				} else {
-					t.Logf("%s × %s: pass (%d holds, min loss margin %.0f ms, %d told late in a stall of their process; %d stalls, %.0f ms)", r.Backend, r.Fault, r.Holds, r.MinMarginMs, r.Stalled, r.Stalls, r.StallMs)
+					t.Logf("%s × %s: pass (%d holds, min loss margin %.0f ms, %d told late in a stall of their process; next grant %.0f ms after a death, %.0f ms after the fault; %d stalls, %.0f ms)",
+						r.Backend, r.Fault, r.Holds, r.MinMarginMs, r.Stalled, r.RecoveryMs, r.ProgressMs, r.Stalls, r.StallMs)
 				}
 			}
 		})
