@@ -2,6 +2,7 @@ package testserver
 
 import (
 	"bytes"
+	"cmp"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,7 @@ type Proxy struct {
 	target string
 	drop   atomic.Bool
 	after  atomic.Pointer[[]byte] // BlackholeAfter's match
+	at     atomic.Pointer[[]byte] // BlackholeAt's match
 	delay  atomic.Int64           // one way, in nanoseconds
 	mu     sync.Mutex
 	conns  []net.Conn
@@ -55,6 +57,16 @@ func (p *Proxy) Blackhole() { p.drop.Store(true) }
 func (p *Proxy) BlackholeAfter(match []byte) {
 	m := bytes.ToLower(match)
 	p.after.Store(&m)
+}
+
+// BlackholeAt blackholes the proxy (Blackhole) in the middle of a read
+// from a client that contains match, in any ASCII case: it passes on that
+// read up to the end of match's first occurrence, and nothing after. The
+// server gets part of what the client sent at once, as across a network
+// that cut it between two segments. Not with a delay set.
+func (p *Proxy) BlackholeAt(match []byte) {
+	m := bytes.ToLower(match)
+	p.at.Store(&m)
 }
 
 // Blackholed reports whether the proxy drops all traffic now.
@@ -136,12 +148,25 @@ func (p *Proxy) pipe(dst, src net.Conn, fromClient bool) {
 				p.wg.Add(1)
 				go p.writeLate(dst, late)
 			}
-			if late != nil {
-				late <- chunk{due: time.Now().Add(time.Duration(p.delay.Load())), b: append([]byte(nil), buf[:n]...)}
-			} else if _, werr := dst.Write(buf[:n]); werr != nil {
-				err = werr
-			} else if m := p.after.Load(); fromClient && m != nil && bytes.Contains(bytes.ToLower(buf[:n]), *m) {
+			cut := -1 // where BlackholeAt cuts this read
+			if m := p.at.Load(); fromClient && m != nil && late == nil {
+				if i := bytes.Index(bytes.ToLower(buf[:n]), *m); i >= 0 {
+					cut = i + len(*m)
+				}
+			}
+			switch {
+			case cut >= 0: // blackholed first, so that no answer to it gets back
 				p.drop.Store(true)
+				_, werr := dst.Write(buf[:cut])
+				err = cmp.Or(err, werr)
+			case late != nil:
+				late <- chunk{due: time.Now().Add(time.Duration(p.delay.Load())), b: append([]byte(nil), buf[:n]...)}
+			default:
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					err = werr
+				} else if m := p.after.Load(); fromClient && m != nil && bytes.Contains(bytes.ToLower(buf[:n]), *m) {
+					p.drop.Store(true)
+				}
 			}
 		}
 		if err != nil {

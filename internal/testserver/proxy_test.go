@@ -2,9 +2,11 @@ package testserver
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"testing"
 	"time"
 )
@@ -119,5 +121,61 @@ func roundTrip(t *testing.T, c net.Conn, msg []byte) {
 	}
 	if !bytes.Equal(b, msg) {
 		t.Fatalf("echo %q; want %q", b, msg)
+	}
+}
+
+// BlackholeAt passes on a client's read up to the end of the match and
+// nothing after, in either direction, without closing the connection.
+func TestProxyBlackholeAt(t *testing.T) {
+	got := make(chan []byte, 8)
+	addr := Serve(t, func(c net.Conn) {
+		b := make([]byte, 64)
+		for {
+			n, err := c.Read(b)
+			if n > 0 {
+				got <- append([]byte(nil), b[:n]...)
+				_, _ = c.Write(b[:n])
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	p := NewProxy(t, addr)
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	roundTrip(t, c, []byte("before"))
+	<-got
+	p.BlackholeAt([]byte("CUT"))
+	if _, err := c.Write([]byte("one cut here, two")); err != nil {
+		t.Fatal(err)
+	}
+	var seen []byte
+	for !bytes.HasSuffix(seen, []byte("one cut")) {
+		select {
+		case b := <-got:
+			seen = append(seen, b...)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the server got %q; want %q", seen, "one cut")
+		}
+	}
+	if !p.Blackholed() {
+		t.Fatal("not blackholed after the match")
+	}
+	if _, err := c.Write([]byte("three")); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	b := make([]byte, 64)
+	if n, err := c.Read(b); n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("through the blackhole, the client read %q, %v; want nothing until its deadline", b[:n], err)
+	}
+	select {
+	case b := <-got:
+		t.Fatalf("the server got %q after the cut", b)
+	default:
 	}
 }
