@@ -108,11 +108,11 @@ ON CONFLICT (name, family, owner) DO NOTHING`
 WHERE name = $1 AND family = $2 AND owner = $3`
 )
 
-// tryKind runs one acquire transaction, in two round trips: the first
-// begins it, locks the state row and reads the holds and waiting records;
-// the second writes what the verdict needs and commits. The state row is
-// locked while its client decides, once: a transaction of a round trip
-// per statement (as this was) held it across eight, and on a loaded
+// tryKind runs one acquire transaction, in two round trips (syncEach): the
+// first begins it, locks the state row and reads the holds and waiting
+// records; the second writes what the verdict needs and commits. The state
+// row is locked while its client decides, once: a transaction of a round
+// trip per statement (as this was) held it across eight, and on a loaded
 // machine the acquires of a contended lock queued behind each other's
 // locked state row for seconds, long enough for waiting records to lapse
 // while their owners' attempts queued, so that no head of the line was
@@ -121,70 +121,79 @@ func (d *pgDriver) tryKind(ctx context.Context, r driver.Request) (driver.Grant,
 	fam := int16(r.Kind.Family())
 	var g driver.Grant
 	var verdict sqlbase.Verdict
-	var limit int32
+	var limit int64
 	err := d.onConn(ctx, func(c *pgxpool.Conn) error {
 		conn := c.Conn()
 		defer abortTx(conn)
 		// Bounded (see boundedTx): it locks the lock's state row, which a
 		// client paused or cut off before its commit would otherwise hold
 		// from every other for good.
-		b := &pgx.Batch{}
-		b.Queue("BEGIN")
-		b.Queue(boundTxSQL, strconv.FormatInt(sqlbase.IdleMillis(r.TTL), 10))
-		b.Queue(kindStateSQL, r.Name, fam)
-		b.Queue(kindLockSQL, r.Name, fam).QueryRow(func(row pgx.Row) error { return row.Scan(&limit) })
-		b.Queue(kindExpireSQL, r.Name, fam)
-		b.Queue(waitExpireSQL, r.Name, fam)
-		var holds []sqlbase.KindHold
-		var waits []sqlbase.KindWait
-		b.Queue(kindHoldsSQL, r.Name, fam).Query(func(rows pgx.Rows) (err error) {
-			holds, err = pgx.CollectRows(rows, scanKindHold)
+		res, err := syncEach(ctx, conn.PgConn(),
+			stmt{"BEGIN", nil},
+			stmt{boundTxSQL, []any{strconv.FormatInt(sqlbase.IdleMillis(r.TTL), 10)}},
+			stmt{kindStateSQL, []any{r.Name, fam}},
+			stmt{kindLockSQL, []any{r.Name, fam}},
+			stmt{kindExpireSQL, []any{r.Name, fam}},
+			stmt{waitExpireSQL, []any{r.Name, fam}},
+			stmt{kindHoldsSQL, []any{r.Name, fam}},
+			stmt{kindWaitsSQL, []any{r.Name, fam}})
+		if err != nil {
 			return err
-		})
-		b.Queue(kindWaitsSQL, r.Name, fam).Query(func(rows pgx.Rows) (err error) {
-			waits, err = pgx.CollectRows(rows, scanKindWait)
+		}
+		if len(res[3]) != 1 {
+			return fmt.Errorf("pglock: the state row of %q: %d rows", r.Name, len(res[3]))
+		}
+		if limit, err = textInt(res[3][0][0]); err != nil {
 			return err
-		})
-		if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		}
+		holds, err := textKindHolds(res[6])
+		if err != nil {
+			return err
+		}
+		waits, err := textKindWaits(res[7])
+		if err != nil {
 			return err
 		}
 		verdict = sqlbase.Decide(r, holds, waits, int(limit))
 		ttl := r.TTL.Milliseconds()
-		b = &pgx.Batch{}
+		var writes []stmt
 		switch verdict {
 		case sqlbase.Grant:
-			b.Queue(kindGrantSQL, r.Name, fam, int32(r.Limit), r.Owner, int16(r.Kind), ttl, r.Label).QueryRow(func(row pgx.Row) error {
-				var tok int64
-				err := row.Scan(&tok)
-				g = driver.Grant{Acquired: true, Token: uint64(tok), Holds: 1}
-				return err
-			})
-			b.Queue(kindUnwaitSQL, r.Name, fam, r.Owner)
+			writes = append(writes,
+				stmt{kindGrantSQL, []any{r.Name, fam, int32(r.Limit), r.Owner, int16(r.Kind), ttl, r.Label}},
+				stmt{kindUnwaitSQL, []any{r.Name, fam, r.Owner}})
 		case sqlbase.Reenter:
-			b.Queue(kindReenterSQL, r.Name, fam, r.Owner, ttl).Query(func(rows pgx.Rows) error {
-				for rows.Next() {
-					var tok int64
-					if err := rows.Scan(&tok, &g.Holds); err != nil {
-						return err
-					}
-					g.Acquired, g.Token = true, uint64(tok)
-				}
-				return rows.Err()
-			})
+			writes = append(writes, stmt{kindReenterSQL, []any{r.Name, fam, r.Owner, ttl}})
 		case sqlbase.Refuse:
 			g.Retry = sqlbase.Retry(r, holds)
 			if r.Kind != driver.Permit && !r.Try { // a single attempt keeps no place
 				life := sqlbase.WaitLife(r.TTL).Milliseconds()
-				b.Queue(kindQueueSQL, r.Name, fam, r.Owner, int16(r.Kind), life)
-				b.Queue(kindRequeueSQL, r.Name, fam, r.Owner, life)
+				writes = append(writes,
+					stmt{kindQueueSQL, []any{r.Name, fam, r.Owner, int16(r.Kind), life}},
+					stmt{kindRequeueSQL, []any{r.Name, fam, r.Owner, life}})
 			}
 		}
-		b.Queue("COMMIT")
-		if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		res, err = syncEach(ctx, conn.PgConn(), append(writes, stmt{"COMMIT", nil})...)
+		if err != nil {
 			return err
 		}
-		if verdict == sqlbase.Reenter && !g.Acquired {
+		switch {
+		case verdict == sqlbase.Grant && len(res[0]) == 1:
+			tok, err := textInt(res[0][0][0])
+			g = driver.Grant{Acquired: true, Token: uint64(tok), Holds: 1}
+			return err
+		case verdict == sqlbase.Grant:
+			return fmt.Errorf("pglock: a grant of %q wrote %d holds", r.Name, len(res[0]))
+		case verdict == sqlbase.Reenter && len(res[0]) == 0:
 			return sqlbase.ErrHoldGone // released since the holds were read
+		case verdict == sqlbase.Reenter:
+			tok, err := textInt(res[0][0][0])
+			if err != nil {
+				return err
+			}
+			holds, err := textInt(res[0][0][1])
+			g.Acquired, g.Token, g.Holds = true, uint64(tok), int(holds)
+			return err
 		}
 		return nil
 	})
@@ -223,14 +232,38 @@ func scanKindHold(row pgx.CollectableRow) (sqlbase.KindHold, error) {
 	return h, err
 }
 
-// scanKindWait scans a row of kindWaitsSQL.
-func scanKindWait(row pgx.CollectableRow) (sqlbase.KindWait, error) {
-	var w sqlbase.KindWait
-	var kind int16
-	var seq int64
-	err := row.Scan(&w.Owner, &kind, &seq)
-	w.Kind, w.Seq = driver.Kind(kind), uint64(seq)
-	return w, err
+// textKindHolds reads the rows of kindHoldsSQL as syncEach returns them.
+func textKindHolds(rows [][][]byte) ([]sqlbase.KindHold, error) {
+	holds := make([]sqlbase.KindHold, len(rows))
+	for i, row := range rows {
+		var n [4]int64
+		for j := range n {
+			var err error
+			if n[j], err = textInt(row[2+j]); err != nil {
+				return nil, err
+			}
+		}
+		holds[i] = sqlbase.KindHold{Owner: string(row[0]), Label: string(row[1]), Kind: driver.Kind(n[0]), Holds: int(n[1]),
+			Token: uint64(n[2]), TTLLeft: time.Duration(n[3]) * time.Millisecond}
+	}
+	return holds, nil
+}
+
+// textKindWaits reads the rows of kindWaitsSQL as syncEach returns them.
+func textKindWaits(rows [][][]byte) ([]sqlbase.KindWait, error) {
+	waits := make([]sqlbase.KindWait, len(rows))
+	for i, row := range rows {
+		kind, err := textInt(row[1])
+		if err != nil {
+			return nil, err
+		}
+		seq, err := textInt(row[2])
+		if err != nil {
+			return nil, err
+		}
+		waits[i] = sqlbase.KindWait{Owner: string(row[0]), Kind: driver.Kind(kind), Seq: uint64(seq)}
+	}
+	return waits, nil
 }
 
 // renewKindsSQL extends every live hold of a batch in one statement and

@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -40,21 +39,12 @@ func lockNotAvailable(err error) bool {
 // locks it took while its client is away: paused, it would keep other
 // TryLocks waiting; cut off, it would keep the rows locked until the server
 // noticed (never, behind a proxy that keeps the connection up). The
-// arguments (string, int16 or int32) go as text with their types, so no
-// quoting is involved. It returns sql's rows, as text.
+// arguments go as text with their types (textArgs). It returns sql's rows,
+// as text.
 func tryExec(ctx context.Context, c *pgconn.PgConn, sql string, args ...any) ([][][]byte, error) {
-	vals, oids := make([][]byte, len(args)), make([]uint32, len(args))
-	for i, a := range args {
-		switch v := a.(type) {
-		case string:
-			vals[i], oids[i] = []byte(v), pgtype.TextOID
-		case int16:
-			vals[i], oids[i] = strconv.AppendInt(nil, int64(v), 10), pgtype.Int2OID
-		case int32:
-			vals[i], oids[i] = strconv.AppendInt(nil, int64(v), 10), pgtype.Int4OID
-		default:
-			return nil, fmt.Errorf("pglock: an argument of type %T", a)
-		}
+	vals, oids, err := textArgs(args)
+	if err != nil {
+		return nil, err
 	}
 	b := &pgconn.Batch{}
 	b.ExecParams(tryBound, nil, nil, nil, nil)
