@@ -56,7 +56,7 @@ func BenchmarkContended(b *testing.B) {
 // BenchmarkRWTableRoundTrips: an uncontended RLock+Unlock in table mode
 // through a proxy that delays each way by 1 ms, so that ns/op counts the
 // round trips (about 2 ms each): an acquire decides in one transaction of
-// two round trips, a release takes one.
+// three round trips, a release takes one.
 func BenchmarkRWTableRoundTrips(b *testing.B) {
 	srv := testserver.Postgres(b)
 	px := testserver.NewProxy(b, srv.Addr())

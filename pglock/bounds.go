@@ -5,7 +5,6 @@ package pglock
 
 import (
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/dlock/dlock/internal/keepalive"
@@ -69,13 +68,9 @@ func resetBounds(p string) string {
 // transaction (set by the next statement, it left a client stopped right
 // after the BEGIN idle in the transaction for good, holding no lock).
 func boundedTx(ms string) pgx.TxOptions {
-	return pgx.TxOptions{BeginQuery: "BEGIN; " + strings.Replace(boundTxSQL, "$1", "'"+ms+"'", 1)}
+	return pgx.TxOptions{BeginQuery: "BEGIN; SELECT set_config(name, '" + ms +
+		"', true) FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout'"}
 }
-
-// boundTxSQL sets idle_in_transaction_session_timeout to $1 (milliseconds,
-// as text) for the rest of the transaction it runs in (see boundedTx),
-// where the server has the setting.
-const boundTxSQL = "SELECT set_config(name, $1, true) FROM pg_settings WHERE name = 'idle_in_transaction_session_timeout'"
 
 // setBoundsSQL applies the settings $1 = $2, local to the transaction if $3.
 const setBoundsSQL = "SELECT count(set_config(n, v, $3)) FROM unnest($1::text[], $2::text[]) AS s(n, v)"

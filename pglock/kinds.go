@@ -108,11 +108,13 @@ ON CONFLICT (name, family, owner) DO NOTHING`
 WHERE name = $1 AND family = $2 AND owner = $3`
 )
 
-// tryKind runs one acquire transaction, in two round trips (syncEach): the
-// first begins it, locks the state row and reads the holds and waiting
-// records; the second writes what the verdict needs and commits. The state
-// row is locked while its client decides, once: a transaction of a round
-// trip per statement (as this was) held it across eight, and on a loaded
+// tryKind runs one acquire transaction, in three round trips: the first
+// begins it, bounded (one simple query, so that no session is ever in it
+// unbounded); the second (syncEach) locks the state row and reads the
+// holds and waiting records; the third writes what the verdict needs and
+// commits. The state row is locked while its client decides, once: a
+// transaction of a round trip per statement (as this was) held it across
+// eight, and on a loaded
 // machine the acquires of a contended lock queued behind each other's
 // locked state row for seconds, long enough for waiting records to lapse
 // while their owners' attempts queued, so that no head of the line was
@@ -128,9 +130,11 @@ func (d *pgDriver) tryKind(ctx context.Context, r driver.Request) (driver.Grant,
 		// Bounded (see boundedTx): it locks the lock's state row, which a
 		// client paused or cut off before its commit would otherwise hold
 		// from every other for good.
+		begin := boundedTx(strconv.FormatInt(sqlbase.IdleMillis(r.TTL), 10)).BeginQuery
+		if _, err := conn.PgConn().Exec(ctx, begin).ReadAll(); err != nil {
+			return err
+		}
 		res, err := syncEach(ctx, conn.PgConn(),
-			stmt{"BEGIN", nil},
-			stmt{boundTxSQL, []any{strconv.FormatInt(sqlbase.IdleMillis(r.TTL), 10)}},
 			stmt{kindStateSQL, []any{r.Name, fam}},
 			stmt{kindLockSQL, []any{r.Name, fam}},
 			stmt{kindExpireSQL, []any{r.Name, fam}},
@@ -140,17 +144,17 @@ func (d *pgDriver) tryKind(ctx context.Context, r driver.Request) (driver.Grant,
 		if err != nil {
 			return err
 		}
-		if len(res[3]) != 1 {
-			return fmt.Errorf("pglock: the state row of %q: %d rows", r.Name, len(res[3]))
+		if len(res[1]) != 1 {
+			return fmt.Errorf("pglock: the state row of %q: %d rows", r.Name, len(res[1]))
 		}
-		if limit, err = textInt(res[3][0][0]); err != nil {
+		if limit, err = textInt(res[1][0][0]); err != nil {
 			return err
 		}
-		holds, err := textKindHolds(res[6])
+		holds, err := textKindHolds(res[4])
 		if err != nil {
 			return err
 		}
-		waits, err := textKindWaits(res[7])
+		waits, err := textKindWaits(res[5])
 		if err != nil {
 			return err
 		}

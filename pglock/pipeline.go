@@ -17,9 +17,11 @@ type stmt struct {
 
 // syncEach runs stmts on c in one round trip: one pipeline, in which each
 // statement is followed by its own Sync, and returns each statement's rows
-// as text. A transaction that stmts begin (BEGIN) goes on past each Sync,
-// so the statements run in it as one after another would, while the
-// client's turn between them costs nothing.
+// as text. A transaction open on c goes on past each Sync, so the
+// statements run in it as one after another would, while the client's
+// turn between them costs nothing. (Begin it in a round trip of its own,
+// with its bound: a BEGIN in the pipeline, cut off after its Sync, would
+// leave the session in a transaction with no bound.)
 //
 // The Sync after each is what keeps a transaction's bound (boundTxSQL)
 // covering the whole pipeline: PostgreSQL arms

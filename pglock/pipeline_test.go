@@ -11,8 +11,8 @@ import (
 	"github.com/dlock/dlock/pglock"
 )
 
-// A read-write acquire in table mode sends its transaction's first
-// statements as one pipeline. Cut off in the middle of it, after the
+// A read-write acquire in table mode sends its transaction's statements
+// after the BEGIN as one pipeline. Cut off in the middle of it, after the
 // statement that locks the lock's state row, the session has the row
 // locked and waits for the rest: the lock is free again for others once
 // the server has ended that session, which it does at the transaction's
