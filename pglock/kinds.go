@@ -74,11 +74,20 @@ const (
 	kindLockSQL   = `SELECT lim FROM dlock_kinds WHERE name = $1 AND family = $2 FOR UPDATE`
 	kindExpireSQL = `DELETE FROM dlock_holds WHERE name = $1 AND family = $2 AND expires_at <= clock_timestamp()`
 	waitExpireSQL = `DELETE FROM dlock_waits WHERE name = $1 AND family = $2 AND expires_at <= clock_timestamp()`
-	kindHoldsSQL  = `SELECT owner, label, kind, holds, token,
-  (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
+	// kindLiveSQL reads of the live holds what the verdict needs (no
+	// labels: the rows are read while the state row is locked, and a
+	// client that stops reading them holds it until the server's send
+	// gives up).
+	kindLiveSQL = `SELECT owner, kind, (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
 FROM dlock_holds WHERE name = $1 AND family = $2 AND expires_at > clock_timestamp()`
 	kindWaitsSQL = `SELECT owner, kind, seq FROM dlock_waits WHERE name = $1 AND family = $2`
 )
+
+// kindHoldsSQL reads the live holds of a read-write lock or semaphore
+// whole, for Inspect.
+const kindHoldsSQL = `SELECT owner, label, kind, holds, token,
+  (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
+FROM dlock_holds WHERE name = $1 AND family = $2 AND expires_at > clock_timestamp()`
 
 // The statements of its second round trip, by verdict, before its COMMIT.
 const (
@@ -110,15 +119,14 @@ WHERE name = $1 AND family = $2 AND owner = $3`
 
 // tryKind runs one acquire transaction, in three round trips: the first
 // begins it, bounded (one simple query, so that no session is ever in it
-// unbounded); the second (syncEach) locks the state row and reads the
-// holds and waiting records; the third writes what the verdict needs and
-// commits. The state row is locked while its client decides, once: a
-// transaction of a round trip per statement (as this was) held it across
-// eight, and on a loaded
-// machine the acquires of a contended lock queued behind each other's
-// locked state row for seconds, long enough for waiting records to lapse
-// while their owners' attempts queued, so that no head of the line was
-// ever granted.
+// unbounded); the second (one message, see oneMessage) locks the state row
+// and reads the holds and waiting records; the third writes what the
+// verdict needs and commits. The state row is locked while its client
+// decides, once: a transaction of a round trip per statement (as this was)
+// held it across eight, and on a loaded machine the acquires of a
+// contended lock queued behind each other's locked state row for seconds,
+// long enough for waiting records to lapse while their owners' attempts
+// queued, so that no head of the line was ever granted.
 func (d *pgDriver) tryKind(ctx context.Context, r driver.Request) (driver.Grant, sqlbase.Verdict, int, error) {
 	fam := int16(r.Kind.Family())
 	var g driver.Grant
@@ -134,12 +142,12 @@ func (d *pgDriver) tryKind(ctx context.Context, r driver.Request) (driver.Grant,
 		if _, err := conn.PgConn().Exec(ctx, begin).ReadAll(); err != nil {
 			return err
 		}
-		res, err := syncEach(ctx, conn.PgConn(),
+		res, err := oneMessage(ctx, conn.PgConn(),
 			stmt{kindStateSQL, []any{r.Name, fam}},
 			stmt{kindLockSQL, []any{r.Name, fam}},
 			stmt{kindExpireSQL, []any{r.Name, fam}},
 			stmt{waitExpireSQL, []any{r.Name, fam}},
-			stmt{kindHoldsSQL, []any{r.Name, fam}},
+			stmt{kindLiveSQL, []any{r.Name, fam}},
 			stmt{kindWaitsSQL, []any{r.Name, fam}})
 		if err != nil {
 			return err
@@ -177,7 +185,7 @@ func (d *pgDriver) tryKind(ctx context.Context, r driver.Request) (driver.Grant,
 					stmt{kindRequeueSQL, []any{r.Name, fam, r.Owner, life}})
 			}
 		}
-		res, err = syncEach(ctx, conn.PgConn(), append(writes, stmt{"COMMIT", nil})...)
+		res, err = oneMessage(ctx, conn.PgConn(), append(writes, stmt{"COMMIT", nil})...)
 		if err != nil {
 			return err
 		}
@@ -236,24 +244,24 @@ func scanKindHold(row pgx.CollectableRow) (sqlbase.KindHold, error) {
 	return h, err
 }
 
-// textKindHolds reads the rows of kindHoldsSQL as syncEach returns them.
+// textKindHolds reads the rows of kindLiveSQL as oneMessage returns them.
 func textKindHolds(rows [][][]byte) ([]sqlbase.KindHold, error) {
 	holds := make([]sqlbase.KindHold, len(rows))
 	for i, row := range rows {
-		var n [4]int64
-		for j := range n {
-			var err error
-			if n[j], err = textInt(row[2+j]); err != nil {
-				return nil, err
-			}
+		kind, err := textInt(row[1])
+		if err != nil {
+			return nil, err
 		}
-		holds[i] = sqlbase.KindHold{Owner: string(row[0]), Label: string(row[1]), Kind: driver.Kind(n[0]), Holds: int(n[1]),
-			Token: uint64(n[2]), TTLLeft: time.Duration(n[3]) * time.Millisecond}
+		left, err := textInt(row[2])
+		if err != nil {
+			return nil, err
+		}
+		holds[i] = sqlbase.KindHold{Owner: string(row[0]), Kind: driver.Kind(kind), TTLLeft: time.Duration(left) * time.Millisecond}
 	}
 	return holds, nil
 }
 
-// textKindWaits reads the rows of kindWaitsSQL as syncEach returns them.
+// textKindWaits reads the rows of kindWaitsSQL as oneMessage returns them.
 func textKindWaits(rows [][][]byte) ([]sqlbase.KindWait, error) {
 	waits := make([]sqlbase.KindWait, len(rows))
 	for i, row := range rows {

@@ -33,35 +33,20 @@ func lockNotAvailable(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "55P03"
 }
 
-// tryExec runs sql with args after tryBound, as one pipeline on c: one
-// round trip and one implicit transaction, which the server commits as the
-// pipeline ends. A transaction of several round trips would hold the row
-// locks it took while its client is away: paused, it would keep other
-// TryLocks waiting; cut off, it would keep the rows locked until the server
-// noticed (never, behind a proxy that keeps the connection up). The
-// arguments go as text with their types (textArgs). It returns sql's rows,
+// tryExec runs sql with args after tryBound, in one message on c (see
+// oneMessage): one round trip and one implicit transaction, which the
+// server commits after sql. A transaction of several round trips would
+// hold the row locks it took while its client is away: paused, it would
+// keep other TryLocks waiting; cut off, it would keep the rows locked until
+// the server noticed (never, behind a proxy that keeps the connection up).
+// So would a pipeline cut between sql and its Sync. It returns sql's rows,
 // as text.
 func tryExec(ctx context.Context, c *pgconn.PgConn, sql string, args ...any) ([][][]byte, error) {
-	vals, oids, err := textArgs(args)
+	res, err := oneMessage(ctx, c, stmt{tryBound, nil}, stmt{sql, args})
 	if err != nil {
 		return nil, err
 	}
-	b := &pgconn.Batch{}
-	b.ExecParams(tryBound, nil, nil, nil, nil)
-	b.ExecParams(sql, vals, oids, nil, nil)
-	res, err := c.ExecBatch(ctx, b).ReadAll()
-	for _, r := range res {
-		if r.Err != nil {
-			return nil, r.Err
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	if len(res) != 2 {
-		return nil, fmt.Errorf("pglock: %d results of a pipeline of 2 statements", len(res))
-	}
-	return res[1].Rows, nil
+	return res[1], nil
 }
 
 // token takes a token with sql, one statement that returns it, and args,

@@ -21,7 +21,7 @@ type Proxy struct {
 	target string
 	drop   atomic.Bool
 	after  atomic.Pointer[[]byte] // BlackholeAfter's match
-	at     atomic.Pointer[[]byte] // BlackholeAt's match
+	at     atomic.Pointer[cutAt]  // BlackholeAt's match
 	delay  atomic.Int64           // one way, in nanoseconds
 	mu     sync.Mutex
 	conns  []net.Conn
@@ -61,12 +61,29 @@ func (p *Proxy) BlackholeAfter(match []byte) {
 
 // BlackholeAt blackholes the proxy (Blackhole) in the middle of a read
 // from a client that contains match, in any ASCII case: it passes on that
-// read up to the end of match's first occurrence, and nothing after. The
-// server gets part of what the client sent at once, as across a network
-// that cut it between two segments. Not with a delay set.
-func (p *Proxy) BlackholeAt(match []byte) {
-	m := bytes.ToLower(match)
-	p.at.Store(&m)
+// read up to the end of match's first occurrence, or, if stop is not nil
+// and occurs after it in the read, up to just before that, and nothing
+// after. The server gets part of what the client sent at once, as across
+// a network that cut it between two segments. Not with a delay set.
+func (p *Proxy) BlackholeAt(match, stop []byte) {
+	p.at.Store(&cutAt{bytes.ToLower(match), bytes.ToLower(stop)})
+}
+
+// cutAt is BlackholeAt's match and stop.
+type cutAt struct{ match, stop []byte }
+
+// in returns where c cuts b, or -1.
+func (c *cutAt) in(b []byte) int {
+	lb := bytes.ToLower(b)
+	i := bytes.Index(lb, c.match)
+	if i < 0 {
+		return -1
+	}
+	i += len(c.match)
+	if j := bytes.Index(lb[i:], c.stop); len(c.stop) > 0 && j >= 0 {
+		i += j
+	}
+	return i
 }
 
 // Blackholed reports whether the proxy drops all traffic now.
@@ -149,10 +166,8 @@ func (p *Proxy) pipe(dst, src net.Conn, fromClient bool) {
 				go p.writeLate(dst, late)
 			}
 			cut := -1 // where BlackholeAt cuts this read
-			if m := p.at.Load(); fromClient && m != nil && late == nil {
-				if i := bytes.Index(bytes.ToLower(buf[:n]), *m); i >= 0 {
-					cut = i + len(*m)
-				}
+			if c := p.at.Load(); fromClient && c != nil && late == nil {
+				cut = c.in(buf[:n])
 			}
 			switch {
 			case cut >= 0: // blackholed first, so that no answer to it gets back

@@ -124,8 +124,9 @@ func roundTrip(t *testing.T, c net.Conn, msg []byte) {
 	}
 }
 
-// BlackholeAt passes on a client's read up to the end of the match and
-// nothing after, in either direction, without closing the connection.
+// BlackholeAt passes on a client's read up to the end of the match (or
+// just before the stop after it) and nothing after, in either direction,
+// without closing the connection.
 func TestProxyBlackholeAt(t *testing.T) {
 	got := make(chan []byte, 8)
 	addr := Serve(t, func(c net.Conn) {
@@ -149,17 +150,17 @@ func TestProxyBlackholeAt(t *testing.T) {
 	defer c.Close()
 	roundTrip(t, c, []byte("before"))
 	<-got
-	p.BlackholeAt([]byte("CUT"))
-	if _, err := c.Write([]byte("one cut here, two")); err != nil {
+	p.BlackholeAt([]byte("CUT"), []byte("."))
+	if _, err := c.Write([]byte("one cut here. two")); err != nil {
 		t.Fatal(err)
 	}
 	var seen []byte
-	for !bytes.HasSuffix(seen, []byte("one cut")) {
+	for !bytes.HasSuffix(seen, []byte("one cut here")) {
 		select {
 		case b := <-got:
 			seen = append(seen, b...)
 		case <-time.After(10 * time.Second):
-			t.Fatalf("the server got %q; want %q", seen, "one cut")
+			t.Fatalf("the server got %q; want %q", seen, "one cut here")
 		}
 	}
 	if !p.Blackholed() {
