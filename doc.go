@@ -83,6 +83,11 @@
 // ErrRenewalMismatch (a re-entry whose WithoutRenewal differs from its
 // hold's), and for the kinds above ErrLimitMismatch and ErrUpgrade.
 // The store's own error, where there is one, stays reachable with errors.As.
+// An operation the store itself failed (a connection lost or ended, a
+// server's error) that waits for nothing (TryLock, Unlock, Extend,
+// Inspect, ForceUnlock) returns that error, wrapped in *Error, and matches
+// no sentinel; a waiting Lock tries again until its ctx ends, and then
+// matches ErrNotAcquired and ctx's error.
 //
 // Bad arguments are errors, never panics: a nil ctx, locker or function,
 // an invalid name or TTL. A nil *Lease or *Term, which a failed Lock or
