@@ -248,15 +248,11 @@ func scanKindHold(row pgx.CollectableRow) (sqlbase.KindHold, error) {
 func textKindHolds(rows [][][]byte) ([]sqlbase.KindHold, error) {
 	holds := make([]sqlbase.KindHold, len(rows))
 	for i, row := range rows {
-		kind, err := textInt(row[1])
+		n, err := textInts(row, 1, 2)
 		if err != nil {
 			return nil, err
 		}
-		left, err := textInt(row[2])
-		if err != nil {
-			return nil, err
-		}
-		holds[i] = sqlbase.KindHold{Owner: string(row[0]), Kind: driver.Kind(kind), TTLLeft: time.Duration(left) * time.Millisecond}
+		holds[i] = sqlbase.KindHold{Owner: string(row[0]), Kind: driver.Kind(n[0]), TTLLeft: time.Duration(n[1]) * time.Millisecond}
 	}
 	return holds, nil
 }
@@ -265,15 +261,11 @@ func textKindHolds(rows [][][]byte) ([]sqlbase.KindHold, error) {
 func textKindWaits(rows [][][]byte) ([]sqlbase.KindWait, error) {
 	waits := make([]sqlbase.KindWait, len(rows))
 	for i, row := range rows {
-		kind, err := textInt(row[1])
+		n, err := textInts(row, 1, 2)
 		if err != nil {
 			return nil, err
 		}
-		seq, err := textInt(row[2])
-		if err != nil {
-			return nil, err
-		}
-		waits[i] = sqlbase.KindWait{Owner: string(row[0]), Kind: driver.Kind(kind), Seq: uint64(seq)}
+		waits[i] = sqlbase.KindWait{Owner: string(row[0]), Kind: driver.Kind(n[0]), Seq: uint64(n[1])}
 	}
 	return waits, nil
 }

@@ -100,3 +100,15 @@ func literal(v any) (string, error) {
 func textInt(b []byte) (int64, error) {
 	return strconv.ParseInt(string(b), 10, 64)
 }
+
+// textInts parses the integer columns cols of a row oneMessage returned.
+func textInts(row [][]byte, cols ...int) ([]int64, error) {
+	n := make([]int64, len(cols))
+	for i, c := range cols {
+		var err error
+		if n[i], err = textInt(row[c]); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
