@@ -66,8 +66,8 @@ func (d *pgDriver) acquireKind(ctx context.Context, r driver.Request) (driver.Gr
 		func(err error) bool { var pe *pgconn.PgError; return errors.As(err, &pe) && pe.Code == "40P01" }, pgErr)
 }
 
-// The statements of an acquire's first round trip, after it has begun its
-// transaction: make sure the state row exists, lock it, drop the expired
+// The statements of an acquire's second round trip (its first began the
+// transaction): make sure the state row exists, lock it, drop the expired
 // holds and waiting records, and read those left.
 const (
 	kindStateSQL  = `INSERT INTO dlock_kinds (name, family) VALUES ($1, $2) ON CONFLICT DO NOTHING`
@@ -89,7 +89,7 @@ const kindHoldsSQL = `SELECT owner, label, kind, holds, token,
   (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
 FROM dlock_holds WHERE name = $1 AND family = $2 AND expires_at > clock_timestamp()`
 
-// The statements of its second round trip, by verdict, before its COMMIT.
+// The statements of its third round trip, by verdict, before its COMMIT.
 const (
 	// kindGrantSQL takes the next token and records the hold with it.
 	kindGrantSQL = `WITH t AS (
