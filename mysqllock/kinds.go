@@ -84,8 +84,8 @@ func (d *myDriver) tryKind(ctx context.Context, r driver.Request, fam int) (g dr
 }
 
 // boundedTx runs f in a READ COMMITTED transaction on c and commits it,
-// with the session's wait_timeout set to ttl (rounded up to whole seconds)
-// while it runs. The table mode's transactions lock rows over several
+// with the session's wait_timeout set to ttl, at most sqlbase.MaxTxIdle
+// (rounded up to whole seconds), while it runs. The table mode's transactions lock rows over several
 // round trips (a lock's state row, holds): a client paused or cut off
 // between two of them would hold those, and keep every other client of the
 // lock waiting, until the server ended its session at wait_timeout (eight
@@ -93,7 +93,7 @@ func (d *myDriver) tryKind(ctx context.Context, r driver.Request, fam int) (g dr
 // connection on which that failed is dropped from the pool rather than
 // kept with it. The transaction's outcome stands either way.
 func boundedTx(ctx context.Context, c *sql.Conn, ttl time.Duration, f func(tx *sql.Tx) error) error {
-	if _, err := c.ExecContext(ctx, "SET @dlock_wait_timeout = @@SESSION.wait_timeout, SESSION wait_timeout = ?", sqlbase.IdleSeconds(ttl)); err != nil {
+	if _, err := c.ExecContext(ctx, "SET @dlock_wait_timeout = @@SESSION.wait_timeout, SESSION wait_timeout = ?", sqlbase.IdleSeconds(sqlbase.TxIdle(ttl))); err != nil {
 		return err
 	}
 	err := func() error {

@@ -184,15 +184,16 @@
 // is: the hold stays until its TTL. While any of table mode's transactions
 // runs (an acquire of a read, write or permit, their release, a renewal,
 // a Mutex's renewal too), its session's wait_timeout is the TTL (the
-// batch's shortest; rounded up to whole seconds; put back after it): a
-// client paused or cut off between two of its statements, which holds the
-// rows it locked and so keeps every other client of those locks waiting,
-// has its session ended by the server once idle that long, not after the
-// default eight hours. The bound is on each idle gap, not on the whole
+// batch's shortest), at most 5 s (sqlbase.MaxTxIdle; rounded up to whole
+// seconds; put back after it): a client paused or cut off between two of
+// its statements, which holds the rows it locked and so keeps every other
+// client of those locks waiting, has its session ended by the server once
+// idle that long, not after the default eight hours, nor after the
+// requester's own TTL. The bound is on each idle gap, not on the whole
 // transaction (about ten round trips): a client that is slow rather than
-// stopped, with a round trip near the TTL, can keep the others waiting for
-// several TTLs, and gets no grant itself (each comes too late to be safe).
-// Keep the TTL many round trips long.
+// stopped, with a round trip near the bound, can keep the others waiting
+// for several bounds, and gets no grant itself (its session is ended, or
+// each grant comes too late to be safe). Keep the TTL many round trips long.
 //
 // # TTL limits
 //

@@ -137,8 +137,9 @@ func (d *pgDriver) tryKind(ctx context.Context, r driver.Request) (driver.Grant,
 		defer abortTx(conn)
 		// Bounded (see boundedTx): it locks the lock's state row, which a
 		// client paused or cut off before its commit would otherwise hold
-		// from every other for good.
-		begin := boundedTx(strconv.FormatInt(sqlbase.IdleMillis(r.TTL), 10)).BeginQuery
+		// from every other for good. By the TTL at most sqlbase.MaxTxIdle:
+		// a paused requester with a TTL of an hour held it an hour.
+		begin := boundedTx(strconv.FormatInt(sqlbase.IdleMillis(sqlbase.TxIdle(r.TTL)), 10)).BeginQuery
 		if _, err := conn.PgConn().Exec(ctx, begin).ReadAll(); err != nil {
 			return err
 		}

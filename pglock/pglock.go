@@ -187,16 +187,17 @@
 // writer keeps later readers out and readers that waited before it go
 // first; one that gives up holds the ones behind it back for at most 2 s.
 // The transaction's BEGIN sets idle_in_transaction_session_timeout to the
-// TTL, local to it, in the same round trip: a client paused or cut off
-// between two of its statements, which holds the state row and so keeps
-// every other client of the lock waiting, has its session ended by the
-// server once idle that long (it used to hold the row until the server saw
-// the connection die: for good behind a proxy that keeps it up). The bound
-// is on each idle gap, not on the whole transaction (about ten round
-// trips): a client that is slow rather than stopped, with a round trip
-// near the TTL, can keep the others waiting for several TTLs, and gets no
-// grant itself (each comes too late to be safe). Keep the TTL many round
-// trips long. Tokens come from the state row, so every grant of the lock, reads
+// TTL, at most 5 s (sqlbase.MaxTxIdle), local to it, in the same round
+// trip: a client paused or cut off between two of its statements, which
+// holds the state row and so keeps every other client of the lock waiting,
+// has its session ended by the server once idle that long (it used to hold
+// the row until the server saw the connection die: for good behind a proxy
+// that keeps it up; then for the requester's TTL, an hour for a lease of an
+// hour). The bound is on each idle gap, not on the whole transaction (three
+// round trips): a client that is slow rather than stopped, with a round
+// trip near the bound, can keep the others waiting for a few bounds, and
+// gets no grant itself (its session is ended, or the grant comes too late
+// to be safe). Keep the TTL many round trips long. Tokens come from the state row, so every grant of the lock, reads
 // included, takes a greater one. Unlike a Mutex's, a failed release of a
 // read hold or permit is not settled before the owner's next acquire: the
 // hold stays until its TTL (it is not re-entered, as owners are fresh per

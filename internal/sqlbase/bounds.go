@@ -24,6 +24,22 @@ func IdleMillis(ttl time.Duration) int64 {
 	return clamp(ceilDiv(ttl, time.Millisecond), 1, math.MaxInt32)
 }
 
+// MaxTxIdle caps the idle bound of table mode's short transactions (an
+// acquire of a read, write or permit; its release; a renewal batch). Such a
+// transaction locks rows that other clients of the lock wait on (a lock's
+// state row), so a client paused or cut off inside one keeps all of them
+// waiting until the server ends its session. Bounded by the TTL alone, that
+// was the requester's own TTL: 30 s at the default, an hour for a lease of
+// an hour. A client that is merely slow needs far less between two of its
+// statements (one client turn), and one whose transaction the server ends
+// sees a store error (a waiting Lock tries again).
+const MaxTxIdle = 5 * time.Second
+
+// TxIdle is the idle bound of a table-mode transaction for a lease of ttl:
+// the TTL, at most MaxTxIdle. (A holding session of row or session mode is
+// the lease itself, and keeps the TTL.)
+func TxIdle(ttl time.Duration) time.Duration { return min(ttl, MaxTxIdle) }
+
 // IdleSeconds is the idle timeout in whole seconds for a lease of ttl,
 // rounded up so the server never ends a session before its lease ends.
 func IdleSeconds(ttl time.Duration) int64 {

@@ -21,3 +21,16 @@ func TestBounds(t *testing.T) {
 		}
 	}
 }
+
+func TestTxIdle(t *testing.T) {
+	for ttl, want := range map[time.Duration]time.Duration{
+		2 * time.Second:  2 * time.Second,
+		MaxTxIdle:        MaxTxIdle,
+		30 * time.Second: MaxTxIdle, // dlock.DefaultTTL
+		time.Hour:        MaxTxIdle,
+	} {
+		if got := TxIdle(ttl); got != want {
+			t.Errorf("TxIdle(%v) = %v, want %v", ttl, got, want)
+		}
+	}
+}
