@@ -19,11 +19,12 @@ import (
 // the store says the lease is gone (the lease then ends), ErrInvalidTTL for a
 // TTL the backend cannot keep, and the store's error if the answer was
 // uncertain: the lease then keeps its expiry, or the new one if that is
-// earlier, since the store may have applied it (except where a connection
-// holds the lock, the SQL row and session modes: there a statement cut
-// short by its ctx closes the connection, which frees the lock, so an
-// Extend whose ctx ends mid-call ends the lease; give it at least a round
-// trip). Concurrent Extends, or an
+// earlier, since the store may have applied it. Where a connection holds
+// the lock (the SQL row and session modes), a statement cut short by its
+// ctx closes the connection, which frees the lock: there an Extend whose
+// ctx ends mid-call lets its statement run on for a third of the TTL, at
+// most a second, and returns then; cut short after that, it ends the lease.
+// Concurrent Extends, or an
 // Extend and a watchdog renewal, that overlap keep the earliest expiry
 // either could have left in the store.
 // A success confirmed only after the lease's loss deadline counts for

@@ -284,7 +284,7 @@ func (d *myDriver) endConn(id uint64) {
 
 // check confirms the holding connection is alive.
 func (l *Lease) check(ctx context.Context, ttl time.Duration) error {
-	return l.hold.Check(ctx, "mysqllock", func(ctx context.Context) error {
+	return l.hold.Check(ctx, "mysqllock", ttl, func(ctx context.Context) error {
 		if ttl > l.ttl {
 			// A longer Extend: idle bounds set for the grant's TTL would
 			// close the session, and free the lock, while the lease runs.

@@ -88,9 +88,11 @@
 // go-sql-driver closes a connection whose statement's ctx ends even as the
 // statement succeeds; a grant or renewal counts only with its connection
 // still open after its last statement.
-// So a renewal or an Extend whose ctx ends mid-statement ends the lease
-// (ErrLeaseLost) and frees the lock, rather than leave it uncertain as
-// table mode does. A longer Extend raises the session's idle bounds
+// So a renewal's or an Extend's statement runs on for a third of its TTL,
+// at most a second, after its ctx ends (sqlbase.Grace), and the call
+// returns when it is done; one that has not finished by then is cut short
+// and ends the lease (ErrLeaseLost), freeing the lock, rather than leave it
+// uncertain as table mode does. A longer Extend raises the session's idle bounds
 // (wait_timeout, net_read_timeout, net_write_timeout) in the same
 // statement; a shorter one leaves them.
 // A lease counts from the send time of a statement on the holding connection

@@ -234,7 +234,7 @@ func (d *pgDriver) endBackend(pid uint32) {
 // check confirms the holding connection is alive; any failure on it means
 // the server has dropped, or will drop, the lock.
 func (l *Lease) check(ctx context.Context, ttl time.Duration) error {
-	return l.hold.Check(ctx, "pglock", func(ctx context.Context) error {
+	return l.hold.Check(ctx, "pglock", ttl, func(ctx context.Context) error {
 		q, args := "SELECT 1", []any(nil)
 		if ttl > l.ttl {
 			// A longer Extend: bounds set for the grant's TTL would end the

@@ -110,9 +110,11 @@
 //
 // A longer Extend sets these settings anew for its TTL, in its one
 // statement; a shorter one leaves them. pgx closes a connection whose
-// statement's ctx ends mid-statement: a renewal or an Extend cut short by
-// its ctx so ends the lease (ErrLeaseLost) and frees the lock, rather than
-// leave it uncertain as table mode does.
+// statement's ctx ends mid-statement, which frees the lock: so a renewal's
+// or an Extend's statement runs on for a third of its TTL, at most a
+// second, after its ctx ends (sqlbase.Grace), and the call returns when it
+// is done; one that has not finished by then is cut short and ends the
+// lease (ErrLeaseLost), rather than leave it uncertain as table mode does.
 //
 // # Failed releases (table mode)
 //

@@ -27,13 +27,23 @@ type ConnHold struct {
 // only with the connection still open after it: a client library may close
 // it as ctx ends even though the statement finished (go-sql-driver does).
 // pkg prefixes the errors.
-func (h *ConnHold) Check(ctx context.Context, pkg string, ping func(context.Context) error, closed func() bool) error {
+//
+// Both client libraries close a connection whose statement's ctx ends
+// mid-statement, which frees the lock: an Extend whose caller's ctx ended
+// while its statement was on the wire ended the lease. So ping's ctx ends
+// only Grace(ttl) after ctx does (ttl: the renewal's or the Extend's): a
+// statement on a live connection finishes, and the lease goes
+// on; one on a connection that cannot answer by then is cut short as
+// before. Check returns at most that long after ctx ends.
+func (h *ConnHold) Check(ctx context.Context, pkg string, ttl time.Duration, ping func(context.Context) error, closed func() bool) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.done {
 		return fmt.Errorf("%s: %w: released", pkg, driver.ErrLeaseLost)
 	}
-	err := ping(ctx)
+	pctx, release := graceCtx(ctx, Grace(ttl))
+	err := ping(pctx)
+	release()
 	isClosed := closed != nil && closed()
 	if err == nil && !isClosed {
 		return nil
@@ -45,6 +55,26 @@ func (h *ConnHold) Check(ctx context.Context, pkg string, ping func(context.Cont
 		return fmt.Errorf("%s: renew: %w", pkg, err) // uncertain: the connection may be fine
 	}
 	return fmt.Errorf("%s: %w: the connection holding the lock failed: %v", pkg, driver.ErrLeaseLost, err)
+}
+
+// Grace is how long a holding connection's check may run on after its
+// ctx ends (see ConnHold.Check): a third of the TTL, at most a second.
+func Grace(ttl time.Duration) time.Duration { return min(ttl/3, time.Second) }
+
+// graceCtx is ctx, with its values, whose end comes grace after ctx's;
+// release frees what it holds once the call that uses it has returned.
+func graceCtx(ctx context.Context, grace time.Duration) (context.Context, func()) {
+	gctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-gctx.Done(): // released
+		}
+	})
+	return gctx, func() { stop(); cancel() }
 }
 
 // Release gives the hold up, once. unlock gives the lock up on the

@@ -45,3 +45,44 @@ func ExtendOutlastsGrantTTL(t *testing.T, be Backend) {
 		})
 	}
 }
+
+// ExtendCtxEndsMidStatement: an Extend whose ctx ends while its statement
+// is on the wire does not end the lease. Both client libraries close a
+// connection whose statement's ctx ends mid-statement, which freed the
+// lock (the lease ended with ErrLeaseLost, a waiter could take the lock):
+// a caller's request ctx that ended during an Extend cost it the lock. The
+// statement now gets sqlbase.Grace more (here a second) to finish; on a
+// link of 200 ms a round trip it does.
+func ExtendCtxEndsMidStatement(t *testing.T, be Backend) {
+	for _, mode := range connModes {
+		t.Run(mode, func(t *testing.T) {
+			ctx := t.Context()
+			const ttl = 3 * time.Second
+			px, a := be.openVia(t, mode)
+			b := be.open(t, mode)
+			for _, ext := range []time.Duration{ttl, 2 * ttl} { // the same TTL; a longer one, which sets bounds
+				l, err := a.Mutex("extend-ctx", dlock.WithTTL(ttl)).Lock(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				px.SetDelay(100 * time.Millisecond)
+				ectx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+				err = l.Extend(ectx, ext)
+				cancel()
+				px.SetDelay(0)
+				if errors.Is(err, dlock.ErrLeaseLost) || l.Err() != nil {
+					t.Fatalf("Extend(%v) whose ctx ended mid-statement: %v; lease: %v", ext, err, l.Err())
+				}
+				if lb, err := b.Mutex("extend-ctx", dlock.WithTTL(ttl)).TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+					if err == nil {
+						_ = lb.Unlock(ctx)
+					}
+					t.Fatalf("another client's TryLock after the Extend: %v, want ErrNotAcquired", err)
+				}
+				if err := l.Unlock(ctx); err != nil {
+					t.Fatalf("Unlock after an Extend whose ctx ended mid-statement: %v", err)
+				}
+			}
+		})
+	}
+}
