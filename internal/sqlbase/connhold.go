@@ -63,7 +63,13 @@ func Grace(ttl time.Duration) time.Duration { return min(ttl/3, time.Second) }
 
 // graceCtx is ctx, with its values, whose end comes grace after ctx's;
 // release frees what it holds once the call that uses it has returned.
+// A ctx that has ended already is returned as it is: its statement is not
+// sent (the clients check first), and a batch of checks run after their
+// ctx ended fails at once rather than a grace each.
 func graceCtx(ctx context.Context, grace time.Duration) (context.Context, func()) {
+	if ctx.Err() != nil {
+		return ctx, func() {}
+	}
 	gctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, func() {
 		t := time.NewTimer(grace)
