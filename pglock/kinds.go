@@ -74,13 +74,22 @@ const (
 	kindLockSQL   = `SELECT lim FROM dlock_kinds WHERE name = $1 AND family = $2 FOR UPDATE`
 	kindExpireSQL = `DELETE FROM dlock_holds WHERE name = $1 AND family = $2 AND expires_at <= clock_timestamp()`
 	waitExpireSQL = `DELETE FROM dlock_waits WHERE name = $1 AND family = $2 AND expires_at <= clock_timestamp()`
-	// kindLiveSQL reads of the live holds what the verdict needs (no
-	// labels: the rows are read while the state row is locked, and a
-	// client that stops reading them holds it until the server's send
-	// gives up).
-	kindLiveSQL = `SELECT owner, kind, (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint
-FROM dlock_holds WHERE name = $1 AND family = $2 AND expires_at > clock_timestamp()`
-	kindWaitsSQL = `SELECT owner, kind, seq FROM dlock_waits WHERE name = $1 AND family = $2`
+	// kindLiveSQL reads of the live holds what the verdict needs, and no
+	// more: the requester's own ($3), and the others' summed up by kind
+	// (how many, the first to end; owner ''). The rows are read while the
+	// state row is locked, and a client that stops reading them holds it
+	// until the server's send gives up: with a row per hold, 30,000
+	// readers' holds made megabytes (an adversary pass), and every acquire
+	// of a lock with n holders read n rows. Now at most three.
+	kindLiveSQL = `WITH live AS (SELECT owner, kind, (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint AS ms
+FROM dlock_holds WHERE name = $1 AND family = $2 AND expires_at > clock_timestamp())
+SELECT owner, kind, ms, 1 FROM live WHERE owner = $3
+UNION ALL SELECT '', kind, min(ms), count(*) FROM live WHERE owner <> $3 GROUP BY kind`
+	// kindWaitsSQL reads the requester's own waiting record and, of the
+	// others, the first in line of each kind: whether anybody of a kind
+	// waits ahead is all the verdict asks of them.
+	kindWaitsSQL = `SELECT owner, kind, seq FROM dlock_waits WHERE name = $1 AND family = $2 AND owner = $3
+UNION ALL SELECT '', kind, min(seq) FROM dlock_waits WHERE name = $1 AND family = $2 AND owner <> $3 GROUP BY kind`
 )
 
 // kindHoldsSQL reads the live holds of a read-write lock or semaphore
@@ -120,7 +129,7 @@ WHERE name = $1 AND family = $2 AND owner = $3`
 // tryKind runs one acquire transaction, in three round trips: the first
 // begins it, bounded (one simple query, so that no session is ever in it
 // unbounded); the second (one message, see oneMessage) locks the state row
-// and reads the holds and waiting records; the third writes what the
+// and reads its own hold and waiting record and the others' summed up by kind; the third writes what the
 // verdict needs and commits. The state row is locked while its client
 // decides, once: a transaction of a round trip per statement (as this was)
 // held it across eight, and on a loaded machine the acquires of a
@@ -148,8 +157,8 @@ func (d *pgDriver) tryKind(ctx context.Context, r driver.Request) (driver.Grant,
 			stmt{kindLockSQL, []any{r.Name, fam}},
 			stmt{kindExpireSQL, []any{r.Name, fam}},
 			stmt{waitExpireSQL, []any{r.Name, fam}},
-			stmt{kindLiveSQL, []any{r.Name, fam}},
-			stmt{kindWaitsSQL, []any{r.Name, fam}})
+			stmt{kindLiveSQL, []any{r.Name, fam, r.Owner}},
+			stmt{kindWaitsSQL, []any{r.Name, fam, r.Owner}})
 		if err != nil {
 			return err
 		}
@@ -249,11 +258,11 @@ func scanKindHold(row pgx.CollectableRow) (sqlbase.KindHold, error) {
 func textKindHolds(rows [][][]byte) ([]sqlbase.KindHold, error) {
 	holds := make([]sqlbase.KindHold, len(rows))
 	for i, row := range rows {
-		n, err := textInts(row, 1, 2)
+		n, err := textInts(row, 1, 2, 3)
 		if err != nil {
 			return nil, err
 		}
-		holds[i] = sqlbase.KindHold{Owner: string(row[0]), Kind: driver.Kind(n[0]), TTLLeft: time.Duration(n[1]) * time.Millisecond}
+		holds[i] = sqlbase.KindHold{Owner: string(row[0]), Kind: driver.Kind(n[0]), TTLLeft: time.Duration(n[1]) * time.Millisecond, Owners: int(n[2])}
 	}
 	return holds, nil
 }

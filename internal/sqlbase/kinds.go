@@ -26,7 +26,9 @@ import (
 // WaitRecord is the longest life of a waiting record.
 const WaitRecord = 2 * time.Second
 
-// KindHold is a live hold row.
+// KindHold is a live hold row, or, with Owners above 1, a summary of as
+// many holds of Kind (of owners other than the requester's), of which the
+// first ends in TTLLeft.
 type KindHold struct {
 	Owner   string
 	Label   string
@@ -34,9 +36,20 @@ type KindHold struct {
 	Holds   int
 	Token   uint64
 	TTLLeft time.Duration
+	Owners  int // the holds this one stands for (0: one)
 }
 
-// KindWait is a live waiting record.
+// count is how many holds holds are or sum up.
+func count(holds []KindHold) int {
+	n := 0
+	for _, h := range holds {
+		n += max(h.Owners, 1)
+	}
+	return n
+}
+
+// KindWait is a live waiting record, or, with Owner "", the first in line
+// of the others' records of Kind (all the verdict asks of them).
 type KindWait struct {
 	Owner string
 	Kind  driver.Kind
@@ -78,7 +91,7 @@ func Decide(req driver.Request, holds []KindHold, waits []KindWait, limit int) V
 		if len(holds) > 0 && req.Limit != limit {
 			return Mismatch
 		}
-		if len(holds) < req.Limit {
+		if count(holds) < req.Limit {
 			return Grant
 		}
 		return Refuse

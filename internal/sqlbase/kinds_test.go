@@ -51,6 +51,14 @@ func TestDecide(t *testing.T) {
 		{"permit, other count", permit("a", 3), []KindHold{p("b")}, nil, 2, Mismatch},
 		{"permit, other count, no holds", permit("a", 3), nil, nil, 2, Grant},
 		{"permit re-entry", permit("b", 2), []KindHold{p("b"), p("c")}, nil, 2, Reenter},
+		// Summaries (pglock): the others' holds of a kind in one entry.
+		{"permit, all held, summed", permit("a", 3), []KindHold{{Kind: driver.Permit, Owners: 3}}, nil, 3, Refuse},
+		{"permit with room, summed", permit("a", 4), []KindHold{{Kind: driver.Permit, Owners: 3}}, nil, 4, Grant},
+		{"permit re-entry beside a sum", permit("b", 3), []KindHold{p("b"), {Kind: driver.Permit, Owners: 2}}, nil, 3, Reenter},
+		{"permit, own and summed fill it", permit("a", 3), []KindHold{p("b"), {Kind: driver.Permit, Owners: 2}}, nil, 3, Refuse},
+		{"write beside summed readers", write("a"), []KindHold{{Kind: driver.Shared, Owners: 40}}, nil, 0, Refuse},
+		{"read behind the first waiting writer of a sum", read("a"), nil, []KindWait{rw("a", 7), {Kind: driver.Write, Seq: 5}}, 0, Refuse},
+		{"read ahead of the first waiting writer of a sum", read("a"), nil, []KindWait{rw("a", 4), {Kind: driver.Write, Seq: 5}}, 0, Grant},
 	} {
 		if got := Decide(tc.req, tc.holds, tc.waits, tc.limit); got != tc.want {
 			t.Errorf("%s: %v; want %v", tc.name, got, tc.want)
