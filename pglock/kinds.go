@@ -129,8 +129,8 @@ WHERE name = $1 AND family = $2 AND owner = $3`
 // tryKind runs one acquire transaction, in three round trips: the first
 // begins it, bounded (one simple query, so that no session is ever in it
 // unbounded); the second (one message, see oneMessage) locks the state row
-// and reads its own hold and waiting record and the others' summed up by kind; the third writes what the
-// verdict needs and commits. The state row is locked while its client
+// and reads the requester's own hold and waiting record and the others'
+// summed up by kind; the third writes what the verdict needs and commits. The state row is locked while its client
 // decides, once: a transaction of a round trip per statement (as this was)
 // held it across eight, and on a loaded machine the acquires of a
 // contended lock queued behind each other's locked state row for seconds,
