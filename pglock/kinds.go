@@ -75,12 +75,12 @@ const (
 	kindExpireSQL = `DELETE FROM dlock_holds WHERE name = $1 AND family = $2 AND expires_at <= clock_timestamp()`
 	waitExpireSQL = `DELETE FROM dlock_waits WHERE name = $1 AND family = $2 AND expires_at <= clock_timestamp()`
 	// kindLiveSQL reads of the live holds what the verdict needs, and no
-	// more: the requester's own ($3), and the others' summed up by kind
-	// (how many, the first to end; owner ''). The rows are read while the
-	// state row is locked, and a client that stops reading them holds it
-	// until the server's send gives up: with a row per hold, 30,000
-	// readers' holds made megabytes (an adversary pass), and every acquire
-	// of a lock with n holders read n rows. Now at most three.
+	// more: the requester's own ($3), and the others' summed up by kind,
+	// with an empty owner (how many, the first to end). The rows are read
+	// while the state row is locked, and a client that stops reading them
+	// holds it until the server's send gives up: with a row per hold,
+	// 30,000 readers' holds made megabytes (an adversary pass), and every
+	// acquire of a lock with n holders read n rows. Now at most three.
 	kindLiveSQL = `WITH live AS (SELECT owner, kind, (extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint AS ms
 FROM dlock_holds WHERE name = $1 AND family = $2 AND expires_at > clock_timestamp())
 SELECT owner, kind, ms, 1 FROM live WHERE owner = $3
