@@ -141,8 +141,9 @@ func (h *Hold) CheckDeadline() error {
 	if !h.e.sched.Due(&h.ka) {
 		return nil
 	}
-	err := h.e.wrap("lease", h.name, keepalive.ExpiredErr(&h.ka))
-	h.e.Lost(h, keepalive.ExpiredErr(&h.ka))
+	lost := h.e.sched.ExpiredErr(&h.ka)
+	err := h.e.wrap("lease", h.name, lost)
+	h.e.Lost(h, lost)
 	return err
 }
 

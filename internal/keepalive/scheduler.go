@@ -267,7 +267,7 @@ func (s *Scheduler) fire() {
 	s.mu.Unlock()
 	s.ticking.Unlock()
 	for _, h := range lost {
-		s.lost(h, ExpiredErr(h))
+		s.lost(h, s.ExpiredErr(h))
 	}
 }
 
@@ -411,10 +411,19 @@ type lostHold struct {
 	err error
 }
 
-// ExpiredErr is the loss error of an entry whose deadline passed.
-func ExpiredErr(h *Entry) error {
+// ExpiredErr is the loss error of an entry whose deadline passed. A fixed
+// lease's names its TTL, and says if an Extend may have set another (the
+// message named only the grant's TTL, shorter or longer than the one that
+// ended).
+func (s *Scheduler) ExpiredErr(h *Entry) error {
 	if h.Renew {
 		return fmt.Errorf("%w: not renewed in time", driver.ErrLeaseLost)
+	}
+	s.mu.Lock()
+	extended := h.extends > 0
+	s.mu.Unlock()
+	if extended {
+		return fmt.Errorf("%w: expired (TTL %v, then extended; no renewal)", driver.ErrLeaseLost, h.TTL)
 	}
 	return fmt.Errorf("%w: expired (TTL %v, no renewal)", driver.ErrLeaseLost, h.TTL)
 }
