@@ -374,8 +374,7 @@ func (d *myDriver) Release(ctx context.Context, h driver.Held, count int) error 
 		return l.release(ctx)
 	}
 	if h.Kind != driver.Exclusive {
-		_, err := d.releaseKind(ctx, h, count)
-		return err
+		return d.releaseKind(ctx, h, count)
 	}
 	_, o, err := d.holds.Drop(ctx, h.Name, h.Owner, h.Token, count, h.TTL, d.releaseStmt(h.Name, h.Owner))
 	switch o {

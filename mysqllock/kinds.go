@@ -366,47 +366,55 @@ func kindHoldsIn(batch []driver.Held, idx []int) (string, []any) {
 }
 
 // releaseKind drops count holds of a live hold, deleting its row when none
-// are left, in a transaction.
-func (d *myDriver) releaseKind(ctx context.Context, h driver.Held, count int) (int, error) {
+// are left. Each of its statements stands alone (autocommitted), as
+// pglock's one statement does: it was a transaction that locked the hold's
+// row over four round trips, bounded on each idle gap (sqlbase.MaxTxIdle),
+// and a client paused past the bound inside it had its session ended and
+// its release failed, with nothing to try it again: the hold stayed until
+// its TTL (an adversary pass, 7 of 20 pauses of 7 s with a TTL of 60 s).
+func (d *myDriver) releaseKind(ctx context.Context, h driver.Held, count int) error {
 	if h.Token == 0 { // a wait given up: drop its place in line
 		_, err := d.db.ExecContext(ctx, `DELETE FROM dlock_waits WHERE name = ? AND family = ? AND owner = ?`,
 			h.Name, int(h.Kind.Family()), h.Owner)
 		if err != nil {
-			return 0, myErr("release", err)
+			return myErr("release", err)
 		}
-		return 0, fmt.Errorf("mysqllock: release: %w: a wait given up holds nothing", dlock.ErrLeaseLost)
+		return fmt.Errorf("mysqllock: release: %w: a wait given up holds nothing", dlock.ErrLeaseLost)
 	}
 	fam := int(h.Kind.Family())
-	var left int
-	gone := false
-	err := d.onNewConn(ctx, func(c *sql.Conn) error {
-		return boundedTx(ctx, c, h.TTL, func(tx *sql.Tx) error { // it locks the hold's row
-			var holds int
-			err := tx.QueryRowContext(ctx, `SELECT holds FROM dlock_holds WHERE name = ? AND family = ? AND owner = ? AND token = ?
-AND expires_at > UTC_TIMESTAMP(6) FOR UPDATE`, h.Name, fam, h.Owner, h.Token).Scan(&holds)
-			if err == sql.ErrNoRows {
-				gone = true
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			left = max(holds-count, 0)
-			if left == 0 {
-				_, err = tx.ExecContext(ctx, `DELETE FROM dlock_holds WHERE name = ? AND family = ? AND owner = ?`, h.Name, fam, h.Owner)
-			} else {
-				_, err = tx.ExecContext(ctx, `UPDATE dlock_holds SET holds = ? WHERE name = ? AND family = ? AND owner = ?`, left, h.Name, fam, h.Owner)
-			}
-			return err
-		})
-	})
+	const hold = `name = ? AND family = ? AND owner = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`
+	args := []any{h.Name, fam, h.Owner, h.Token, count}
+	for {
+		// The last holds: the row goes.
+		n, err := affected(d.db.ExecContext(ctx, `DELETE FROM dlock_holds WHERE `+hold+` AND holds <= ?`, args...))
+		if err != nil || n > 0 {
+			return myErr("release", err)
+		}
+		// Some stay.
+		n, err = affected(d.db.ExecContext(ctx, `UPDATE dlock_holds SET holds = holds - ? WHERE `+hold+` AND holds > ?`,
+			append([]any{count}, args...)...))
+		if err != nil || n > 0 {
+			return myErr("release", err)
+		}
+		// Neither: the hold is gone, or a re-entry or another release of
+		// the owner's changed its count between the two; then again.
+		var one int
+		err = d.db.QueryRowContext(ctx, `SELECT 1 FROM dlock_holds WHERE `+hold, args[:4]...).Scan(&one)
+		if err == sql.ErrNoRows {
+			return fmt.Errorf("mysqllock: release: %w: the hold expired or was deleted", dlock.ErrLeaseLost)
+		}
+		if err != nil {
+			return myErr("release", err)
+		}
+	}
+}
+
+// affected is the rows a statement changed, or its error.
+func affected(res sql.Result, err error) (int64, error) {
 	if err != nil {
-		return 0, myErr("release", err)
+		return 0, err
 	}
-	if gone {
-		return 0, fmt.Errorf("mysqllock: release: %w: the hold expired or was deleted", dlock.ErrLeaseLost)
-	}
-	return left, nil
+	return res.RowsAffected()
 }
 
 // ForceReleaseKind implements driver.KindForceReleaser (table mode): it

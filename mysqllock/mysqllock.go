@@ -182,20 +182,26 @@
 // waiters poll, at most every second. Row and session modes report
 // ErrUnsupported with the reason (GET_LOCK has no shared mode; FOR SHARE
 // lets new readers past a waiting FOR UPDATE; neither waits for one of N).
-// A failed release of a read hold or permit is not settled as a Mutex's
-// is: the hold stays until its TTL. While any of table mode's transactions
-// runs (an acquire of a read, write or permit, their release, a renewal,
-// a Mutex's renewal too), its session's wait_timeout is the TTL (the
+// A failed release of a read or write hold or a permit is not settled as a
+// Mutex's is: the hold stays until its TTL (each of its statements stands
+// alone, so that a pause cannot fail it halfway). While any of table
+// mode's transactions runs (an acquire of a read, write or permit, a
+// renewal, a Mutex's renewal too), its session's wait_timeout is the TTL (the
 // batch's shortest), at most 5 s (sqlbase.MaxTxIdle; rounded up to whole
 // seconds; put back after it): a client paused or cut off between two of
 // its statements, which holds the rows it locked and so keeps every other
 // client of those locks waiting, has its session ended by the server once
 // idle that long, not after the default eight hours, nor after the
 // requester's own TTL. The bound is on each idle gap, not on the whole
-// transaction (about ten round trips): a client that is slow rather than
-// stopped, with a round trip near the bound, can keep the others waiting
-// for several bounds, and gets no grant itself (its session is ended, or
-// each grant comes too late to be safe). Keep the TTL many round trips long.
+// transaction (an acquire is about 25 round trips: go-sql-driver sends
+// each statement with arguments as a prepare and an execute): a client
+// that is slow rather than stopped, with a round trip near the bound, can
+// keep the others waiting for several bounds, and gets no grant itself
+// (its session is ended, or each grant comes too late to be safe). Keep
+// the TTL well over 25 round trips long: a writer with a TTL of 1 s on a
+// link of 40 ms a round trip had every grant come too late, and readers
+// that came after it went first (a grant too late to keep is released,
+// and its place in line with it).
 //
 // # TTL limits
 //
