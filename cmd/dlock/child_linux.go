@@ -262,11 +262,24 @@ func runGuard(group bool, path string, argv []string) int {
 		fmt.Fprintf(link, "err %d %s\n", int(errno), strconv.Quote(err.Error()))
 		return exitFailed
 	}
+	// A stopped process keeps a signal other than SIGKILL pending until it
+	// is continued: so each is followed by SIGCONT, as timeout(1) and
+	// systemd do (a command stopped by SIGSTOP or a terminal's stop kept
+	// `timeout dlock run` alive, holding the lock, for good).
 	signalCommand := func(sig syscall.Signal) {
+		cont := sig != syscall.SIGKILL && sig != syscall.SIGCONT
 		if group {
 			_ = syscall.Kill(-cmd.Process.Pid, sig) // the group's id is the command's pid
+			if cont {
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGCONT)
+			}
 			return
 		}
+		defer func() {
+			if cont {
+				_ = cmd.Process.Signal(syscall.SIGCONT)
+			}
+		}()
 		// Sharing dlock's group (and terminal), the command has no group
 		// of its own. A signal goes to the command alone, which passes it
 		// on as it would a terminal's (a wrapper such as timeout relays

@@ -98,6 +98,38 @@ func TestRunForwardsFirstSignal(t *testing.T) {
 	}
 }
 
+// A signal forwarded to a stopped command is followed by SIGCONT, so the
+// command gets it: a command stopped (SIGSTOP, a terminal's stop) kept the
+// SIGTERM pending, and `timeout dlock run` alive and holding the lock, for
+// good (an adversary pass: still held 600 s later).
+func TestRunSignalReachesStoppedCommand(t *testing.T) {
+	u := redisURL(t)
+	cmd, out, pid := startRun(t, "run", "--backend", u, "stopped", "--",
+		"sh", "-c", `echo pid $$; echo started; kill -STOP $$; sleep 60`)
+	for deadline := time.Now().Add(20 * time.Second); procState(t, pid) != "T"; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the command never stopped (state %q):\n%s", procState(t, pid), out.String())
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, cmd, 20*time.Second, out); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("exit %d, want %d (the command ended by the SIGTERM):\n%s", code, 128+int(syscall.SIGTERM), out.String())
+	}
+}
+
+// procState is pid's state letter from /proc (T: stopped).
+func procState(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return f[0]
+}
+
 // cpuTime returns the user+system CPU time pid has used, from /proc.
 func cpuTime(t *testing.T, pid int) time.Duration {
 	t.Helper()
