@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -49,6 +50,40 @@ func TestNotAcquiredNamesHolder(t *testing.T) {
 	r := dlockCmd(t, nil, "run", "--backend", u, "--no-wait", "busy", "--", "true")
 	if r.code != 3 || !strings.Contains(r.stderr, `lock "busy" not acquired (held by billing-3 (owner op-7), token 1,`) {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// "Not acquired" names the holders of a read-write lock or semaphore too,
+// each with its kind (it named nobody: only a mutex was looked at).
+func TestNotAcquiredNamesKindHolders(t *testing.T) {
+	u := redisURL(t)
+	c := drivertest.MustOpen(t, u)
+	ctx := t.Context()
+	for i := range 4 {
+		l, err := c.RWMutex("rw-busy", dlock.WithLabel(fmt.Sprintf("reader-%d", i))).RLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Unlock(ctx)
+	}
+	l, err := c.Semaphore("sem-busy", 1, dlock.WithLabel("batch-9")).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--write", "rw-busy"}, []string{`lock "rw-busy" not acquired (held by shared reader-`, "; and 1 more): tried once"}},
+		{[]string{"--permits", "1", "sem-busy"}, []string{`lock "sem-busy" not acquired (held by permit batch-9 (owner `, ", token 1, "}},
+	} {
+		r := dlockCmd(t, nil, append(append([]string{"run", "--backend", u, "--no-wait"}, tc.args...), "--", "true")...)
+		for _, w := range tc.want {
+			if r.code != 3 || !strings.Contains(r.stderr, w) {
+				t.Errorf("%v: exit %d, stderr %q; want %q", tc.args, r.code, r.stderr, w)
+			}
+		}
 	}
 }
 

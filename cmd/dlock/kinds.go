@@ -52,6 +52,40 @@ func (k *kindFlags) locker(c *dlock.Client, name string, opts []dlock.Option) (d
 	return c.Mutex(name, opts...), nil
 }
 
+// inspector reads who holds what the flags ask for on name (a read-write
+// lock's or a semaphore's holders, not the mutex's: a refused --write, --shared
+// or --permits run named nobody).
+func (k *kindFlags) inspector(c *dlock.Client, name string) func(context.Context) (dlock.Info, error) {
+	switch {
+	case k.shared || k.write:
+		return c.RWMutex(name).Inspect
+	case k.permits > 0:
+		return c.Semaphore(name, k.permits).Inspect
+	}
+	return func(ctx context.Context) (dlock.Info, error) { return c.Inspect(ctx, name) }
+}
+
+// maxNamed is how many of a lock's holders a "not acquired" names.
+const maxNamed = 3
+
+// holdersText names a lock's holders, as holderText does a mutex's: of a
+// read-write lock or semaphore, each with its kind (write, shared,
+// permit), at most maxNamed and how many more.
+func holdersText(i dlock.Info) string {
+	if len(i.Holders) == 0 {
+		return holderText(i)
+	}
+	var parts []string
+	for j, h := range i.Holders {
+		if j == maxNamed {
+			parts = append(parts, fmt.Sprintf("and %d more", len(i.Holders)-maxNamed))
+			break
+		}
+		parts = append(parts, h.Kind.String()+" "+holderText(dlock.Info{Owner: h.Owner, Label: h.Label, Token: h.Token, TTL: h.TTL}))
+	}
+	return strings.Join(parts, "; ")
+}
+
 // kindsJSON is what inspect -o json adds for a name's read-write lock and
 // semaphore, when the backend has them and they are held or waited for.
 type kindsJSON struct {

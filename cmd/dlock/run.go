@@ -121,7 +121,7 @@ func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.D
 	}
 	switch {
 	case errors.Is(err, dlock.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return notAcquired(fmt.Sprintf("lock %q not acquired", name), heldBy(ctx, c, name), noWait, wait, err)
+		return notAcquired(fmt.Sprintf("lock %q not acquired", name), heldBy(ctx, kinds.inspector(c, name)), noWait, wait, err)
 	case errors.Is(err, dlock.ErrInvalidName), errors.Is(err, dlock.ErrInvalidTTL), errors.Is(err, dlock.ErrInvalidOwner),
 		errors.Is(err, dlock.ErrInvalidLabel), errors.Is(err, dlock.ErrUnsupported), errors.Is(err, dlock.ErrInvalidConfig):
 		return fail(exitUsage, "%v", err)
@@ -216,14 +216,14 @@ func reportLostAtUnlock(what, name, cmd string, code int, err error) {
 
 // heldBy names the holder of a lock that was not acquired, as " (held by
 // LABEL (owner ID), token N, T left)", or "" if the backend cannot say.
-func heldBy(ctx context.Context, c *dlock.Client, name string) string {
+func heldBy(ctx context.Context, inspect func(context.Context) (dlock.Info, error)) string {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), global.connectTimeout)
 	defer cancel()
-	info, err := c.Inspect(ctx, name)
+	info, err := inspect(ctx)
 	if err != nil || !info.Held {
 		return ""
 	}
-	return " (held by " + holderText(info) + ")"
+	return " (held by " + holdersText(info) + ")"
 }
 
 // notAcquired is the one-statement error of a lock or lead not won: what,
