@@ -38,7 +38,7 @@ func newDriver(ctx context.Context, rdb redis.UniversalClient, opts Options, own
 		d.log = slog.Default()
 	}
 	if opts.fromURL {
-		redisnode.RouteLogs(rdb, d.log)
+		redisnode.RouteLogs(rdb, d.log, opts.addrs...)
 	}
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		return nil, redisnode.PermissionError(fmt.Errorf("redislock: connect: %w", err), node.Prefix())

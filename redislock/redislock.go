@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"slices"
 	"strconv"
@@ -62,6 +63,7 @@ type Options struct {
 	// caller's own client is left as it is: no hook on its commands, and its
 	// lines where the application sends them.
 	fromURL bool
+	addrs   []string // the URL's hosts, as host:port, for RouteLogs
 }
 
 // Open returns a dlock client over an existing go-redis client (single,
@@ -195,6 +197,16 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		rdb = redis.NewClient(o)
 	}
 	opts.fromURL = true
+	defaultPort := "6379"
+	if strings.HasSuffix(u.Scheme, "+sentinel") {
+		defaultPort = "26379"
+	}
+	for _, h := range hosts {
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			h = net.JoinHostPort(strings.Trim(h, "[]"), defaultPort)
+		}
+		opts.addrs = append(opts.addrs, h)
+	}
 	d, err := newDriver(ctx, rdb, opts, true)
 	if err != nil {
 		_ = rdb.Close()

@@ -39,6 +39,18 @@ func TestConnectTimeout(t *testing.T) {
 	}
 }
 
+// A refused Sentinel or cluster seed is one line of dlock's on stderr:
+// go-redis's own lines about the dials of its Sentinel and cluster clients,
+// which no hook of dlock's sees, went to stderr too (eight of them).
+func TestRefusedRedisSeedOneLine(t *testing.T) {
+	for _, u := range []string{"redis+sentinel://127.0.0.1:1/m", "redis+cluster://127.0.0.1:1"} {
+		r := dlockCmd(t, nil, "inspect", "--backend", u, "--connect-timeout", "2s", "x")
+		if r.code != 2 || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || strings.Contains(r.stderr, "redis: ") {
+			t.Errorf("%s: exit %d, stderr %q", u, r.code, r.stderr)
+		}
+	}
+}
+
 // "Not acquired" names the holder.
 func TestNotAcquiredNamesHolder(t *testing.T) {
 	u := redisURL(t)

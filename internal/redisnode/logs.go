@@ -31,9 +31,16 @@ var (
 	routes        = &router{fallback: log.New(os.Stderr, "redis: ", log.LstdFlags|log.Lshortfile), byAddr: map[string]*slog.Logger{}}
 )
 
-// RouteLogs makes go-redis's lines about rdb go to l.
-func RouteLogs(rdb redis.UniversalClient, l *slog.Logger) {
+// RouteLogs makes go-redis's lines about rdb go to l. addrs are the
+// addresses rdb was given (host:port): a Sentinel client's sentinels and a
+// cluster client's seeds are dialled by clients of go-redis's own, which
+// no hook of rdb's sees, so their failed dials' lines went to stderr (an
+// adversary pass: eight lines from dlock inspect of a refused sentinel).
+func RouteLogs(rdb redis.UniversalClient, l *slog.Logger, addrs ...string) {
 	installLogger.Do(func() { redis.SetLogger(routes) })
+	for _, a := range addrs {
+		routes.dialled(a, l)
+	}
 	rdb.AddHook(logHook{l})
 }
 
