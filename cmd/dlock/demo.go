@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -24,6 +25,9 @@ import (
 
 // allModes are the demo's modes, in the order they run.
 var allModes = []string{"local", "trylock", "lock", "segmented", "cas", "fenced"}
+
+// maxInstances bounds --instances: each is a process of its own.
+const maxInstances = 64 // as --instances's help says
 
 type demoConfig struct {
 	backend, store string
@@ -69,13 +73,29 @@ or mysql:// (table dlock_demo_stock).
 Exit status 1 if any mode but local oversells, loses a sale or fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(cfg.modes) == 0 {
+				return fail(exitUsage, "--modes names no mode (want some of %s)", strings.Join(append(slices.Clone(allModes), optInModes...), ","))
+			}
+			segmented := false
 			for _, m := range cfg.modes {
 				if !slices.Contains(allModes, m) && !slices.Contains(optInModes, m) {
-					return fail(exitUsage, "unknown mode %q (want %s)", m, strings.Join(allModes, ","))
+					return fail(exitUsage, "unknown mode %q (want %s)", m, strings.Join(append(slices.Clone(allModes), optInModes...), ","))
 				}
+				segmented = segmented || m == "segmented" || m == "multi"
 			}
 			if cfg.instances < 1 || cfg.buyers < 1 || cfg.requests < 1 || cfg.stock < 1 || cfg.segments < 1 || cfg.timeout <= 0 {
 				return fail(exitUsage, "--instances, --buyers, --requests, --stock, --segments and --timeout must be positive")
+			}
+			if cfg.instances > maxInstances {
+				return fail(exitUsage, "--instances %d: at most %d (each is a process of its own)", cfg.instances, maxInstances)
+			}
+			if segmented && cfg.segments > cfg.stock {
+				return fail(exitUsage, "--segments %d is more than --stock %d: a segment would start empty", cfg.segments, cfg.stock)
+			}
+			if cfg.svg != "" {
+				if fi, err := os.Stat(filepath.Dir(cfg.svg)); err != nil || !fi.IsDir() {
+					return fail(exitUsage, "--svg %s: no directory %s to write it in", esc(cfg.svg), esc(filepath.Dir(cfg.svg)))
+				}
 			}
 			cfg.json = cfg.json || jsonOutput()
 			if global.backend == "all" {
@@ -100,7 +120,7 @@ Exit status 1 if any mode but local oversells, loses a sale or fails.`,
 	f := cmd.Flags()
 	f.StringArrayVar(&cfg.also, "also", nil, "with --backend all: another backend URL to try (repeatable)")
 	f.StringVar(&cfg.store, "store", "", "stock store: etcd://, redis://, postgres:// or mysql:// URL (default: the embedded etcd)")
-	f.IntVar(&cfg.instances, "instances", 2, "app instances (processes)")
+	f.IntVar(&cfg.instances, "instances", 2, "app instances (processes, at most 64)")
 	f.IntVar(&cfg.buyers, "buyers", 30, "concurrent buyers")
 	f.IntVar(&cfg.requests, "requests", 300, "purchase requests per mode")
 	f.IntVar(&cfg.stock, "stock", 100, "initial stock")
@@ -132,11 +152,23 @@ type demoRow struct {
 	// Histogram counts the requests by latency, in the buckets of
 	// latency_buckets_ms: ≤1, ≤2, ≤5, …, ≤2000 ms, and above.
 	Histogram []int `json:"histogram"`
+	// TimedOut says --timeout ended the mode before all its requests were
+	// answered (Requests counts those that were): a failure in any mode.
+	TimedOut bool `json:"timed_out"`
 }
 
-// bad reports a wrong result in a mode that should be correct.
+// bad reports a wrong result in a mode that should be correct, or a mode
+// cut short by --timeout.
 func (r demoRow) bad() bool {
-	return r.Mode != "local" && (r.Oversold > 0 || r.Lost > 0 || r.Errors > 0)
+	return r.TimedOut || r.Mode != "local" && (r.Oversold > 0 || r.Lost > 0 || r.Errors > 0)
+}
+
+// failure is what a bad row's exit message says.
+func (r demoRow) failure(cfg demoConfig) string {
+	if r.TimedOut {
+		return fmt.Sprintf("%s mode on %s: timed out (--timeout %v) with %d of %d requests answered", r.Mode, r.Backend, cfg.timeout, r.Requests, cfg.requests)
+	}
+	return fmt.Sprintf("%s mode on %s: oversold %d, lost %d, errors %d", r.Mode, r.Backend, r.Oversold, r.Lost, r.Errors)
 }
 
 func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) error {
@@ -235,7 +267,7 @@ func runDemo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 	}
 	for _, r := range rows {
 		if r.bad() {
-			return fail(exitFailed, "%s mode on %s: oversold %d, lost %d, errors %d", r.Mode, r.Backend, r.Oversold, r.Lost, r.Errors)
+			return fail(exitFailed, "%s", r.failure(cfg))
 		}
 	}
 	return nil
@@ -345,6 +377,11 @@ func buy(ctx context.Context, cfg demoConfig, target, label, mode string) demoRo
 				t0 := time.Now()
 				res := purchase(ctx, client, target)
 				d := time.Since(t0)
+				if res == "" && ctx.Err() != nil {
+					// Cut short by --timeout (or an interrupt): not an
+					// answer, so not an error; the row says it timed out.
+					break
+				}
 				mu.Lock()
 				latencies = append(latencies, d)
 				row.Requests++
@@ -366,6 +403,7 @@ func buy(ctx context.Context, cfg demoConfig, target, label, mode string) demoRo
 		}()
 	}
 	wg.Wait()
+	row.TimedOut = row.Requests < cfg.requests
 	elapsed := time.Since(start)
 	bar.finish(elapsed)
 	row.RPS = float64(row.Requests) / elapsed.Seconds()

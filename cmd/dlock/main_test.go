@@ -170,8 +170,43 @@ func TestDemoTable(t *testing.T) {
 	if strings.Contains(r.stderr, "[#") || strings.Contains(r.stderr, "starting") {
 		t.Errorf("progress on a stderr that is not a terminal:\n%s", r.stderr)
 	}
-	if r := dlockCmd(t, nil, "demo", "--modes", "bogus"); r.code != 2 {
-		t.Errorf("unknown mode: exit %d", r.code)
+	if r := dlockCmd(t, nil, "demo", "--modes", "bogus"); r.code != 2 || !strings.Contains(r.stderr, "multi") {
+		t.Errorf("unknown mode: exit %d, %q (want every mode named, multi too)", r.code, r.stderr)
+	}
+}
+
+// Flags that cannot make an experiment are refused up front, before any
+// store is started (an adversary pass: --modes "" ran nothing and passed;
+// --segments over --stock ran on past its --timeout for minutes; an --svg
+// into no directory failed only after the whole run).
+func TestDemoRefusesUpFront(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--modes", ""}, "--modes names no mode"},
+		{[]string{"--modes", "segmented", "--segments", "1000000"}, "more than --stock"},
+		{[]string{"--instances", "1000"}, "at most 64"},
+		{[]string{"--svg", "/nonexistent/dir/x.svg"}, "no directory"},
+	} {
+		r := dlockCmd(t, nil, append([]string{"demo"}, tc.args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "etcd") {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", tc.args, r.code, r.stderr, tc.want)
+		}
+	}
+}
+
+// A mode that --timeout cuts short fails and says so: the requests cut
+// off were counted as errors ("errors 30", no word of the time limit), and
+// a mode that answered none passed.
+func TestDemoTimeoutSaysSo(t *testing.T) {
+	r := dlockCmd(t, nil, "demo", "--modes", "lock", "--timeout", "1ns", "-o", "json")
+	if r.code != 1 || !strings.Contains(r.stderr, "lock mode on etcd") || !strings.Contains(r.stderr, "timed out (--timeout 1ns) with 0 of 300 requests answered") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	rows := demoRows(t, r.stdout)
+	if len(rows) != 1 || rows[0].Errors != 0 || !strings.Contains(r.stdout, `"timed_out": true`) {
+		t.Errorf("rows %+v\n%s", rows, r.stdout)
 	}
 }
 
