@@ -88,6 +88,9 @@ const maxShownURL = 256
 // huge error.
 func shownURL(u *url.URL) string {
 	s := driver.Redacted(u)
+	if rest, ok := strings.CutPrefix(s, u.Scheme+":"); ok && !strings.HasPrefix(rest, "//") && u.Opaque == "" {
+		s = u.Scheme + "://" + rest // a URL with no host prints as "redis:", which read "open redis:: …"
+	}
 	if len(s) <= maxShownURL {
 		return s
 	}

@@ -75,6 +75,9 @@ semaphore of one name are three different locks.`,
 			if noWait && cmd.Flags().Changed("wait") {
 				return fail(exitUsage, "--wait and --no-wait are exclusive: --no-wait tries once, --wait waits at most that long")
 			}
+			if args[1] == "" { // exec says "no command", after the lock was taken
+				return fail(exitUsage, "usage: dlock run [flags] NAME -- CMD [ARGS...]: CMD is empty")
+			}
 			return runLocked(cmd.Context(), args[0], args[1:], ttl, wait, noWait, owner, label, grace, kinds)
 		},
 	}
@@ -104,11 +107,20 @@ func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.D
 	// then the command's supervisor.
 	sigs, stopSignals := catchSignals()
 	defer stopSignals()
-	lctx, endWait := sigs.cancelOnSignal(ctx, wait)
+	lctx, endWait := sigs.cancelOnSignal(ctx, 0)
 	var l *dlock.Lease
-	if noWait {
+	switch {
+	case noWait:
 		l, err = m.TryLock(lctx)
-	} else {
+	case wait > 0:
+		// One try whatever --wait says: a --wait shorter than a round
+		// trip (1us) gave up on a free lock without trying.
+		if l, err = m.TryLock(lctx); errors.Is(err, dlock.ErrNotAcquired) {
+			wctx, cancel := context.WithTimeout(lctx, wait)
+			l, err = m.Lock(wctx)
+			cancel()
+		}
+	default:
 		l, err = m.Lock(lctx)
 	}
 	if sig := endWait(); sig != nil {

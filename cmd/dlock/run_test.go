@@ -454,6 +454,8 @@ func TestRunUsage(t *testing.T) {
 		{[]string{"--label", strings.Repeat("l", 300), "x", "--", "true"}, 2, "label"},
 		{[]string{"--wait", "1s", "--no-wait", "x", "--", "true"}, 2, "--wait and --no-wait are exclusive"},
 		{[]string{"x"}, 2, "usage: dlock run [flags] NAME -- CMD"},
+		{[]string{"x", "--", ""}, 2, "CMD is empty"}, // was 1, "start : exec: no command", after locking
+		{[]string{"--wait", "-1s", "x", "--", "true"}, 2, "--wait must not be negative"},
 	} {
 		r := dlockCmd(t, nil, append([]string{"run", "--backend", u}, tc.args...)...)
 		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stdout, "ran") {
@@ -464,6 +466,35 @@ func TestRunUsage(t *testing.T) {
 		r := dlockCmd(t, nil, append([]string{"elect", "--backend", u}, args...)...)
 		if r.code != 2 || !strings.Contains(r.stderr, "usage: dlock elect [flags] NAME VALUE -- CMD") {
 			t.Errorf("elect %q: exit %d, stderr %q; want 2 and the usage line", args, r.code, r.stderr)
+		}
+	}
+}
+
+// A --wait shorter than a round trip still tries once: --wait 1us gave up
+// on a free lock, exit 3, without trying. A held lock is waited for no
+// longer than --wait after that try.
+func TestRunShortWaitTriesOnce(t *testing.T) {
+	u := redisURL(t)
+	if r := dlockCmd(t, nil, "run", "--backend", u, "--wait", "1us", "free", "--", "sh", "-c", "echo ran"); r.code != 0 || !strings.Contains(r.stdout, "ran") {
+		t.Fatalf("--wait 1us on a free lock: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	l, err := drivertest.MustOpen(t, u).Mutex("held").Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(t.Context())
+	if r := dlockCmd(t, nil, "run", "--backend", u, "--wait", "1us", "held", "--", "sh", "-c", "echo ran"); r.code != 3 || !strings.Contains(r.stderr, "--wait 1µs elapsed") {
+		t.Fatalf("--wait 1us on a held lock: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// A URL with no host is shown as written: "open redis://: …", not
+// "open redis:: …" (url.URL prints "redis:").
+func TestHostlessURLShown(t *testing.T) {
+	for _, u := range []string{"redis://", "etcd://", "postgres://"} {
+		r := dlockCmd(t, nil, "ls", "--backend", u, "--connect-timeout", "2s")
+		if r.code != 2 || !strings.Contains(r.stderr, "open "+u+":") || strings.Contains(r.stderr, "::") {
+			t.Errorf("%s: exit %d, stderr %q", u, r.code, r.stderr)
 		}
 	}
 }

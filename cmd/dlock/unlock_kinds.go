@@ -81,8 +81,12 @@ func unlockKind(cmd *cobra.Command, c *dlock.Client, name, kind string, yes bool
 	case jsonOutput():
 		return printJSON(cmd.OutOrStdout(), res)
 	case res.Released:
-		fmt.Fprintf(cmd.OutOrStdout(), "%s (%s): released the %d holds shown, those still held (their holders find out at their next renewal)\n",
-			esc(name), what, len(info.Holders))
+		holds := "holds"
+		if len(info.Holders) == 1 {
+			holds = "hold"
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "%s (%s): released the %d %s shown, where still held (their holders find out at their next renewal)\n",
+			esc(name), what, len(info.Holders), holds)
 	default:
 		fmt.Fprintf(cmd.OutOrStdout(), "%s (%s): not held\n", esc(name), what)
 	}
