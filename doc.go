@@ -78,7 +78,7 @@
 // name) that wrap one of the sentinel errors, for errors.Is: ErrNotAcquired
 // (held by another owner, also when a wait ended with its ctx: the error
 // then matches ctx's error too), ErrLeaseLost, ErrNotHeld, ErrClosed,
-// ErrInvalidName, ErrInvalidTTL, ErrInvalidOwner, ErrInvalidURL,
+// ErrInvalidName, ErrInvalidTTL, ErrInvalidOwner, ErrInvalidLabel, ErrInvalidURL,
 // ErrInvalidConfig, ErrUnsupported, ErrUnknownScheme, ErrNilContext,
 // ErrRenewalMismatch (a re-entry whose WithoutRenewal differs from its
 // hold's), and for the kinds above ErrLimitMismatch and ErrUpgrade.
