@@ -20,6 +20,8 @@ type fakeDriver struct {
 	// acquire and renew, when set, replace the store's own.
 	acquire func(ctx context.Context, req driver.Request) (driver.Grant, error)
 	renew   func(ctx context.Context, batch []driver.Held) []driver.RenewResult
+	// release, when set, runs before the store's own release.
+	release func(ctx context.Context, h driver.Held)
 
 	cut              atomic.Bool // every call fails, as with cut connections
 	acquires, renews atomic.Int64
@@ -111,7 +113,10 @@ func storeRenew(d *fakeDriver, batch []driver.Held) []driver.RenewResult {
 	return res
 }
 
-func (d *fakeDriver) Release(_ context.Context, h driver.Held, _ int) error {
+func (d *fakeDriver) Release(ctx context.Context, h driver.Held, _ int) error {
+	if d.release != nil {
+		d.release(ctx, h)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.released = append(d.released, h)

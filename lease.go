@@ -73,7 +73,11 @@ func (l *Lease) Done() <-chan struct{} {
 
 // Err returns nil while the lease is live and after Unlock; after a loss, an
 // error wrapping ErrLeaseLost; after Client.Close, one wrapping ErrClosed.
-// On a nil *Lease, one wrapping ErrNotHeld.
+// On a nil *Lease, one wrapping ErrNotHeld. While an Unlock still waits
+// for the store past the lease's deadline (nothing renews a lease being
+// unlocked), Err returns an error wrapping ErrLeaseLost: the lock may be
+// another's by then. Done closes only when that Unlock returns, and if its
+// release succeeds, which proves the hold was still there, Err is nil again.
 func (l *Lease) Err() error {
 	if l.none() {
 		return nilLease("lease")

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -178,13 +179,28 @@ func (l *Lease) Err() error {
 	}
 	cause := l.endCause()
 	if cause == nil {
-		return l.h.lostCause() // lost, its end about to be stored
+		if lost := l.h.lostCause(); lost != nil {
+			return lost // lost, its end about to be stored
+		}
+		if l.h.e.sched.RemovedPastDeadline(&l.h.ka) {
+			// Its Unlock is waiting for the store past the lease's
+			// deadline: the lock may be another's by now (its release
+			// has not confirmed otherwise). Err said nil until the Unlock
+			// returned, while another client held the lock (an
+			// adversary pass, PostgreSQL row mode).
+			return l.h.e.wrap("lease", l.h.name, errUnlockPastDeadline)
+		}
+		return nil
 	}
 	if cause != ErrUnlocked {
 		return cause
 	}
 	return nil
 }
+
+// errUnlockPastDeadline is what Err says of a lease whose Unlock waits for
+// the store past the lease's deadline.
+var errUnlockPastDeadline = fmt.Errorf("%w: its deadline passed while its Unlock waited for the store", driver.ErrLeaseLost)
 
 // TimeLeft is dlock.Lease.TimeLeft.
 func (l *Lease) TimeLeft() time.Duration {

@@ -19,6 +19,16 @@ func (s *Scheduler) Due(e *Entry) bool {
 	return e.added && !e.removed && at(time.Now()) >= e.deadline
 }
 
+// RemovedPastDeadline reports whether e, unscheduled (an Unlock, a loss or
+// a Close under way), was due to be declared lost by now had it stayed:
+// a hold whose release is still waiting for the store is then no longer
+// known to be held (nothing renews it, and no tick will say so).
+func (s *Scheduler) RemovedPastDeadline(e *Entry) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return e.added && e.removed && at(time.Now()) >= e.deadline
+}
+
 // TimeLeft is how long e is known to be held: the time until its deadline,
 // never later than its expiry in the store; 0 once it is unscheduled.
 func (s *Scheduler) TimeLeft(e *Entry) time.Duration {
