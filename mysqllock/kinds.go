@@ -85,8 +85,9 @@ func (d *myDriver) tryKind(ctx context.Context, r driver.Request, fam int) (g dr
 
 // boundedTx runs f in a READ COMMITTED transaction on c and commits it,
 // with the session's wait_timeout set to ttl, at most sqlbase.MaxTxIdle
-// (rounded up to whole seconds), while it runs. The table mode's transactions lock rows over several
-// round trips (a lock's state row, holds): a client paused or cut off
+// (rounded up to whole seconds), while it runs. The table mode's
+// transactions lock rows over several round trips (a lock's state row,
+// holds): a client paused or cut off
 // between two of them would hold those, and keep every other client of the
 // lock waiting, until the server ended its session at wait_timeout (eight
 // hours by default). The setting is put back after the transaction; a
@@ -234,10 +235,10 @@ VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`, r.Name, fam,
 // records, what an acquire's verdict needs while its transaction has the
 // state row locked, and no more: the requester's own, and the others'
 // summed up by kind, with an empty owner (how many holds and the first to
-// end; the first in line). A row per hold made every acquire of a lock with n
-// holders read n rows, labels included, with the state row locked (and
-// pglock's, found by an adversary, kept it locked while a client that had
-// stopped reading 30,000 of them blocked the server's send).
+// end; the first in line). A row per hold made every acquire of a lock
+// with n holders read n rows, labels included, with the state row locked
+// (and pglock's, found by an adversary, kept it locked while a client that
+// had stopped reading 30,000 of them blocked the server's send).
 const (
 	kindLiveSQL = `SELECT owner, kind, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at), 1
 FROM dlock_holds WHERE name = ? AND family = ? AND owner = ? AND expires_at > UTC_TIMESTAMP(6)

@@ -32,9 +32,11 @@ type ConnHold struct {
 // mid-statement, which frees the lock: an Extend whose caller's ctx ended
 // while its statement was on the wire ended the lease. So ping's ctx ends
 // only Grace(ttl) after ctx does (ttl: the renewal's or the Extend's): a
-// statement on a live connection finishes, and the lease goes
-// on; one on a connection that cannot answer by then is cut short as
-// before. Check returns at most that long after ctx ends.
+// statement on a live connection finishes, and the lease goes on; one on
+// a connection that cannot answer by then is cut short as before. Check
+// returns at most that long after ctx ends. (A renewal so runs past the
+// lease's deadline; an Unlock waiting for it meanwhile leaves the lease's
+// Err reporting it lost.)
 func (h *ConnHold) Check(ctx context.Context, pkg string, ttl time.Duration, ping func(context.Context) error, closed func() bool) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
