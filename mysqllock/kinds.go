@@ -251,6 +251,12 @@ UNION ALL SELECT '', kind, MIN(seq) FROM dlock_waits WHERE name = ? AND family =
 // kindSummary reads kindLiveSQL for owner.
 func kindSummary(ctx context.Context, tx *sql.Tx, name string, fam int, owner string) ([]sqlbase.KindHold, error) {
 	rows, err := tx.QueryContext(ctx, kindLiveSQL, name, fam, owner, name, fam, owner)
+	return scanHolds(rows, err, func(h *sqlbase.KindHold, left *int64) []any { return []any{&h.Owner, &h.Kind, left, &h.Owners} })
+}
+
+// scanHolds reads the rows of a query of holds, each into a KindHold
+// through the destinations cols gives, one of them its time left in µs.
+func scanHolds(rows *sql.Rows, err error, cols func(h *sqlbase.KindHold, left *int64) []any) ([]sqlbase.KindHold, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +265,7 @@ func kindSummary(ctx context.Context, tx *sql.Tx, name string, fam int, owner st
 	for rows.Next() {
 		var h sqlbase.KindHold
 		var left int64
-		if err := rows.Scan(&h.Owner, &h.Kind, &left, &h.Owners); err != nil {
+		if err := rows.Scan(cols(&h, &left)...); err != nil {
 			return nil, err
 		}
 		h.TTLLeft = time.Duration(left) * time.Microsecond
@@ -276,21 +282,9 @@ type querier interface {
 func kindHolds(ctx context.Context, q querier, name string, fam int) ([]sqlbase.KindHold, error) {
 	rows, err := q.QueryContext(ctx, `SELECT owner, label, kind, holds, token, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
 FROM dlock_holds WHERE name = ? AND family = ? AND expires_at > UTC_TIMESTAMP(6)`, name, fam)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var holds []sqlbase.KindHold
-	for rows.Next() {
-		var h sqlbase.KindHold
-		var left int64
-		if err := rows.Scan(&h.Owner, &h.Label, &h.Kind, &h.Holds, &h.Token, &left); err != nil {
-			return nil, err
-		}
-		h.TTLLeft = time.Duration(left) * time.Microsecond
-		holds = append(holds, h)
-	}
-	return holds, rows.Err()
+	return scanHolds(rows, err, func(h *sqlbase.KindHold, left *int64) []any {
+		return []any{&h.Owner, &h.Label, &h.Kind, &h.Holds, &h.Token, left}
+	})
 }
 
 // renewKinds extends the holds of batch at idx: one UPDATE per distinct TTL,

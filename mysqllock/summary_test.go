@@ -25,24 +25,9 @@ func TestKindAcquireReadsSummary(t *testing.T) {
 		for _, fam := range []driver.Kind{driver.Shared, driver.Permit} {
 			me := dlock.NewOwnerID()
 			rows, err := db.QueryContext(t.Context(), mysqllock.KindLiveSQL, "summary", fam.Family(), me, "summary", fam.Family(), me)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got, sum int64
-			for rows.Next() {
-				var owner string
-				var kind int
-				var left, count int64
-				if err := rows.Scan(&owner, &kind, &left, &count); err != nil {
-					t.Fatal(err)
-				}
-				got, sum = got+1, sum+count
-			}
-			if err := rows.Err(); err != nil {
-				t.Fatal(err)
-			}
-			if got != 1 || sum != n {
-				t.Errorf("kind %v: %d rows summing %d holds; want 1 row of %d", fam, got, sum, n)
+			sqltest.SummaryOf(t, rows, err, n)
+			if rows != nil {
+				_ = rows.Close()
 			}
 		}
 	})

@@ -20,25 +20,7 @@ func TestKindAcquireReadsSummary(t *testing.T) {
 		conn := connect(t, url)
 		for _, fam := range []driver.Kind{driver.Shared, driver.Permit} {
 			rows, err := conn.Query(t.Context(), pglock.KindLiveSQL, "summary", int16(fam.Family()), dlock.NewOwnerID())
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got, sum int64
-			for rows.Next() {
-				var owner string
-				var kind int16
-				var ms, count int64
-				if err := rows.Scan(&owner, &kind, &ms, &count); err != nil {
-					t.Fatal(err)
-				}
-				got, sum = got+1, sum+count
-			}
-			if err := rows.Err(); err != nil {
-				t.Fatal(err)
-			}
-			if got != 1 || sum != n {
-				t.Errorf("kind %v: %d rows summing %d holds; want 1 row of %d", fam, got, sum, n)
-			}
+			sqltest.SummaryOf(t, rows, err, n)
 		}
 	})
 }

@@ -7,6 +7,37 @@ import (
 	"github.com/dlock/dlock"
 )
 
+// Rows are a query's rows, as pgx and database/sql both give them.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// SummaryOf checks rows of a kinds acquire's read of the others' holds
+// (owner, kind, time left, count): one row, summing n holds.
+func SummaryOf(t *testing.T, rows Rows, err error, n int64) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, sum int64
+	for rows.Next() {
+		var owner string
+		var kind, left, count int64
+		if err := rows.Scan(&owner, &kind, &left, &count); err != nil {
+			t.Fatal(err)
+		}
+		got, sum = got+1, sum+count
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got != 1 || sum != n {
+		t.Errorf("%d rows summing %d holds; want 1 row of %d", got, sum, n)
+	}
+}
+
 // SummedHolds: a read-write or semaphore acquire in table mode reads, of
 // a lock's holds, its own and the others' summed up by kind, not a row per
 // hold (a client that stopped reading 30,000 readers' rows held the lock's
