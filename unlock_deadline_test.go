@@ -47,3 +47,48 @@ func TestErrDuringLateUnlock(t *testing.T) {
 		t.Errorf("Err after the Unlock: %v", err)
 	}
 }
+
+// TestExtendFailingDuringUnlock: an Extend whose store call fails while an
+// Unlock of the same lease is under way returns the store's error. The
+// Unlock detaches the hold, so the loss went unsignalled and the lease's
+// Err was nil, and Extend returned that nil: success for an extension the
+// store refused (found as a release cut short a SQL connection's check).
+func TestExtendFailingDuringUnlock(t *testing.T) {
+	errUncertain := errors.New("fake: no answer")
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{{"lost", ErrLeaseLost}, {"uncertain", errUncertain}} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newFake()
+			renewing, unlocking, proceed := make(chan struct{}), make(chan struct{}), make(chan struct{})
+			d.renew = func(_ context.Context, batch []driver.Held) []driver.RenewResult {
+				close(renewing)
+				<-unlocking
+				return []driver.RenewResult{{Err: tc.err}}
+			}
+			d.release = func(context.Context, driver.Held) {
+				close(unlocking)
+				<-proceed
+			}
+			c := New(d, "fake")
+			defer c.Close()
+			l, err := c.Mutex("extend-unlock", WithTTL(10*time.Second), WithoutRenewal()).Lock(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			extended := make(chan error, 1)
+			go func() { extended <- l.Extend(t.Context(), 10*time.Second) }()
+			<-renewing
+			unlocked := make(chan error, 1)
+			go func() { unlocked <- l.Unlock(t.Context()) }()
+			if err := <-extended; !errors.Is(err, tc.err) {
+				t.Errorf("Extend refused by the store during an Unlock: %v, want %v", err, tc.err)
+			}
+			close(proceed)
+			if err := <-unlocked; err != nil {
+				t.Errorf("Unlock: %v", err)
+			}
+		})
+	}
+}

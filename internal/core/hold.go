@@ -304,10 +304,15 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	removed, err := e.sched.Extend(ctx, &h.ka, ttl)
 	if errors.Is(err, driver.ErrLeaseLost) {
 		e.Lost(h, err)
-		return l.Err()
 	}
-	if removed {
-		return l.Err()
+	// The lease's own end (lost, closed) says it best; but an Unlock under
+	// way, which detached the hold, ends it as unlocked, with no error to
+	// report, and the store's answer must not be lost for that: an Extend
+	// the store refused, cut short by that Unlock, reported success.
+	if removed || err != nil {
+		if lerr := l.Err(); lerr != nil {
+			return lerr
+		}
 	}
 	return e.wrap("extend", h.name, err)
 }
