@@ -12,3 +12,4 @@ func TestBlackholedUnlockReturns(t *testing.T)   { sqltest.BlackholedUnlockRetur
 func TestBlackholedWaiterFreed(t *testing.T)     { sqltest.BlackholedWaiterFreed(t, sqlBackend(t)) }
 func TestExtendOutlastsGrantTTL(t *testing.T)    { sqltest.ExtendOutlastsGrantTTL(t, sqlBackend(t)) }
 func TestExtendCtxEndsMidStatement(t *testing.T) { sqltest.ExtendCtxEndsMidStatement(t, sqlBackend(t)) }
+func TestUnlockCutsCheckShort(t *testing.T)      { sqltest.UnlockCutsCheckShort(t, sqlBackend(t)) }

@@ -92,7 +92,10 @@
 // at most a second, after its ctx ends (sqlbase.Grace), and the call
 // returns when it is done; one that has not finished by then is cut short
 // and ends the lease (ErrLeaseLost), freeing the lock, rather than leave it
-// uncertain as table mode does. A longer Extend raises the session's idle bounds
+// uncertain as table mode does. An Unlock whose ctx ends while such a
+// statement runs cuts it short at once (closing the connection, which
+// gives the lock up) rather than wait for it: its lease then ends lost.
+// A longer Extend raises the session's idle bounds
 // (wait_timeout, net_read_timeout, net_write_timeout) in the same
 // statement; a shorter one leaves them.
 // A lease counts from the send time of a statement on the holding connection

@@ -115,6 +115,9 @@
 // second, after its ctx ends (sqlbase.Grace), and the call returns when it
 // is done; one that has not finished by then is cut short and ends the
 // lease (ErrLeaseLost), rather than leave it uncertain as table mode does.
+// An Unlock whose ctx ends while such a statement runs cuts it short at
+// once (closing the connection, which gives the lock up) rather than wait
+// for it: its lease then ends lost.
 //
 // # Failed releases (table mode)
 //

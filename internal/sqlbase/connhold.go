@@ -15,8 +15,17 @@ import (
 // that orders the checks and the release, and whether the hold was
 // released. The zero value is ready.
 type ConnHold struct {
-	mu   sync.Mutex
+	mu   sync.Mutex // held by a check, or the release, while it runs
 	done bool
+
+	// A Release whose ctx ends while a check runs cuts the check short
+	// (its statement's ctx ends: both clients then close the connection,
+	// which gives the lock up, as the Release would have): the Release
+	// would otherwise wait past its ctx until the check's own ctx, and its
+	// grace, ran out; for a renewal, past the lease's deadline.
+	cutMu  sync.Mutex
+	cut    func() // ends the running check's statement; nil between checks
+	cutAll bool   // a Release's ctx ended: every check from now on is cut
 }
 
 // Check confirms, with ping, that the holding connection is alive: any
@@ -36,7 +45,8 @@ type ConnHold struct {
 // a connection that cannot answer by then is cut short as before. Check
 // returns at most that long after ctx ends. (A renewal so runs past the
 // lease's deadline; an Unlock waiting for it meanwhile leaves the lease's
-// Err reporting it lost.)
+// Err reporting it lost.) A Release whose ctx ends while Check runs cuts
+// it short at once.
 func (h *ConnHold) Check(ctx context.Context, pkg string, ttl time.Duration, ping func(context.Context) error, closed func() bool) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -44,7 +54,18 @@ func (h *ConnHold) Check(ctx context.Context, pkg string, ttl time.Duration, pin
 		return fmt.Errorf("%s: %w: released", pkg, driver.ErrLeaseLost)
 	}
 	pctx, release := graceCtx(ctx, Grace(ttl))
+	pctx, cut := context.WithCancel(pctx)
+	h.cutMu.Lock()
+	if h.cutAll {
+		cut()
+	}
+	h.cut = cut
+	h.cutMu.Unlock()
 	err := ping(pctx)
+	h.cutMu.Lock()
+	h.cut = nil
+	h.cutMu.Unlock()
+	cut()
 	release()
 	isClosed := closed != nil && closed()
 	if err == nil && !isClosed {
@@ -90,8 +111,12 @@ func graceCtx(ctx context.Context, grace time.Duration) (context.Context, func()
 // pool, or, if unlock failed, discard closes it (the server drops whatever
 // it held) and the lease is reported lost. free runs last, on the first
 // Release only. pkg prefixes the errors.
+//
+// A check running as Release is called goes first; if ctx ends while it
+// runs, Release cuts it short, which closes the connection, so Release
+// returns soon after ctx ends, the lease lost.
 func (h *ConnHold) Release(ctx context.Context, pkg string, unlock func(context.Context) error, keep, discard, free func()) error {
-	h.mu.Lock()
+	h.lock(ctx)
 	defer h.mu.Unlock()
 	if h.done {
 		return fmt.Errorf("%s: release: %w", pkg, driver.ErrLeaseLost)
@@ -106,4 +131,23 @@ func (h *ConnHold) Release(ctx context.Context, pkg string, unlock func(context.
 	}
 	keep()
 	return nil
+}
+
+// lock takes h.mu for a Release: if ctx ends first, it cuts the running
+// check short (and any check after it), and then waits for it, which the
+// closed connection makes quick.
+func (h *ConnHold) lock(ctx context.Context) {
+	if h.mu.TryLock() {
+		return
+	}
+	stop := context.AfterFunc(ctx, func() {
+		h.cutMu.Lock()
+		defer h.cutMu.Unlock()
+		h.cutAll = true
+		if h.cut != nil {
+			h.cut()
+		}
+	})
+	h.mu.Lock()
+	stop()
 }
