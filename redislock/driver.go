@@ -40,7 +40,7 @@ func newDriver(ctx context.Context, rdb redis.UniversalClient, opts Options, own
 	if opts.fromURL {
 		redisnode.RouteLogs(rdb, d.log, opts.addrs...)
 	}
-	if err := rdb.Ping(ctx).Err(); err != nil {
+	if err := ping(ctx, rdb); err != nil {
 		return nil, redisnode.PermissionError(fmt.Errorf("redislock: connect: %w", err), node.Prefix())
 	}
 	if !node.FollowsContext() {
@@ -57,6 +57,20 @@ func newDriver(ctx context.Context, rdb redis.UniversalClient, opts Options, own
 	d.checkEviction(ctx)
 	d.hub = newHub(rdb, node.Prefix())
 	return d, nil
+}
+
+// ping pings rdb, returning when ctx ends even if go-redis goes on: a
+// Sentinel client's dials of its sentinels retried for some seconds past
+// Open's ctx. Whatever go-redis still does ends when rdb is closed.
+func ping(ctx context.Context, rdb redis.UniversalClient) error {
+	done := make(chan error, 1)
+	go func() { done <- rdb.Ping(ctx).Err() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Migrate loads dlock's function library into the server (see the

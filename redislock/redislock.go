@@ -122,14 +122,27 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 			return nil, fmt.Errorf("redislock: connect: %w", err)
 		}
 	}
-	// A plaintext URL against a TLS-only server: say so at once, where
-	// go-redis would retry (for Sentinel, some 12 s) and report EOF.
+	// A plaintext URL against a TLS-only server, or a URL whose every
+	// address refuses a connection: say so at once, where go-redis would
+	// retry (for Sentinel, some 12 s, or past ctx) and report EOF, or the
+	// ctx's deadline.
 	ctx, refused := context.WithCancelCause(ctx)
 	defer refused(nil)
 	var watch *tlsurl.Watch
 	if tc == nil {
 		watch = tlsurl.NewWatch(strings.Replace(u.Scheme, Scheme, SchemeTLS, 1)+"://", refused)
 	}
+	defaultPort := "6379"
+	if strings.HasSuffix(u.Scheme, "+sentinel") {
+		defaultPort = "26379"
+	}
+	for _, h := range hosts {
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			h = net.JoinHostPort(strings.Trim(h, "[]"), defaultPort)
+		}
+		opts.addrs = append(opts.addrs, h)
+	}
+	refusing := &refusals{want: opts.addrs, refused: refused}
 	v := *u
 	v.RawQuery = q.Encode()
 	base, _ := strings.CutSuffix(u.Scheme, "+sentinel")
@@ -149,9 +162,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		}
 		boundIO(q, &o.ContextTimeoutEnabled, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout)
 		o.TLSConfig = withTLS(o.TLSConfig, tc)
-		if watch != nil {
-			o.Dialer = plainDialer(watch, o.DialTimeout)
-		}
+		o.Dialer = openDialer(watch, refusing, o.DialTimeout, o.TLSConfig)
 		rdb = redis.NewClusterClient(o)
 	case strings.HasSuffix(u.Scheme, "+sentinel"):
 		master := strings.Trim(u.Path, "/")
@@ -177,9 +188,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		o.Username, o.Password = o.SentinelUsername, o.SentinelPassword
 		boundIO(q, &o.ContextTimeoutEnabled, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout)
 		o.TLSConfig = withTLS(o.TLSConfig, tc)
-		if watch != nil {
-			o.Dialer = plainDialer(watch, o.DialTimeout)
-		}
+		o.Dialer = openDialer(watch, refusing, o.DialTimeout, o.TLSConfig)
 		rdb = redis.NewFailoverClient(o)
 	default:
 		if len(hosts) > 1 {
@@ -191,25 +200,13 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		}
 		boundIO(q, &o.ContextTimeoutEnabled, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout)
 		o.TLSConfig = withTLS(o.TLSConfig, tc)
-		if watch != nil {
-			o.Dialer = plainDialer(watch, o.DialTimeout)
-		}
+		o.Dialer = openDialer(watch, refusing, o.DialTimeout, o.TLSConfig)
 		rdb = redis.NewClient(o)
 	}
 	opts.fromURL = true
-	defaultPort := "6379"
-	if strings.HasSuffix(u.Scheme, "+sentinel") {
-		defaultPort = "26379"
-	}
-	for _, h := range hosts {
-		if _, _, err := net.SplitHostPort(h); err != nil {
-			h = net.JoinHostPort(strings.Trim(h, "[]"), defaultPort)
-		}
-		opts.addrs = append(opts.addrs, h)
-	}
 	d, err := newDriver(ctx, rdb, opts, true)
 	if err != nil {
-		_ = rdb.Close()
+		closeBy(ctx, rdb)
 		if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
 			return nil, fmt.Errorf("redislock: connect: %w", cause)
 		}
@@ -219,7 +216,24 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		return nil, err
 	}
 	watch.Stop()
+	refusing.stop()
 	return d, nil
+}
+
+// closeBy closes rdb, waiting for it until ctx ends: a Sentinel client's
+// Close waits for the dials of its sentinels under way, which go-redis
+// retries for some seconds whatever their ctx, and Open returns at ctx's
+// end all the same; Close then finishes behind it.
+func closeBy(ctx context.Context, rdb redis.UniversalClient) {
+	closed := make(chan struct{})
+	go func() {
+		_ = rdb.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+	}
 }
 
 // redisInts are go-redis's integer URL parameters with the values dlock

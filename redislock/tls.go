@@ -44,13 +44,17 @@ func withTLS(parsed, tc *tls.Config) *tls.Config {
 	return tc
 }
 
-// plainDialer is go-redis's own dialer for a plaintext URL's clients, with
-// the connections made while Open runs watched for a TLS-only server (see
-// tlsurl.Watch).
-func plainDialer(w *tlsurl.Watch, timeout time.Duration) func(context.Context, string, string) (net.Conn, error) {
-	base := redis.NewDialer(&redis.Options{DialTimeout: timeout})
+// openDialer is go-redis's own dialer (with the TLS configuration tc, or
+// none), with the connections made while Open runs watched for a TLS-only
+// server behind a plaintext URL (w, nil for a TLS URL; see tlsurl.Watch),
+// and the dials for refusals (see refusals). Set as Options.Dialer, it
+// also dials a Sentinel URL's sentinels, which the client's hooks do not
+// see.
+func openDialer(w *tlsurl.Watch, r *refusals, timeout time.Duration, tc *tls.Config) func(context.Context, string, string) (net.Conn, error) {
+	base := redis.NewDialer(&redis.Options{DialTimeout: timeout, TLSConfig: tc})
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := base(ctx, network, addr)
+		r.note(addr, err)
 		if err != nil {
 			return nil, err
 		}
