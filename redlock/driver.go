@@ -39,6 +39,9 @@ func newDriver(ctx context.Context, clients []redis.UniversalClient, opts Option
 	if err := redisnode.CheckPrefix(opts.KeyPrefix); err != nil {
 		return nil, fmt.Errorf("redlock: %w", err)
 	}
+	if opts.NodeTimeout != 0 && opts.NodeTimeout < minNodeTimeout {
+		return nil, fmt.Errorf("redlock: %w: NodeTimeout %v: want %v or more (or 0 for the default)", dlock.ErrInvalidConfig, opts.NodeTimeout, minNodeTimeout)
+	}
 	d := &redlockDriver{clients: clients, owned: opts.CloseClients, quorum: len(clients)/2 + 1, nodeTimeout: opts.NodeTimeout,
 		prefix: cmp.Or(opts.KeyPrefix, "dlock")}
 	log := opts.Logger
@@ -154,9 +157,13 @@ func countNil(errs []error) int {
 }
 
 func (d *redlockDriver) Caps() driver.Caps {
-	return driver.Caps{MaxNameLen: 1024, MinTTL: 10 * time.Millisecond, TTLResolution: time.Millisecond, Reentrant: true,
+	return driver.Caps{MaxNameLen: 1024, MinTTL: max(10*time.Millisecond, 2*d.nodeTimeout), TTLResolution: time.Millisecond, Reentrant: true,
 		KindsNote: kindsNote}
 }
+
+// minNodeTimeout is the least node_timeout: below it no node answers in
+// time, and every attempt fails ("0 of 3 nodes answered").
+const minNodeTimeout = time.Millisecond
 
 // kindsNote says why Redlock offers no read-write locks or semaphores (see
 // the package doc).
@@ -288,16 +295,17 @@ func (d *redlockDriver) Renew(ctx context.Context, batch []driver.Held) []driver
 		longest = max(longest, h.TTL)
 	}
 	start := time.Now()
-	per, _ := each(ctx, d, d.timeout(longest), func(ctx context.Context, n *redisnode.Node) ([]error, error) {
+	per, silent := each(ctx, d, d.timeout(longest), func(ctx context.Context, n *redisnode.Node) ([]error, error) {
 		return n.RenewMany(ctx, holds), nil
 	})
 	res := make([]driver.RenewResult, len(batch))
 	for i, h := range batch {
 		var ok, gone int
 		var last error
-		for _, errs := range per {
+		for j, errs := range per {
 			switch {
-			case errs == nil:
+			case errs == nil: // no answer in time
+				last = silent[j]
 			case errs[i] == nil:
 				ok++
 			case errors.Is(errs[i], dlock.ErrLeaseLost):

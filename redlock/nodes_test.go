@@ -18,6 +18,12 @@ func TestOneServerTwice(t *testing.T) {
 	for _, tc := range []struct{ name, url, want string }{
 		{"same text", "redlock://" + a.Addr() + "," + a.Addr() + "," + b.Addr(), "listed twice"},
 		{"name and address", "redlock://" + a.Addr() + ",localhost:" + port + "," + b.Addr(), "are one server"},
+		// Spellings that reached the server as another node (an adversary
+		// pass: a quorum of one server, granted with b stopped).
+		{"leading zero", "redlock://" + a.Addr() + ",127.0.0.1:0" + port + "," + b.Addr(), "are one server"},
+		{"name, leading zeros", "redlock://" + a.Addr() + ",localhost:00" + port + "," + b.Addr(), "are one server"},
+		{"unspecified", "redlock://" + a.Addr() + ",0.0.0.0:" + port + "," + b.Addr(), "are one server"},
+		{"no host", "redlock://:" + port + "," + a.Addr() + "," + b.Addr(), "are one server"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := dlock.Open(t.Context(), tc.url)

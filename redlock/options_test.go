@@ -1,13 +1,16 @@
 package redlock_test
 
 import (
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/syncbuf"
+	"github.com/dlock/dlock/internal/testserver"
 
 	"github.com/dlock/dlock/redlock"
 	"github.com/redis/go-redis/v9"
@@ -58,4 +61,26 @@ func TestOpenWarnsOfClientsIgnoringContext(t *testing.T) {
 // A parameter given twice had one of its values used, silently.
 func TestRepeatedParamIsRefused(t *testing.T) {
 	drivertest.WantInvalidURL(t, "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3?node_timeout=1s&node_timeout=5s", "", "node_timeout is given 2 times")
+}
+
+// A node_timeout no node can meet (1ns: every attempt failed with "0 of 3
+// nodes answered") and a negative database (go-redis took it as db 0) are
+// refused; a TTL under twice the node_timeout is ErrInvalidTTL, where a
+// Lock with one node silent never succeeded (its answer's wait left no
+// validity), and a longer one is granted.
+func TestNodeTimeoutBounds(t *testing.T) {
+	drivertest.WantInvalidURL(t, "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3?node_timeout=1ns", "", "node_timeout", "1ms")
+	drivertest.WantInvalidURL(t, "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3/-1", "", "db")
+	a, b, c := testserver.Redis(t), testserver.Redis(t), testserver.Redis(t)
+	cl := drivertest.MustOpen(t, "redlock://"+a.Addr()+","+b.Addr()+","+c.Addr()+"?node_timeout=500ms")
+	if _, err := cl.Mutex("short", dlock.WithTTL(900*time.Millisecond)).TryLock(t.Context()); !errors.Is(err, dlock.ErrInvalidTTL) {
+		t.Errorf("TTL 900ms with node_timeout=500ms: %v; want ErrInvalidTTL", err)
+	}
+	l, err := cl.Mutex("long", dlock.WithTTL(time.Second)).TryLock(t.Context())
+	if err != nil {
+		t.Fatalf("TTL 1s with node_timeout=500ms: %v", err)
+	}
+	if err := l.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 }

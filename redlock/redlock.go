@@ -29,7 +29,8 @@
 // # The algorithm
 //
 //   - Acquire: try every node in parallel, each with a timeout much smaller
-//     than the TTL (node_timeout, default min(TTL/20, 50ms)). The lock is
+//     than the TTL (node_timeout, default min(TTL/20, 50ms); at least 1ms,
+//     and a TTL under twice a node_timeout given is ErrInvalidTTL). The lock is
 //     held only if N/2+1 nodes granted it and time is left: validity =
 //     TTL − elapsed − drift, drift = TTL/100 + 2ms. Otherwise it is released
 //     on every node at once. The lease's expiry is computed from the
@@ -144,7 +145,9 @@ type Options struct {
 	// KeyPrefix starts every key; default "dlock".
 	KeyPrefix string
 	// NodeTimeout bounds each node's answer to one request; default
-	// min(TTL/20, 50ms).
+	// min(TTL/20, 50ms). At least a millisecond; a lock's TTL must be at
+	// least twice it (ErrInvalidTTL), or a node that does not answer
+	// would leave no validity to grant.
 	NodeTimeout time.Duration
 	// Logger receives warnings, such as a client that ignores context
 	// deadlines. Default slog.Default().
@@ -166,8 +169,10 @@ type Options struct {
 // Open returns a dlock client over independent Redis masters, one client
 // each. It refuses fewer than 3 clients, and two that reach one server: host
 // names are resolved, and two addresses with one IP address and port
-// (127.0.0.1:6379 and localhost:6379) are one master, which would let a
-// quorum be one server. It cannot see one server behind two different IP
+// (127.0.0.1:6379 and localhost:6379; a port with leading zeros is its
+// number, and an empty or unspecified host, 0.0.0.0 or ::, is this
+// machine's loopback address) are one master, which would let a quorum be
+// one server. It cannot see one server behind two different IP
 // addresses (two interfaces, NAT); list each master once.
 func Open(ctx context.Context, clients []redis.UniversalClient, opts Options) (*dlock.Client, error) {
 	d, err := newDriver(ctx, clients, opts)
@@ -189,8 +194,8 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	}
 	if db := strings.Trim(u.Path, "/"); db != "" {
 		n, err := strconv.Atoi(db)
-		if err != nil {
-			return nil, fmt.Errorf("redlock: %w: db %q", dlock.ErrInvalidURL, db)
+		if err != nil || n < 0 { // go-redis took -1 as db 0
+			return nil, fmt.Errorf("redlock: %w: db %q: want a database number, 0 or more", dlock.ErrInvalidURL, db)
 		}
 		base.DB = n
 	}
@@ -219,8 +224,8 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		case "ca", "cert", "key", "insecure_skip_verify": // below
 		case "node_timeout":
 			d, err := time.ParseDuration(v[0])
-			if err != nil || d <= 0 {
-				return nil, fmt.Errorf("redlock: %w: node_timeout %q", dlock.ErrInvalidURL, v[0])
+			if err != nil || d < minNodeTimeout {
+				return nil, fmt.Errorf("redlock: %w: node_timeout %q: want a duration of %v or more", dlock.ErrInvalidURL, v[0], minNodeTimeout)
 			}
 			opts.NodeTimeout = d
 		default:
@@ -291,22 +296,38 @@ func checkNodes(ctx context.Context, addrs []string) error {
 }
 
 // endpoints returns the IP:port pairs addr reaches: its host's addresses,
-// or addr itself, lower-cased, when it does not resolve.
+// or addr itself, lower-cased, when it does not resolve. The port is the
+// number (06379 is 6379), and a host that is empty or unspecified (0.0.0.0,
+// ::), which a dial takes for this machine, is the loopback address: each of
+// those spellings reached one server as another node.
 func endpoints(ctx context.Context, addr string) []string {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return []string{strings.ToLower(addr)}
 	}
+	if n, err := strconv.ParseUint(port, 10, 16); err == nil {
+		port = strconv.FormatUint(n, 10)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	ips, err := net.DefaultResolver.LookupHost(ctx, host)
 	if err != nil || len(ips) == 0 {
-		return []string{strings.ToLower(addr)}
+		return []string{strings.ToLower(net.JoinHostPort(host, port))}
 	}
 	var out []string
 	for _, ip := range ips {
 		if p, err := netip.ParseAddr(ip); err == nil {
-			ip = p.Unmap().WithZone("").String()
+			p = p.Unmap().WithZone("")
+			switch {
+			case p.IsUnspecified() && p.Is4():
+				p = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+			case p.IsUnspecified():
+				p = netip.IPv6Loopback()
+			}
+			ip = p.String()
 		}
 		out = append(out, net.JoinHostPort(ip, port))
 	}
