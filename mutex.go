@@ -35,7 +35,11 @@ func (m *Mutex) Owner() string { return m.opts.Owner }
 // Lock blocks until the lock is held and returns its lease. ctx bounds the
 // wait only: the lease lasts until Unlock, Client.Close or its loss. When ctx
 // ends first, Lock returns an error matching both ErrNotAcquired and ctx's
-// error, and leaves nothing behind in the store.
+// error, and leaves nothing behind in the store. To keep that, a Lock or
+// TryLock whose last request went unanswered (its ctx ended on it, or the
+// link failed), and which may so have taken the lock, looks for that hold
+// and gives it back before it returns: against a store that has gone
+// silent, up to 2 s after ctx ends.
 //
 // Each call is a holder of its own, so concurrent calls exclude each other,
 // unless the Mutex was made WithOwner (calls share the owner's hold) or ctx

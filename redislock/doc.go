@@ -166,7 +166,11 @@
 //     server (or the Cluster shard that owns the lock's slot) keeps its
 //     data. Replication is asynchronous: if a master fails over before a
 //     lock reached its replica, the new master has no such lock and grants
-//     it again. Use Redlock (package redlock, mutexes only) or a consensus
+//     it again; if only the lock's latest renewals had not reached it, the
+//     new master expires the lock at the earlier time, before the holder's
+//     lease ends. In both cases the holder hears nothing: its lease looks
+//     live (Err nil, TimeLeft as before) while another client holds the
+//     lock, until its next renewal finds the hold gone. Use Redlock (package redlock, mutexes only) or a consensus
 //     store (etcd, ZooKeeper) where that matters, and fencing tokens in any
 //     case.
 //   - Fencing tokens strictly increase while the token counter survives. A
