@@ -253,10 +253,55 @@ func (d *zkDriver) lockPath(name string) (string, error) {
 }
 
 // CheckName implements driver.NameChecker, so a bad name is refused when the
-// Mutex is made.
+// Mutex is made. Besides lockPath's rules, a name with a component after
+// the first named as a semaphore's own nodes is refused: the mutex a
+// Semaphore "s" takes is the node s/locks, its permits are children of
+// s/leases, so a Mutex "s/locks" kept the semaphore from granting, and a
+// Mutex "s/leases" counted as a permit and wiped the stored limit (an
+// adversary pass: a semaphore over its limit). The backend's own requests
+// for those nodes do not pass here.
 func (d *zkDriver) CheckName(name string) error {
-	_, err := d.lockPath(name)
-	return err
+	if _, err := d.lockPath(name); err != nil {
+		return err
+	}
+	if err := semaphoreNode(name); err != nil {
+		return fmt.Errorf("zklock: %w: %q: %s", dlock.ErrInvalidName, name, err)
+	}
+	return nil
+}
+
+// semaphoreNode reports a component of path after its first that names a
+// semaphore's own node (locksChild, leaseChild).
+func semaphoreNode(path string) error {
+	segs := strings.Split(path, "/")
+	for _, seg := range segs[1:] {
+		if seg == locksChild || seg == leaseChild {
+			return fmt.Errorf("path component %q is a semaphore's own node (NAME/%s, NAME/%s)", seg, locksChild, leaseChild)
+		}
+	}
+	return nil
+}
+
+// checkChroot refuses a chroot (a URL's path, "/a/b", or "" for none) that
+// ZooKeeper would refuse, which Open took and every Lock then failed on
+// ("zk: invalid path") until its ctx ended, or that would put this client's
+// nodes where another client's locks count them: under ZooKeeper's own
+// /zookeeper, or at a node named like a contender or a semaphore's own.
+func checkChroot(chroot string) error {
+	if chroot == "" {
+		return nil
+	}
+	rel, ok := strings.CutPrefix(chroot, "/")
+	if !ok {
+		return fmt.Errorf("chroot %q: want an absolute path", chroot)
+	}
+	if err := validName("", rel); err != nil {
+		return fmt.Errorf("chroot %q: %s", chroot, err)
+	}
+	if err := semaphoreNode(rel); err != nil {
+		return fmt.Errorf("chroot %q: %s", chroot, err)
+	}
+	return nil
 }
 
 // validName reports why the path root/name is not one ZooKeeper accepts,
@@ -282,7 +327,7 @@ func validName(root, name string) error {
 			return fmt.Errorf("path component %q is named like a contender node (_c_…, …lock-N, …latch-N, __READ__, __WRIT__)", seg)
 		}
 	}
-	if root == "" && name == "zookeeper" {
+	if root == "" && segs[0] == "zookeeper" {
 		return fmt.Errorf("/zookeeper is ZooKeeper's own node")
 	}
 	for i, r := range name {

@@ -69,6 +69,9 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		return nil, fmt.Errorf("zklock: %w: want zk://host:2181[,host:2181…][/chroot]", dlock.ErrInvalidURL)
 	}
 	chroot := strings.TrimSuffix(u.Path, "/")
+	if err := checkChroot(chroot); err != nil {
+		return nil, fmt.Errorf("zklock: %w: %s", dlock.ErrInvalidURL, err)
+	}
 	td, err := urlTLS(ctx, u.Query(), hosts)
 	if err != nil {
 		return nil, err

@@ -43,7 +43,10 @@
 // ("/a" would be the node of "a"), and a component after the first named
 // like a contender node (starting with "_c_", ending in "lock-" or
 // "latch-" and digits, or holding "__READ__" or "__WRIT__"), which the
-// lock of the parent name would count as a holder. A contender creates an EPHEMERAL_SEQUENTIAL child named
+// lock of the parent name would count as a holder, or named "locks" or
+// "leases", a semaphore's own nodes (see Semaphores below); and without a
+// chroot, names under "zookeeper", ZooKeeper's own node. A chroot follows
+// the same rules (Open refuses it with ErrInvalidURL). A contender creates an EPHEMERAL_SEQUENTIAL child named
 // _c_<guid>-lock-<sequence>; the lowest sequence holds the lock and each
 // waiter watches only the child just before its own, so a release wakes one
 // waiter. That is Curator's InterProcessMutex layout (and go-zookeeper's
