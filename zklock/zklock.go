@@ -44,9 +44,12 @@
 // like a contender node (starting with "_c_", ending in "lock-" or
 // "latch-" and digits, or holding "__READ__" or "__WRIT__"), which the
 // lock of the parent name would count as a holder, or named "locks" or
-// "leases", a semaphore's own nodes (see Semaphores below); and without a
-// chroot, names under "zookeeper", ZooKeeper's own node. A chroot follows
-// the same rules (Open refuses it with ErrInvalidURL). A contender creates an EPHEMERAL_SEQUENTIAL child named
+// "leases", a semaphore's own nodes (see "Read-write locks and
+// semaphores" below); and without a chroot, names under "zookeeper",
+// ZooKeeper's own node. A chroot follows the same rules (Open refuses it
+// with ErrInvalidURL).
+//
+// A contender creates an EPHEMERAL_SEQUENTIAL child named
 // _c_<guid>-lock-<sequence>; the lowest sequence holds the lock and each
 // waiter watches only the child just before its own, so a release wakes one
 // waiter. That is Curator's InterProcessMutex layout (and go-zookeeper's
