@@ -30,3 +30,18 @@ func TestPortOutOfRange(t *testing.T) {
 		}
 	}
 }
+
+// A fragment went unread by every backend, with whatever a "#" cut off
+// (etcd://host/p#zq9 opened the prefix "p"): it is refused, without
+// repeating it, since it may be a piece of a value.
+func TestFragmentIsRefused(t *testing.T) {
+	for _, raw := range []string{"etcd://127.0.0.1:2379/p#zq9", "redis://127.0.0.1:6379/0?password_file=/x#zq9", "zk://h:2181#", "mem://#zq9"} {
+		_, err := driver.ParseURL(raw)
+		if !errors.Is(err, driver.ErrInvalidURL) || !strings.Contains(err.Error(), "fragment") {
+			t.Errorf("ParseURL(%s) = %v; want ErrInvalidURL for the fragment", raw, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "zq9") {
+			t.Errorf("ParseURL(%s) = %v; repeats the fragment", raw, err)
+		}
+	}
+}

@@ -56,6 +56,12 @@ func ParseURLContext(ctx context.Context, rawURL string) (*url.URL, error) {
 			return nil, bad("bad host in host list")
 		}
 	}
+	if strings.Contains(rest[end:], "#") {
+		// No backend reads a fragment: it went unread, and with it
+		// whatever a "#" cut off (a value's end).
+		return nil, fmt.Errorf("%w (%s URL): a fragment (#…), which no backend reads: percent-encode a # in a value (%%23)",
+			ErrInvalidURL, strings.ToLower(scheme))
+	}
 	u, err := url.Parse(scheme + "://" + userinfo + hosts[0] + rest[end:])
 	if err != nil {
 		msg := "malformed"
