@@ -76,8 +76,10 @@ func (l *Lease) As(target any) bool {
 	return false
 }
 
-func newDriver(ctx context.Context, cli *clientv3.Client, prefix string, owned bool, log *slog.Logger) (*etcdDriver, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+// newDriver checks that cli reaches etcd, within connect (a URL's
+// dial_timeout, or 10s for a caller's client) and ctx.
+func newDriver(ctx context.Context, cli *clientv3.Client, prefix string, owned bool, log *slog.Logger, connect time.Duration) (*etcdDriver, error) {
+	ctx, cancel := context.WithTimeout(ctx, connect)
 	defer cancel()
 	// A key under the prefix: a user whose role covers only the prefix may read it.
 	if _, err := cli.Get(ctx, prefix+"dlock-connect-check", clientv3.WithCountOnly()); err != nil {

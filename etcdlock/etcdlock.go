@@ -19,11 +19,14 @@
 // TLS level (an untrusted certificate or one for another name, a missing
 // client certificate, a plaintext URL against a TLS-only port) fails Open
 // at once with gRPC's reason and a hint, instead of waiting out the
-// connect timeout. Errors never show a key's path.
+// connect timeout, and so does a URL whose every endpoint refuses the
+// connection (nothing listens there). Errors never show a key's path.
 //
 // # Bounded I/O
 //
-// A client built from a URL dials with a timeout (dial_timeout, 5s) and pings
+// A client built from a URL dials with a timeout (dial_timeout, 5s), which
+// also bounds Open's wait for an answer (10s for a client passed to Open),
+// and pings
 // its connections every 10s (gRPC's minimum), dropping one that does not answer
 // within 3s, so a dead or cut-off member is left for the others. Every call
 // the driver makes follows its ctx. The requests it repeats until they succeed
@@ -294,7 +297,7 @@ func Open(ctx context.Context, cli *clientv3.Client, opts Options) (*dlock.Clien
 	if log == nil {
 		log = slog.Default()
 	}
-	d, err := newDriver(ctx, cli, opts.Prefix, opts.CloseClient, log)
+	d, err := newDriver(ctx, cli, opts.Prefix, opts.CloseClient, log, 10*time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +319,10 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	} else if tlsurl.Has(q) {
 		return nil, fmt.Errorf("etcdlock: %w: ca, cert, key and insecure_skip_verify need TLS: use etcds://", dlock.ErrInvalidURL)
 	}
-	for k := range q {
+	for k, v := range q {
+		if len(v) > 1 { // one of them would be used, silently
+			return nil, fmt.Errorf("etcdlock: %w: %s is given %d times", dlock.ErrInvalidURL, k, len(v))
+		}
 		switch k {
 		case "ca", "cert", "key", "insecure_skip_verify":
 		case "dial_timeout":
@@ -364,11 +370,11 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		cancel()
 		return nil, permErr(fmt.Errorf("etcdlock: connect: %w", err), strings.TrimPrefix(u.Path, "/"))
 	}
-	if err := connectionRefusal(ctx, cli, cfg.TLS, q.Has("cert")); err != nil {
+	if err := connectionRefusal(ctx, cli, cfg.TLS, q.Has("cert"), cfg.DialTimeout); err != nil {
 		_ = cli.Close()
 		return nil, err
 	}
-	d, err := newDriver(ctx, cli, strings.TrimPrefix(u.Path, "/"), true, driver.Logger(ctx))
+	d, err := newDriver(ctx, cli, strings.TrimPrefix(u.Path, "/"), true, driver.Logger(ctx), cfg.DialTimeout)
 	if err != nil {
 		_ = cli.Close()
 		return nil, err

@@ -15,13 +15,15 @@ import (
 )
 
 // connectionRefusal is what gRPC says when every endpoint refused the
-// connection at the TLS or HTTP/2 level: a certificate not trusted or for
-// another name, a client certificate missing, or TLS on one side only.
+// connection: nothing listening (Open waited out its connect bound, and
+// said only "context deadline exceeded"), or at the TLS or HTTP/2 level a
+// certificate not trusted or for another name, a client certificate
+// missing, or TLS on one side only.
 // clientv3 hides it: its calls wait for a connection until ctx ends and
 // then report only the ctx's error. nil means no such refusal was seen
 // (the connect check that follows judges the rest).
-func connectionRefusal(ctx context.Context, cli *clientv3.Client, tc *tls.Config, clientCert bool) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+func connectionRefusal(ctx context.Context, cli *clientv3.Client, tc *tls.Config, clientCert bool, connect time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, connect)
 	defer cancel()
 	// WaitForReady(false): fail as soon as no endpoint can be connected to,
 	// with the last connection error. Status needs no rights.
@@ -51,6 +53,9 @@ func connectionRefusal(ctx context.Context, cli *clientv3.Client, tc *tls.Config
 			}
 			return fmt.Errorf("etcdlock: connect: %s", msg)
 		}
+	}
+	if strings.Contains(msg, "connection refused") {
+		return fmt.Errorf("etcdlock: connect: %s", msg)
 	}
 	return nil
 }

@@ -1,0 +1,84 @@
+package etcdlock_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
+)
+
+// Open of a URL whose every endpoint refuses the connection says so at
+// once (it waited 10 s and said "context deadline exceeded"); one whose
+// endpoint accepts and never answers gives up after dial_timeout, not a
+// fixed 10 s; a parameter given twice is refused (one of its values was
+// used, silently).
+func TestOpenBounds(t *testing.T) {
+	refusing := closedAddr(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Second)
+	defer cancel()
+	_, err := dlock.Open(ctx, "etcd://"+refusing)
+	if err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("Open of a refusing endpoint: %v; want the refusal", err)
+	}
+
+	silent := silentAddr(t)
+	ctx, cancel = context.WithTimeout(t.Context(), 8*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = dlock.Open(ctx, "etcd://"+silent+"?dial_timeout=1s")
+	if err == nil {
+		t.Fatal("Open of a silent endpoint succeeded")
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Errorf("Open with dial_timeout=1s of a silent endpoint ran until its ctx (%v): %v", time.Since(start).Round(time.Millisecond), err)
+	}
+
+	drivertest.WantInvalidURL(t, "etcd://"+refusing+"?dial_timeout=1s&dial_timeout=2s", "", "dial_timeout is given 2 times")
+}
+
+// closedAddr is a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+// silentAddr is a loopback address that accepts connections and never
+// answers on them, until t ends.
+func silentAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				break
+			}
+			conns = append(conns, c)
+		}
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+	})
+	return ln.Addr().String()
+}
