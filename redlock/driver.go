@@ -157,7 +157,7 @@ func countNil(errs []error) int {
 }
 
 func (d *redlockDriver) Caps() driver.Caps {
-	return driver.Caps{MaxNameLen: 1024, MinTTL: max(10*time.Millisecond, 2*d.nodeTimeout), TTLResolution: time.Millisecond, Reentrant: true,
+	return driver.Caps{MaxNameLen: 1024, MinTTL: 10 * time.Millisecond, TTLResolution: time.Millisecond, Reentrant: true,
 		KindsNote: kindsNote}
 }
 

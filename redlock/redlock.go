@@ -29,8 +29,10 @@
 // # The algorithm
 //
 //   - Acquire: try every node in parallel, each with a timeout much smaller
-//     than the TTL (node_timeout, default min(TTL/20, 50ms); at least 1ms,
-//     and a TTL under twice a node_timeout given is ErrInvalidTTL). The lock is
+//     than the TTL (node_timeout, default min(TTL/20, 50ms); at least 1ms).
+//     An attempt waits for every node's answer up to node_timeout, so with
+//     node_timeout near the TTL or above it, one silent node leaves no
+//     validity and nothing is granted while it stays silent. The lock is
 //     held only if N/2+1 nodes granted it and time is left: validity =
 //     TTL − elapsed − drift, drift = TTL/100 + 2ms. Otherwise it is released
 //     on every node at once. The lease's expiry is computed from the
@@ -145,9 +147,9 @@ type Options struct {
 	// KeyPrefix starts every key; default "dlock".
 	KeyPrefix string
 	// NodeTimeout bounds each node's answer to one request; default
-	// min(TTL/20, 50ms). At least a millisecond; a lock's TTL must be at
-	// least twice it (ErrInvalidTTL), or a node that does not answer
-	// would leave no validity to grant.
+	// min(TTL/20, 50ms). At least a millisecond; keep it well under the
+	// TTL: an attempt waits for every node up to it, so a silent node
+	// leaves a TTL near it no validity to grant.
 	NodeTimeout time.Duration
 	// Logger receives warnings, such as a client that ignores context
 	// deadlines. Default slog.Default().
