@@ -54,9 +54,14 @@ func newDriver(mc *memcache.Client, opts Options) (*mcDriver, error) {
 	return d, nil
 }
 
-// maxPrefix is the longest key prefix: a key is the prefix, ":" and 32 hex
-// digits, and memcached takes keys of at most 250 bytes.
-const maxPrefix = 250 - 33
+// maxPrefix is the longest key prefix: the longest key is a token
+// counter's, the prefix, ":", 32 hex digits and ":token", and memcached
+// takes keys of at most 250 bytes. (It was the lock key's bound: a prefix
+// of 212 to 217 bytes was taken, and every Lock failed on the counter.)
+const maxPrefix = 250 - len(":") - 32 - len(tokenSuffix)
+
+// tokenSuffix ends a lock key's token counter key.
+const tokenSuffix = ":token"
 
 // checkPrefix says why memcached would refuse keys that start with p, or
 // returns nil: a prefix with a space or a control character was taken at
@@ -125,7 +130,7 @@ func (v value) retry() time.Duration {
 // add. If the counter has moved past tok, the lock (ours: nobody else
 // writes it) gets a fresh token. An uncontended lock costs one get.
 func (d *mcDriver) latestToken(key string, r driver.Request, tok uint64) (uint64, error) {
-	it, err := d.mc.Get(key + ":token")
+	it, err := d.mc.Get(key + tokenSuffix)
 	if err != nil {
 		return 0, fmt.Errorf("memcachedlock: token: %w", err)
 	}
@@ -155,7 +160,7 @@ func (d *mcDriver) latestToken(key string, r driver.Request, tok uint64) (uint64
 
 // nextToken increments the name's counter, creating it at 0 if missing.
 func (d *mcDriver) nextToken(key string) (uint64, error) {
-	tk := key + ":token"
+	tk := key + tokenSuffix
 	n, err := d.mc.Increment(tk, 1)
 	if errors.Is(err, memcache.ErrCacheMiss) {
 		if err := d.mc.Add(&memcache.Item{Key: tk, Value: []byte("0")}); err != nil && !errors.Is(err, memcache.ErrNotStored) {

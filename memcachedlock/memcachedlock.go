@@ -40,6 +40,12 @@
 //     as absolute times); dlock counts a lease valid for TTL−1s.
 //   - Memcached has no notifications: waiters poll with capped exponential
 //     backoff and jitter.
+//   - gomemcache's calls take no ctx: each waits for its answer up to
+//     timeout (500ms by default). So a Lock whose ctx ends while memcached
+//     is silent returns up to about two timeouts late (its request under
+//     way, then the check that it took nothing), not the 2 s of other
+//     backends, and an Unlock or Extend up to a timeout late; a larger
+//     timeout= stretches these too.
 //   - Eviction and restarts silently drop locks and reset token counters.
 //     Run memcached with -M (no eviction: writes fail instead when memory is
 //     full), and know that a restart frees every lock at once (holders learn
@@ -117,6 +123,9 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	timeout := 500 * time.Millisecond
 	useTLS := false
 	for k, v := range q {
+		if len(v) > 1 { // the first would be used, silently
+			return nil, fmt.Errorf("memcachedlock: %w: %s is given %d times", dlock.ErrInvalidURL, k, len(v))
+		}
 		switch k {
 		case "prefix", "ca", "cert", "key", "insecure_skip_verify":
 		case "tls":
