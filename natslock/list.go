@@ -21,7 +21,7 @@ func (d *natsDriver) List(ctx context.Context, prefix string) ([]driver.Info, er
 	if err != nil {
 		return nil, fmt.Errorf("natslock: list: %w", d.closedErr(d.noteErr(err)))
 	}
-	defer func() { _ = w.Stop() }()
+	defer stopWatch(w)
 	var out []driver.Info
 	for {
 		select {

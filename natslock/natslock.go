@@ -149,9 +149,10 @@
 // lost with a restarted server cannot stall it: over a link whose round
 // trip is above 2 s a Lock that had to wait cannot confirm its grant (a
 // TryLock can), and a lock handed to it stays held, by nobody, until its
-// TTL. A wait whose ctx ends while the server does not answer returns late,
-// after its clean-up (its queue key, a handover to pass on), each step
-// bounded to 2 s, and its watch's unsubscribe.
+// TTL. A wait whose ctx ends while the server does not answer returns up
+// to 2 s late, after its clean-up (its queue key, a handover to pass on),
+// whose steps share that bound; its watches' unsubscribes, which nats.go
+// bounds only by its own 5 s request timeout, go on without it.
 //
 // Reading the queue (at a handover, and when the head looks for the lock)
 // creates a short-lived ordered consumer on the queue's subjects, so a

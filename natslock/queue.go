@@ -44,7 +44,7 @@ func (d *natsDriver) acquireWait(ctx context.Context, r driver.Request, h *hold)
 	if err != nil {
 		return driver.Grant{}, fmt.Errorf("natslock: watch %q: %w", r.Name, d.noteErr(err))
 	}
-	defer func() { _ = w.Stop() }()
+	defer stopWatch(w)
 	qkey := queuePrefix(r.Name) + h.val.ID
 	qv := h.val
 	qval, _ := json.Marshal(qv)
@@ -188,7 +188,7 @@ func (d *natsDriver) queue(ctx context.Context, name string) (string, int, error
 	if err != nil {
 		return "", 0, err
 	}
-	defer func() { _ = w.Stop() }()
+	defer stopWatch(w)
 	head, place, n := "", uint64(0), 0
 	for {
 		select {
@@ -349,12 +349,23 @@ func (d *natsDriver) dropQueueKey(ctx context.Context, qkey string) {
 	_ = d.kv.Purge(ctx, qkey, jetstream.PurgeTTL(markerTTL))
 }
 
-// leaveQueue gives up a wait: the queue key goes and, if the lock was
-// handed to h meanwhile, it is released (to the next waiter).
+// stopWatch stops w without waiting for the server: nats.go's Stop asks
+// the server to drop the watch's consumer and waits for its answer, up to
+// its own 5 s request timeout, whatever the wait's ctx (a wait cut off
+// from a silent server returned that much later). The consumer goes by
+// itself once its subscription is gone.
+func stopWatch(w jetstream.KeyWatcher) {
+	go func() { _ = w.Stop() }()
+}
+
+// leaveQueue gives up a wait: the queue key goes and then, if the lock was
+// handed to h meanwhile, it is released (to the next waiter). The steps
+// share one bound: each had its own, and a wait cut off from a silent
+// server returned some 9 s after its ctx ended (an adversary pass).
 func (d *natsDriver) leaveQueue(ctx context.Context, r driver.Request, h *hold, qkey string) {
-	d.dropQueueKey(ctx, qkey)
 	ctx, cancel := d.detached(ctx, attemptTimeout)
 	defer cancel()
+	_ = d.kv.Purge(ctx, qkey, jetstream.PurgeTTL(markerTTL))
 	e, err := d.kv.Get(ctx, h.key)
 	if err != nil {
 		return
