@@ -79,6 +79,9 @@ type Lease struct {
 func newDriver(ctx context.Context, nc *nats.Conn, opts Options) (*natsDriver, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	if err := checkBucket(opts.Bucket); err != nil {
+		return nil, fmt.Errorf("natslock: %w: %v", dlock.ErrInvalidConfig, err)
+	}
 	if opts.Bucket == "" {
 		opts.Bucket = DefaultBucket
 	}

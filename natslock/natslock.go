@@ -276,6 +276,26 @@ func Open(ctx context.Context, nc *nats.Conn, opts Options) (*dlock.Client, erro
 	return dlock.New(d, Scheme, opts.Client...), nil
 }
 
+// maxBucket is the longest bucket name: its stream, "KV_" and the name,
+// must fit JetStream's 255 bytes.
+const maxBucket = 255 - len("KV_")
+
+// checkBucket says why JetStream would refuse b ("" is the default) as a
+// key-value bucket's name, or returns nil: such a name passed Open's
+// parsing and failed with an untyped error of the server's, quoting the
+// name whole.
+func checkBucket(b string) error {
+	if len(b) > maxBucket {
+		return fmt.Errorf("bucket name of %d bytes: at most %d", len(b), maxBucket)
+	}
+	for _, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return fmt.Errorf("bucket %q: a bucket's name holds only letters, digits, _ and -", b)
+		}
+	}
+	return nil
+}
+
 func badURL(format string, args ...any) error {
 	return fmt.Errorf("natslock: %w: "+format, append([]any{dlock.ErrInvalidURL}, args...)...)
 }
@@ -333,7 +353,13 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	} else if tlsurl.Has(q) {
 		return nil, badURL("ca, cert, key and insecure_skip_verify need TLS: use tls://")
 	}
+	if err := checkBucket(opts.Bucket); err != nil {
+		return nil, badURL("%v", err)
+	}
 	for k := range q {
+		if n := len(q[k]); n > 1 { // the first would be used, silently
+			return nil, badURL("%s is given %d times", k, n)
+		}
 		v := q.Get(k)
 		switch k {
 		case "ca", "cert", "key", "insecure_skip_verify":

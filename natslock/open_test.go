@@ -75,6 +75,15 @@ func TestURLErrors(t *testing.T) {
 		"nats://127.0.0.1:1/b?ca=ca.pem",
 		"nats://127.0.0.1:1/b?create=maybe",
 		"nats://127.0.0.1:1/b?creds=/nonexistent/x.creds",
+		// A parameter given twice had its first value used, silently
+		// (storage=memory&storage=file kept memory, which does not fence
+		// across restarts).
+		"nats://127.0.0.1:1/b?storage=memory&storage=file",
+		"nats://127.0.0.1:1/b?replicas=1&replicas=3",
+		// Bucket names JetStream refuses failed after connecting, with an
+		// untyped error quoting the name whole.
+		"nats://127.0.0.1:1/a.b", "nats://127.0.0.1:1/a/b", "nats://127.0.0.1:1/a%20b", "nats://127.0.0.1:1/bad*name",
+		"nats://127.0.0.1:1/" + strings.Repeat("b", 253),
 	} {
 		_, err := dlock.Open(t.Context(), u)
 		if !errors.Is(err, dlock.ErrInvalidURL) {
