@@ -25,3 +25,14 @@ func TestMaxHeldIsBounded(t *testing.T) {
 		t.Errorf("CheckOptions(MaxHeld 2^40) = %v; want ErrInvalidConfig", err)
 	}
 }
+
+// mode= or max_held= given twice had its first value used, silently
+// (mode=session&mode=table locked in session mode).
+func TestURLOptionsRepeatedIsRefused(t *testing.T) {
+	for _, raw := range []string{"mode=session&mode=table", "max_held=1&max_held=2"} {
+		q, _ := url.ParseQuery(raw)
+		if _, _, err := URLOptions("x", q); !errors.Is(err, driver.ErrInvalidURL) {
+			t.Errorf("URLOptions(%s) = %v; want ErrInvalidURL", raw, err)
+		}
+	}
+}

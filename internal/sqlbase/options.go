@@ -72,6 +72,11 @@ func HeldCap[M ~string](pkg string, mode M, maxHeld, poolMax int) (int, error) {
 // URLOptions reads the parameters both backends' URLs take: mode and
 // max_held (0 if absent, else 1 to urlparam.MaxConns). pkg prefixes the error.
 func URLOptions(pkg string, q url.Values) (mode string, maxHeld int, err error) {
+	for _, k := range []string{"mode", "max_held"} {
+		if n := len(q[k]); n > 1 { // the first would be used, silently
+			return "", 0, fmt.Errorf("%s: %w: %s is given %d times", pkg, driver.ErrInvalidURL, k, n)
+		}
+	}
 	if err := urlparam.Check(q, map[string]urlparam.Int{"max_held": urlparam.Between(1, urlparam.MaxConns)}); err != nil {
 		return "", 0, fmt.Errorf("%s: %w: %v", pkg, driver.ErrInvalidURL, err)
 	}
