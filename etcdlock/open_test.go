@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
+	"github.com/dlock/dlock/internal/testserver"
 )
 
 // Open of a URL whose every endpoint refuses the connection says so at
@@ -18,7 +19,7 @@ import (
 // fixed 10 s; a parameter given twice is refused (one of its values was
 // used, silently).
 func TestOpenBounds(t *testing.T) {
-	refusing := closedAddr(t)
+	refusing := testserver.ClosedAddr(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Second)
 	defer cancel()
 	_, err := dlock.Open(ctx, "etcd://"+refusing)
@@ -39,18 +40,6 @@ func TestOpenBounds(t *testing.T) {
 	}
 
 	drivertest.WantInvalidURL(t, "etcd://"+refusing+"?dial_timeout=1s&dial_timeout=2s", "", "dial_timeout is given 2 times")
-}
-
-// closedAddr is a loopback address nothing listens on.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
 }
 
 // silentAddr is a loopback address that accepts connections and never

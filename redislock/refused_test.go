@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"syscall"
 	"testing"
 	"time"
@@ -20,7 +19,7 @@ import (
 // retries its sentinels' dials, whatever their ctx, and its Close waits for
 // them.
 func TestOpenRefusedSaysSo(t *testing.T) {
-	p1, p2 := closedPort(t), closedPort(t)
+	p1, p2 := testserver.ClosedAddr(t), testserver.ClosedAddr(t)
 	r := testserver.Redis(t)
 	for _, u := range []string{
 		fmt.Sprintf("redis://%s", p1),
@@ -55,16 +54,4 @@ func TestOpenRefusedSaysSo(t *testing.T) {
 	if err == nil || errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("sentinels of which one refuses: %v; want the other's answer", err)
 	}
-}
-
-// closedPort is a loopback address nothing listens on.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
 }

@@ -86,6 +86,17 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// ClosedAddr returns a loopback address (host:port) that nothing listened
+// on a moment ago: a dial of it is refused.
+func ClosedAddr(t TB) string {
+	t.Helper()
+	port, err := FreePort()
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+}
+
 // start launches the server on a fresh port, retrying if the port was taken
 // meanwhile, and registers its stop with t.
 func (s *Server) start(t TB) {
