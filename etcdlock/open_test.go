@@ -3,7 +3,6 @@ package etcdlock_test
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +26,7 @@ func TestOpenBounds(t *testing.T) {
 		t.Errorf("Open of a refusing endpoint: %v; want the refusal", err)
 	}
 
-	silent := silentAddr(t)
+	silent := testserver.SilentAddr(t)
 	ctx, cancel = context.WithTimeout(t.Context(), 8*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -40,34 +39,4 @@ func TestOpenBounds(t *testing.T) {
 	}
 
 	drivertest.WantInvalidURL(t, "etcd://"+refusing+"?dial_timeout=1s&dial_timeout=2s", "", "dial_timeout is given 2 times")
-}
-
-// silentAddr is a loopback address that accepts connections and never
-// answers on them, until t ends.
-func silentAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				break
-			}
-			conns = append(conns, c)
-		}
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		<-done
-	})
-	return ln.Addr().String()
 }

@@ -20,22 +20,27 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 )
 
-// An unreachable etcd or ZooKeeper fails within --connect-timeout, saying
-// what it waited for (it used to take 10 s and end in "context deadline
-// exceeded").
+// An etcd or ZooKeeper that does not answer fails within --connect-timeout,
+// saying what it waited for (it used to take 10 s and end in "context
+// deadline exceeded"); an etcd that refuses the connection says so at once.
 func TestConnectTimeout(t *testing.T) {
-	for _, u := range []string{"etcd://127.0.0.1:1", "zk://127.0.0.1:1"} {
+	silent := testserver.SilentAddr(t)
+	for _, u := range []string{"etcd://" + silent, "zk://" + silent} {
 		t0 := time.Now()
 		r := dlockCmd(t, nil, "inspect", "--backend", u, "--connect-timeout", "1s", "x")
 		took := time.Since(t0)
 		scheme := strings.Split(u, ":")[0]
-		if r.code != 2 || !strings.Contains(r.stderr, "no answer from "+scheme+" at 127.0.0.1:1 within 1s (--connect-timeout)") ||
+		if r.code != 2 || !strings.Contains(r.stderr, "no answer from "+scheme+" at "+silent+" within 1s (--connect-timeout)") ||
 			strings.Contains(r.stderr, "context deadline exceeded") || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
 			t.Errorf("%s: exit %d, stderr %q", u, r.code, r.stderr)
 		}
 		if took > 8*time.Second { // generous: the flag says 1s, the old fixed wait was 10s
 			t.Errorf("%s: --connect-timeout 1s took %v", u, took)
 		}
+	}
+	r := dlockCmd(t, nil, "inspect", "--backend", "etcd://127.0.0.1:1", "--connect-timeout", "5s", "x")
+	if r.code != 2 || !strings.Contains(r.stderr, "connect: connection refused") || strings.Contains(r.stderr, "no answer") {
+		t.Errorf("refused etcd: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
 
@@ -203,7 +208,7 @@ func TestDemoBackends(t *testing.T) {
 	if len(ran) != 2 || !strings.HasPrefix(ran[0], "etcd (embedded") || ran[1] != u {
 		t.Errorf("ran on %q, want the embedded etcd and %s", ran, u)
 	}
-	want := map[string]string{"mem://": "process of its own", "etcd://127.0.0.1:1": "no answer from etcd at 127.0.0.1:1"}
+	want := map[string]string{"mem://": "process of its own", "etcd://127.0.0.1:1": "dial tcp 127.0.0.1:1: connect: connection refused"}
 	for _, s := range out.Skipped {
 		if w, ok := want[s.Backend]; ok && strings.Contains(s.Reason, w) {
 			delete(want, s.Backend)

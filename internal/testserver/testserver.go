@@ -97,6 +97,36 @@ func ClosedAddr(t TB) string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
+// SilentAddr returns a loopback address that accepts connections and never
+// answers on them (a server that hangs), until t ends.
+func SilentAddr(t TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var conns []net.Conn
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				break
+			}
+			conns = append(conns, c)
+		}
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+	})
+	return ln.Addr().String()
+}
+
 // start launches the server on a fresh port, retrying if the port was taken
 // meanwhile, and registers its stop with t.
 func (s *Server) start(t TB) {
