@@ -217,12 +217,18 @@ func (e *Engine) Close() error {
 		if !e.detach(h) {
 			continue
 		}
-		err := e.drv.Release(ctx, h.Held(), h.storeHolds())
+		// The leases end before the store lets go, as a loss ends them
+		// first: the release may be applied well before its answer comes,
+		// and another client could hold the lock while this one's Done
+		// was still open (an adversary pass: 100 ms with a Do still
+		// running under the lease).
+		n := h.storeHolds()
+		h.end(driver.ErrClosed)
+		err := e.drv.Release(ctx, h.Held(), n)
 		e.freed(h)
 		if err != nil && !errors.Is(err, driver.ErrLeaseLost) {
 			errs = append(errs, e.wrap("close", h.name, err))
 		}
-		h.end(driver.ErrClosed)
 	}
 	// Unlocks that began while Close released (each of their holds is
 	// released once, by whoever detached it first).
