@@ -75,6 +75,16 @@ func TestHooks(t *testing.T) {
 	_ = l.Unlock(ctx)
 	l, _ = c.Mutex("h", dlock.WithTTL(20*time.Millisecond), dlock.WithoutRenewal()).Lock(ctx)
 	<-l.Done()
+	// Done closes first, then the Lost hook runs (a slow hook must not hold
+	// Done back): wait for it.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		mu.Lock()
+		n := len(events)
+		mu.Unlock()
+		if n >= 5 {
+			break
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if !renewed.Load() {

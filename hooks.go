@@ -44,7 +44,10 @@ type Hooks struct {
 	Released func(ctx context.Context, e Event)
 	// Renewed: one hold's renewal came back, confirmed or failed (e.Err).
 	Renewed func(ctx context.Context, e Event)
-	// Lost: a lease was lost; e.Err wraps ErrLeaseLost.
+	// Lost: a lease was lost; e.Err wraps ErrLeaseLost. It runs after the
+	// lease's Done has closed (and Do's ctx was cancelled), so that a slow
+	// hook does not hold them back past the store's expiry. It may call
+	// Client.Close.
 	Lost func(ctx context.Context, e Event)
 	// Call: a Lock, TryLock, Unlock or Extend call begins (for traces).
 	// The ctx it returns is the one the call goes on with, and is passed to

@@ -29,3 +29,61 @@ func TestLostHookOnUnlockThatFindsTheHoldGone(t *testing.T) {
 		t.Fatalf("Lost hook got %+v; want one loss of \"gone\"", lost)
 	}
 }
+
+// A Lost hook may close the client when the loss is found inside an Unlock
+// (one of two leases of a hold the store no longer has): Close waited for
+// that Unlock, the 10 s of its drain (an adversary pass).
+func TestLostHookClosesClientInsideUnlock(t *testing.T) {
+	d := newFake()
+	d.caps.Reentrant = true // a store that counts holds: every Unlock asks it
+	var c *Client
+	c = New(d, "fake", quiet(), WithHooks(Hooks{Lost: func(context.Context, Event) { _ = c.Close() }}))
+	defer c.Close()
+	m := c.Mutex("gone-twice", WithOwner("o"), WithTTL(time.Minute))
+	l1, err := m.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Lock(t.Context()); err != nil { // a second lease on the hold
+		t.Fatal(err)
+	}
+	d.mu.Lock()
+	delete(d.locks, "gone-twice") // removed behind the holder's back
+	d.mu.Unlock()
+	unlocked := make(chan error, 1)
+	go func() { unlocked <- l1.Unlock(t.Context()) }()
+	select {
+	case err := <-unlocked:
+		if !errors.Is(err, ErrLeaseLost) {
+			t.Errorf("Unlock = %v; want ErrLeaseLost", err)
+		}
+	case <-time.After(5 * time.Second): // it took 10 s
+		t.Fatal("Unlock whose Lost hook closed the client did not return within 5 s")
+	}
+}
+
+// A slow Lost hook does not hold back Done: the leases end first. Loss is
+// declared just before the store may free the lock, and a hook slower than
+// that margin let another client hold it while Do's ctx was live (an
+// adversary pass: 195 ms with a 200 ms hook).
+func TestSlowLostHookDoesNotDelayDone(t *testing.T) {
+	d := newFake()
+	hookIn, hookOut := make(chan struct{}), make(chan struct{})
+	c := New(d, "fake", quiet(), WithHooks(Hooks{Lost: func(context.Context, Event) {
+		close(hookIn)
+		<-hookOut
+	}}))
+	defer c.Close()
+	l, err := c.Mutex("slow-hook", WithTTL(time.Second)).Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.cut.Store(true) // renewals fail: the lease is lost at its deadline
+	<-hookIn
+	select {
+	case <-l.Done():
+	default:
+		t.Error("Done still open while the Lost hook runs")
+	}
+	close(hookOut)
+}

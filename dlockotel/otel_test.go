@@ -214,7 +214,17 @@ func TestLostByCause(t *testing.T) {
 			t.Fatalf("%s: not lost", l.Name())
 		}
 	}
+	// Done closes first, then the Lost hook records: wait for both losses.
+	lostKey := func(cause, name string) string {
+		return ser("dlock.lock.lost", "dlock.lock.lost.cause="+cause+",dlock.lock.name="+name)
+	}
 	p := collect(t, reader)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); p = collect(t, reader) {
+		if p.sums[lostKey("expired", "fixed")] == 1 && p.sums[lostKey("renewal_refused", "renewing")] == 1 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	for k, v := range map[string]int64{
 		ser("dlock.lock.lost", "dlock.lock.lost.cause=expired,dlock.lock.name=fixed"):            1,
 		ser("dlock.lock.lost", "dlock.lock.lost.cause=renewal_refused,dlock.lock.name=renewing"): 1,

@@ -44,7 +44,7 @@ func (e *Engine) Acquire(ctx context.Context, op string, s Spec, o Opts, try boo
 	defer e.endAcquire()
 	owner, fresh := o.Owner, o.Fresh
 	if owner == "" {
-		if l := leaseIn(ctx, e, s.Name, s.Kind); l != nil {
+		if l := leaseIn(ctx, e, s.Name, s.Kind, true); l != nil {
 			owner = l.h.owner // a nested Lock re-enters the caller's hold
 		} else {
 			owner, fresh = newOwnerID(), true
@@ -116,10 +116,10 @@ func (e *Engine) Acquire(ctx context.Context, op string, s Spec, o Opts, try boo
 // lost here, as Err would.
 // Only leases of kind's family count (a Mutex, RWMutex and Semaphore of one
 // name are three locks).
-func leaseIn(ctx context.Context, e *Engine, name string, kind driver.Kind) *Lease {
+func leaseIn(ctx context.Context, e *Engine, name string, kind driver.Kind, inCall bool) *Lease {
 	for x, _ := ctx.Value(leaseKey{}).(*ctxLeases); x != nil; x = x.next {
 		if x.l.h.e == e && x.l.h.name == name && x.l.h.kind.Family() == kind.Family() &&
-			x.l.endCause() == nil && x.l.h.CheckDeadline() == nil {
+			x.l.endCause() == nil && x.l.h.checkDeadline(inCall) == nil {
 			return x.l
 		}
 	}
@@ -203,7 +203,7 @@ func (e *Engine) reenter(ctx context.Context, k holdKey, req driver.Request, ren
 	e.mu.Lock()
 	h := e.holds[k]
 	e.mu.Unlock()
-	if h == nil || h.CheckDeadline() != nil { // none, or past its deadline: lost
+	if h == nil || h.checkDeadline(true) != nil { // none, or past its deadline: lost
 		return nil, nil
 	}
 	if err := (Spec{Name: req.Name, Kind: req.Kind, Limit: req.Limit}).CheckReentry(h.limit); err != nil {
@@ -229,14 +229,14 @@ func (e *Engine) reenter(ctx context.Context, k holdKey, req driver.Request, ren
 			e.sched.Lower(&h.ka, sent, g.Validity)
 		}
 		if !g.Acquired { // the store says another owner has it: ours is gone
-			e.Lost(h, fmt.Errorf("%w: re-entry found another holder", driver.ErrLeaseLost))
+			e.lostInCall(h, fmt.Errorf("%w: re-entry found another holder", driver.ErrLeaseLost))
 			return nil, nil
 		}
 		if g.Token != h.token { // the owner's hold in the store is a later one: ours is gone
 			later := h.Held()
 			later.Token, later.Handle = g.Token, g.Handle
 			_ = e.drv.Release(ctx, later, 1) // the count this attempt added
-			e.Lost(h, fmt.Errorf("%w: re-entry found a later hold (token %d, ours %d)", driver.ErrLeaseLost, g.Token, h.token))
+			e.lostInCall(h, fmt.Errorf("%w: re-entry found a later hold (token %d, ours %d)", driver.ErrLeaseLost, g.Token, h.token))
 			return nil, nil
 		}
 	}

@@ -138,13 +138,17 @@ func (h *Hold) end(cause error) {
 
 // CheckDeadline ends h as lost if its deadline has passed and it is still
 // live, and returns the loss error then; otherwise nil.
-func (h *Hold) CheckDeadline() error {
+func (h *Hold) CheckDeadline() error { return h.checkDeadline(false) }
+
+// checkDeadline is CheckDeadline; inCall says the caller is inside a call
+// Close waits for (see lostHook).
+func (h *Hold) checkDeadline(inCall bool) error {
 	if !h.e.sched.Due(&h.ka) {
 		return nil
 	}
 	lost := h.e.sched.ExpiredErr(&h.ka)
 	err := h.e.wrap("lease", h.name, lost)
-	h.e.Lost(h, lost)
+	h.e.lost(h, lost, inCall)
 	return err
 }
 
@@ -274,9 +278,9 @@ func (l *Lease) Unlock(ctx context.Context) error {
 		if errors.Is(err, driver.ErrLeaseLost) {
 			l.cancel(err)
 			if !last {
-				e.Lost(h, err)
+				e.lostInCall(h, err)
 			} else { // found lost by the release itself: say so as any loss
-				e.obs.Lost(ctx, h, err)
+				e.lostHook(ctx, h, err, true)
 			}
 			return err
 		}
@@ -303,7 +307,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	removed, err := e.sched.Extend(ctx, &h.ka, ttl)
 	if errors.Is(err, driver.ErrLeaseLost) {
-		e.Lost(h, err)
+		e.Lost(h, err) // Close does not wait for an Extend
 	}
 	// The lease's own end (lost, closed) says it best; but an Unlock under
 	// way, which detached the hold, ends it as unlocked, with no error to

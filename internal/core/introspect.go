@@ -38,5 +38,5 @@ func (e *Engine) Leftovers() (turns, lines, holds, releases int) {
 // LeaseIn returns the live lease of e's lock name in kind's family that
 // ctx carries, or nil: what a Lock with ctx re-enters.
 func LeaseIn(ctx context.Context, e *Engine, name string, kind driver.Kind) *Lease {
-	return leaseIn(ctx, e, name, kind)
+	return leaseIn(ctx, e, name, kind, false)
 }

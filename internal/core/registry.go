@@ -43,8 +43,38 @@ func (e *Engine) freed(h *Hold) {
 // Lost ends h with err (wrapping ErrLeaseLost), from the scheduler or a
 // session watcher. It detaches h, marks its leases ended and records err on
 // h in one step under e.mu, so an Unlock or Err racing it (in either order)
-// reports the loss; then it runs the Lost hook and closes the leases' Done.
-func (e *Engine) Lost(h *Hold, err error) {
+// reports the loss; then it closes the leases' Done and runs the Lost hook.
+// Done goes first: loss is declared only just before the store may free
+// the lock, and a hook that took longer than that margin (a log shipped
+// over the network) let another client hold the lock while the holder's Do
+// ctx was still live (an adversary pass).
+func (e *Engine) Lost(h *Hold, err error) { e.lost(h, err, false) }
+
+// lostInCall is Lost for a loss found inside a call that Close waits for (a
+// Lock, an Unlock): see lostHook.
+func (e *Engine) lostInCall(h *Hold, err error) { e.lost(h, err, true) }
+
+// lostHook runs the Lost hook. inCall says that the goroutine is inside a
+// call Close waits for (counted by beginAcquire or beginCallLocked): the
+// call is not counted while the hook runs, since a hook that closes the
+// client waited for the very call that ran it, the 10 s of Close's drain,
+// and the call then ended in ErrClosed (an adversary pass).
+func (e *Engine) lostHook(ctx context.Context, h *Hold, err error, inCall bool) {
+	if inCall {
+		e.endAcquire()
+		defer e.beginCallLocking()
+	}
+	e.obs.Lost(ctx, h, err)
+}
+
+// beginCallLocking is beginCallLocked, taking e.mu.
+func (e *Engine) beginCallLocking() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.beginCallLocked()
+}
+
+func (e *Engine) lost(h *Hold, err error, inCall bool) {
 	err = e.wrap("lease", h.name, err)
 	e.mu.Lock()
 	if h.detached {
@@ -64,11 +94,11 @@ func (e *Engine) Lost(h *Hold, err error) {
 	e.detachLocked(h)
 	e.mu.Unlock()
 	e.sched.Remove(&h.ka)
-	e.log.Warn("dlock: lease lost", "backend", e.cfg.Scheme, "name", h.name, "token", h.token, "err", err)
-	e.obs.Lost(context.Background(), h, err)
 	for _, l := range ls {
 		l.cancel(err)
 	}
+	e.log.Warn("dlock: lease lost", "backend", e.cfg.Scheme, "name", h.name, "token", h.token, "err", err)
+	e.lostHook(context.Background(), h, err, inCall)
 	// Close waits for the releases below once it has set closed: count this
 	// one before then, or release it on this goroutine (as when the hook
 	// above closed the client).
