@@ -33,7 +33,9 @@ type Call struct {
 // may be nil. Hooks must return quickly: they run on the goroutine that saw
 // the event. The ctx of Acquired and Refused is the Lock call's, that of
 // Released the Unlock call's; Renewed and Lost get a background context
-// (they come from the client's scheduler).
+// (they come from the client's scheduler). A panic in Acquired, or in the
+// end of a Lock's Call hook, goes on to the caller after the hold just
+// granted is given back.
 type Hooks struct {
 	// Acquired: a Lock or TryLock was granted a new hold (not a re-entry).
 	Acquired func(ctx context.Context, e Event)
@@ -117,6 +119,18 @@ func (o *observer) Lost(ctx context.Context, h *core.Hold, err error) {
 func lock(ctx context.Context, c *Client, op string, s core.Spec, o mutexOptions, try bool) (*Lease, error) {
 	ctx, end := c.obs.call(ctx, op, s.Name, s.Kind, 0)
 	var l *Lease
+	defer func() {
+		// A hook that panics once the hold is made (Acquired, or the Call
+		// hook's end) takes the lease with it, unreturned: give the hold
+		// back, or a caller that recovers (as net/http does) leaves it held
+		// and renewed until Close (an adversary pass).
+		if r := recover(); r != nil {
+			if l != nil {
+				_ = l.l.Unlock(context.WithoutCancel(ctx))
+			}
+			panic(r)
+		}
+	}()
 	_, err := c.e.Acquire(ctx, op, s, o.Opts, try, alloc(c, &l))
 	var token uint64
 	if err == nil { // the engine made l with alloc

@@ -87,3 +87,41 @@ func TestSlowLostHookDoesNotDelayDone(t *testing.T) {
 	}
 	close(hookOut)
 }
+
+// A hook that panics once the hold is made (Acquired, or the Call hook's
+// end) gives the hold back as the panic goes on: a caller that recovers
+// left the lock held, and renewed, with no lease to unlock it (an
+// adversary pass).
+func TestPanickingHookGivesHoldBack(t *testing.T) {
+	for name, hooks := range map[string]Hooks{
+		"acquired": {Acquired: func(context.Context, Event) { panic("hook") }},
+		"call end": {Call: func(ctx context.Context, _ Call) (context.Context, func(uint64, error)) {
+			return ctx, func(token uint64, _ error) {
+				if token != 0 {
+					panic("hook")
+				}
+			}
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d := newFake()
+			c := New(d, "fake", quiet(), WithHooks(hooks))
+			defer c.Close()
+			other := New(d, "fake", quiet())
+			defer other.Close()
+			func() {
+				defer func() {
+					if r := recover(); r != "hook" {
+						t.Errorf("recovered %v; want the hook's panic", r)
+					}
+				}()
+				_, _ = c.Mutex("panicky", WithTTL(time.Minute)).Lock(t.Context())
+			}()
+			l, err := other.Mutex("panicky", WithTTL(time.Minute)).TryLock(t.Context())
+			if err != nil {
+				t.Fatalf("another client's TryLock after the hook panicked: %v", err)
+			}
+			_ = l.Unlock(t.Context())
+		})
+	}
+}
