@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/dlock/dlock/drivertest"
+	"github.com/dlock/dlock/internal/testserver"
 )
 
 // TestBadURLsAreErrors: URLs that made Open panic (no host: index out of
@@ -43,4 +44,10 @@ func TestBadURLsAreErrors(t *testing.T) {
 	} {
 		t.Run(tc.url, func(t *testing.T) { drivertest.WantInvalidURL(t, tc.url, "", tc.want) })
 	}
+}
+
+// A database the server does not have was an untyped connect error.
+func TestMissingDBIsInvalidURL(t *testing.T) {
+	srv := testserver.Redis(t)
+	drivertest.WantInvalidURL(t, "redis://"+srv.Addr()+"/99999", "", "db")
 }

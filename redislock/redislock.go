@@ -213,6 +213,9 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		if tc == nil {
 			err = tlsurl.HintPlaintext(err, strings.Replace(u.Scheme, Scheme, SchemeTLS, 1)+"://")
 		}
+		if strings.Contains(err.Error(), "DB index is out of range") { // the URL's db, which the server does not have
+			err = fmt.Errorf("redislock: %w: the URL's db: %v", dlock.ErrInvalidURL, err)
+		}
 		return nil, err
 	}
 	watch.Stop()

@@ -10,6 +10,7 @@ import (
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/drivertest"
 	"github.com/dlock/dlock/internal/syncbuf"
+	"github.com/dlock/dlock/internal/testserver"
 
 	"github.com/dlock/dlock/redlock"
 	"github.com/redis/go-redis/v9"
@@ -20,6 +21,8 @@ import (
 func TestURLClientsFollowContext(t *testing.T) {
 	_, addrs := fiveNodes(t)
 	c := open(t, addrs)
+	r := []string{testserver.Redis(t).Addr(), testserver.Redis(t).Addr(), testserver.Redis(t).Addr()}
+	drivertest.WantInvalidURL(t, "redlock://"+strings.Join(r, ",")+"/99999", "", "db 99999")
 	var cs []redis.UniversalClient
 	if !c.As(&cs) || len(cs) != len(addrs) {
 		t.Fatal("As(*[]redis.UniversalClient) failed")
@@ -64,10 +67,13 @@ func TestRepeatedParamIsRefused(t *testing.T) {
 
 // A node_timeout no node can meet (1ns: every attempt failed with "0 of 3
 // nodes answered") and a negative database (go-redis took it as db 0) are
-// refused.
+// refused, and so is a database the servers do not have (an untyped
+// connect error).
 func TestNodeTimeoutBounds(t *testing.T) {
 	drivertest.WantInvalidURL(t, "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3?node_timeout=1ns", "", "node_timeout", "1ms")
 	drivertest.WantInvalidURL(t, "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3/-1", "", "db")
+	r := []string{testserver.Redis(t).Addr(), testserver.Redis(t).Addr(), testserver.Redis(t).Addr()}
+	drivertest.WantInvalidURL(t, "redlock://"+strings.Join(r, ",")+"/99999", "", "db 99999")
 	var cs []redis.UniversalClient
 	for _, a := range []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"} {
 		cs = append(cs, redis.NewClient(&redis.Options{Addr: a}))

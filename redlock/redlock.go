@@ -264,6 +264,9 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		if base.TLSConfig == nil {
 			err = tlsurl.HintPlaintext(err, "tls=true")
 		}
+		if strings.Contains(err.Error(), "DB index is out of range") { // the URL's db, which the servers do not have
+			err = fmt.Errorf("redlock: %w: db %d: %v", dlock.ErrInvalidURL, base.DB, err)
+		}
 		return nil, err
 	}
 	return d, nil
