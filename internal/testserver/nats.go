@@ -140,24 +140,46 @@ func NATSProcess(t TB, conf ...NATSConfig) *Server {
 }
 
 // NATSCluster starts an n-node JetStream cluster, every node a process of
-// its own, for R3 buckets and leader-kill tests.
+// its own, for R3 buckets and leader-kill tests. A cluster that has not
+// formed within 45 s (a clean-clone run once saw no JetStream metadata
+// leader for 60 s, on a loaded machine with other packages' servers
+// starting beside it) is stopped and started again, once, on new ports.
 func NATSCluster(t TB, n int) []*Server {
 	t.Helper()
 	bin := natsBinary(t)
+	nodes, first := startNATSCluster(t, bin, n)
+	if first == nil {
+		return nodes
+	}
+	nodes, err := startNATSCluster(t, bin, n)
+	if err != nil {
+		t.Fatalf("nats cluster: %v (and before, on other ports: %v)", err, first)
+	}
+	return nodes
+}
+
+// startNATSCluster is one attempt of NATSCluster; on failure its nodes
+// are stopped.
+func startNATSCluster(t TB, bin string, n int) ([]*Server, error) {
 	nodes := make([]*Server, n)
 	routes := make([]string, n)
 	cports := make([]int, n)
 	for i := range nodes {
 		port, err := FreePort()
 		if err != nil {
-			t.Fatalf("nats cluster: %v", err)
+			return nil, err
 		}
 		if cports[i], err = FreePort(); err != nil {
-			t.Fatalf("nats cluster: %v", err)
+			return nil, err
 		}
 		routes[i] = "nats-route://127.0.0.1:" + strconv.Itoa(cports[i])
 		nodes[i] = &Server{Name: "nats-server n" + strconv.Itoa(i), bin: bin, Host: "127.0.0.1", Port: port,
 			Dir: t.TempDir(), ready: natsReady}
+	}
+	stop := func() {
+		for _, s := range nodes {
+			s.Stop()
+		}
 	}
 	for i, s := range nodes {
 		cluster := fmt.Sprintf("server_name: n%d\ncluster {\n name: dlocktest\n listen: 127.0.0.1:%d\n routes: [%s]\n}\n",
@@ -167,12 +189,13 @@ func NATSCluster(t TB, n int) []*Server {
 		}
 		// A node alone has no JetStream quorum: start all, then wait for each.
 		s.ready = func(context.Context, string) error { return nil }
-		if err := s.Start(); err != nil {
-			t.Fatalf("start %s: %v", s.Name, err)
-		}
 		t.Cleanup(s.Stop)
+		if err := s.Start(); err != nil {
+			stop()
+			return nil, fmt.Errorf("start %s: %v", s.Name, err)
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
 	for _, s := range nodes {
 		s.ready = natsReady
@@ -183,12 +206,13 @@ func NATSCluster(t TB, n int) []*Server {
 			}
 			select {
 			case <-ctx.Done():
-				t.Fatalf("%s not ready: %v: %s", s.Name, err, tail(s.Log()))
+				stop()
+				return nil, fmt.Errorf("%s not ready: %v: %s", s.Name, err, tail(s.Log()))
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
 	}
-	return nodes
+	return nodes, nil
 }
 
 func writeNATSConf(t TB, dir string, port int, cluster string, conf []NATSConfig) string {

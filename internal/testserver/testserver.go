@@ -6,7 +6,6 @@
 package testserver
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock/internal/proctree"
+	"github.com/dlock/dlock/internal/syncbuf"
 )
 
 // TB is what the servers need from a test (testing.TB has it) or from a
@@ -50,7 +50,7 @@ type Server struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	exit chan struct{}
-	log  *bytes.Buffer
+	log  *syncbuf.Buffer // the process's output, which exec's copier writes as Log reads
 }
 
 // Addr returns host:port.
@@ -156,7 +156,7 @@ func (s *Server) Start() error {
 	if s.cmd != nil {
 		return fmt.Errorf("%s already running", s.Name)
 	}
-	s.log = &bytes.Buffer{}
+	s.log = &syncbuf.Buffer{}
 	cmd := exec.Command(s.bin, s.args(s.Port, s.Dir)...)
 	cmd.Dir = s.Dir
 	cmd.Stdout, cmd.Stderr = s.log, s.log
