@@ -13,6 +13,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/refused"
 	"github.com/dlock/dlock/internal/tlsurl"
 	"github.com/dlock/dlock/internal/urlparam"
 	"github.com/redis/go-redis/v9"
@@ -126,11 +127,11 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	// address refuses a connection: say so at once, where go-redis would
 	// retry (for Sentinel, some 12 s, or past ctx) and report EOF, or the
 	// ctx's deadline.
-	ctx, refused := context.WithCancelCause(ctx)
-	defer refused(nil)
+	ctx, refuse := context.WithCancelCause(ctx)
+	defer refuse(nil)
 	var watch *tlsurl.Watch
 	if tc == nil {
-		watch = tlsurl.NewWatch(strings.Replace(u.Scheme, Scheme, SchemeTLS, 1)+"://", refused)
+		watch = tlsurl.NewWatch(strings.Replace(u.Scheme, Scheme, SchemeTLS, 1)+"://", refuse)
 	}
 	defaultPort := "6379"
 	if strings.HasSuffix(u.Scheme, "+sentinel") {
@@ -142,7 +143,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		}
 		opts.addrs = append(opts.addrs, h)
 	}
-	refusing := &refusals{want: opts.addrs, refused: refused}
+	refusing := refused.New(opts.addrs, refuse)
 	v := *u
 	v.RawQuery = q.Encode()
 	base, _ := strings.CutSuffix(u.Scheme, "+sentinel")
@@ -219,7 +220,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		return nil, err
 	}
 	watch.Stop()
-	refusing.stop()
+	refusing.Stop()
 	return d, nil
 }
 

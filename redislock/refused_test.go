@@ -26,6 +26,7 @@ func TestOpenRefusedSaysSo(t *testing.T) {
 		fmt.Sprintf("redis+sentinel://%s/m", p1),
 		fmt.Sprintf("redis+sentinel://%s,%s/m", p1, p2),
 		fmt.Sprintf("redis+cluster://%s,%s", p1, p2),
+		fmt.Sprintf("redis+cluster://%s,%s", p1, p1), // one address twice: it took the slow path
 		fmt.Sprintf("rediss+sentinel://%s/m?insecure_skip_verify=true", p1),
 	} {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)

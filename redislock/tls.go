@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/internal/refused"
 	"github.com/dlock/dlock/internal/tlsurl"
 	"github.com/redis/go-redis/v9"
 )
@@ -47,14 +48,14 @@ func withTLS(parsed, tc *tls.Config) *tls.Config {
 // openDialer is go-redis's own dialer (with the TLS configuration tc, or
 // none), with the connections made while Open runs watched for a TLS-only
 // server behind a plaintext URL (w, nil for a TLS URL; see tlsurl.Watch),
-// and the dials for refusals (see refusals). Set as Options.Dialer, it
+// and the dials for refusals (see package internal/refused). Set as Options.Dialer, it
 // also dials a Sentinel URL's sentinels, which the client's hooks do not
 // see.
-func openDialer(w *tlsurl.Watch, r *refusals, timeout time.Duration, tc *tls.Config) func(context.Context, string, string) (net.Conn, error) {
+func openDialer(w *tlsurl.Watch, r *refused.Dials, timeout time.Duration, tc *tls.Config) func(context.Context, string, string) (net.Conn, error) {
 	base := redis.NewDialer(&redis.Options{DialTimeout: timeout, TLSConfig: tc})
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := base(ctx, network, addr)
-		r.note(addr, err)
+		r.Note(addr, err)
 		if err != nil {
 			return nil, err
 		}

@@ -278,6 +278,7 @@ func (g *granted) handshakeWait() time.Duration {
 func (g *granted) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
 	limit := time.Now().Add(g.handshakeWait())
 	c, err := net.DialTimeout(network, addr, timeout)
+	g.refused.noteDial(addr, err)
 	if err != nil {
 		return nil, err
 	}

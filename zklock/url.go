@@ -15,6 +15,7 @@ import (
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
+	"github.com/dlock/dlock/internal/refused"
 	"github.com/dlock/dlock/internal/tlsurl"
 	"github.com/go-zookeeper/zk"
 )
@@ -81,11 +82,12 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 			return nil, fmt.Errorf("zklock: connect: %w", err)
 		}
 	}
-	// A connection refused for good (a certificate, TLS on one side only)
-	// ends the wait for a session at once, with its reason.
-	ctx, refused := context.WithCancelCause(ctx)
-	defer refused(nil)
-	opts.granted = &granted{asked: opts.SessionTimeout, hosts: len(hosts), tls: td, refused: newRefusal(refused)}
+	// A connection refused for good (a certificate, TLS on one side only,
+	// every server refusing the connection) ends the wait for a session at
+	// once, with its reason.
+	ctx, refuse := context.WithCancelCause(ctx)
+	defer refuse(nil)
+	opts.granted = &granted{asked: opts.SessionTimeout, hosts: len(hosts), tls: td, refused: newRefusal(ctx, hosts, refuse)}
 	conn, events, err := zk.Connect(hosts, opts.SessionTimeout, zk.WithLogger(zkLogger{driver.Logger(ctx).With("backend", Scheme)}), zk.WithDialer(opts.granted.dial))
 	if err != nil {
 		return nil, fmt.Errorf("zklock: connect: %w", err)
@@ -114,7 +116,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		}
 		return nil, err
 	}
-	opts.granted.refused.watch.Stop()
+	opts.granted.refused.stop()
 	return d, nil
 }
 
@@ -207,18 +209,62 @@ func definitive(err error) bool {
 // refusal keeps the first definitive reason a server refused the
 // connection, and tells the Open waiting for a session (go-zookeeper itself
 // would retry it until the session timeout, then again). Its watch checks
-// plaintext connections closed before any answer (see tlsurl.Watch).
+// plaintext connections closed before any answer (see tlsurl.Watch), and
+// its dials the refused connections (see package internal/refused): when
+// every server refuses, nothing listens (a server still starting accepts
+// and drops, which is retried), and Open says so at once rather than "no
+// answer" at its ctx's end, as the Redis and etcd backends do.
 type refusal struct {
 	once   sync.Once
 	err    error
 	notify func(error)
 	watch  *tlsurl.Watch
+	dials  *refused.Dials // nil: the servers' addresses did not resolve
 }
 
-func newRefusal(notify func(error)) *refusal {
+// newRefusal watches the connections to hosts (the URL's) while Open waits
+// for a session.
+func newRefusal(ctx context.Context, hosts []string, notify func(error)) *refusal {
 	r := &refusal{notify: notify}
 	r.watch = tlsurl.NewWatch("tls=true", r.set)
+	if addrs := dialled(ctx, hosts); addrs != nil {
+		r.dials = refused.New(addrs, r.set)
+	}
 	return r
+}
+
+// dialled resolves hosts into the addresses go-zookeeper dials (its
+// DNSHostProvider: each host's addresses with its port, 2181 if none), or
+// nil when one does not resolve (go-zookeeper's Connect then fails too).
+func dialled(ctx context.Context, hosts []string) []string {
+	var addrs []string
+	for _, h := range zk.FormatServers(hosts) {
+		host, port, err := net.SplitHostPort(h)
+		if err != nil {
+			return nil
+		}
+		ips, err := net.DefaultResolver.LookupHost(ctx, host)
+		if err != nil {
+			return nil
+		}
+		for _, ip := range ips {
+			addrs = append(addrs, net.JoinHostPort(ip, port))
+		}
+	}
+	return addrs
+}
+
+// noteDial records the result of go-zookeeper's dial of addr.
+func (r *refusal) noteDial(addr string, err error) {
+	if r != nil {
+		r.dials.Note(addr, err)
+	}
+}
+
+// stop ends the watches, once Open has a session.
+func (r *refusal) stop() {
+	r.watch.Stop()
+	r.dials.Stop()
 }
 
 func (r *refusal) set(err error) {

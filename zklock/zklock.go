@@ -151,7 +151,11 @@
 // up can accept a connection and never answer it, and go-zookeeper alone
 // waits ten times that for the answer (13 s with a 2 s session) while the
 // session expires. A connection made by the caller and passed to Open keeps
-// go-zookeeper's own wait.
+// go-zookeeper's own wait. When every server of the URL refuses the
+// connection (nothing listens there) and none has accepted one, Open fails
+// at once with the refusal (errors.Is syscall.ECONNREFUSED), as the Redis
+// and etcd backends do, rather than waiting for a session until its ctx
+// ends (at most 10 s).
 //
 // # TTL limits
 //
