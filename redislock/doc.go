@@ -52,6 +52,14 @@
 // Open logs a warning (through Options.Logger) when it can see the client
 // does not follow context deadlines (*redis.Client, *redis.ClusterClient).
 //
+// A Cluster client also needs a short ClusterStateReloadInterval (a URL's
+// client has 1 s): go-redis reloads its map of slots to nodes when a node
+// answers MOVED, and otherwise every 60 s by default, so after a master
+// dies (nothing answers at its address) the client goes on sending the
+// lock's commands there for up to that long after its replica took over:
+// renewals fail and leases the replica kept are declared lost, and Lock
+// fails with the dead address's dial error.
+//
 // # Logs
 //
 // dlock's own log lines go to the dlock client's logger. So do the lines

@@ -24,3 +24,12 @@ func SetPauseHook(f func(name string)) {
 	}
 	pauseHook.Store(&f)
 }
+
+// HandoffChannel returns the pub/sub channel c's waiters are woken on.
+func HandoffChannel(c *dlock.Client) string {
+	var d *redisDriver
+	if !c.As(&d) {
+		panic("redislock: not a redis client")
+	}
+	return d.hub.channel
+}

@@ -164,6 +164,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		boundIO(q, &o.ContextTimeoutEnabled, &o.DialTimeout, &o.ReadTimeout, &o.WriteTimeout)
 		o.TLSConfig = withTLS(o.TLSConfig, tc)
 		o.Dialer = openDialer(watch, refusing, o.DialTimeout, o.TLSConfig)
+		o.ClusterStateReloadInterval = clusterStateReload
 		rdb = redis.NewClusterClient(o)
 	case strings.HasSuffix(u.Scheme, "+sentinel"):
 		master := strings.Trim(u.Path, "/")
@@ -223,6 +224,15 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	refusing.Stop()
 	return d, nil
 }
+
+// clusterStateReload is how old a Cluster client made from a URL lets its
+// map of slots to nodes get while it sends commands. go-redis reloads the
+// map when a node answers MOVED, ASK or READONLY, and otherwise after 60 s
+// by default: after a master was killed, its clients kept dialling the dead
+// address for a minute after its replica took over (an adversary pass),
+// unable to lock, renew a hold the replica had, or hear a handoff. A reload
+// is one CLUSTER SLOTS request, sent only by a client that is busy.
+const clusterStateReload = time.Second
 
 // closeBy closes rdb, waiting for it until ctx ends: a Sentinel client's
 // Close waits for the dials of its sentinels under way, which go-redis

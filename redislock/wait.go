@@ -133,10 +133,19 @@ func newHub(rdb redis.UniversalClient, prefix string) *hub {
 		waiters: map[string]chan struct{}{}, ready: make(chan struct{})}
 }
 
+// subscribeWait bounds how long a waiter waits for its client's
+// subscription to be confirmed before it starts refreshing its place (which
+// finds a handoff whether its message came or not). A subscription whose
+// node is stopped, or dead while the client's map of a Cluster's slots
+// still names it, is never confirmed: the first Lock to wait on such a
+// client waited until its ctx ended, its place in the queue not refreshed
+// (an adversary pass), and the lock handed to it went unclaimed.
+const subscribeWait = time.Second
+
 // await returns the channel on which a handoff to req is announced, once the
-// server has confirmed the client's subscription. An announcement only says
-// that the lock was handed to req at some time: the waiter checks with the
-// store whether it still holds it.
+// server has confirmed the client's subscription or subscribeWait has
+// passed. An announcement only says that the lock was handed to req at some
+// time: the waiter checks with the store whether it still holds it.
 func (h *hub) await(ctx context.Context, req string) (<-chan struct{}, error) {
 	h.mu.Lock()
 	if h.closed {
@@ -151,8 +160,12 @@ func (h *hub) await(ctx context.Context, req string) (<-chan struct{}, error) {
 	w := make(chan struct{}, 1)
 	h.waiters[req] = w
 	h.mu.Unlock()
+	t := time.NewTimer(subscribeWait)
+	defer t.Stop()
 	select {
 	case <-h.ready:
+		return w, nil
+	case <-t.C: // not confirmed yet: the caller refreshes its place meanwhile
 		return w, nil
 	case <-ctx.Done():
 		h.forget(req)

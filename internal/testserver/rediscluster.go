@@ -27,13 +27,34 @@ func RedisCluster(t TB, n int) []*Server {
 	})
 }
 
+// RedisClusterReplicated starts masters redis-servers in cluster mode and
+// one replica of each, and joins them: masters*2 nodes, the masters first
+// (as redis-cli --cluster create assigns them, no fixed order beyond that
+// is promised: ask a node's ROLE). A replica may fail over at any time
+// (cluster-replica-validity-factor 0), so a test can kill or pause a
+// master and see its replica promoted after the 2 s node timeout.
+func RedisClusterReplicated(t TB, masters int) []*Server {
+	t.Helper()
+	return startRedisCluster(t, masters*2, redisClusterSpec{
+		name:     "redis-server (cluster with replicas)",
+		ready:    redisReady,
+		dial:     plainDial,
+		replicas: 1,
+		args: func(port int, dir string) []string {
+			return append(append([]string{"--port", strconv.Itoa(port)}, clusterNodeArgs(dir)...),
+				"--cluster-replica-validity-factor", "0", "--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0")
+		},
+	})
+}
+
 // redisClusterSpec is what a plain and a TLS Redis Cluster differ in.
 type redisClusterSpec struct {
-	name  string                                                   // of each node
-	ready func(ctx context.Context, addr string) error             // a node's readiness check
-	dial  func(ctx context.Context, addr string) (net.Conn, error) // to a node, for CLUSTER INFO
-	args  func(port int, dir string) []string                      // a node's redis-server arguments
-	cli   []string                                                 // redis-cli's, before --cluster create
+	name     string                                                   // of each node
+	replicas int                                                      // of each master
+	ready    func(ctx context.Context, addr string) error             // a node's readiness check
+	dial     func(ctx context.Context, addr string) (net.Conn, error) // to a node, for CLUSTER INFO
+	args     func(port int, dir string) []string                      // a node's redis-server arguments
+	cli      []string                                                 // redis-cli's, before --cluster create
 }
 
 // clusterNodeArgs are the redis-server arguments of a cluster node,
@@ -70,7 +91,7 @@ func startRedisCluster(t TB, n int, sp redisClusterSpec) []*Server {
 	for _, s := range nodes {
 		args = append(args, s.Addr())
 	}
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(sp.replicas), "--cluster-yes")
 	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
 		t.Fatalf("redis-cli --cluster create: %v: %s", err, tail(string(out)))
 	}
@@ -81,6 +102,20 @@ func startRedisCluster(t TB, n int, sp redisClusterSpec) []*Server {
 				t.Fatalf("cluster not ok after 30s at %s", s.Addr())
 			}
 			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	// Every replica is linked to its master, so that a failover has
+	// something to promote.
+	for linked := 0; linked < n*sp.replicas/(sp.replicas+1); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d replicas linked to their masters after 30s", linked, n*sp.replicas/(sp.replicas+1))
+		}
+		time.Sleep(50 * time.Millisecond)
+		linked = 0
+		for _, s := range nodes {
+			if infoField(sp.dial, s.Addr(), "INFO replication", "master_link_status") == "up" {
+				linked++
+			}
 		}
 	}
 	return nodes
@@ -109,6 +144,12 @@ func free(port int) bool {
 // clusterState returns the cluster_state field of CLUSTER INFO, asked
 // over a connection from dial.
 func clusterState(dial func(ctx context.Context, addr string) (net.Conn, error), addr string) string {
+	return infoField(dial, addr, "CLUSTER INFO", "cluster_state")
+}
+
+// infoField returns field of the INFO-like reply to command (a bulk
+// string of "field:value" lines), asked over a connection from dial.
+func infoField(dial func(ctx context.Context, addr string) (net.Conn, error), addr, command, field string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	conn, err := dial(ctx, addr)
@@ -116,7 +157,8 @@ func clusterState(dial func(ctx context.Context, addr string) (net.Conn, error),
 		return ""
 	}
 	defer conn.Close()
-	fmt.Fprint(conn, "CLUSTER INFO\r\n")
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	fmt.Fprint(conn, command+"\r\n")
 	r := bufio.NewReader(conn)
 	if _, err := r.ReadString('\n'); err != nil { // $<len>
 		return ""
@@ -126,7 +168,7 @@ func clusterState(dial func(ctx context.Context, addr string) (net.Conn, error),
 		if err != nil {
 			return ""
 		}
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "cluster_state:"); ok {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
 			return v
 		}
 	}
