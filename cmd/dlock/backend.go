@@ -205,3 +205,13 @@ func parseWithin(ctx context.Context, rawURL string) (*url.URL, error) {
 	defer cancel()
 	return driver.ParseURLContext(pctx, rawURL)
 }
+
+// opFailed is the error of an operation (inspect, unlock) that failed with
+// err: bad input (an invalid name, a kind the backend lacks) is a usage
+// error (2), as for dlock run; anything else the operation's failure (1).
+func opFailed(err error) error {
+	if errors.Is(err, dlock.ErrInvalidName) || errors.Is(err, dlock.ErrUnsupported) || errors.Is(err, dlock.ErrInvalidConfig) {
+		return fail(exitUsage, "%v", err)
+	}
+	return fail(exitFailed, "%v", err)
+}

@@ -16,7 +16,10 @@ import (
 
 // forwardedSignals are the signals dlock catches: while it waits for a lock
 // they end the wait; while a command runs they are forwarded to it.
-var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+// SIGUSR1, SIGUSR2 and SIGALRM too: Go catches and drops them unless asked,
+// so a command never got them and dlock ran on (an adversary pass).
+var forwardedSignals = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT,
+	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM}
 
 // signalCatcher owns the one channel that receives dlock's signals. Exactly
 // one goroutine receives from it at a time: first the wait for the lock

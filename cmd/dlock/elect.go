@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -33,7 +34,8 @@ Curator's LeaderLatch.
 
 Exit status: CMD's own (128+N if signal N killed it); 3 if the lead was
 not won (--wait elapsed); 4 if the term was lost, while CMD ran or found
-when resigning; 2 for a bad or unreachable backend or bad flags; 128+N if
+when resigning; 2 for a bad or unreachable backend, one that failed before
+CMD started, or bad flags; 128+N if
 signal N came while campaigning, before CMD started (as dlock run).
 
 With --observe, elect prints each change of leader (one line each, or one
@@ -79,23 +81,20 @@ func runElected(ctx context.Context, name, value string, argv []string, ttl, wai
 	term, err := e.Campaign(cctx, value)
 	if sig := endWait(); sig != nil {
 		if err == nil {
-			_ = term.Resign(context.WithoutCancel(ctx))
+			finalUnlock(ctx, term.Resign)
 		}
 		return &exitError{code: signalExitCode(sig), err: fmt.Errorf("election %q: interrupted by %v before %s started", name, sig, argv[0])}
 	}
 	switch {
 	case errors.Is(err, dlock.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return notAcquired(fmt.Sprintf("election %q not won", name), ledBy(ctx, e), false, wait, err)
-	case errors.Is(err, dlock.ErrInvalidName), errors.Is(err, dlock.ErrInvalidTTL), errors.Is(err, dlock.ErrInvalidLabel),
-		errors.Is(err, dlock.ErrUnsupported):
+	case err != nil: // bad input, or a store that failed: CMD never ran (as dlock run)
 		return fail(exitUsage, "%v", err)
-	case err != nil:
-		return fail(exitFailed, "%v", err)
 	}
 	resigned := false
 	defer func() {
 		if !resigned {
-			_ = term.Resign(context.WithoutCancel(ctx))
+			finalUnlock(ctx, term.Resign)
 		}
 	}()
 	what := fmt.Sprintf("term in election %q", name)
@@ -151,7 +150,7 @@ func observeLeaders(cmd *cobra.Command, name string) error {
 		case errors.Is(err, dlock.ErrUnsupported), errors.Is(err, dlock.ErrInvalidName):
 			return fail(exitUsage, "%v", err)
 		case err != nil:
-			fmt.Fprintf(os.Stderr, "dlock: %v\n", err)
+			reportObserveError(name, err)
 		case jsonOutput():
 			if err := enc.Encode(leaderJSON{Name: name, Term: l.Term, Value: l.Value, Label: l.Label}); err != nil {
 				return fail(exitFailed, "%v", err)
@@ -173,4 +172,19 @@ func ledBy(ctx context.Context, e *dlock.Election) string {
 		return ""
 	}
 	return fmt.Sprintf(" (led by %s, term %d)", esc(l.Value), l.Term)
+}
+
+// reportObserveError says on stderr (as a JSON event with -o json) that a
+// read of the election name failed; elect --observe goes on.
+func reportObserveError(name string, err error) {
+	cause := strings.TrimPrefix(err.Error(), "dlock: ")
+	if jsonOutput() {
+		_ = json.NewEncoder(os.Stderr).Encode(struct {
+			Event string `json:"event"`
+			Name  string `json:"name"`
+			Error string `json:"error"`
+		}{"observe_error", name, cause})
+		return
+	}
+	fmt.Fprintf(os.Stderr, "dlock: %s\n", cause)
 }

@@ -26,11 +26,11 @@ func inspectCmd() *cobra.Command {
 			defer c.Close()
 			info, err := c.Inspect(cmd.Context(), args[0])
 			if err != nil {
-				return fail(exitFailed, "%v", err)
+				return opFailed(err)
 			}
 			kinds, err := inspectKinds(cmd.Context(), c, args[0])
 			if err != nil {
-				return fail(exitFailed, "%v", err)
+				return opFailed(err)
 			}
 			if jsonOutput() {
 				j := inspectJSON(info)
@@ -147,7 +147,7 @@ func unlockCmd() *cobra.Command {
 			}
 			info, err := c.Inspect(cmd.Context(), name)
 			if err != nil {
-				return fail(exitFailed, "%v", err)
+				return opFailed(err)
 			}
 			res := struct {
 				Name     string   `json:"name"`

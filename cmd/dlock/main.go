@@ -135,7 +135,7 @@ func main() {
 	// mix into the command's own output.
 	switch {
 	case msg == "":
-	case jsonOutput():
+	case jsonOutput() || askedJSON(os.Args[1:]):
 		_ = json.NewEncoder(os.Stderr).Encode(struct {
 			Error string `json:"error"`
 			Exit  int    `json:"exit"`
@@ -153,4 +153,22 @@ func oneLine(s string) string {
 		lines[i] = strings.TrimSpace(lines[i])
 	}
 	return strings.Join(lines, "; ")
+}
+
+// askedJSON reports whether args (dlock's) ask for -o json: cobra reports
+// some errors (an unknown subcommand) before it has parsed the flags.
+func askedJSON(args []string) bool {
+	for i, a := range args {
+		switch {
+		case a == "--":
+			return false
+		case a == "-o" || a == "--output":
+			if i+1 < len(args) && args[i+1] == "json" {
+				return true
+			}
+		case a == "-ojson" || a == "-o=json" || a == "--output=json":
+			return true
+		}
+	}
+	return false
 }

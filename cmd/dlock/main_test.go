@@ -162,7 +162,7 @@ func TestDemoTable(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	checkLatencySVG(t, svg, []string{"local", "lock"})
-	for _, want := range []string{"backend etcd (embedded", "oversold", "local", "lock", "latency (ms)", "≤1s"} {
+	for _, want := range []string{"backend etcd (embedded", "oversold  lost", "local", "lock", "latency (ms)", "≤1s"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, r.stdout)
 		}

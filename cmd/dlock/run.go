@@ -29,8 +29,8 @@ func runCmd() *cobra.Command {
 		Short: "Run a command while holding a lock (like flock(1), across machines)",
 		Long: `Run takes the lock NAME, runs CMD with DLOCK_NAME and DLOCK_TOKEN (the fencing
 token) in its environment (without DLOCK_URL, whose password CMD has no need
-of, unless --pass-url), forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to it,
-and unlocks when it exits. If the lease is lost while CMD runs, CMD gets
+of, unless --pass-url), forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1,
+SIGUSR2 and SIGALRM to it, and unlocks when it exits. If the lease is lost while CMD runs, CMD gets
 SIGTERM, then SIGKILL after --grace; once CMD has exited, what it left
 running gets SIGKILL at once.
 
@@ -54,8 +54,8 @@ tokens older than the newest it has seen (fencing).
 Exit status: CMD's own (128+N if signal N killed it); 3 if the lock was not
 acquired (--no-wait, or --wait elapsed; the error names the holder); 4 if
 the lease was lost, while CMD ran or found at the final unlock (CMD's
-status is then in the message); 2 for a bad or unreachable backend or bad
-flags; 127 if CMD was not found, 126 if it could not be executed (as env,
+status is then in the message); 2 for a bad or unreachable backend, one
+that failed before CMD started, or bad flags; 127 if CMD was not found, 126 if it could not be executed (as env,
 timeout and nohup say); 128+N if signal N came before CMD started (while
 waiting for the lock).
 
@@ -111,12 +111,21 @@ func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.D
 	var l *dlock.Lease
 	switch {
 	case noWait:
-		l, err = m.TryLock(lctx)
+		tctx, cancel := context.WithTimeout(lctx, global.connectTimeout)
+		l, err = m.TryLock(tctx)
+		cancel()
 	case wait > 0:
 		// One try whatever --wait says: a --wait shorter than a round
-		// trip (1us) gave up on a free lock without trying.
-		if l, err = m.TryLock(lctx); errors.Is(err, dlock.ErrNotAcquired) {
-			wctx, cancel := context.WithTimeout(lctx, wait)
+		// trip (1us) gave up on a free lock without trying. The try has
+		// --wait or --connect-timeout, whichever is longer (it had no
+		// bound: 8 s on a store gone silent, with --wait 2s), and the
+		// wait what is left of --wait.
+		deadline := time.Now().Add(wait)
+		tctx, cancel := context.WithTimeout(lctx, max(wait, global.connectTimeout))
+		l, err = m.TryLock(tctx)
+		cancel()
+		if errors.Is(err, dlock.ErrNotAcquired) {
+			wctx, cancel := context.WithDeadline(lctx, deadline)
 			l, err = m.Lock(wctx)
 			cancel()
 		}
@@ -127,23 +136,23 @@ func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.D
 		// A signal came while waiting, or just after the lock was taken:
 		// the command is not started.
 		if err == nil {
-			_ = l.Unlock(context.WithoutCancel(ctx))
+			finalUnlock(ctx, l.Unlock)
 		}
 		return &exitError{code: signalExitCode(sig), err: fmt.Errorf("lock %q: interrupted by %v before %s started", name, sig, argv[0])}
 	}
 	switch {
 	case errors.Is(err, dlock.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return notAcquired(fmt.Sprintf("lock %q not acquired", name), heldBy(ctx, kinds.inspector(c, name)), noWait, wait, err)
-	case errors.Is(err, dlock.ErrInvalidName), errors.Is(err, dlock.ErrInvalidTTL), errors.Is(err, dlock.ErrInvalidOwner),
-		errors.Is(err, dlock.ErrInvalidLabel), errors.Is(err, dlock.ErrUnsupported), errors.Is(err, dlock.ErrInvalidConfig):
-		return fail(exitUsage, "%v", err)
 	case err != nil:
-		return fail(exitFailed, "%v", err)
+		// Bad input, or a store that failed (or went silent) after Open:
+		// the command never ran, which 1, a command's own failure, would
+		// not tell a cron wrapper.
+		return fail(exitUsage, "%v", err)
 	}
 	unlocked := false
 	defer func() {
-		if !unlocked {
-			_ = l.Unlock(context.WithoutCancel(ctx))
+		if !unlocked { // a lost lease, or the command not started
+			finalUnlock(ctx, l.Unlock)
 		}
 	}()
 
@@ -175,6 +184,17 @@ func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.D
 		return &exitError{code: res.Code, err: errors.New("")}
 	}
 	return nil
+}
+
+// finalUnlock gives back a hold dlock run or elect is done with, on the
+// way out after a loss or a failed start, bounded by --connect-timeout: a
+// lost lease's release, against a store that is cut off, took 17 s (pg)
+// after the command was stopped, and the store frees the hold at its TTL
+// anyway.
+func finalUnlock(ctx context.Context, release func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), global.connectTimeout)
+	defer cancel()
+	_ = release(ctx)
 }
 
 // holdOptions are the options of the hold dlock run or elect takes: ttl,

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -34,11 +33,8 @@ func unlockKind(cmd *cobra.Command, c *dlock.Client, name, kind string, yes bool
 		return fail(exitUsage, "--kind is mutex, rw or sem, not %q", kind)
 	}
 	info, err := inspect(cmd.Context())
-	if errors.Is(err, dlock.ErrUnsupported) {
-		return fail(exitUsage, "%v", err)
-	}
 	if err != nil {
-		return fail(exitFailed, "%v", err)
+		return opFailed(err)
 	}
 	res := struct {
 		Name     string        `json:"name"`

@@ -1,0 +1,69 @@
+package main_test
+
+import (
+	"encoding/json"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock/drivertest"
+)
+
+// Exit statuses and -o json errors an adversary pass found wrong: dlock
+// run's own failures before the command ran said 1 (a command's own
+// failure), an invalid name said 1 on inspect and unlock but 2 on run, and
+// an unknown subcommand's error was text with -o json.
+func TestExitStatusesOfBadInput(t *testing.T) {
+	u := redisURL(t)
+	c := drivertest.MustOpen(t, u)
+	l, err := c.Semaphore("sem", 2).Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(t.Context())
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"run", "--backend", u, "--permits", "3", "--no-wait", "sem", "--", "true"}, 2}, // ErrLimitMismatch
+		{[]string{"inspect", "--backend", u, ""}, 2},
+		{[]string{"unlock", "--backend", u, "--force", "--yes", ""}, 2},
+		{[]string{"unlock", "--backend", u, "--force", "--yes", "--kind", "rw", ""}, 2},
+		{[]string{"run", "--backend", u, "", "--", "true"}, 2},
+	} {
+		if r := dlockCmd(t, nil, tc.args...); r.code != tc.code {
+			t.Errorf("dlock %q: exit %d, want %d: %s", tc.args, r.code, tc.code, r.stderr)
+		}
+	}
+	for _, args := range [][]string{
+		{"-o", "json", "bogus-subcommand"},
+		{"bogus-subcommand", "--output=json"},
+		{"-ojson", "bogus-subcommand"},
+	} {
+		r := dlockCmd(t, nil, args...)
+		var e struct {
+			Error string `json:"error"`
+			Exit  int    `json:"exit"`
+		}
+		if err := json.Unmarshal([]byte(r.stderr), &e); err != nil || e.Exit != 2 || r.code != 2 || r.stdout != "" {
+			t.Errorf("dlock %q: exit %d, stderr %q, stdout %q; want one JSON error, exit 2", args, r.code, r.stderr, r.stdout)
+		}
+	}
+}
+
+// Signals a command may be told through dlock run beyond the four it
+// forwarded: Go caught SIGUSR1, SIGUSR2 and SIGALRM and dropped them.
+func TestRunForwardsUserSignals(t *testing.T) {
+	u := redisURL(t)
+	for _, sig := range []syscall.Signal{syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM} {
+		cmd, out, _ := startRun(t, "run", "--backend", u, "usr", "--",
+			"sh", "-c", `trap 'echo got-it; exit 7' USR1 USR2 ALRM; echo pid $$; echo started; while :; do sleep 0.05; done`)
+		if err := cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		if code := waitExit(t, cmd, 20*time.Second, out); code != 7 || !strings.Contains(out.String(), "got-it") {
+			t.Errorf("%v: exit %d; the command did not get it:\n%s", sig, code, out.String())
+		}
+	}
+}
