@@ -58,16 +58,22 @@ func Do(ctx context.Context, m Locker, fn func(ctx context.Context, l *Lease) er
 		wait, cancelWait = context.WithTimeout(ctx, o.maxWait)
 	}
 	var l *Lease
+	start := time.Now()
 	if o.try {
 		l, err = m.TryLock(wait)
 	} else {
 		l, err = m.Lock(wait)
 	}
 	cancelWait()
+	giveBack := err != nil && !l.none() // a lease and an error, from a Locker of the caller's
 	if err == nil {
 		err = checkTaken("do", name, backend, l)
-	} else if !l.none() { // a lease and an error from a Locker of the caller's
-		_ = l.Unlock(context.WithoutCancel(ctx))
+		giveBack = err != nil && takenSince(l, start) // as in LockAll
+	}
+	if giveBack {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseBound)
+		_ = l.Unlock(rctx)
+		cancel()
 	}
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/dlock/dlock"
@@ -211,6 +212,25 @@ func TestBrokenLockerIsAnError(t *testing.T) {
 	}
 	if err := held.Unlock(t.Context()); err != nil {
 		t.Errorf("the lease on another lock was released by LockAll or Do: %v", err)
+	}
+	// One that names one lock and locks another (a wrapper with a name of
+	// its own): the lease it took in the call is given back. It stayed
+	// held, renewed, until Close (an adversary pass).
+	renamed := funcLocker(func(ctx context.Context) (*dlock.Lease, error) { return other.Lock(ctx) })
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second) // the old code's leak made the second wait forever
+	defer cancel()
+	if g, err := dlock.LockAll(ctx, a, renamed); !errors.Is(err, dlock.ErrInvalidConfig) {
+		t.Errorf("LockAll with a renaming locker = %v, %v; want ErrInvalidConfig", g, err)
+	}
+	if err := dlock.Do(ctx, renamed, func(context.Context, *dlock.Lease) error { return nil }); !errors.Is(err, dlock.ErrInvalidConfig) {
+		t.Errorf("Do with a renaming locker = %v; want ErrInvalidConfig", err)
+	}
+	for _, m := range []*dlock.Mutex{a, other} {
+		l, err := m.TryLock(t.Context())
+		if err != nil {
+			t.Fatalf("%s held after a renaming locker: %v", m.Name(), err)
+		}
+		_ = l.Unlock(t.Context())
 	}
 	// A Locker that ends its goroutine (runtime.Goexit, as t.FailNow does)
 	// left the members taken before it held for good.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/dlock/dlock/driver"
 )
@@ -39,9 +40,9 @@ type Group struct {
 // other. If any Lock fails, or ctx ends while waiting, the locks taken so far
 // are released and the error (naming that lock) is returned; nothing is
 // left held. ctx bounds the wait only: releasing what was taken is not
-// bounded by it (it has ended), so with the store cut off LockAll returns
-// once those releases fail, after the store client's own timeouts (seconds),
-// and the locks then free themselves at their TTL. Naming one name twice on one backend
+// bounded by it (it has ended) but by 5 s (the releases run at once), so
+// with a store cut off LockAll returns at most 5 s after ctx, and the locks
+// not released then free themselves at their TTL. Naming one name twice on one backend
 // (even through two clients: each Lock is a holder of its own, so the group
 // would wait for itself) is refused with ErrInvalidName, as is a nil
 // locker. So is one name on two stores of one kind (two Redis servers):
@@ -107,22 +108,28 @@ func lockAll(ctx context.Context, lockers []NamedLocker, try bool) (*Group, erro
 	}
 	g := &Group{leases: make([]*Lease, len(lockers))}
 	for _, it := range items {
+		start := time.Now()
 		l, err := takeOne(ctx, lockers[it.i], try, g)
 		if err == nil {
-			err = checkTaken(op, it.name, it.backend, l)
+			if err = checkTaken(op, it.name, it.backend, l); err == nil || takenSince(l, start) {
+				// A lease refused by checkTaken but granted by this call (a
+				// Locker of the caller's naming one lock and locking
+				// another) is released with the others: it was left
+				// renewed until Close (an adversary pass).
+				g.leases[it.i] = l
+			}
 		}
 		if err != nil {
-			g.release(context.WithoutCancel(ctx))
+			g.releaseTaken(ctx)
 			return nil, err
 		}
-		g.leases[it.i] = l
 	}
 	// A member taken early may have been lost while a later one was waited
 	// for: the group is not held then, so it is not returned.
 	for _, l := range g.leases {
 		if l.hold().CheckDeadline(); l.Err() != nil {
 			err := l.Err()
-			g.release(context.WithoutCancel(ctx))
+			g.releaseTaken(ctx)
 			return nil, &Error{Op: op, Name: l.Name(), Backend: l.backend(), Err: fmt.Errorf("lost while the others were taken: %w", err)}
 		}
 	}
@@ -140,7 +147,7 @@ func takeOne(ctx context.Context, lk Locker, try bool, g *Group) (l *Lease, err 
 	returned := false
 	defer func() {
 		if !returned {
-			_ = g.release(context.WithoutCancel(ctx))
+			g.releaseTaken(ctx)
 		}
 	}()
 	if try {
@@ -150,7 +157,9 @@ func takeOne(ctx context.Context, lk Locker, try bool, g *Group) (l *Lease, err 
 	}
 	returned = true
 	if err != nil && !l.none() { // a lease and an error: the contract says one or the other
-		_ = l.Unlock(context.WithoutCancel(ctx))
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseBound)
+		_ = l.Unlock(rctx)
+		cancel()
 		l = nil
 	}
 	return l, err
@@ -170,6 +179,14 @@ func checkTaken(op, name, backend string, l *Lease) error {
 		return &Error{Op: op, Name: name, Backend: backend, Err: fmt.Errorf("%w: the locker returned a lease already unlocked", ErrInvalidConfig)}
 	}
 	return nil
+}
+
+// takenSince reports whether l's hold was granted at or after t: by the
+// call that began at t, and so that call's to give back, where a lease
+// held before it (a Locker of the caller's returning a lease of the
+// caller's) is not.
+func takenSince(l *Lease, t time.Time) bool {
+	return !l.none() && !l.hold().Acquired().Before(t)
 }
 
 // lockKey is what LockAll orders a Mutex by, beside its name: its client
@@ -207,6 +224,27 @@ func (g *Group) memberEnded(l *Lease) {
 		cause = fmt.Errorf("dlock: lock %s of the group was unlocked: %w", driver.QuoteName(l.Name()), ErrLeaseLost)
 	}
 	g.cancel(cause)
+}
+
+// releaseBound bounds the releases of a LockAll that failed, and of a
+// lease returned with an error: its ctx has ended, and a store cut off
+// held it for as long as the store client waited, which for an SQL store in
+// table mode (a new connection's startup never answered) was until the
+// link came back (an adversary pass).
+const releaseBound = 5 * time.Second
+
+// releaseTaken releases, all at once and within releaseBound, what a
+// failing LockAll took; ctx is the LockAll's (its values are kept).
+func (g *Group) releaseTaken(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseBound)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, l := range g.leases {
+		if l != nil {
+			wg.Go(func() { _ = l.Unlock(ctx) })
+		}
+	}
+	wg.Wait()
 }
 
 // release unlocks the leases taken so far, in reverse order.

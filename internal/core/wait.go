@@ -103,6 +103,13 @@ func (e *Engine) obtain1(ctx context.Context, t *turn.Turn[holdKey], req driver.
 	case err == nil && g.Acquired:
 		return g, sent, nil
 	case err != nil && (try || permanent(err) || ctx.Err() != nil || e.closing.Err() != nil):
+		if !try && (req.Kind == driver.Shared || req.Kind == driver.Write) {
+			// The attempt may have left the record of a waiting request
+			// (ctx ended while the store answered): a free lock was then
+			// refused to others for the record's life (2 s, pglock's table
+			// mode; an adversary pass).
+			e.forgetWait(req)
+		}
 		return g, sent, e.waitErr(ctx, err)
 	case try:
 		return g, sent, driver.ErrNotAcquired
