@@ -50,6 +50,12 @@ type Group struct {
 // name for a store that would order two of a kind the same way in every
 // process. A type of the caller's that embeds a *Mutex or *RWMutex is
 // ordered as the lock it embeds; any other NamedLocker by its name alone.
+// A wrapper that takes an RWMutex's read lock or a Semaphore's permit is
+// such a NamedLocker: dlock cannot tell it from the lock's other kinds, so
+// a group holding it beside the same RWMutex's write lock waits for itself
+// until ctx ends, and two permits of one semaphore are refused as one name
+// twice. With no lockers, LockAll returns an empty Group at once, whose
+// Done stays open until its Unlock.
 //
 // Every backend takes the locks in order, one store operation (or wait) per
 // lock; none takes them in one operation.

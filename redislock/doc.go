@@ -178,7 +178,16 @@
 //     new master expires the lock at the earlier time, before the holder's
 //     lease ends. In both cases the holder hears nothing: its lease looks
 //     live (Err nil, TimeLeft as before) while another client holds the
-//     lock, until its next renewal finds the hold gone. Use Redlock (package redlock, mutexes only) or a consensus
+//     lock, until its next renewal finds the hold gone. A failover cuts a
+//     lock short this way even when the replica had every write at the
+//     moment its master stopped answering: a renewal sent to the stopped
+//     master waits in its socket, and when the master resumes it runs the
+//     renewal and answers OK before it learns it was deposed (an adversary
+//     pass on a Cluster: the holder's lease outlived the lock on the new
+//     master by about one renewal interval, and another client was granted
+//     it meanwhile). min-replicas-to-write does not prevent it (the master
+//     checks its replicas once a second, after it has run what waited).
+//     Use Redlock (package redlock, mutexes only) or a consensus
 //     store (etcd, ZooKeeper) where that matters, and fencing tokens in any
 //     case.
 //   - Fencing tokens strictly increase while the token counter survives. A
