@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,6 +25,29 @@ func WantOpenFails(t *testing.T, u, want string) {
 	}
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("Open(%s): %v; want it to say %q", u, err, want)
+	}
+}
+
+// WantOpenRefused wants dlock.Open(u), for a URL whose every address
+// refuses connections, to fail with the refusal (errors.Is
+// syscall.ECONNREFUSED) within bound, not at the end of its ctx (5 s) with
+// "context deadline exceeded".
+func WantOpenRefused(t *testing.T, u string, bound time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	c, err := dlock.Open(ctx, u)
+	took := time.Since(start)
+	if err == nil {
+		_ = c.Close()
+		t.Fatalf("%s: Open succeeded", u)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("%s: %v; want the refusal", u, err)
+	}
+	if took > bound {
+		t.Errorf("%s: Open took %v to say %v", u, took.Round(time.Millisecond), err)
 	}
 }
 

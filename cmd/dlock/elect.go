@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -178,13 +177,9 @@ func ledBy(ctx context.Context, e *dlock.Election) string {
 // read of the election name failed; elect --observe goes on.
 func reportObserveError(name string, err error) {
 	cause := strings.TrimPrefix(err.Error(), "dlock: ")
-	if jsonOutput() {
-		_ = json.NewEncoder(os.Stderr).Encode(struct {
-			Event string `json:"event"`
-			Name  string `json:"name"`
-			Error string `json:"error"`
-		}{"observe_error", name, cause})
-		return
-	}
-	fmt.Fprintf(os.Stderr, "dlock: %s\n", cause)
+	report(struct {
+		Event string `json:"event"`
+		Name  string `json:"name"`
+		Error string `json:"error"`
+	}{"observe_error", name, cause}, cause)
 }

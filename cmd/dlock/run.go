@@ -216,16 +216,23 @@ func holdOptions(ttl time.Duration, label, owner string) []dlock.Option {
 // loss, the exit status (4) says the rest.
 func reportStopping(what, name, cmd string, err error, grace time.Duration) {
 	cause := strings.TrimPrefix(err.Error(), "dlock: ")
+	report(struct {
+		Event   string `json:"event"`
+		Name    string `json:"name"`
+		Error   string `json:"error"`
+		GraceMs int64  `json:"grace_ms"`
+	}{"lease_lost", name, cause, grace.Milliseconds()},
+		fmt.Sprintf("%s lost (%s); stopping %s: SIGTERM, SIGKILL after %v", what, cause, cmd, grace))
+}
+
+// report says on stderr what happened: event as JSON with -o json, else
+// text after "dlock: ".
+func report(event any, text string) {
 	if jsonOutput() {
-		_ = json.NewEncoder(os.Stderr).Encode(struct {
-			Event   string `json:"event"`
-			Name    string `json:"name"`
-			Error   string `json:"error"`
-			GraceMs int64  `json:"grace_ms"`
-		}{"lease_lost", name, cause, grace.Milliseconds()})
+		_ = json.NewEncoder(os.Stderr).Encode(event)
 		return
 	}
-	fmt.Fprintf(os.Stderr, "dlock: %s lost (%s); stopping %s: SIGTERM, SIGKILL after %v\n", what, cause, cmd, grace)
+	fmt.Fprintf(os.Stderr, "dlock: %s\n", text)
 }
 
 // reportLostAtUnlock says on stderr (as a JSON event with -o json) that
@@ -233,17 +240,13 @@ func reportStopping(what, name, cmd string, err error, grace time.Duration) {
 // status code.
 func reportLostAtUnlock(what, name, cmd string, code int, err error) {
 	cause := strings.TrimPrefix(err.Error(), "dlock: ")
-	if jsonOutput() {
-		_ = json.NewEncoder(os.Stderr).Encode(struct {
-			Event      string `json:"event"`
-			Name       string `json:"name"`
-			Error      string `json:"error"`
-			ChildState int    `json:"child_status"`
-		}{"lease_lost_at_unlock", name, cause, code})
-		return
-	}
-	fmt.Fprintf(os.Stderr, "dlock: %s was lost before %s ended (exit status %d), so it ran unprotected at the end: %s\n",
-		what, cmd, code, cause)
+	report(struct {
+		Event      string `json:"event"`
+		Name       string `json:"name"`
+		Error      string `json:"error"`
+		ChildState int    `json:"child_status"`
+	}{"lease_lost_at_unlock", name, cause, code},
+		fmt.Sprintf("%s was lost before %s ended (exit status %d), so it ran unprotected at the end: %s", what, cmd, code, cause))
 }
 
 // heldBy names the holder of a lock that was not acquired, as " (held by
