@@ -145,7 +145,7 @@ func lock(ctx context.Context, c *Client, op string, s core.Spec, o mutexOptions
 // allocation for both.
 func alloc(c *Client, out **Lease) func() *core.Lease {
 	return func() *core.Lease {
-		*out = &Lease{c: c}
+		*out = &Lease{c: c, born: int64(time.Since(bornEpoch))}
 		return &(*out).l
 	}
 }

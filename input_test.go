@@ -232,6 +232,32 @@ func TestBrokenLockerIsAnError(t *testing.T) {
 		}
 		_ = l.Unlock(t.Context())
 	}
+	// The same when its Lock re-enters a hold of the caller's (a lease in
+	// ctx): the count it added is given back, the caller's lease is kept.
+	// The hold's own grant was before the call, which the first fix took
+	// for "the caller's lease" (an adversary pass).
+	l0, err := other.Lock(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx := dlock.ContextWithLease(ctx, l0)
+	if g, err := dlock.LockAll(rctx, a, renamed); !errors.Is(err, dlock.ErrInvalidConfig) {
+		t.Errorf("LockAll with a renaming locker re-entering = %v, %v; want ErrInvalidConfig", g, err)
+	}
+	if err := dlock.Do(rctx, renamed, func(context.Context, *dlock.Lease) error { return nil }); !errors.Is(err, dlock.ErrInvalidConfig) {
+		t.Errorf("Do with a renaming locker re-entering = %v; want ErrInvalidConfig", err)
+	}
+	if l0.Err() != nil {
+		t.Fatalf("the caller's lease ended: %v", l0.Err())
+	}
+	if err := l0.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := c.Mutex(other.Name()).TryLock(t.Context()); err != nil {
+		t.Errorf("held after the caller's Unlock: a re-entry count of the renaming locker was kept: %v", err)
+	} else {
+		_ = l.Unlock(t.Context())
+	}
 	// A Locker that ends its goroutine (runtime.Goexit, as t.FailNow does)
 	// left the members taken before it held for good.
 	exited := make(chan struct{})

@@ -16,9 +16,13 @@ var errUnlocked = core.ErrUnlocked
 // failed Lock returns: it holds nothing (Token 0, Done closed, Err and
 // Unlock wrapping ErrNotHeld).
 type Lease struct {
-	l core.Lease // the engine's, made in place (see alloc)
-	c *Client
+	l    core.Lease // the engine's, made in place (see alloc)
+	c    *Client
+	born int64 // when alloc made it, in ns since bornEpoch (see takenSince)
 }
+
+// bornEpoch is the origin of Lease.born: a monotonic clock reading.
+var bornEpoch = time.Now()
 
 // Name returns the lock's name.
 func (l *Lease) Name() string {

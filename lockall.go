@@ -187,12 +187,12 @@ func checkTaken(op, name, backend string, l *Lease) error {
 	return nil
 }
 
-// takenSince reports whether l's hold was granted at or after t: by the
-// call that began at t, and so that call's to give back, where a lease
-// held before it (a Locker of the caller's returning a lease of the
-// caller's) is not.
+// takenSince reports whether l was made at or after t: by the call that
+// began at t (a new hold or a re-entry of one held before), and so that
+// call's to give back, where a lease made before it (a Locker of the
+// caller's returning a lease of the caller's) is not.
 func takenSince(l *Lease, t time.Time) bool {
-	return !l.none() && !l.hold().Acquired().Before(t)
+	return !l.none() && l.born >= int64(t.Sub(bornEpoch))
 }
 
 // lockKey is what LockAll orders a Mutex by, beside its name: its client
