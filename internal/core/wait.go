@@ -31,10 +31,19 @@ const (
 // have been applied), obtain that fails gives back whatever hold the owner
 // has in the store before it returns (see undo).
 func (e *Engine) obtain(ctx context.Context, t *turn.Turn[holdKey], req driver.Request, try, fresh bool) (g driver.Grant, sent time.Time, err error) {
-	var uncertain bool
-	g, sent, err = e.obtain1(ctx, t, req, try, &uncertain)
-	if err != nil && uncertain && fresh && !e.caps.Blocking {
-		e.undo(req)
+	var uncertain, forget bool
+	g, sent, err = e.obtain1(ctx, t, req, try, &uncertain, &forget)
+	if undo := err != nil && uncertain && fresh && !e.caps.Blocking; undo || forget {
+		// One bound for both: against a silent store they ran one after
+		// the other, and an RWMutex.Lock cut by its ctx returned 4 s late.
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if undo {
+			e.undo(cctx, req)
+		}
+		if forget {
+			e.forgetWait(cctx, req)
+		}
+		cancel()
 	}
 	if err == nil && !try && !e.caps.Blocking && ctx.Err() != nil {
 		// A polling attempt under way when ctx ended (most stores' requests
@@ -67,7 +76,11 @@ func (e *Engine) attempt(ctx context.Context, req driver.Request, uncertain *boo
 	return g, err
 }
 
-func (e *Engine) obtain1(ctx context.Context, t *turn.Turn[holdKey], req driver.Request, try bool, uncertain *bool) (driver.Grant, time.Time, error) {
+// obtain1 is obtain but for its clean-up: it sets *uncertain when an
+// attempt failed without a certain answer (the hold may have been taken),
+// and *forget when a read or write request's first attempt was cut by ctx
+// (a record of the waiting request may have been left; see forgetWait).
+func (e *Engine) obtain1(ctx context.Context, t *turn.Turn[holdKey], req driver.Request, try bool, uncertain, forget *bool) (driver.Grant, time.Time, error) {
 	if !try && e.caps.Blocking { // the store queues waiters itself
 		ctx, b := e.bindClose(ctx)
 		defer e.unbind(b)
@@ -103,13 +116,11 @@ func (e *Engine) obtain1(ctx context.Context, t *turn.Turn[holdKey], req driver.
 	case err == nil && g.Acquired:
 		return g, sent, nil
 	case err != nil && (try || permanent(err) || ctx.Err() != nil || e.closing.Err() != nil):
-		if !try && (req.Kind == driver.Shared || req.Kind == driver.Write) {
-			// The attempt may have left the record of a waiting request
-			// (ctx ended while the store answered): a free lock was then
-			// refused to others for the record's life (2 s, pglock's table
-			// mode; an adversary pass).
-			e.forgetWait(req)
-		}
+		// The attempt may have left the record of a waiting request (ctx
+		// ended while the store answered): a free lock was then refused to
+		// others for the record's life (2 s, pglock's table mode; an
+		// adversary pass).
+		*forget = !try && (req.Kind == driver.Shared || req.Kind == driver.Write)
 		return g, sent, e.waitErr(ctx, err)
 	case try:
 		return g, sent, driver.ErrNotAcquired
@@ -119,9 +130,7 @@ func (e *Engine) obtain1(ctx context.Context, t *turn.Turn[holdKey], req driver.
 	t.Block(true)
 	defer t.Block(false)
 	g, sent, err = e.wait(ctx, req, g.Retry, uncertain)
-	if err != nil && (req.Kind == driver.Shared || req.Kind == driver.Write) {
-		e.forgetWait(req)
-	}
+	*forget = err != nil && (req.Kind == driver.Shared || req.Kind == driver.Write)
 	return g, sent, err
 }
 
@@ -129,9 +138,7 @@ func (e *Engine) obtain1(ctx context.Context, t *turn.Turn[holdKey], req driver.
 // taken with an attempt whose reply was lost: the store shows the hold
 // under the owner, which nobody else has, so every count of it is the
 // request's.
-func (e *Engine) undo(req driver.Request) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
+func (e *Engine) undo(ctx context.Context, req driver.Request) {
 	var info driver.Info
 	var err error
 	if req.Kind == driver.Exclusive {
@@ -171,9 +178,7 @@ func (e *Engine) dropCounts(ctx context.Context, req driver.Request, g driver.Gr
 // so that the record keeping its place in line (see driver.Driver.Release)
 // does not hold back the waiters behind it, nor a later TryLock, for the
 // record's life: a Release of the owner with token 0, which no hold has.
-func (e *Engine) forgetWait(req driver.Request) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
+func (e *Engine) forgetWait(ctx context.Context, req driver.Request) {
 	_ = e.drv.Release(ctx, driver.Held{Name: req.Name, Owner: req.Owner, TTL: req.TTL, Kind: req.Kind}, 1)
 }
 
