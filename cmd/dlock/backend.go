@@ -215,3 +215,20 @@ func opFailed(err error) error {
 	}
 	return fail(exitFailed, "%v", err)
 }
+
+// closeBackend closes c, waiting for it no longer than --connect-timeout:
+// a client's Close waits for its store client's, and pgx waits up to 15 s
+// for each connection that a cut link left closing, so dlock run exited 4
+// some 17 s after it stopped its command on a lost lease (an adversary
+// pass). The process exits next, which ends whatever is left.
+func closeBackend(c *dlock.Client) {
+	done := make(chan struct{})
+	go func() {
+		_ = c.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(global.connectTimeout):
+	}
+}

@@ -42,7 +42,7 @@ func demoInstanceCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer c.Close()
+			defer closeBackend(c)
 			st, err := openStore(ctx, os.Getenv("DLOCK_DEMO_STORE"))
 			if err != nil {
 				return fail(exitUsage, "%v", err)

@@ -69,7 +69,7 @@ func runElected(ctx context.Context, name, value string, argv []string, ttl, wai
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer closeBackend(c)
 	e := c.Election(name, holdOptions(ttl, label, "")...)
 
 	// One receiver of the caught signals at a time: the campaign, then the
@@ -86,7 +86,8 @@ func runElected(ctx context.Context, name, value string, argv []string, ttl, wai
 	}
 	switch {
 	case errors.Is(err, dlock.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return notAcquired(fmt.Sprintf("election %q not won", name), ledBy(ctx, e), false, wait, err)
+		leader, lerr := ledBy(ctx, e)
+		return notAcquired(fmt.Sprintf("election %q not won", name), leader, lerr, false, wait, err)
 	case err != nil: // bad input, or a store that failed: CMD never ran (as dlock run)
 		return fail(exitUsage, "%v", err)
 	}
@@ -141,7 +142,7 @@ func observeLeaders(cmd *cobra.Command, name string) error {
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer closeBackend(c)
 	out := cmd.OutOrStdout()
 	enc := json.NewEncoder(out)
 	for l, err := range c.Election(name).Observe(ctx) {
@@ -162,15 +163,19 @@ func observeLeaders(cmd *cobra.Command, name string) error {
 }
 
 // ledBy names the leader of an election not won, as " (led by VALUE, term
-// N)", or "" if there is none or the store cannot say.
-func ledBy(ctx context.Context, e *dlock.Election) string {
+// N)", or "" if there is none or the store cannot say, with the store's
+// error (none for no leader).
+func ledBy(ctx context.Context, e *dlock.Election) (string, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), global.connectTimeout)
 	defer cancel()
 	l, err := e.Leader(ctx)
-	if err != nil {
-		return ""
+	if errors.Is(err, dlock.ErrNoLeader) {
+		return "", nil
 	}
-	return fmt.Sprintf(" (led by %s, term %d)", esc(l.Value), l.Term)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf(" (led by %s, term %d)", esc(l.Value), l.Term), nil
 }
 
 // reportObserveError says on stderr (as a JSON event with -o json) that a

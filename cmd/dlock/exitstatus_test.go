@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"syscall"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock/drivertest"
+	"github.com/dlock/dlock/internal/testserver"
 )
 
 // Exit statuses and -o json errors an adversary pass found wrong: dlock
@@ -66,5 +68,44 @@ func TestRunForwardsUserSignals(t *testing.T) {
 		if code := waitExit(t, cmd, 20*time.Second, out); code != 7 || !strings.Contains(out.String(), "got-it") {
 			t.Errorf("%v: exit %d; the command did not get it:\n%s", sig, code, out.String())
 		}
+	}
+}
+
+// A store that goes silent after Open is an unreachable backend (exit 2),
+// not a lock held (3), whether run tries once or waits: a cron wrapper
+// must not read "held" (the re-test adversary pass).
+func TestRunOnStoreSilentAfterOpen(t *testing.T) {
+	srv := testserver.Redis(t)
+	for _, mode := range [][]string{{"--no-wait"}, {"--wait", "500ms"}} {
+		p := testserver.NewProxy(t, srv.Addr())
+		p.BlackholeAt([]byte("silentlock"), nil) // Open's requests pass; the lock's hangs
+		start := time.Now()
+		r := dlockCmd(t, nil, append(append([]string{"run", "--backend", "redis://" + p.Addr(), "--connect-timeout", "1s"}, mode...),
+			"silentlock", "--", "true")...)
+		if r.code != 2 || !strings.Contains(r.stderr, "does not answer") {
+			t.Errorf("%v: exit %d after %v: %s; want 2, the store does not answer", mode, r.code, time.Since(start).Round(time.Millisecond), r.stderr)
+		}
+	}
+}
+
+// dlock run exits soon after it stopped its command on a lost lease, even
+// when the store is cut off: the client's Close waited for pgx's closing
+// of the cut connections, 15 s (the re-test adversary pass: exit 4 came
+// 17.5 s after the cut).
+func TestRunExitsSoonAfterLossOnCutStore(t *testing.T) {
+	pg := testserver.Postgres(t)
+	p := testserver.NewProxy(t, pg.Addr())
+	u := strings.Replace(testserver.PostgresURL(pg), pg.Addr(), p.Addr(), 1)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd, out := startSupervised(t, ctx, "run", "--backend", u, "--ttl", "3s", "--grace", "500ms", "--connect-timeout", "2s", "cutrun")
+	cut := time.Now()
+	p.Blackhole()
+	wantLostExit(t, cmd, out, "run on a cut store")
+	// The loss comes within the TTL; then the grace, the bounded release
+	// and the bounded Close (2 s each). 17.5 s before; room for a loaded
+	// machine between.
+	if took := time.Since(cut); took > 12*time.Second {
+		t.Errorf("exit 4 came %v after the cut", took.Round(time.Millisecond))
 	}
 }

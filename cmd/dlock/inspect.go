@@ -23,7 +23,7 @@ func inspectCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer c.Close()
+			defer closeBackend(c)
 			info, err := c.Inspect(cmd.Context(), args[0])
 			if err != nil {
 				return opFailed(err)
@@ -96,7 +96,7 @@ func migrateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer c.Close()
+			defer closeBackend(c)
 			res := struct {
 				Backend   string `json:"backend"`
 				Tables    bool   `json:"tables"`              // the backend keeps tables, and they are ready
@@ -143,7 +143,7 @@ func unlockCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer c.Close()
+			defer closeBackend(c)
 			name := args[0]
 			if kind != "mutex" {
 				return unlockKind(cmd, c, name, kind, yes)

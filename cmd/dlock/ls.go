@@ -40,7 +40,7 @@ and mem can list; Redlock and Memcached cannot, and say why.`,
 			if err != nil {
 				return err
 			}
-			defer c.Close()
+			defer closeBackend(c)
 			infos, err := c.List(cmd.Context(), prefix)
 			if err != nil {
 				return fail(exitFailed, "%v", err)

@@ -97,7 +97,7 @@ func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.D
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer closeBackend(c)
 	m, err := kinds.locker(c, name, holdOptions(ttl, label, owner))
 	if err != nil {
 		return err
@@ -142,7 +142,8 @@ func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.D
 	}
 	switch {
 	case errors.Is(err, dlock.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return notAcquired(fmt.Sprintf("lock %q not acquired", name), heldBy(ctx, kinds.inspector(c, name)), noWait, wait, err)
+		holder, ierr := heldBy(ctx, kinds.inspector(c, name))
+		return notAcquired(fmt.Sprintf("lock %q not acquired", name), holder, ierr, noWait, wait, err)
 	case err != nil:
 		// Bad input, or a store that failed (or went silent) after Open:
 		// the command never ran, which 1, a command's own failure, would
@@ -250,22 +251,29 @@ func reportLostAtUnlock(what, name, cmd string, code int, err error) {
 }
 
 // heldBy names the holder of a lock that was not acquired, as " (held by
-// LABEL (owner ID), token N, T left)", or "" if the backend cannot say.
-func heldBy(ctx context.Context, inspect func(context.Context) (dlock.Info, error)) string {
+// LABEL (owner ID), token N, T left)", or "" if the backend cannot say, with
+// the inspection's error.
+func heldBy(ctx context.Context, inspect func(context.Context) (dlock.Info, error)) (string, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), global.connectTimeout)
 	defer cancel()
 	info, err := inspect(ctx)
 	if err != nil || !info.Held {
-		return ""
+		return "", err
 	}
-	return " (held by " + holdersText(info) + ")"
+	return " (held by " + holdersText(info) + ")", nil
 }
 
 // notAcquired is the one-statement error of a lock or lead not won: what,
 // who holds it (" (held by …)", "" if the store cannot say) and why the
 // wait ended. The library's error, which says the same again, is kept only
-// when the holder is unknown.
-func notAcquired(what, holder string, noWait bool, wait time.Duration, err error) error {
+// when the holder is unknown. A wait that ran out while the store did not
+// answer the holder's inspection either (ierr) is a store gone silent, not
+// a lock held: exit 2, as for an unreachable backend (it was 3, which a
+// cron wrapper reads as "the lock was held").
+func notAcquired(what, holder string, ierr error, noWait bool, wait time.Duration, err error) error {
+	if ierr != nil && !errors.Is(ierr, dlock.ErrUnsupported) && errors.Is(err, context.DeadlineExceeded) {
+		return fail(exitUsage, "%s: the store does not answer: %s", what, strings.TrimPrefix(ierr.Error(), "dlock: "))
+	}
 	why := "interrupted"
 	switch {
 	case noWait:

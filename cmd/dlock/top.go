@@ -65,7 +65,7 @@ exit status 1 before anything is drawn.`,
 			if err != nil {
 				return err
 			}
-			defer c.Close()
+			defer closeBackend(c)
 			w := cmd.OutOrStdout()
 			tty := writerIsTerminal(w)
 			st := newTopState(c.Backend())
