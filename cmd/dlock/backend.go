@@ -232,3 +232,8 @@ func closeBackend(c *dlock.Client) {
 	case <-time.After(global.connectTimeout):
 	}
 }
+
+// errMustConfirm is unlock --force's refusal to ask, with -o json, whether
+// to release a held lock: its question on stderr would break the JSON
+// there, and a program reading JSON cannot answer it.
+var errMustConfirm = fail(exitUsage, "unlock --force asks before it releases a held lock: with -o json, say --yes")

@@ -33,7 +33,7 @@ func TestExitStatusesOfBadInput(t *testing.T) {
 		{[]string{"unlock", "--backend", u, "--force", "--yes", ""}, 2},
 		{[]string{"unlock", "--backend", u, "--force", "--yes", "--kind", "rw", ""}, 2},
 		{[]string{"run", "--backend", u, "", "--", "true"}, 2},
-		{[]string{"-o", "json", "unlock", "--backend", u, "--force", "sem"}, 2}, // no question with -o json
+		{[]string{"-o", "json", "unlock", "--backend", u, "--force", "--kind", "sem", "sem"}, 2}, // no question with -o json
 	} {
 		if r := dlockCmd(t, nil, tc.args...); r.code != tc.code {
 			t.Errorf("dlock %q: exit %d, want %d: %s", tc.args, r.code, tc.code, r.stderr)

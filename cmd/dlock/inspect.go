@@ -136,9 +136,6 @@ func unlockCmd() *cobra.Command {
 			if !force {
 				return fail(exitUsage, "unlock releases another owner's lock: say --force")
 			}
-			if jsonOutput() && !yes { // its question on stderr would break the JSON there
-				return fail(exitUsage, "unlock --force asks before it releases: with -o json, say --yes")
-			}
 			c, err := openBackend(cmd.Context(), "")
 			if err != nil {
 				return err
@@ -159,6 +156,9 @@ func unlockCmd() *cobra.Command {
 			}{Name: name, Holder: inspectJSON(info)}
 			gone := false // released or expired while the operator answered
 			if info.Held {
+				if !yes && jsonOutput() {
+					return errMustConfirm
+				}
 				if !yes {
 					fmt.Fprintf(cmd.ErrOrStderr(), "Force-release %q held by %s? [y/N] ", name, holderText(info))
 					answer, _ := bufio.NewReader(os.Stdin).ReadString('\n')
@@ -216,7 +216,7 @@ func unlockCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "release whoever holds the lock")
-	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation (required with -o json)")
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation (required with -o json when the lock is held)")
 	cmd.Flags().StringVar(&kind, "kind", "mutex", "what of NAME to release: its mutex, its read-write lock (rw: every reader and the writer) or its semaphore (sem: every permit)")
 	return cmd
 }

@@ -83,8 +83,9 @@ func TestRunKinds(t *testing.T) {
 	if res := dlockCmd(t, nil, "run", "--backend", u, "--permits", "2", "--no-wait", "api", "--", "true"); res.code != 3 {
 		t.Fatalf("run --permits 2 with both held: exit %d %q; want 3", res.code, res.stderr)
 	}
-	if res := dlockCmd(t, nil, "run", "--backend", u, "--permits", "3", "api", "--", "true"); res.code != 1 || !strings.Contains(res.stderr, "permit count mismatch") {
-		t.Fatalf("run --permits 3 while held with 2: exit %d %q; want 1 and the mismatch", res.code, res.stderr)
+	// 2: the command never ran (it was 1, a command's own failure).
+	if res := dlockCmd(t, nil, "run", "--backend", u, "--permits", "3", "api", "--", "true"); res.code != 2 || !strings.Contains(res.stderr, "permit count mismatch") {
+		t.Fatalf("run --permits 3 while held with 2: exit %d %q; want 2 and the mismatch", res.code, res.stderr)
 	}
 	out = dlockCmd(t, nil, "inspect", "--backend", u, "api")
 	if !strings.Contains(out.stdout, "(semaphore): 2 of 2 permits held: worker-1") {

@@ -43,6 +43,9 @@ func unlockKind(cmd *cobra.Command, c *dlock.Client, name, kind string, yes bool
 		Holders  *kindInfoJSON `json:"holders"`  // what inspect showed before
 	}{Name: name, Kind: kind, Holders: kindInfoOf(info)}
 	held := len(info.Holders) > 0
+	if held && !yes && jsonOutput() {
+		return errMustConfirm
+	}
 	if held && !yes {
 		fmt.Fprintf(cmd.ErrOrStderr(), "Force-release the %s %q held by %s? [y/N] ", what, name, whoAll(holdersOf(res.Holders)))
 		answer, _ := bufio.NewReader(os.Stdin).ReadString('\n')
