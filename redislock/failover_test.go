@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -54,13 +55,19 @@ func (c *replicated) shard(key string) (master, replica string) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	slots, err := c.admin.ClusterSlots(ctx).Result()
+	shards, err := c.admin.ClusterShards(ctx).Result()
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	for _, s := range slots {
-		if int64(s.Start) <= slot && slot <= int64(s.End) {
-			master = s.Nodes[0].Addr
+	for _, s := range shards {
+		for _, r := range s.Slots {
+			if r.Start <= slot && slot <= r.End {
+				for _, n := range s.Nodes {
+					if n.Role == "master" {
+						master = net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))
+					}
+				}
+			}
 		}
 	}
 	// The master's own word for its replica: the other nodes learn of it
@@ -71,7 +78,7 @@ func (c *replicated) shard(key string) (master, replica string) {
 			return master, "127.0.0.1:" + p
 		}
 	}
-	c.t.Fatalf("slot %d: master %q has no replica (%q)", slot, master, r)
+	c.t.Fatalf("slot %d: master %q has no replica (%q): %v", slot, master, r, shards)
 	return "", ""
 }
 
