@@ -39,7 +39,8 @@ func (m *Mutex) Owner() string { return m.opts.Owner }
 // TryLock whose last request went unanswered (its ctx ended on it, or the
 // link failed), and which may so have taken the lock, looks for that hold
 // and gives it back before it returns: against a store that has gone
-// silent, up to 2 s after ctx ends (Memcached: see its package doc).
+// silent, up to 2 s after ctx ends (Memcached and PostgreSQL take longer:
+// see their package docs).
 //
 // Each call is a holder of its own, so concurrent calls exclude each other,
 // unless the Mutex was made WithOwner (calls share the owner's hold) or ctx

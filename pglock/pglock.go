@@ -65,6 +65,10 @@
 // ends terminates its backend (pg_terminate_backend with a wait) before Lock
 // returns: a backend blocked in a lock wait would otherwise go on waiting
 // until it noticed the closed connection, and could take the lock first.
+// That takes up to 3 s more when the server does not answer, before the
+// 2 s every backend may spend giving back a hold the cut request may have
+// taken (see dlock's Mutex.Lock): a Lock cut by its ctx on a link that has
+// gone silent returns up to about 5 s after ctx ends, in every mode.
 // A TryLock waits for no holder (NOWAIT, pg_try_advisory_lock), and its
 // other statements wait at most a second (lock_timeout) for a session
 // outside dlock that holds dlock's tables or a row of them: an open

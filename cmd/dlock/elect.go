@@ -80,7 +80,7 @@ func runElected(ctx context.Context, name, value string, argv []string, ttl, wai
 	term, err := e.Campaign(cctx, value)
 	if sig := endWait(); sig != nil {
 		if err == nil {
-			finalUnlock(ctx, term.Resign)
+			_ = finalRelease(ctx, term.Resign)
 		}
 		return &exitError{code: signalExitCode(sig), err: fmt.Errorf("election %q: interrupted by %v before %s started", name, sig, argv[0])}
 	}
@@ -94,7 +94,7 @@ func runElected(ctx context.Context, name, value string, argv []string, ttl, wai
 	resigned := false
 	defer func() {
 		if !resigned {
-			finalUnlock(ctx, term.Resign)
+			_ = finalRelease(ctx, term.Resign)
 		}
 	}()
 	what := fmt.Sprintf("term in election %q", name)
@@ -117,9 +117,11 @@ func runElected(ctx context.Context, name, value string, argv []string, ttl, wai
 	// (its lead force-released, or expired before a renewal could tell)
 	// did not protect the command to its end, and the exit status says so.
 	resigned = true
-	if err := term.Resign(context.WithoutCancel(ctx)); errors.Is(err, dlock.ErrLeaseLost) {
+	if err := finalRelease(ctx, term.Resign); errors.Is(err, dlock.ErrLeaseLost) {
 		reportLostAtUnlock(what, name, argv[0], res.Code, err)
 		return &exitError{code: exitLeaseLost, err: errors.New("")}
+	} else if err != nil {
+		reportUnconfirmed(what, name, err)
 	}
 	if res.Code != 0 {
 		return &exitError{code: res.Code, err: errors.New("")}

@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"encoding/json"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -75,15 +76,23 @@ func TestRunForwardsUserSignals(t *testing.T) {
 // not a lock held (3), whether run tries once or waits: a cron wrapper
 // must not read "held" (the re-test adversary pass).
 func TestRunOnStoreSilentAfterOpen(t *testing.T) {
-	srv := testserver.Redis(t)
-	for _, mode := range [][]string{{"--no-wait"}, {"--wait", "500ms"}} {
-		p := testserver.NewProxy(t, srv.Addr())
-		p.BlackholeAt([]byte("silentlock"), nil) // Open's requests pass; the lock's hangs
+	srv, mc := testserver.Redis(t), testserver.Memcached(t)
+	for _, tc := range []struct {
+		scheme, addr, cut string // cut: the first request Open does not make
+		mode                   []string
+	}{
+		{"redis", srv.Addr(), "silentlock", []string{"--no-wait"}},
+		{"redis", srv.Addr(), "silentlock", []string{"--wait", "500ms"}},
+		{"memcached", mc.Addr(), "add ", []string{"--no-wait"}}, // an i/o timeout, not ctx's: it said 3
+	} {
+		p := testserver.NewProxy(t, tc.addr)
+		p.BlackholeAt([]byte(tc.cut), nil) // Open's requests pass; the lock's hangs
 		start := time.Now()
-		r := dlockCmd(t, nil, append(append([]string{"run", "--backend", "redis://" + p.Addr(), "--connect-timeout", "1s"}, mode...),
+		r := dlockCmd(t, nil, append(append([]string{"run", "--backend", tc.scheme + "://" + p.Addr(), "--connect-timeout", "1s"}, tc.mode...),
 			"silentlock", "--", "true")...)
-		if r.code != 2 || !strings.Contains(r.stderr, "does not answer") {
-			t.Errorf("%v: exit %d after %v: %s; want 2, the store does not answer", mode, r.code, time.Since(start).Round(time.Millisecond), r.stderr)
+		// (The store's own timeout may come first: then its error, still 2.)
+		if r.code != 2 || !strings.Contains(r.stderr, "does not answer") && !strings.Contains(r.stderr, "i/o timeout") {
+			t.Errorf("%s %v: exit %d after %v: %s; want 2, the store does not answer", tc.scheme, tc.mode, r.code, time.Since(start).Round(time.Millisecond), r.stderr)
 		}
 	}
 }
@@ -107,5 +116,32 @@ func TestRunExitsSoonAfterLossOnCutStore(t *testing.T) {
 	// machine between.
 	if took := time.Since(cut); took > 12*time.Second {
 		t.Errorf("exit 4 came %v after the cut", took.Round(time.Millisecond))
+	}
+}
+
+// A store that goes silent while the command runs holds dlock run no
+// longer than --connect-timeout after the command ends: the final release
+// waited without end, deaf to SIGTERM (an adversary pass: pg, etcd, NATS).
+func TestRunFinalReleaseOnSilentStoreIsBounded(t *testing.T) {
+	pg := testserver.Postgres(t)
+	p := testserver.NewProxy(t, pg.Addr())
+	u := strings.Replace(testserver.PostgresURL(pg), pg.Addr(), p.Addr(), 1)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "run", "--backend", u, "--ttl", "60s", "--connect-timeout", "2s", "silentend",
+		"--", "sh", "-c", "echo started; sleep 1")
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for !strings.Contains(out.String(), "started") {
+		time.Sleep(20 * time.Millisecond) // polling the child's output: no channel says it
+	}
+	p.Blackhole()
+	// The command's 1 s, the bounded release and Close (2 s each), and
+	// room for a loaded machine.
+	if code := waitExit(t, cmd, 20*time.Second, out); code != 0 || !strings.Contains(out.String(), "release not confirmed") {
+		t.Errorf("exit %d; want the command's 0 and a word that the release was not confirmed:\n%s", code, out.String())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -136,7 +137,7 @@ func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.D
 		// A signal came while waiting, or just after the lock was taken:
 		// the command is not started.
 		if err == nil {
-			finalUnlock(ctx, l.Unlock)
+			_ = finalRelease(ctx, l.Unlock)
 		}
 		return &exitError{code: signalExitCode(sig), err: fmt.Errorf("lock %q: interrupted by %v before %s started", name, sig, argv[0])}
 	}
@@ -153,7 +154,7 @@ func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.D
 	unlocked := false
 	defer func() {
 		if !unlocked { // a lost lease, or the command not started
-			finalUnlock(ctx, l.Unlock)
+			_ = finalRelease(ctx, l.Unlock)
 		}
 	}()
 
@@ -177,9 +178,11 @@ func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.D
 	// the run was not protected to its end, which a cron wrapper must be
 	// able to tell from a clean run.
 	unlocked = true
-	if err := l.Unlock(context.WithoutCancel(ctx)); errors.Is(err, dlock.ErrLeaseLost) {
+	if err := finalRelease(ctx, l.Unlock); errors.Is(err, dlock.ErrLeaseLost) {
 		reportLostAtUnlock(fmt.Sprintf("lease on %q", name), name, argv[0], res.Code, err)
 		return &exitError{code: exitLeaseLost, err: errors.New("")}
+	} else if err != nil {
+		reportUnconfirmed(fmt.Sprintf("lease on %q", name), name, err)
 	}
 	if res.Code != 0 {
 		return &exitError{code: res.Code, err: errors.New("")}
@@ -187,15 +190,37 @@ func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.D
 	return nil
 }
 
-// finalUnlock gives back a hold dlock run or elect is done with, on the
-// way out after a loss or a failed start, bounded by --connect-timeout: a
-// lost lease's release, against a store that is cut off, took 17 s (pg)
-// after the command was stopped, and the store frees the hold at its TTL
-// anyway.
-func finalUnlock(ctx context.Context, release func(context.Context) error) {
+// noAnswer reports whether err says a request went unanswered: its ctx's
+// deadline, or a network timeout of the store's client (memcachedlock's
+// try on a silent server said "i/o timeout", and exited 3).
+func noAnswer(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}
+
+// finalRelease gives back a hold dlock run or elect is done with, bounded
+// by --connect-timeout: after the command ended, against a store that went
+// silent while it ran, dlock waited without end, deaf to SIGTERM (an
+// adversary pass: pg, etcd, NATS); after a loss, a cut store's release
+// took 17 s (pg). The store frees the hold at its TTL anyway. Its error is
+// the release's.
+func finalRelease(ctx context.Context, release func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), global.connectTimeout)
 	defer cancel()
-	_ = release(ctx)
+	return release(ctx)
+}
+
+// reportUnconfirmed says on stderr (as a JSON event with -o json) that the
+// final release of the hold (what) on name got no answer: the store frees
+// it at its TTL if the release did not land.
+func reportUnconfirmed(what, name string, err error) {
+	cause := strings.TrimPrefix(err.Error(), "dlock: ")
+	report(struct {
+		Event string `json:"event"`
+		Name  string `json:"name"`
+		Error string `json:"error"`
+	}{"release_unconfirmed", name, cause},
+		fmt.Sprintf("%s: release not confirmed (%s); the lock frees at its TTL if it did not land", what, cause))
 }
 
 // holdOptions are the options of the hold dlock run or elect takes: ttl,
@@ -271,7 +296,7 @@ func heldBy(ctx context.Context, inspect func(context.Context) (dlock.Info, erro
 // a lock held: exit 2, as for an unreachable backend (it was 3, which a
 // cron wrapper reads as "the lock was held").
 func notAcquired(what, holder string, ierr error, noWait bool, wait time.Duration, err error) error {
-	if ierr != nil && !errors.Is(ierr, dlock.ErrUnsupported) && errors.Is(err, context.DeadlineExceeded) {
+	if ierr != nil && !errors.Is(ierr, dlock.ErrUnsupported) && noAnswer(err) {
 		return fail(exitUsage, "%s: the store does not answer: %s", what, strings.TrimPrefix(ierr.Error(), "dlock: "))
 	}
 	why := "interrupted"
