@@ -79,7 +79,7 @@ func TestRunOnStoreSilentAfterOpen(t *testing.T) {
 	srv, mc := testserver.Redis(t), testserver.Memcached(t)
 	for _, tc := range []struct {
 		scheme, addr, cut string // cut: the first request Open does not make
-		mode                   []string
+		mode              []string
 	}{
 		{"redis", srv.Addr(), "silentlock", []string{"--no-wait"}},
 		{"redis", srv.Addr(), "silentlock", []string{"--wait", "500ms"}},
@@ -102,9 +102,7 @@ func TestRunOnStoreSilentAfterOpen(t *testing.T) {
 // of the cut connections, 15 s (the re-test adversary pass: exit 4 came
 // 17.5 s after the cut).
 func TestRunExitsSoonAfterLossOnCutStore(t *testing.T) {
-	pg := testserver.Postgres(t)
-	p := testserver.NewProxy(t, pg.Addr())
-	u := strings.Replace(testserver.PostgresURL(pg), pg.Addr(), p.Addr(), 1)
+	u, p := postgresBehindProxy(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	cmd, out := startSupervised(t, ctx, "run", "--backend", u, "--ttl", "3s", "--grace", "500ms", "--connect-timeout", "2s", "cutrun")
@@ -123,9 +121,7 @@ func TestRunExitsSoonAfterLossOnCutStore(t *testing.T) {
 // longer than --connect-timeout after the command ends: the final release
 // waited without end, deaf to SIGTERM (an adversary pass: pg, etcd, NATS).
 func TestRunFinalReleaseOnSilentStoreIsBounded(t *testing.T) {
-	pg := testserver.Postgres(t)
-	p := testserver.NewProxy(t, pg.Addr())
-	u := strings.Replace(testserver.PostgresURL(pg), pg.Addr(), p.Addr(), 1)
+	u, p := postgresBehindProxy(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "run", "--backend", u, "--ttl", "60s", "--connect-timeout", "2s", "silentend",
@@ -144,4 +140,12 @@ func TestRunFinalReleaseOnSilentStoreIsBounded(t *testing.T) {
 	if code := waitExit(t, cmd, 20*time.Second, out); code != 0 || !strings.Contains(out.String(), "release not confirmed") {
 		t.Errorf("exit %d; want the command's 0 and a word that the release was not confirmed:\n%s", code, out.String())
 	}
+}
+
+// postgresBehindProxy starts PostgreSQL and returns its URL through a proxy
+// the test can cut, and the proxy.
+func postgresBehindProxy(t *testing.T) (string, *testserver.Proxy) {
+	pg := testserver.Postgres(t)
+	p := testserver.NewProxy(t, pg.Addr())
+	return strings.Replace(testserver.PostgresURL(pg), pg.Addr(), p.Addr(), 1), p
 }
