@@ -65,15 +65,13 @@ func Do(ctx context.Context, m Locker, fn func(ctx context.Context, l *Lease) er
 		l, err = m.Lock(wait)
 	}
 	cancelWait()
-	giveBack := err != nil && !l.none() // a lease and an error, from a Locker of the caller's
+	back := err != nil && !l.none() // a lease and an error, from a Locker of the caller's
 	if err == nil {
 		err = checkTaken("do", name, backend, l)
-		giveBack = err != nil && takenSince(l, start) // as in LockAll
+		back = err != nil && takenSince(l, start) // as in LockAll
 	}
-	if giveBack {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseBound)
-		_ = l.Unlock(rctx)
-		cancel()
+	if back {
+		giveBack(ctx, l)
 	}
 	if err != nil {
 		return err

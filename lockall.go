@@ -163,9 +163,7 @@ func takeOne(ctx context.Context, lk Locker, try bool, g *Group) (l *Lease, err 
 	}
 	returned = true
 	if err != nil && !l.none() { // a lease and an error: the contract says one or the other
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseBound)
-		_ = l.Unlock(rctx)
-		cancel()
+		giveBack(ctx, l)
 		l = nil
 	}
 	return l, err
@@ -238,6 +236,14 @@ func (g *Group) memberEnded(l *Lease) {
 // table mode (a new connection's startup never answered) was until the
 // link came back (an adversary pass).
 const releaseBound = 5 * time.Second
+
+// giveBack releases l, which the caller does not keep, within
+// releaseBound; ctx's values are kept, its cancellation is not.
+func giveBack(ctx context.Context, l *Lease) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseBound)
+	defer cancel()
+	_ = l.Unlock(ctx)
+}
 
 // releaseTaken releases, all at once and within releaseBound, what a
 // failing LockAll took; ctx is the LockAll's (its values are kept).

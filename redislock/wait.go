@@ -160,6 +160,11 @@ func (h *hub) await(ctx context.Context, req string) (<-chan struct{}, error) {
 	w := make(chan struct{}, 1)
 	h.waiters[req] = w
 	h.mu.Unlock()
+	select {
+	case <-h.ready: // confirmed already: the common case makes no timer
+		return w, nil
+	default:
+	}
 	t := time.NewTimer(subscribeWait)
 	defer t.Stop()
 	select {
