@@ -28,6 +28,7 @@ var global struct {
 	backendFile    string        // --backend-file
 	output         string        // -o
 	connectTimeout time.Duration // --connect-timeout
+	requestTimeout time.Duration // --request-timeout
 	verbose        int           // -v (warnings), -vv (debug)
 }
 
@@ -37,6 +38,7 @@ func addGlobalFlags(root *cobra.Command) {
 	f.StringVar(&global.backendFile, "backend-file", "", "read the backend URL from this file")
 	f.StringVarP(&global.output, "output", "o", "text", "output format: text or json")
 	f.DurationVar(&global.connectTimeout, "connect-timeout", 5*time.Second, "how long to wait for the backend to answer when connecting")
+	f.DurationVar(&global.requestTimeout, "request-timeout", 10*time.Second, "how long inspect, ls, unlock and migrate wait for the backend's answers, each step apart (reading; releasing)")
 	f.CountVarP(&global.verbose, "verbose", "v", "log the client's warnings (renewal trouble, retries) on stderr; -vv adds debug lines (every retry of every request)")
 }
 
@@ -46,6 +48,9 @@ func checkGlobalFlags() error {
 	}
 	if global.connectTimeout <= 0 {
 		return fail(exitUsage, "--connect-timeout must be positive")
+	}
+	if global.requestTimeout <= 0 {
+		return fail(exitUsage, "--request-timeout must be positive")
 	}
 	return nil
 }
@@ -206,12 +211,28 @@ func parseWithin(ctx context.Context, rawURL string) (*url.URL, error) {
 	return driver.ParseURLContext(pctx, rawURL)
 }
 
-// opFailed is the error of an operation (inspect, unlock) that failed with
-// err: bad input (an invalid name, a kind the backend lacks) is a usage
-// error (2), as for dlock run; anything else the operation's failure (1).
+// within runs f, one step of an operator's command (inspect, ls, unlock,
+// migrate), with ctx bounded by --request-timeout: a store that went
+// silent after Open kept dlock inspect waiting for its client's own
+// timeouts and retries, 21 s with Redis (an adversary pass), and some
+// clients have none.
+func within(ctx context.Context, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, global.requestTimeout)
+	defer cancel()
+	return f(ctx)
+}
+
+// opFailed is the error of an operation (inspect, ls, unlock, migrate) that
+// failed with err: bad input (an invalid name, a kind the backend lacks) is
+// a usage error (2), as for dlock run, and so is a store that does not
+// answer (an unreachable backend, as when connecting); anything else the
+// operation's failure (1).
 func opFailed(err error) error {
-	if errors.Is(err, dlock.ErrInvalidName) || errors.Is(err, dlock.ErrUnsupported) || errors.Is(err, dlock.ErrInvalidConfig) {
+	switch {
+	case errors.Is(err, dlock.ErrInvalidName) || errors.Is(err, dlock.ErrUnsupported) || errors.Is(err, dlock.ErrInvalidConfig):
 		return fail(exitUsage, "%v", err)
+	case noAnswer(err):
+		return fail(exitUsage, "the store does not answer (--request-timeout %v): %v", global.requestTimeout, err)
 	}
 	return fail(exitFailed, "%v", err)
 }

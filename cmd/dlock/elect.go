@@ -77,7 +77,9 @@ func runElected(ctx context.Context, name, value string, argv []string, ttl, wai
 	sigs, stopSignals := catchSignals()
 	defer stopSignals()
 	cctx, endWait := sigs.cancelOnSignal(ctx, wait)
+	stopShow := showWait(fmt.Sprintf("the lead of election %q", name), name, func(ctx context.Context) (string, error) { return leaderNow(ctx, e) })
 	term, err := e.Campaign(cctx, value)
+	stopShow()
 	if sig := endWait(); sig != nil {
 		if err == nil {
 			_ = finalRelease(ctx, term.Resign)
@@ -170,6 +172,11 @@ func observeLeaders(cmd *cobra.Command, name string) error {
 func ledBy(ctx context.Context, e *dlock.Election) (string, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), global.connectTimeout)
 	defer cancel()
+	return leaderNow(ctx, e)
+}
+
+// leaderNow is ledBy within ctx.
+func leaderNow(ctx context.Context, e *dlock.Election) (string, error) {
 	l, err := e.Leader(ctx)
 	if errors.Is(err, dlock.ErrNoLeader) {
 		return "", nil

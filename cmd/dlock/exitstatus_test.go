@@ -149,3 +149,37 @@ func postgresBehindProxy(t *testing.T) (string, *testserver.Proxy) {
 	p := testserver.NewProxy(t, pg.Addr())
 	return strings.Replace(testserver.PostgresURL(pg), pg.Addr(), p.Addr(), 1), p
 }
+
+// The operator's commands on a store that goes silent after Open end with
+// exit 2, the store does not answer, within --request-timeout: dlock
+// inspect waited 21 s for go-redis's own timeouts and retries (an
+// adversary pass), and with etcd until it was killed (its client has no
+// timeout of its own; 2 minutes in this test before the flag).
+func TestOperatorCommandsOnStoreSilentAfterOpen(t *testing.T) {
+	rd, et := testserver.Redis(t), testserver.Etcd(t)
+	for _, tc := range []struct{ scheme, addr string }{{"redis", rd.Addr()}, {"etcd", et.Addr()}} {
+		for _, op := range [][]string{
+			{"inspect", "silentop"},
+			{"ls", "silentop"},
+			{"unlock", "--force", "--yes", "silentop"},
+			{"unlock", "--force", "--yes", "--kind", "rw", "silentop"},
+		} {
+			cut := "silentop" // Open's requests pass; the operation's hang
+			if tc.scheme == "redis" && op[0] == "ls" {
+				cut = "zrange" // the index, which holds every name
+			}
+			p := testserver.NewProxy(t, tc.addr)
+			p.BlackholeAt([]byte(cut), nil)
+			start := time.Now()
+			r := dlockCmd(t, nil, append([]string{"--backend", tc.scheme + "://" + p.Addr(), "--connect-timeout", "1s", "--request-timeout", "1s"}, op...)...)
+			took := time.Since(start)
+			if r.code != 2 || !strings.Contains(r.stderr, "does not answer") {
+				t.Errorf("%s %v: exit %d after %v: %s; want 2, the store does not answer", tc.scheme, op, r.code, took.Round(time.Millisecond), r.stderr)
+			}
+			// 1 s of request, 1 s of Close, and room for a loaded machine.
+			if took > 8*time.Second {
+				t.Errorf("%s %v: exit after %v", tc.scheme, op, took.Round(time.Millisecond))
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -24,12 +25,15 @@ func inspectCmd() *cobra.Command {
 				return err
 			}
 			defer closeBackend(c)
-			info, err := c.Inspect(cmd.Context(), args[0])
-			if err != nil {
-				return opFailed(err)
-			}
-			kinds, err := inspectKinds(cmd.Context(), c, args[0])
-			if err != nil {
+			var info dlock.Info
+			var kinds kindsJSON
+			if err := within(cmd.Context(), func(ctx context.Context) (err error) {
+				if info, err = c.Inspect(ctx, args[0]); err != nil {
+					return err
+				}
+				kinds, err = inspectKinds(ctx, c, args[0])
+				return err
+			}); err != nil {
 				return opFailed(err)
 			}
 			if jsonOutput() {
@@ -103,8 +107,8 @@ func migrateCmd() *cobra.Command {
 				Functions bool   `json:"functions,omitempty"` // the backend runs Redis Functions, and they are loaded
 			}{Backend: c.Backend()}
 			redis := c.Backend() == "redis" || c.Backend() == "redlock"
-			if err := c.Migrate(cmd.Context()); err != nil && !errors.Is(err, dlock.ErrUnsupported) {
-				return fail(exitFailed, "%v", err)
+			if err := within(cmd.Context(), c.Migrate); err != nil && !errors.Is(err, dlock.ErrUnsupported) {
+				return opFailed(err)
 			} else if redis {
 				res.Functions = err == nil
 			} else {
@@ -145,8 +149,11 @@ func unlockCmd() *cobra.Command {
 			if kind != "mutex" {
 				return unlockKind(cmd, c, name, kind, yes)
 			}
-			info, err := c.Inspect(cmd.Context(), name)
-			if err != nil {
+			var info dlock.Info
+			if err := within(cmd.Context(), func(ctx context.Context) (err error) {
+				info, err = c.Inspect(ctx, name)
+				return err
+			}); err != nil {
 				return opFailed(err)
 			}
 			res := struct {
@@ -171,9 +178,12 @@ func unlockCmd() *cobra.Command {
 					// The answer may come long after the question: release
 					// only the holder that was shown, not whoever holds the
 					// lock now.
-					now, err := c.Inspect(cmd.Context(), name)
-					if err != nil {
-						return fail(exitFailed, "%v", err)
+					var now dlock.Info
+					if err := within(cmd.Context(), func(ctx context.Context) (err error) {
+						now, err = c.Inspect(ctx, name)
+						return err
+					}); err != nil {
+						return opFailed(err)
 					}
 					// The notes name what the owner and token cannot: the
 					// connection or node that holds it (MySQL session mode's
@@ -195,11 +205,15 @@ func unlockCmd() *cobra.Command {
 				if info.Token != 0 {
 					shown = []uint64{info.Token}
 				}
-				if err := c.ForceUnlock(cmd.Context(), name, shown...); err != nil {
-					return fail(exitFailed, "%v", err)
+				if err := within(cmd.Context(), func(ctx context.Context) error {
+					return c.ForceUnlock(ctx, name, shown...)
+				}); err != nil {
+					return opFailed(err)
 				}
 				res.Released = true
-			} else if err := kindHeld(cmd.Context(), c, name); err != nil {
+			} else if err := within(cmd.Context(), func(ctx context.Context) error {
+				return kindHeld(ctx, c, name)
+			}); err != nil {
 				return err
 			}
 			switch {

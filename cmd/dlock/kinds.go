@@ -134,7 +134,7 @@ func inspectKinds(ctx context.Context, c *dlock.Client, name string) (kindsJSON,
 func kindHeld(ctx context.Context, c *dlock.Client, name string) error {
 	k, err := inspectKinds(ctx, c, name)
 	if err != nil {
-		return fail(exitFailed, "%v", err)
+		return opFailed(err)
 	}
 	what, flag := "", ""
 	switch {

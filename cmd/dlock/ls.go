@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -41,9 +43,14 @@ and mem can list; Redlock and Memcached cannot, and say why.`,
 				return err
 			}
 			defer closeBackend(c)
-			infos, err := c.List(cmd.Context(), prefix)
-			if err != nil {
-				return fail(exitFailed, "%v", err)
+			var infos []dlock.Info
+			if err := within(cmd.Context(), func(ctx context.Context) (err error) {
+				infos, err = c.List(ctx, prefix)
+				return err
+			}); errors.Is(err, dlock.ErrUnsupported) {
+				return fail(exitFailed, "%v", err) // the backend cannot list (Redlock, Memcached): the operation's failure, as always
+			} else if err != nil {
+				return opFailed(err)
 			}
 			if jsonOutput() {
 				return printJSON(cmd.OutOrStdout(), lsJSONOf(infos))

@@ -110,6 +110,8 @@ func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.D
 	defer stopSignals()
 	lctx, endWait := sigs.cancelOnSignal(ctx, 0)
 	var l *dlock.Lease
+	inspect := kinds.inspector(c, name)
+	stopShow := showWait(fmt.Sprintf("lock %q", name), name, func(ctx context.Context) (string, error) { return holderNow(ctx, inspect) })
 	switch {
 	case noWait:
 		tctx, cancel := context.WithTimeout(lctx, global.connectTimeout)
@@ -133,6 +135,7 @@ func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.D
 	default:
 		l, err = m.Lock(lctx)
 	}
+	stopShow()
 	if sig := endWait(); sig != nil {
 		// A signal came while waiting, or just after the lock was taken:
 		// the command is not started.
@@ -143,7 +146,7 @@ func runLocked(ctx context.Context, name string, argv []string, ttl, wait time.D
 	}
 	switch {
 	case errors.Is(err, dlock.ErrNotAcquired), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		holder, ierr := heldBy(ctx, kinds.inspector(c, name))
+		holder, ierr := heldBy(ctx, inspect)
 		return notAcquired(fmt.Sprintf("lock %q not acquired", name), holder, ierr, noWait, wait, err)
 	case err != nil:
 		// Bad input, or a store that failed (or went silent) after Open:
@@ -281,6 +284,11 @@ func reportLostAtUnlock(what, name, cmd string, code int, err error) {
 func heldBy(ctx context.Context, inspect func(context.Context) (dlock.Info, error)) (string, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), global.connectTimeout)
 	defer cancel()
+	return holderNow(ctx, inspect)
+}
+
+// holderNow is heldBy within ctx.
+func holderNow(ctx context.Context, inspect func(context.Context) (dlock.Info, error)) (string, error) {
 	info, err := inspect(ctx)
 	if err != nil || !info.Held {
 		return "", err

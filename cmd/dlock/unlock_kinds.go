@@ -32,8 +32,11 @@ func unlockKind(cmd *cobra.Command, c *dlock.Client, name, kind string, yes bool
 	default:
 		return fail(exitUsage, "--kind is mutex, rw or sem, not %q", kind)
 	}
-	info, err := inspect(cmd.Context())
-	if err != nil {
+	var info dlock.Info
+	if err := within(cmd.Context(), func(ctx context.Context) (err error) {
+		info, err = inspect(ctx)
+		return err
+	}); err != nil {
 		return opFailed(err)
 	}
 	res := struct {
@@ -56,9 +59,12 @@ func unlockKind(cmd *cobra.Command, c *dlock.Client, name, kind string, yes bool
 			return fail(exitFailed, "not released")
 		}
 		// Drop only the holds that were shown, not whoever holds it now.
-		now, err := inspect(cmd.Context())
-		if err != nil {
-			return fail(exitFailed, "%v", err)
+		var now dlock.Info
+		if err := within(cmd.Context(), func(ctx context.Context) (err error) {
+			now, err = inspect(ctx)
+			return err
+		}); err != nil {
+			return opFailed(err)
 		}
 		if len(now.Holders) > 0 && !sameHolds(now.Holders, info.Holders) {
 			return fail(exitFailed, "%s: not released: the holders changed while you answered (now %s); run unlock again",
@@ -71,8 +77,10 @@ func unlockKind(cmd *cobra.Command, c *dlock.Client, name, kind string, yes bool
 		for i, h := range info.Holders {
 			shown[i] = h.Token
 		}
-		if err := force(cmd.Context(), shown...); err != nil {
-			return fail(exitFailed, "%v", err)
+		if err := within(cmd.Context(), func(ctx context.Context) error {
+			return force(ctx, shown...)
+		}); err != nil {
+			return opFailed(err)
 		}
 		res.Released = true
 	}

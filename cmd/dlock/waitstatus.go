@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/dlock/dlock"
+)
+
+// waitShown is how long dlock run or elect waits before it says so, and
+// waitRecheck how often it then asks the store who holds what it waits for.
+const (
+	waitShown   = time.Second
+	waitRecheck = 5 * time.Second
+)
+
+// showWait says, while dlock run or elect waits for what (`lock "x"`),
+// that it waits and for whom, as who (the holder, " (held by …)", or "")
+// tells: on a terminal (stderr, text output) one line, redrawn every second
+// with the time waited; elsewhere, with -v, a line (a JSON event with -o
+// json) each time what it sees changes. A wait on a store gone silent
+// after Open said nothing until interrupted (an adversary pass); now it
+// says the store does not answer. stop ends the display, its line cleared,
+// before the command starts or an error is printed.
+func showWait(what, name string, who func(context.Context) (string, error)) (stop func()) {
+	tty := !jsonOutput() && writerIsTerminal(os.Stderr)
+	if !tty && global.verbose == 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		start := time.Now()
+		tick := time.NewTimer(waitShown)
+		defer tick.Stop()
+		var state, shown string
+		var asked time.Time
+		drawn := false
+		for {
+			select {
+			case <-ctx.Done():
+				if drawn {
+					fmt.Fprint(os.Stderr, "\r\x1b[K")
+				}
+				return
+			case <-tick.C:
+			}
+			if asked.IsZero() || time.Since(asked) >= waitRecheck {
+				asked = time.Now()
+				state = waitState(ctx, who)
+				if ctx.Err() != nil {
+					continue // stopped while asking: clear and return
+				}
+			}
+			if tty {
+				line := fmt.Sprintf("dlock: waiting %v for %s%s", time.Since(start).Truncate(time.Second), what, state)
+				if cols, _ := terminalSize(os.Stderr); cols > 1 {
+					line = cutWidth(line, cols-1) // one row, or \r would not clear it
+				}
+				fmt.Fprint(os.Stderr, "\r\x1b[K"+line)
+				drawn = true
+			} else if state != shown {
+				shown = state
+				report(struct {
+					Event string `json:"event"`
+					Name  string `json:"name"`
+					State string `json:"state"`
+				}{"waiting", name, strings.TrimPrefix(state, " ")}, "waiting for "+what+state)
+			}
+			tick.Reset(time.Second)
+		}
+	}()
+	return func() {
+		cancel()
+		<-finished
+	}
+}
+
+// waitState is who's answer as the display shows it: the holder, nothing
+// for a free lock or a store that cannot say, or that the store does not
+// answer (or failed) within --connect-timeout.
+func waitState(ctx context.Context, who func(context.Context) (string, error)) string {
+	ctx, cancel := context.WithTimeout(ctx, global.connectTimeout)
+	defer cancel()
+	holder, err := who(ctx)
+	switch {
+	case err == nil:
+		return holder
+	case errors.Is(err, dlock.ErrUnsupported):
+		return ""
+	case noAnswer(err):
+		return ": the store does not answer"
+	}
+	return ": cannot inspect: " + strings.TrimPrefix(err.Error(), "dlock: ")
+}
+
+// cutWidth cuts s to at most n runes, with "…" at the end when cut.
+func cutWidth(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
