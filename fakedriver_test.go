@@ -22,6 +22,8 @@ type fakeDriver struct {
 	renew   func(ctx context.Context, batch []driver.Held) []driver.RenewResult
 	// release, when set, runs before the store's own release.
 	release func(ctx context.Context, h driver.Held)
+	// inspect, when set, answers Inspect.
+	inspect func(ctx context.Context, name string) (driver.Info, error)
 
 	cut              atomic.Bool // every call fails, as with cut connections
 	acquires, renews atomic.Int64
@@ -177,6 +179,11 @@ func (s *fakeSub) Close() error {
 	return nil
 }
 
-func (d *fakeDriver) Inspect(context.Context, string) (driver.Info, error) { return driver.Info{}, nil }
-func (d *fakeDriver) Close() error                                         { return nil }
-func (d *fakeDriver) As(any) bool                                          { return false }
+func (d *fakeDriver) Inspect(ctx context.Context, name string) (driver.Info, error) {
+	if d.inspect != nil {
+		return d.inspect(ctx, name)
+	}
+	return driver.Info{}, nil
+}
+func (d *fakeDriver) Close() error { return nil }
+func (d *fakeDriver) As(any) bool  { return false }

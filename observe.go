@@ -40,11 +40,28 @@ func (e *Election) leader(ctx context.Context) (driver.Leader, error) {
 	if e.el != nil {
 		return e.el.Leader(ctx, e.name)
 	}
-	info, err := e.c.e.Driver().Inspect(ctx, e.name)
-	if err != nil {
-		return driver.Leader{}, err
+	for try := 1; ; try++ {
+		info, err := e.c.e.Driver().Inspect(ctx, e.name)
+		if err != nil {
+			return driver.Leader{}, err
+		}
+		if !info.Held || info.Token != 0 {
+			return driver.Leader{Held: info.Held, Value: info.Label, Term: info.Token}, nil
+		}
+		// Held with no token yet: a new holder that has not written its
+		// token (the SQL stores' row and session modes, as Inspect's notes
+		// say). Its term has not begun; Leader gave it as term 0, below
+		// every earlier term (an adversary pass). Read again, briefly,
+		// then say there is no leader yet.
+		if try == 3 {
+			return driver.Leader{}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return driver.Leader{}, ctx.Err()
+		case <-time.After(time.Duration(try) * 10 * time.Millisecond):
+		}
 	}
-	return driver.Leader{Held: info.Held, Value: info.Label, Term: info.Token}, nil
 }
 
 // Observe returns the changes of leader, in order: the leader when it

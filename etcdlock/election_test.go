@@ -157,3 +157,61 @@ func TestEtcdctlElectInterop(t *testing.T) {
 		t.Fatalf("Leader after everyone resigned: %v; want ErrNoLeader", err)
 	}
 }
+
+// List shows an election as one while its term passes to the next
+// candidate: it read the holder twice, and when the holder changed between
+// the reads, showed the outgoing term as a plain mutex with no leader (an
+// adversary pass: 6 of 6 handoffs).
+func TestListElectionThroughHandoffs(t *testing.T) {
+	srv := testserver.Etcd(t)
+	a, b, op := open(t, "http://"+srv.Addr()), open(t, "http://"+srv.Addr()), open(t, "http://"+srv.Addr())
+	ctx := t.Context()
+	const name = "handoff-elect"
+	term, err := a.Election(name).Campaign(ctx, "v0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	seen := make(chan string, 1)
+	poll := drivertest.Go(func() (int, error) {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				return n, nil
+			default:
+			}
+			infos, err := op.List(ctx, name)
+			if err != nil {
+				return n, err
+			}
+			for _, i := range infos {
+				if i.Name == name && i.Held && !i.Election {
+					select {
+					case seen <- i.Owner + " " + i.Label:
+					default:
+					}
+				}
+			}
+			n++
+		}
+	})
+	cands := []*dlock.Client{a, b} // a leads first: b, then a, …
+	for round := 1; round <= 6; round++ {
+		next := drivertest.Go(func() (*dlock.Term, error) { return cands[round%2].Election(name).Campaign(ctx, "v") })
+		time.Sleep(50 * time.Millisecond) // queued behind the leader
+		if err := term.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		term = next.Want(t, 10*time.Second, "the next term")
+	}
+	close(stop)
+	if n := poll.Want(t, 10*time.Second, "List"); n == 0 {
+		t.Fatal("List never ran")
+	}
+	select {
+	case s := <-seen:
+		t.Errorf("List showed the election as a plain lock (owner, label %q)", s)
+	default:
+	}
+}
