@@ -3,6 +3,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -159,4 +160,61 @@ func TestTenantsApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = lb.Unlock(ctx)
+}
+
+// TestClusterGrant: a Cluster client of a user with the package doc's two
+// lines locks and unlocks on every node, and no command of it is refused
+// (ACL LOG stays empty): without +command go-redis asked for COMMAND on
+// every request, refused each time (an adversary pass).
+func TestClusterGrant(t *testing.T) {
+	nodes := testserver.RedisCluster(t, 3)
+	lines := drivertest.DocLines(t, "doc.go", "", "ACL SETUSER ")
+	if len(lines) < 2 {
+		t.Fatalf("the doc has %d ACL SETUSER lines; want the worker's and the Cluster's", len(lines))
+	}
+	cluster := strings.Fields(strings.NewReplacer("ACL SETUSER ", "", "dlock-worker", "worker").Replace(lines[1]))
+	var addrs []string
+	for _, n := range nodes {
+		setUser(t, n, docGrant(t, "worker", "worker-pw", "dlock")...)
+		admin := redis.NewClient(&redis.Options{Addr: n.Addr()})
+		defer admin.Close()
+		args := []any{"ACL", "SETUSER"}
+		for _, f := range cluster {
+			args = append(args, f)
+		}
+		if err := admin.Do(t.Context(), args...).Err(); err != nil {
+			t.Fatalf("ACL SETUSER %v: %v", args, err)
+		}
+		if err := admin.Do(t.Context(), "ACL", "LOG", "RESET").Err(); err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, n.Addr())
+	}
+	c := drivertest.MustOpen(t, "redis+cluster://worker:worker-pw@"+strings.Join(addrs, ",")+"/")
+	for i := range 30 { // names over every node's slots
+		l, err := c.Mutex(fmt.Sprintf("grant-%d", i)).Lock(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range nodes {
+		admin := redis.NewClient(&redis.Options{Addr: n.Addr()})
+		defer admin.Close()
+		entries, err := admin.Do(t.Context(), "ACL", "LOG").Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var refused []any
+		for _, e := range entries {
+			if m, ok := e.(map[any]any); !ok || m["object"] != "config|get" { // optional, as the doc says: Open's eviction check
+				refused = append(refused, e)
+			}
+		}
+		if len(refused) > 0 {
+			t.Errorf("node %s refused %d requests of the worker: %v", n.Addr(), len(refused), refused)
+		}
+	}
 }
