@@ -112,6 +112,16 @@
 // it waits for a holder. (Table mode's statements wait for them up to
 // innodb_lock_wait_timeout, or until ctx ends.)
 //
+// The three modes are three different locks: table mode's rows, row
+// mode's FOR UPDATE and session mode's GET_LOCK do not exclude one
+// another, so a client of one mode and a client of another both get the
+// same name at once, and table mode's tokens and the others' count apart,
+// so the two holders may carry the same token (an adversary pass, every
+// pair). Every client of a name must use one mode. To switch modes, stop
+// every client of the old mode before the first client of the new one
+// starts: a rolling switch double-grants for as long as it lasts. dlock
+// does not detect a mix.
+//
 // # A holder cut off (row and session modes)
 //
 // The lock lasts as long as the holding session. So that a holder cut off

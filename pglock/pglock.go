@@ -51,6 +51,14 @@
 //	    can take the same lock:
 //	    SELECT pg_advisory_lock(hashtextextended('orders/sku-42', 0)).
 //
+// The three modes are three different locks: table mode's rows, row mode's
+// FOR UPDATE and session mode's advisory locks do not exclude one another,
+// so a client of one mode and a client of another both get the same name
+// at once (an adversary pass, every pair). Every client of a name must use
+// one mode. To switch modes, stop every client of the old mode before the
+// first client of the new one starts: a rolling switch double-grants for
+// as long as it lasts. dlock does not detect a mix.
+//
 // row and session modes have no room for a holder label: Inspect reports
 // none. They hold one connection per held lock, at most max_held (default
 // 16) at once (more Lock calls wait for a slot), and at most one less than
