@@ -205,7 +205,9 @@
 // the keys under its prefix, and nothing else (leases need no grant; etcd
 // lets a user revoke a lease only if it may write every key attached to
 // it, which holds for dlock's own sessions). For the prefix "app/" (the URL
-// etcd://dlock-worker:PASSWORD@host:2379/app/; keys are app/NAME/…):
+// etcd://dlock-worker:PASSWORD@host:2379/app/; keys are app/NAME/…; a URL's
+// prefix must end in "/", or Open refuses it: "app" would share its range
+// with "app-b/", and so would a role granted over it):
 //
 //	etcdctl role add dlock-worker
 //	etcdctl role grant-permission dlock-worker readwrite --prefix=true app/
@@ -223,7 +225,9 @@
 // dlock.ErrInvalidConfig, so Lock fails at once instead of waiting out its
 // ctx.
 //
-// Tenants are kept apart by prefix: with roles over app-a/ and app-b/, b's
+// Tenants are kept apart by prefix, and their prefixes must not nest: a
+// client of "t/" reaches the lock x of a client of "t/b/" as its own "b/x"
+// (and a role over "t/" grants "t/b/"). With roles over app-a/ and app-b/, b's
 // user can neither take, release, force-release nor inspect a's locks, and
 // a's holder keeps its lease (TestTenantsApart). Within one prefix etcd
 // cannot tell holders apart: roles grant key ranges, not ownership, and a
@@ -334,6 +338,13 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 		default:
 			return nil, fmt.Errorf("etcdlock: %w: unknown parameter %q", dlock.ErrInvalidURL, k)
 		}
+	}
+	if p := strings.TrimPrefix(u.Path, "/"); p != "" && !strings.HasSuffix(p, "/") {
+		// "app" would cover "app-b/…" too: tenant app's client reached
+		// tenant app-b/'s lock x as its own "-b/x", and a role granted over
+		// "app" grants app-b/ (an adversary pass).
+		return nil, fmt.Errorf("etcdlock: %w: prefix %q: end it with \"/\" (etcd://host:2379/%s/): without it, its keys share a range with every prefix that starts with it (%q and %q), and so does a role granted over it",
+			dlock.ErrInvalidURL, p, p, p, p+"-b/")
 	}
 	for _, h := range driver.Hosts(u) {
 		if h == "" || strings.ContainsAny(h, "/ ") {

@@ -40,3 +40,11 @@ func TestOpenBounds(t *testing.T) {
 
 	drivertest.WantInvalidURL(t, "etcd://"+refusing+"?dial_timeout=1s&dial_timeout=2s", "", "dial_timeout is given 2 times")
 }
+
+// A URL's prefix must end in "/": "app" shares its range with "app-b/", so
+// tenant app's client reached tenant app-b/'s lock x as its own "-b/x"
+// (an adversary pass). Refused before any connection.
+func TestPrefixWithoutSlash(t *testing.T) {
+	drivertest.WantInvalidURL(t, "etcd://127.0.0.1:1/app", "", `prefix "app": end it with "/"`)
+	drivertest.WantInvalidURL(t, "etcd://127.0.0.1:1/t/b", "", `prefix "t/b": end it with "/"`)
+}
