@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -89,8 +90,88 @@ func newDriver(ctx context.Context, conn *zk.Conn, root string, opts Options) (*
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	if err := d.claimChroot(ctx); err != nil {
+		d.stop()
+		return nil, err
+	}
 	go d.monitor(opts.Events)
 	return d, nil
+}
+
+// chrootMarker is the persistent node dlock keeps in a chroot, so that the
+// chroot is never empty: an empty one was a container node the server
+// removed (and ZooKeeper's "/" lets anyone delete an empty child), and
+// another tenant then made it again, open to all, and reached this
+// tenant's locks (an adversary pass). No lock can be named so.
+const chrootMarker = "dlock-chroot"
+
+// claimChroot makes the chroot, and its parents, if missing, with the
+// client's ACL, and keeps chrootMarker in it. Then, if this identity may
+// make nodes there, it refuses a chroot whose ACL lets anyone create,
+// delete or re-ACL its nodes (another client made it, open to all), or,
+// when the ACL names this identity with create and delete (its tenant's
+// chroot), lets an identity that neither this identity nor the acl=
+// entries are do so. An operator's client (the acl= entries' identities,
+// the superuser) is not named there, and is let through. Without a chroot,
+// or with an ACL open to all (no identity in the URL), there are no
+// tenants apart to keep.
+func (d *zkDriver) claimChroot(ctx context.Context) error {
+	if d.root == "" || openACL(d.acl) {
+		return nil
+	}
+	s := d.current()
+	if err := d.ensure(ctx, s, d.root); err != nil {
+		return chrootErr(d.root, err)
+	}
+	_, err := d.call(ctx, s, func() error { _, err := d.conn.Create(d.root+"/"+chrootMarker, nil, 0, d.acl); return err })
+	switch {
+	case errors.Is(err, zk.ErrNoAuth):
+		return nil // this identity may make no node here: each of its requests is refused, and says so
+	case err != nil && !errors.Is(err, zk.ErrNodeExists):
+		return chrootErr(d.root, err)
+	}
+	var acl []zk.ACL
+	if _, err := d.call(ctx, s, func() (err error) { acl, _, err = d.conn.GetACL(d.root); return err }); errors.Is(err, zk.ErrNoAuth) {
+		return fmt.Errorf("zklock: %w: this identity may make nodes in the chroot %s but not read its ACL: "+
+			"dlock cannot tell whether another tenant may reach its locks there; grant it r", dlock.ErrInvalidConfig, d.root)
+	} else if err != nil {
+		return fmt.Errorf("zklock: chroot %s: %w", d.root, err)
+	}
+	in := func(e zk.ACL, perms int32) bool {
+		return slices.ContainsFunc(d.acl, func(a zk.ACL) bool { return a.Scheme == e.Scheme && a.ID == e.ID && a.Perms&perms == perms })
+	}
+	own := slices.ContainsFunc(acl, func(e zk.ACL) bool {
+		return e.Perms&(zk.PermCreate|zk.PermDelete) == zk.PermCreate|zk.PermDelete && in(e, zk.PermAll)
+	})
+	for _, e := range acl {
+		if e.Perms&(zk.PermCreate|zk.PermDelete|zk.PermAdmin) == 0 {
+			continue
+		}
+		if e.Scheme == "world" && e.ID == "anyone" || own && !in(e, 0) {
+			return fmt.Errorf("zklock: %w: the chroot %s lets %s:%s create, delete or re-ACL its nodes, which this URL's identity and acl= entries do not name: "+
+				"another client made it, or it was given more; anyone it names could take or release this tenant's locks. "+
+				"Delete it (dlock makes it again), or set its ACL to this identity's and the acl= entries", dlock.ErrInvalidConfig, d.root, e.Scheme, e.ID)
+		}
+	}
+	return nil
+}
+
+// chrootErr is claimChroot's error: a refused create wraps
+// dlock.ErrInvalidConfig, as permErr's do.
+func chrootErr(root string, err error) error {
+	if errors.Is(err, zk.ErrNoAuth) {
+		return fmt.Errorf("zklock: %w: this identity may not create the chroot %s or nodes in it "+
+			"(a node's ACL is set by the client that made it; see the zklock package doc): %w", dlock.ErrInvalidConfig, root, err)
+	}
+	return fmt.Errorf("zklock: chroot %s: %w", root, err)
+}
+
+// openACL reports whether acl lets anyone do anything: no identity to keep
+// apart from others.
+func openACL(acl []zk.ACL) bool {
+	return slices.ContainsFunc(acl, func(a zk.ACL) bool {
+		return a.Scheme == "world" && a.ID == "anyone" && a.Perms&(zk.PermCreate|zk.PermDelete) == zk.PermCreate|zk.PermDelete
+	})
 }
 
 func (d *zkDriver) Caps() driver.Caps {
@@ -119,7 +200,9 @@ func maxTTL(valid time.Duration) time.Duration {
 	return max(ttl.Truncate(time.Second), time.Second)
 }
 
-// ensure creates path and its parents as container nodes if missing.
+// ensure creates path and its parents if missing: the chroot and its
+// parents as persistent nodes, the nodes of names below it as container
+// nodes, which the server removes once empty.
 func (d *zkDriver) ensure(ctx context.Context, s *session, path string) error {
 	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
 	p := ""
@@ -127,6 +210,10 @@ func (d *zkDriver) ensure(ctx context.Context, s *session, path string) error {
 		p += "/" + part
 		node := p
 		_, err := d.call(ctx, s, func() error {
+			if len(node) <= len(d.root) {
+				_, err := d.conn.Create(node, nil, 0, d.acl)
+				return err
+			}
 			_, err := d.conn.CreateContainer(node, nil, zk.FlagContainer, d.acl)
 			return err
 		})

@@ -8,6 +8,9 @@ import (
 	"github.com/dlock/dlock/driver"
 )
 
+// ChrootMarker is the node dlock keeps in a chroot.
+const ChrootMarker = chrootMarker
+
 func driverOf(c *dlock.Client) *zkDriver {
 	var d *zkDriver
 	if !c.As(&d) {

@@ -330,6 +330,9 @@ func validName(root, name string) error {
 	if root == "" && segs[0] == "zookeeper" {
 		return fmt.Errorf("/zookeeper is ZooKeeper's own node")
 	}
+	if root != "" && segs[0] == chrootMarker {
+		return fmt.Errorf("%s is dlock's own node in a chroot", chrootMarker)
+	}
 	for i, r := range name {
 		if badRune(r) {
 			return fmt.Errorf("character %U at byte %d is not allowed in a ZooKeeper path", r, i)

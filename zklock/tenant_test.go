@@ -117,3 +117,55 @@ func TestTenantAttacks(t *testing.T) {
 	}
 	drivertest.WantKept(t, a, la, name, 2*time.Second)
 }
+
+// TestChrootNotSquatted: a tenant's chroot cannot be taken over by another
+// tenant. Made before the tenant's first Open, open to all, Open refuses
+// it (another tenant pre-created a lock node there and released a's
+// holder). Made by a's Open, it is persistent and never empty, so another
+// client cannot delete it and make it again: the server removed the empty
+// container a chroot was, and b made it again, open (an adversary pass).
+func TestChrootNotSquatted(t *testing.T) {
+	srv := testserver.ZooKeeper(t)
+	ctx := t.Context()
+	b := rawAs(t, srv.Addr(), "b:pb")
+	if _, err := b.Create("/squatted", nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := dlock.Open(ctx, "zk://a:pa@"+srv.Addr()+"/squatted?session_timeout=2s")
+	if !errors.Is(err, dlock.ErrInvalidConfig) || !strings.Contains(err.Error(), "world:anyone") {
+		t.Fatalf("Open on a chroot open to all: %v; want ErrInvalidConfig naming world:anyone", err)
+	}
+	// Made by b for a and b both, or open to all but unreadable.
+	both := []zk.ACL{{Perms: zk.PermAll, Scheme: "digest", ID: "b:" + testserver.ZooKeeperDigest("b", "pb")},
+		{Perms: zk.PermAll, Scheme: "digest", ID: "a:" + testserver.ZooKeeperDigest("a", "pa")}}
+	if _, err := b.Create("/shared", nil, 0, both); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create("/blind", nil, 0, zk.WorldACL(zk.PermCreate|zk.PermDelete|zk.PermWrite)); err != nil {
+		t.Fatal(err)
+	}
+	for chroot, want := range map[string]string{"/shared": "digest:b:", "/blind": "not read its ACL"} {
+		_, err = dlock.Open(ctx, "zk://a:pa@"+srv.Addr()+chroot+"?session_timeout=2s")
+		if !errors.Is(err, dlock.ErrInvalidConfig) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Open on %s: %v; want ErrInvalidConfig saying %q", chroot, err, want)
+		}
+	}
+
+	a := drivertest.MustOpen(t, "zk://a:pa@"+srv.Addr()+"/mine?session_timeout=2s")
+	l, err := a.Mutex("x").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, st, err := b.Exists("/mine"); err != nil || st == nil || st.EphemeralOwner != 0 {
+		t.Fatalf("chroot: %v %+v; want it persistent", err, st)
+	}
+	if err := b.Delete("/mine", -1); !errors.Is(err, zk.ErrNotEmpty) {
+		t.Fatalf("b deletes a's chroot: %v; want ErrNotEmpty", err)
+	}
+	if _, err := a.Mutex(zklock.ChrootMarker).TryLock(ctx); !errors.Is(err, dlock.ErrInvalidName) {
+		t.Errorf("a lock named as the chroot's marker: %v; want ErrInvalidName", err)
+	}
+}

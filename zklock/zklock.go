@@ -213,7 +213,8 @@
 //
 // No token counter: tokens are zxids. A name's lock node (and the parents
 // of a name with slashes) are container nodes, which the server removes
-// once they have been empty for a while.
+// once they have been empty for a while; the chroot is not (see "Least
+// privilege").
 //
 // # Least privilege
 //
@@ -233,6 +234,20 @@
 // digest does not decode to a SHA-1, so a grant never silently names
 // nobody). Create the chroot yourself first if it must carry other
 // entries; ZooKeeper's own "/" stays world-writable unless you change it.
+//
+// The chroot is a persistent node that dlock keeps a node in
+// ("dlock-chroot", which no lock can be named), so it is never empty: an
+// empty one was a container the server removed, and any client may delete
+// an empty child of "/", so another tenant could make it again, open to
+// all, and reach this tenant's locks. Open refuses a chroot, made before,
+// whose ACL lets anyone (world:anyone) create, delete or re-ACL its nodes,
+// or that names this identity and also another identity that neither it
+// nor the acl= entries are; and one this identity may make nodes in but
+// not read the ACL of. An operator's identity (an acl= entry) and the
+// superuser, which the chroot does not name with create and delete, open
+// it as before. What dlock cannot tell apart: a chroot made by another
+// tenant with an ACL of its identity alone leaves this identity no right
+// there, so each request fails and says so.
 // The conformance suite's LeastPrivilege section runs as such an
 // identity.
 //
