@@ -222,6 +222,15 @@ func within(ctx context.Context, f func(context.Context) error) error {
 	return f(ctx)
 }
 
+// ask is one read of an operator's command, within --request-timeout.
+func ask(ctx context.Context, inspect func(context.Context) (dlock.Info, error)) (info dlock.Info, err error) {
+	err = within(ctx, func(ctx context.Context) (err error) {
+		info, err = inspect(ctx)
+		return err
+	})
+	return info, err
+}
+
 // opFailed is the error of an operation (inspect, ls, unlock, migrate) that
 // failed with err: bad input (an invalid name, a kind the backend lacks) is
 // a usage error (2), as for dlock run, and so is a store that does not

@@ -149,11 +149,9 @@ func unlockCmd() *cobra.Command {
 			if kind != "mutex" {
 				return unlockKind(cmd, c, name, kind, yes)
 			}
-			var info dlock.Info
-			if err := within(cmd.Context(), func(ctx context.Context) (err error) {
-				info, err = c.Inspect(ctx, name)
-				return err
-			}); err != nil {
+			inspect := func(ctx context.Context) (dlock.Info, error) { return c.Inspect(ctx, name) }
+			info, err := ask(cmd.Context(), inspect)
+			if err != nil {
 				return opFailed(err)
 			}
 			res := struct {
@@ -178,11 +176,8 @@ func unlockCmd() *cobra.Command {
 					// The answer may come long after the question: release
 					// only the holder that was shown, not whoever holds the
 					// lock now.
-					var now dlock.Info
-					if err := within(cmd.Context(), func(ctx context.Context) (err error) {
-						now, err = c.Inspect(ctx, name)
-						return err
-					}); err != nil {
+					now, err := ask(cmd.Context(), inspect)
+					if err != nil {
 						return opFailed(err)
 					}
 					// The notes name what the owner and token cannot: the

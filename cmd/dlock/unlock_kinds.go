@@ -32,11 +32,8 @@ func unlockKind(cmd *cobra.Command, c *dlock.Client, name, kind string, yes bool
 	default:
 		return fail(exitUsage, "--kind is mutex, rw or sem, not %q", kind)
 	}
-	var info dlock.Info
-	if err := within(cmd.Context(), func(ctx context.Context) (err error) {
-		info, err = inspect(ctx)
-		return err
-	}); err != nil {
+	info, err := ask(cmd.Context(), inspect)
+	if err != nil {
 		return opFailed(err)
 	}
 	res := struct {
@@ -59,11 +56,8 @@ func unlockKind(cmd *cobra.Command, c *dlock.Client, name, kind string, yes bool
 			return fail(exitFailed, "not released")
 		}
 		// Drop only the holds that were shown, not whoever holds it now.
-		var now dlock.Info
-		if err := within(cmd.Context(), func(ctx context.Context) (err error) {
-			now, err = inspect(ctx)
-			return err
-		}); err != nil {
+		now, err := ask(cmd.Context(), inspect)
+		if err != nil {
 			return opFailed(err)
 		}
 		if len(now.Holders) > 0 && !sameHolds(now.Holders, info.Holders) {
