@@ -31,10 +31,10 @@ func TestWaitSaysWhoHolds(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"run", "-v", "--wait", "2500ms", "waitshow", "--", "true"}, `dlock: waiting for lock "waitshow" (held by theholder`},
-		{[]string{"-o", "json", "-v", "run", "--wait", "2500ms", "waitshow", "--", "true"}, `{"event":"waiting","name":"waitshow","state":"(held by theholder`},
-		{[]string{"elect", "-v", "--wait", "2500ms", "waitelect", "other", "--", "true"}, `dlock: waiting for the lead of election "waitelect" (led by theleader`},
-		{[]string{"run", "--wait", "2500ms", "waitshow", "--", "true"}, ""},
+		{[]string{"run", "-v", "--wait", "4s", "waitshow", "--", "true"}, `dlock: waiting for lock "waitshow" (held by theholder`},
+		{[]string{"-o", "json", "-v", "run", "--wait", "4s", "waitshow", "--", "true"}, `{"event":"waiting","name":"waitshow","state":"(held by theholder`},
+		{[]string{"elect", "-v", "--wait", "4s", "waitelect", "other", "--", "true"}, `dlock: waiting for the lead of election "waitelect" (led by theleader`},
+		{[]string{"run", "--wait", "4s", "waitshow", "--", "true"}, ""},
 	} {
 		r := dlockCmd(t, nil, append([]string{"--backend", u}, tc.args...)...)
 		if r.code != 3 {
@@ -87,7 +87,7 @@ func TestWaitLineOnTerminal(t *testing.T) {
 	u := redisURL(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	holder := exec.CommandContext(ctx, bin, "run", "--backend", u, "waittty", "--", "sh", "-c", "echo held; sleep 6")
+	holder := exec.CommandContext(ctx, bin, "run", "--backend", u, "waittty", "--", "sh", "-c", "echo held; sleep 8")
 	hout := &syncBuffer{}
 	holder.Stdout, holder.Stderr = hout, hout
 	if err := holder.Start(); err != nil {
