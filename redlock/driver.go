@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -63,7 +64,11 @@ func newDriver(ctx context.Context, clients []redis.UniversalClient, opts Option
 		}
 		d.nodes = append(d.nodes, n)
 	}
-	_, errs := each(ctx, d, 2*time.Second, func(ctx context.Context, n *redisnode.Node) (struct{}, error) {
+	// A quorum that answers is enough: a node down or stopped held every
+	// Open (and so every dlock command) for the whole 2 s of each step,
+	// and go-redis's redials of a refusing node for longer (3.7–5 s, an
+	// adversary pass).
+	_, errs := eachUntil(ctx, d, 2*time.Second, d.quorum, func(ctx context.Context, n *redisnode.Node) (struct{}, error) {
 		return struct{}{}, n.Client().Ping(ctx).Err()
 	})
 	if err := d.refused(errs); err != nil {
@@ -75,8 +80,10 @@ func newDriver(ctx context.Context, clients []redis.UniversalClient, opts Option
 	// Load the function library now where this user may, so no lock call
 	// spends its short per-node timeout on it; a user who may not finds
 	// out on its first call (the operator runs dlock migrate).
+	// Only where the ping was answered: a node that was not finds the
+	// library missing on its first call, and loads it then.
 	_, _ = each(ctx, d, 2*time.Second, func(ctx context.Context, n *redisnode.Node) (struct{}, error) {
-		if !n.UsesEval() {
+		if errs[slices.Index(d.nodes, n)] == nil && !n.UsesEval() {
 			if err := n.LoadFunctions(ctx); err != nil {
 				log.Debug("redlock: not loading the function library", "err", err)
 			}
@@ -116,6 +123,13 @@ func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecon
 // node has not answered (its error is then a timeout): one slow node must
 // not slow the lock.
 func each[T any](ctx context.Context, d *redlockDriver, timeout time.Duration, f func(context.Context, *redisnode.Node) (T, error)) ([]T, []error) {
+	return eachUntil(ctx, d, timeout, 0, f)
+}
+
+// eachUntil is each that also returns once enough nodes (0: all) have
+// answered with no error; the others' requests are then cancelled and
+// their errors say they did not answer.
+func eachUntil[T any](ctx context.Context, d *redlockDriver, timeout time.Duration, enough int, f func(context.Context, *redisnode.Node) (T, error)) ([]T, []error) {
 	type answer struct {
 		i   int
 		v   T
@@ -135,10 +149,16 @@ func each[T any](ctx context.Context, d *redlockDriver, timeout time.Duration, f
 	for i := range errs {
 		errs[i] = fmt.Errorf("redlock: node %d: no answer in %v", i, timeout)
 	}
+	ok := 0
 	for range d.nodes {
 		select {
 		case a := <-answers:
 			res[a.i], errs[a.i] = a.v, a.err
+			if a.err == nil {
+				if ok++; ok == enough {
+					return res, errs
+				}
+			}
 		case <-ctx.Done():
 			return res, errs
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/internal/testserver"
@@ -35,5 +36,37 @@ func TestOneServerTwice(t *testing.T) {
 				t.Fatalf("Open: %v; want ErrInvalidConfig saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// Open with one of three nodes stopped (SIGSTOP) or killed returns once
+// the other two answered: it waited out 2 s per step, and go-redis's
+// redials of a refusing node for longer, so every dlock command took
+// 3.7–5 s with one node down (an adversary pass). A lock then works.
+func TestOpenNeedsAQuorumOnly(t *testing.T) {
+	for _, down := range []string{"stopped", "killed"} {
+		a, b, c := testserver.Redis(t), testserver.Redis(t), testserver.Redis(t)
+		if down == "stopped" {
+			c.Pause()
+			defer c.Resume()
+		} else {
+			c.Kill()
+		}
+		start := time.Now()
+		cl, err := dlock.Open(t.Context(), "redlock://"+a.Addr()+","+b.Addr()+","+c.Addr())
+		took := time.Since(start)
+		if err != nil {
+			t.Fatalf("%s: %v", down, err)
+		}
+		// 2 s is one step's bound: under it, with room for a loaded machine.
+		if took > 1500*time.Millisecond {
+			t.Errorf("Open with a node %s took %v", down, took.Round(time.Millisecond))
+		}
+		l, err := cl.Mutex("quorum").Lock(t.Context())
+		if err != nil {
+			t.Fatalf("%s: Lock: %v", down, err)
+		}
+		_ = l.Unlock(t.Context())
+		_ = cl.Close()
 	}
 }
