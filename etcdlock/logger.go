@@ -6,6 +6,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // zapToSlog makes the zap logger etcd's client wants write to l, so that
@@ -49,9 +51,28 @@ func (c slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Chec
 }
 
 func (c slogCore) Write(e zapcore.Entry, fs []zapcore.Field) error {
+	level := slogLevel(e.Level)
+	if cancelled(fs) {
+		// A request dlock itself cancelled (a Lock whose ctx ended, the
+		// version check's other endpoints once one answered): no warning.
+		if level = slog.LevelDebug; !c.l.Enabled(context.Background(), level) {
+			return nil
+		}
+	}
 	attrs := append(append([]slog.Attr(nil), c.attrs...), attrsOf(fs)...)
-	c.l.LogAttrs(context.Background(), slogLevel(e.Level), "etcdlock: etcd client: "+e.Message, attrs...)
+	c.l.LogAttrs(context.Background(), level, "etcdlock: etcd client: "+e.Message, attrs...)
 	return nil
+}
+
+// cancelled reports whether fs hold the error of a request cancelled by
+// its caller's ctx (gRPC's code Canceled).
+func cancelled(fs []zapcore.Field) bool {
+	for _, f := range fs {
+		if err, ok := f.Interface.(error); ok && f.Type == zapcore.ErrorType && status.Code(err) == codes.Canceled {
+			return true
+		}
+	}
+	return false
 }
 
 func (slogCore) Sync() error { return nil }

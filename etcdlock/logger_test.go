@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // What etcd's client logs through zap reaches the dlock client's slog
@@ -27,5 +29,21 @@ func TestClientLogsGoToSlog(t *testing.T) {
 		if rec[k] != v {
 			t.Errorf("record %s = %v; want %v (record %v)", k, rec[k], v, rec)
 		}
+	}
+}
+
+// A request dlock cancelled itself is logged at debug, not as a warning:
+// the version check cancels the other endpoints' once one answered.
+func TestCancelledRequestIsNoWarning(t *testing.T) {
+	var buf bytes.Buffer
+	l := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	z := zapToSlog(l)
+	z.Warn("retrying of unary invoker failed", zap.Error(status.Error(codes.Canceled, "context canceled")))
+	if buf.Len() != 0 {
+		t.Errorf("a cancelled request logged %q at info and above", buf.String())
+	}
+	z.Warn("retrying of unary invoker failed", zap.Error(status.Error(codes.Unavailable, "no route")))
+	if !bytes.Contains(buf.Bytes(), []byte(`"level":"WARN"`)) {
+		t.Errorf("an unavailable endpoint logged %q; want a warning", buf.String())
 	}
 }

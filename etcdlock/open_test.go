@@ -48,3 +48,34 @@ func TestPrefixWithoutSlash(t *testing.T) {
 	drivertest.WantInvalidURL(t, "etcd://127.0.0.1:1/app", "", `prefix "app": end it with "/"`)
 	drivertest.WantInvalidURL(t, "etcd://127.0.0.1:1/t/b", "", `prefix "t/b": end it with "/"`)
 }
+
+// Open of a 3-member cluster whose first listed member is stopped
+// (SIGSTOP) does not wait on that member: the version check asked it
+// alone, so every Open (every dlock command) took its whole ctx, 5 s
+// (an adversary pass). Tried for the follower, so the cluster serves.
+func TestOpenFirstMemberStopped(t *testing.T) {
+	members := testserver.EtcdCluster(t, 3, 500*time.Millisecond)
+	var stopped *testserver.Server
+	var rest []string
+	for _, m := range members {
+		if stopped == nil && !testserver.EtcdIsLeader(m) {
+			stopped = m
+			continue
+		}
+		rest = append(rest, m.Addr())
+	}
+	stopped.Pause()
+	defer stopped.Resume()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	c, err := dlock.Open(ctx, "etcd://"+stopped.Addr()+","+strings.Join(rest, ","))
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("Open: %v after %v", err, took.Round(time.Millisecond))
+	}
+	defer c.Close()
+	if took > 3*time.Second { // 5 s before; room for a loaded machine
+		t.Errorf("Open took %v", took.Round(time.Millisecond))
+	}
+}

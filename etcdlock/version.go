@@ -20,16 +20,38 @@ func checkVersion(ctx context.Context, cli *clientv3.Client, log *slog.Logger) {
 	if len(eps) == 0 {
 		return
 	}
-	st, err := cli.Status(ctx, eps[0])
-	if err != nil {
-		log.Debug("etcdlock: cannot read the server's version", "err", err)
+	// Every endpoint at once, the first answer taken: asking the first
+	// listed alone held every Open (every dlock command) for its whole
+	// ctx when that member was stopped (an adversary pass: 5 s each).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		ep  string
+		st  *clientv3.StatusResponse
+		err error
+	}
+	answers := make(chan answer, len(eps))
+	for _, ep := range eps {
+		go func() {
+			st, err := cli.Status(ctx, ep)
+			answers <- answer{ep, st, err}
+		}()
+	}
+	var a answer
+	for range eps {
+		if a = <-answers; a.err == nil {
+			break
+		}
+	}
+	if a.err != nil {
+		log.Debug("etcdlock: cannot read the server's version", "err", a.err)
 		return
 	}
-	if leaksLeaseKeys(st.Version) {
+	if leaksLeaseKeys(a.st.Version) {
 		log.Warn("etcdlock: this etcd server lets any user read the keys attached to any lease (CVE-2023-32082, "+
 			"fixed in 3.4.26 and 3.5.9): a tenant sharing it can read every other tenant's lock names; "+
 			"upgrade it, or give each trust domain a cluster of its own (see the etcdlock package doc)",
-			"version", st.Version, "endpoint", eps[0])
+			"version", a.st.Version, "endpoint", a.ep)
 	}
 }
 
