@@ -125,7 +125,7 @@ func warnArgvSecret(flag, rawURL string) {
 	if urlsecret.HasToken(rawURL) {
 		what, param = "a token", "token_file"
 	}
-	fmt.Fprintf(os.Stderr, "dlock: warning: the %s URL holds %s, which every local user can read in the process list; use DLOCK_URL, --backend-file PATH or %s=PATH in the URL\n", flag, what, param)
+	warn(fmt.Sprintf("the %s URL holds %s, which every local user can read in the process list; use DLOCK_URL, --backend-file PATH or %s=PATH in the URL", flag, what, param))
 }
 
 // warnReadable warns on stderr when the file at path, which holds a
@@ -133,7 +133,7 @@ func warnArgvSecret(flag, rawURL string) {
 // mode 0600).
 func warnReadable(what, path string) {
 	if smallfile.OthersCanRead(path) {
-		fmt.Fprintf(os.Stderr, "dlock: warning: %s %s holds a password and every local user can read it: chmod 600 it\n", what, path)
+		warn(fmt.Sprintf("%s %s holds a password and every local user can read it: chmod 600 it", what, path))
 	}
 }
 
@@ -147,6 +147,15 @@ func warnPasswordFile(rawURL string) {
 	}
 }
 
+// warn says msg on stderr: "dlock: warning: msg", or a JSON event with
+// -o json, so that stderr stays JSON lines.
+func warn(msg string) {
+	report(struct {
+		Event   string `json:"event"`
+		Message string `json:"message"`
+	}{"warning", msg}, "warning: "+msg)
+}
+
 // clientLogger is the client's logger: warnings with -v, debug lines too
 // with -vv. Without them dlock reports what matters (a lost lease, a
 // failure) itself, once.
@@ -157,6 +166,9 @@ func clientLogger() *slog.Logger {
 		level = slog.LevelDebug
 	case global.verbose == 1:
 		level = slog.LevelWarn
+	}
+	if jsonOutput() { // stderr stays JSON lines
+		return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }

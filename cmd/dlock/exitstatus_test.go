@@ -183,3 +183,20 @@ func TestOperatorCommandsOnStoreSilentAfterOpen(t *testing.T) {
 		}
 	}
 }
+
+// A PostgreSQL store cut off while Open sets up its tables fails within
+// about --connect-timeout: it took 16 s (a re-test adversary pass), the
+// rollback of the cut set-up having no bound.
+func TestOpenCutDuringSetUp(t *testing.T) {
+	u, p := postgresBehindProxy(t)
+	p.BlackholeAt([]byte("pg_advisory_xact_lock"), nil)
+	start := time.Now()
+	r := dlockCmd(t, nil, "--backend", u, "--connect-timeout", "1s", "inspect", "x")
+	took := time.Since(start)
+	if r.code != 2 {
+		t.Errorf("exit %d: %s; want 2", r.code, r.stderr)
+	}
+	if took > 6*time.Second { // 1 s, the bounded clean-up, and room for a loaded machine
+		t.Errorf("exit after %v with --connect-timeout 1s: %s", took.Round(time.Millisecond), r.stderr)
+	}
+}

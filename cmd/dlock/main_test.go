@@ -432,7 +432,15 @@ func TestBackendSecrets(t *testing.T) {
 		for _, out := range []string{"text", "json"} {
 			args := append([]string{"inspect", "-o", out, "job"}, tc.args...)
 			r := dlockCmd(t, tc.env, args...)
-			warned := strings.Contains(r.stderr, "warning: the --backend URL holds a password")
+			warned := strings.Contains(r.stderr, "warning: the --backend URL holds a password") ||
+				strings.Contains(r.stderr, `{"event":"warning","message":"the --backend URL holds a password`)
+			if out == "json" { // stderr stays JSON lines: the warning is an event
+				for _, line := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+					if line != "" && !json.Valid([]byte(line)) {
+						t.Errorf("dlock %v %v: stderr line %q is not JSON", tc.env, args, line)
+					}
+				}
+			}
 			if r.code != 0 || warned != tc.warn || strings.Contains(r.stdout+r.stderr, pw) {
 				t.Errorf("dlock %v %v: exit %d, warned %v (want %v), stdout %q, stderr %q", tc.env, args, r.code, warned, tc.warn, r.stdout, r.stderr)
 			}

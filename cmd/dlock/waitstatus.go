@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -65,13 +66,13 @@ func showWait(what, name string, who func(context.Context) (string, error)) (sto
 				}
 				fmt.Fprint(os.Stderr, "\r\x1b[K"+line)
 				drawn = true
-			} else if state != shown {
-				shown = state
+			} else if key := timeLeftText.ReplaceAllString(state, ""); key != shown {
+				shown = key // a change of holder or of answer, not of time left
 				report(struct {
 					Event string `json:"event"`
 					Name  string `json:"name"`
 					State string `json:"state"`
-				}{"waiting", name, strings.TrimPrefix(state, " ")}, "waiting for "+what+state)
+				}{"waiting", name, strings.TrimLeft(state, ": ")}, "waiting for "+what+state)
 			}
 			tick.Reset(time.Second)
 		}
@@ -81,6 +82,10 @@ func showWait(what, name string, who func(context.Context) (string, error)) (sto
 		<-finished
 	}
 }
+
+// timeLeftText is the time left that a holder's text (holderText) ends
+// with, which changes at every read.
+var timeLeftText = regexp.MustCompile(`, (?:[0-9.]+(?:h|m|s|ms|µs|ns))+ left|, time left unknown`)
 
 // waitState is who's answer as the display shows it: the holder, nothing
 // for a free lock or a store that cannot say, or that the store does not

@@ -44,6 +44,12 @@ func TestWaitSaysWhoHolds(t *testing.T) {
 			t.Errorf("%v: stderr %q; want %q", tc.args, r.stderr, tc.want)
 		}
 	}
+	// Over three reads of the same holder, one line: its time left
+	// changes at each, which is no news.
+	r := dlockCmd(t, nil, "--backend", u, "run", "-v", "--wait", "12s", "waitshow", "--", "true")
+	if n := strings.Count(r.stderr, "waiting for"); r.code != 3 || n != 1 {
+		t.Errorf("a 12 s wait on one holder: exit %d, %d lines: %q; want 3, one line", r.code, n, r.stderr)
+	}
 }
 
 // A wait on a store that goes silent says so: it said nothing until
