@@ -284,6 +284,8 @@ func init() {
 // Options configure Open.
 type Options struct {
 	// Prefix starts every lock key; "" (the default) matches etcdctl lock.
+	// End it with "/" where it keeps tenants apart: "app" shares its range
+	// with "app-b/" (a URL's prefix without one is refused).
 	Prefix string
 	// Client are options for the dlock client.
 	Client []dlock.ClientOption
