@@ -20,6 +20,7 @@ type zkDriver struct {
 	owned   bool
 	root    string // chroot, "" or "/x"
 	acl     []zk.ACL
+	self    []zk.ACL      // the URL identity's own ACL entry, if any
 	timeout time.Duration // the session timeout asked for; see sessionTimeout
 	granted *granted      // the timeout the server granted, if the driver dialled
 
@@ -64,7 +65,7 @@ func newDriver(ctx context.Context, conn *zk.Conn, root string, opts Options) (*
 	if opts.ACL == nil {
 		opts.ACL = zk.WorldACL(zk.PermAll)
 	}
-	d := &zkDriver{conn: conn, owned: opts.CloseConn, root: root, acl: opts.ACL, timeout: opts.SessionTimeout,
+	d := &zkDriver{conn: conn, owned: opts.CloseConn, root: root, acl: opts.ACL, self: opts.self, timeout: opts.SessionTimeout,
 		granted: opts.granted, done: make(chan struct{})}
 	d.life, d.stop = context.WithCancel(context.Background())
 	// Wait for a session: a read proves it. A server still starting drops
@@ -106,15 +107,24 @@ func newDriver(ctx context.Context, conn *zk.Conn, root string, opts Options) (*
 const chrootMarker = "dlock-chroot"
 
 // claimChroot makes the chroot, and its parents, if missing, with the
-// client's ACL, and keeps chrootMarker in it. Then, if this identity may
-// make nodes there, it refuses a chroot whose ACL lets anyone create,
-// delete or re-ACL its nodes (another client made it, open to all), or,
-// when the ACL names this identity with create and delete (its tenant's
-// chroot), lets an identity that neither this identity nor the acl=
-// entries are do so. An operator's client (the acl= entries' identities,
-// the superuser) is not named there, and is let through. Without a chroot,
-// or with an ACL open to all (no identity in the URL), there are no
-// tenants apart to keep.
+// client's ACL, and keeps chrootMarker in it; then it refuses a chroot
+// that another identity could reach this client's locks through.
+// ZooKeeper does not say who made a node: the chroot's ACL is all there is
+// to judge by (an adversary pass squatted chroots in many shapes).
+//
+//   - A client that may create there (a tenant, or the superuser) refuses
+//     the chroot unless every entry granting create, delete, admin or read
+//     is one of this client's own ACL (its identity, the acl= entries) or,
+//     for a client whose identity the chroot does not name (the
+//     superuser), an entry naming one identity (digest, x509, sasl), not
+//     many (world, ip, auth). It refuses one whose ACL it cannot read.
+//   - A client that may not create there (an operator with rd, or a tenant
+//     in another's chroot) refuses it if anyone at all, or an address
+//     range, may re-ACL it: its requests would be refused now, and pass
+//     once that ACL is changed.
+//
+// Without a chroot, or with an ACL open to all (no identity in the URL),
+// there are no tenants apart to keep.
 func (d *zkDriver) claimChroot(ctx context.Context) error {
 	if d.root == "" || openACL(d.acl) {
 		return nil
@@ -124,46 +134,45 @@ func (d *zkDriver) claimChroot(ctx context.Context) error {
 		return chrootErr(d.root, err)
 	}
 	_, err := d.call(ctx, s, func() error { _, err := d.conn.Create(d.root+"/"+chrootMarker, nil, 0, d.acl); return err })
+	creator := true
 	switch {
 	case errors.Is(err, zk.ErrNoAuth):
-		return nil // this identity may make no node here: each of its requests is refused, and says so
+		creator = false
 	case err != nil && !errors.Is(err, zk.ErrNodeExists):
 		return chrootErr(d.root, err)
 	}
 	var acl []zk.ACL
 	if _, err := d.call(ctx, s, func() (err error) { acl, _, err = d.conn.GetACL(d.root); return err }); errors.Is(err, zk.ErrNoAuth) {
+		if !creator {
+			return nil // nor may it read there: each of its requests is refused, and says so
+		}
 		return fmt.Errorf("zklock: %w: this identity may make nodes in the chroot %s but not read its ACL: "+
 			"dlock cannot tell whether another tenant may reach its locks there; grant it r", dlock.ErrInvalidConfig, d.root)
 	} else if err != nil {
 		return fmt.Errorf("zklock: chroot %s: %w", d.root, err)
 	}
-	in := func(e zk.ACL, perms int32) bool {
-		return slices.ContainsFunc(d.acl, func(a zk.ACL) bool { return a.Scheme == e.Scheme && a.ID == e.ID && a.Perms&perms == perms })
+	has := func(in []zk.ACL, e zk.ACL) bool {
+		return slices.ContainsFunc(in, func(a zk.ACL) bool { return sameID(a, e) })
 	}
-	own := slices.ContainsFunc(acl, func(e zk.ACL) bool {
-		return e.Perms&(zk.PermCreate|zk.PermDelete) == zk.PermCreate|zk.PermDelete && in(e, zk.PermAll)
-	})
+	named := slices.ContainsFunc(d.self, func(e zk.ACL) bool { return has(acl, e) })
 	for _, e := range acl {
-		if e.Perms&(zk.PermCreate|zk.PermDelete|zk.PermAdmin) == 0 {
-			continue
+		many := e.Scheme == "world" || e.Scheme == "ip" || e.Scheme == "auth"
+		var bad bool
+		switch {
+		case !creator:
+			bad = e.Perms&zk.PermAdmin != 0 && many
+		case named:
+			bad = e.Perms&(zk.PermCreate|zk.PermDelete|zk.PermAdmin|zk.PermRead) != 0 && !has(d.acl, e)
+		default:
+			bad = e.Perms&(zk.PermCreate|zk.PermDelete|zk.PermAdmin|zk.PermRead) != 0 && many && !has(d.acl, e)
 		}
-		if e.Scheme == "world" && e.ID == "anyone" || own && !in(e, 0) {
-			return fmt.Errorf("zklock: %w: the chroot %s lets %s:%s create, delete or re-ACL its nodes, which this URL's identity and acl= entries do not name: "+
-				"another client made it, or it was given more; anyone it names could take or release this tenant's locks. "+
+		if bad {
+			return fmt.Errorf("zklock: %w: the chroot %s lets %s:%s read, create, delete or re-ACL its nodes, which this URL's identity and acl= entries do not name: "+
+				"another client made it, or it was given more; through it another tenant could list, take or release this tenant's locks. "+
 				"Delete it (dlock makes it again), or set its ACL to this identity's and the acl= entries", dlock.ErrInvalidConfig, d.root, e.Scheme, e.ID)
 		}
 	}
 	return nil
-}
-
-// chrootErr is claimChroot's error: a refused create wraps
-// dlock.ErrInvalidConfig, as permErr's do.
-func chrootErr(root string, err error) error {
-	if errors.Is(err, zk.ErrNoAuth) {
-		return fmt.Errorf("zklock: %w: this identity may not create the chroot %s or nodes in it "+
-			"(a node's ACL is set by the client that made it; see the zklock package doc): %w", dlock.ErrInvalidConfig, root, err)
-	}
-	return fmt.Errorf("zklock: chroot %s: %w", root, err)
 }
 
 // openACL reports whether acl lets anyone do anything: no identity to keep
@@ -265,4 +274,30 @@ func (d *zkDriver) permErr(err error, name string) error {
 		return fmt.Errorf("zklock: ZooKeeper refused the credentials (%w): %w", dlock.ErrInvalidConfig, err)
 	}
 	return err
+}
+
+// sameID reports whether two ACL entries name the same identity. A digest
+// entry is compared by its user: ZooKeeper answers getACL with the hash
+// hidden ("a:x"). An entry of that user with another password names
+// nobody, so taking it for the user's own errs on the safe side.
+func sameID(a, b zk.ACL) bool {
+	if a.Scheme != b.Scheme {
+		return false
+	}
+	if a.Scheme == "digest" {
+		ua, _, _ := strings.Cut(a.ID, ":")
+		ub, _, _ := strings.Cut(b.ID, ":")
+		return ua == ub
+	}
+	return a.ID == b.ID
+}
+
+// chrootErr is claimChroot's error: a refused create wraps
+// dlock.ErrInvalidConfig, as permErr's do.
+func chrootErr(root string, err error) error {
+	if errors.Is(err, zk.ErrNoAuth) {
+		return fmt.Errorf("zklock: %w: this identity may not create the chroot %s or nodes in it "+
+			"(a node's ACL is set by the client that made it; see the zklock package doc): %w", dlock.ErrInvalidConfig, root, err)
+	}
+	return fmt.Errorf("zklock: chroot %s: %w", root, err)
 }

@@ -144,7 +144,21 @@ func TestChrootNotSquatted(t *testing.T) {
 	if _, err := b.Create("/blind", nil, 0, zk.WorldACL(zk.PermCreate|zk.PermDelete|zk.PermWrite)); err != nil {
 		t.Fatal(err)
 	}
-	for chroot, want := range map[string]string{"/shared": "digest:b:", "/blind": "not read its ACL"} {
+	// The re-test pass's shapes: a named without delete, rights by
+	// address, re-ACL open to anyone while a may not create yet, names
+	// readable by anyone.
+	for path, acl := range map[string][]zk.ACL{
+		"/nodelete":  {both[0], {Perms: zk.PermCreate | zk.PermRead, Scheme: "digest", ID: both[1].ID}},
+		"/byaddress": {{Perms: zk.PermAll, Scheme: "ip", ID: "127.0.0.1"}},
+		"/reacl":     zk.WorldACL(zk.PermAdmin),
+		"/readable":  {both[1], {Perms: zk.PermRead, Scheme: "world", ID: "anyone"}},
+	} {
+		if _, err := b.Create(path, nil, 0, acl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for chroot, want := range map[string]string{"/shared": "digest:b:", "/blind": "not read its ACL",
+		"/nodelete": "digest:b:", "/byaddress": "ip:127.0.0.1", "/reacl": "world:anyone", "/readable": "world:anyone"} {
 		_, err = dlock.Open(ctx, "zk://a:pa@"+srv.Addr()+chroot+"?session_timeout=2s")
 		if !errors.Is(err, dlock.ErrInvalidConfig) || !strings.Contains(err.Error(), want) {
 			t.Errorf("Open on %s: %v; want ErrInvalidConfig saying %q", chroot, err, want)

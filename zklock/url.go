@@ -100,6 +100,7 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 			return nil, err
 		}
 		opts.ACL = zk.DigestACL(zk.PermAll, u.User.Username(), pw)
+		opts.self = opts.ACL
 	}
 	if extra != nil {
 		if opts.ACL == nil {

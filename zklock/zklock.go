@@ -237,17 +237,27 @@
 //
 // The chroot is a persistent node that dlock keeps a node in
 // ("dlock-chroot", which no lock can be named), so it is never empty: an
-// empty one was a container the server removed, and any client may delete
-// an empty child of "/", so another tenant could make it again, open to
-// all, and reach this tenant's locks. Open refuses a chroot, made before,
-// whose ACL lets anyone (world:anyone) create, delete or re-ACL its nodes,
-// or that names this identity and also another identity that neither it
-// nor the acl= entries are; and one this identity may make nodes in but
-// not read the ACL of. An operator's identity (an acl= entry) and the
-// superuser, which the chroot does not name with create and delete, open
-// it as before. What dlock cannot tell apart: a chroot made by another
-// tenant with an ACL of its identity alone leaves this identity no right
-// there, so each request fails and says so.
+// empty one was a container the server removed (and any client may delete
+// an empty child of "/"), so another tenant could make it again, open to
+// all, and reach this tenant's locks. ZooKeeper does not say who made a
+// node, so Open judges a chroot made before by its ACL alone:
+//
+//   - a client that may create there (a tenant) refuses it unless every
+//     entry granting read, create, delete or re-ACL names its identity or
+//     an acl= entry (a digest entry is compared by user: getACL hides the
+//     hash); the superuser, which the chroot does not name, refuses only
+//     entries that grant many at once (world, ip, auth);
+//   - a client that may not create there (an operator with rd) refuses it
+//     if anyone, or an address range, may re-ACL it;
+//   - a client that may create there but not read its ACL refuses it.
+//
+// Limits: an operator whose acl= entry grants c is a co-tenant, and is
+// refused a tenant's chroot (open it as the superuser, or grant rd). A
+// client that may neither create nor read in a chroot (another identity's)
+// opens, and each request is refused; if that identity later grants it
+// rights, the open client works under nodes the other identity controls
+// (a new Open refuses it). Put tenants' chroots under a node only
+// operators may create in.
 // The conformance suite's LeastPrivilege section runs as such an
 // identity.
 //
@@ -304,6 +314,7 @@ type Options struct {
 	CloseConn bool
 
 	granted *granted // set by openURL, whose dialer learns the granted timeout
+	self    []zk.ACL // set by openURL: the URL identity's own entry, if it has one
 }
 
 // Open returns a dlock client over an existing ZooKeeper connection.
