@@ -304,8 +304,11 @@ package pglock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"sync"
 
 	"github.com/dlock/dlock"
 	"github.com/dlock/dlock/driver"
@@ -385,16 +388,77 @@ func openURL(ctx context.Context, u *url.URL) (driver.Driver, error) {
 	if q.Get("pool_max_conns") == "" { // room for the held connections and the rest
 		cfg.MaxConns = int32(max(opts.MaxHeld, 16) + 8)
 	}
+	during := watchDials(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pglock: connect: %w", causeFirst(err))
 	}
 	d, err := newDriver(ctx, pool, opts)
 	if err != nil {
+		// pgx closes each connection politely, waiting up to 15 s for the
+		// server's goodbye: on a link cut during Open that was 15 s past
+		// Open's ctx (an adversary pass). Open's own connections are
+		// closed first, at once.
+		during.closeAll()
 		pool.Close()
 		return nil, err
 	}
+	during.stop()
 	return d, nil
+}
+
+// dials is the connections a pool dialled during Open, until stop. Once
+// closeAll ran, the pool dials no more: pgx's close of a connection sends
+// a cancel request on a new one first, and waited 15 s for its answer on
+// the cut link.
+type dials struct {
+	mu      sync.Mutex
+	conns   []net.Conn
+	stopped bool
+	failed  bool
+}
+
+// watchDials makes cfg's pool record its connections in the dials it
+// returns.
+func watchDials(cfg *pgxpool.Config) *dials {
+	w := &dials{}
+	dial := cfg.ConnConfig.DialFunc
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		w.mu.Lock()
+		failed := w.failed
+		w.mu.Unlock()
+		if failed {
+			return nil, errors.New("pglock: Open failed: no new connection")
+		}
+		c, err := dial(ctx, network, addr)
+		if err == nil {
+			w.mu.Lock()
+			if !w.stopped {
+				w.conns = append(w.conns, c)
+			}
+			w.mu.Unlock()
+		}
+		return c, err
+	}
+	return w
+}
+
+// stop ends the recording, and forgets what was recorded.
+func (w *dials) stop() {
+	w.mu.Lock()
+	w.stopped, w.conns = true, nil
+	w.mu.Unlock()
+}
+
+// closeAll closes the connections recorded, and stops.
+func (w *dials) closeAll() {
+	w.mu.Lock()
+	conns := w.conns
+	w.stopped, w.failed, w.conns = true, true, nil
+	w.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
 }
 
 // pgInts are pgx's sizes that it trusts (pool sizes, cache capacities),
