@@ -431,14 +431,19 @@ func watchDials(cfg *pgxpool.Config) *dials {
 			return nil, errors.New("pglock: Open failed: no new connection")
 		}
 		c, err := dial(ctx, network, addr)
-		if err == nil {
-			w.mu.Lock()
-			if !w.stopped {
-				w.conns = append(w.conns, c)
-			}
-			w.mu.Unlock()
+		if err != nil {
+			return nil, err
 		}
-		return c, err
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.failed { // closeAll ran while this dialled: a re-test pass saw it wait the 15 s
+			_ = c.Close()
+			return nil, errors.New("pglock: Open failed: no new connection")
+		}
+		if !w.stopped {
+			w.conns = append(w.conns, c)
+		}
+		return c, nil
 	}
 	return w
 }

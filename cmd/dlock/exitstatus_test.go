@@ -188,15 +188,17 @@ func TestOperatorCommandsOnStoreSilentAfterOpen(t *testing.T) {
 // about --connect-timeout: it took 16 s (a re-test adversary pass), the
 // rollback of the cut set-up having no bound.
 func TestOpenCutDuringSetUp(t *testing.T) {
-	u, p := postgresBehindProxy(t)
-	p.BlackholeAt([]byte("pg_advisory_xact_lock"), nil)
-	start := time.Now()
-	r := dlockCmd(t, nil, "--backend", u, "--connect-timeout", "1s", "inspect", "x")
-	took := time.Since(start)
-	if r.code != 2 {
-		t.Errorf("exit %d: %s; want 2", r.code, r.stderr)
-	}
-	if took > 6*time.Second { // 1 s, the bounded clean-up, and room for a loaded machine
-		t.Errorf("exit after %v with --connect-timeout 1s: %s", took.Round(time.Millisecond), r.stderr)
+	for _, cut := range []string{"pg_advisory_xact_lock", "create", "commit"} { // a new server each: the tables are made
+		u, p := postgresBehindProxy(t)
+		p.BlackholeAt([]byte(cut), nil)
+		start := time.Now()
+		r := dlockCmd(t, nil, "--backend", u, "--connect-timeout", "1s", "inspect", "x")
+		took := time.Since(start)
+		if r.code != 2 {
+			t.Errorf("cut at %s: exit %d: %s; want 2", cut, r.code, r.stderr)
+		}
+		if took > 6*time.Second { // 1 s, the bounded clean-up, and room for a loaded machine
+			t.Errorf("cut at %s: exit after %v with --connect-timeout 1s: %s", cut, took.Round(time.Millisecond), r.stderr)
+		}
 	}
 }
