@@ -154,7 +154,27 @@ func (d *zkDriver) claimChroot(ctx context.Context) error {
 	has := func(in []zk.ACL, e zk.ACL) bool {
 		return slices.ContainsFunc(in, func(a zk.ACL) bool { return sameID(a, e) })
 	}
+	// An entry is this client's when one of its own names the identity
+	// with at least the entry's rights: ops:cdrwa is not an acl= ops:rd
+	// (a re-test pass).
+	covered := func(e zk.ACL) bool {
+		return slices.ContainsFunc(d.acl, func(a zk.ACL) bool { return sameID(a, e) && e.Perms&^a.Perms == 0 })
+	}
 	named := slices.ContainsFunc(d.self, func(e zk.ACL) bool { return has(acl, e) })
+	users := map[string]bool{}
+	for _, e := range acl {
+		if e.Scheme != "digest" {
+			continue
+		}
+		// Anyone may authenticate as a digest user with another password:
+		// a:evil beside a's own entry passed as a's (a re-test pass).
+		u, _, _ := strings.Cut(e.ID, ":")
+		if users[u] {
+			return fmt.Errorf("zklock: %w: the chroot %s names the digest user %q twice, with two passwords: anyone may authenticate as either; "+
+				"delete it (dlock makes it again), or set its ACL to this identity's and the acl= entries", dlock.ErrInvalidConfig, d.root, u)
+		}
+		users[u] = true
+	}
 	for _, e := range acl {
 		many := e.Scheme == "world" || e.Scheme == "ip" || e.Scheme == "auth"
 		var bad bool
@@ -162,9 +182,9 @@ func (d *zkDriver) claimChroot(ctx context.Context) error {
 		case !creator:
 			bad = e.Perms&zk.PermAdmin != 0 && many
 		case named:
-			bad = e.Perms&(zk.PermCreate|zk.PermDelete|zk.PermAdmin|zk.PermRead) != 0 && !has(d.acl, e)
+			bad = e.Perms&(zk.PermCreate|zk.PermDelete|zk.PermAdmin|zk.PermRead) != 0 && !covered(e)
 		default:
-			bad = e.Perms&(zk.PermCreate|zk.PermDelete|zk.PermAdmin|zk.PermRead) != 0 && many && !has(d.acl, e)
+			bad = e.Perms&(zk.PermCreate|zk.PermDelete|zk.PermAdmin|zk.PermRead) != 0 && many && !covered(e)
 		}
 		if bad {
 			return fmt.Errorf("zklock: %w: the chroot %s lets %s:%s read, create, delete or re-ACL its nodes, which this URL's identity and acl= entries do not name: "+
@@ -277,17 +297,19 @@ func (d *zkDriver) permErr(err error, name string) error {
 }
 
 // sameID reports whether two ACL entries name the same identity. A digest
-// entry is compared by its user: ZooKeeper answers getACL with the hash
-// hidden ("a:x"). An entry of that user with another password names
-// nobody, so taking it for the user's own errs on the safe side.
+// entry whose hash ZooKeeper hid ("a:x": getACL hides it from a client
+// without admin on the node) is compared by its user; claimChroot refuses
+// an ACL naming one user twice, so that user is this one.
 func sameID(a, b zk.ACL) bool {
 	if a.Scheme != b.Scheme {
 		return false
 	}
 	if a.Scheme == "digest" {
-		ua, _, _ := strings.Cut(a.ID, ":")
-		ub, _, _ := strings.Cut(b.ID, ":")
-		return ua == ub
+		ua, ha, _ := strings.Cut(a.ID, ":")
+		ub, hb, _ := strings.Cut(b.ID, ":")
+		if ha == "x" || hb == "x" { // hidden: by user (two passwords of one user are refused apart)
+			return ua == ub
+		}
 	}
 	return a.ID == b.ID
 }

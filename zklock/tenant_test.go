@@ -157,7 +157,12 @@ func TestChrootNotSquatted(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for chroot, want := range map[string]string{"/shared": "digest:b:", "/blind": "not read its ACL",
+	// Two passwords of a's user: anyone may authenticate as either.
+	impostor := []zk.ACL{both[1], {Perms: zk.PermAll, Scheme: "digest", ID: "a:" + testserver.ZooKeeperDigest("a", "evil")}}
+	if _, err := b.Create("/impostor", nil, 0, impostor); err != nil {
+		t.Fatal(err)
+	}
+	for chroot, want := range map[string]string{"/impostor": `digest user "a" twice`, "/shared": "digest:b:", "/blind": "not read its ACL",
 		"/nodelete": "digest:b:", "/byaddress": "ip:127.0.0.1", "/reacl": "world:anyone", "/readable": "world:anyone"} {
 		_, err = dlock.Open(ctx, "zk://a:pa@"+srv.Addr()+chroot+"?session_timeout=2s")
 		if !errors.Is(err, dlock.ErrInvalidConfig) || !strings.Contains(err.Error(), want) {

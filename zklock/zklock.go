@@ -251,13 +251,22 @@
 //     if anyone, or an address range, may re-ACL it;
 //   - a client that may create there but not read its ACL refuses it.
 //
-// Limits: an operator whose acl= entry grants c is a co-tenant, and is
-// refused a tenant's chroot (open it as the superuser, or grant rd). A
-// client that may neither create nor read in a chroot (another identity's)
-// opens, and each request is refused; if that identity later grants it
-// rights, the open client works under nodes the other identity controls
-// (a new Open refuses it). Put tenants' chroots under a node only
-// operators may create in.
+// Two digest entries of one user (two passwords: anyone may authenticate
+// as either) are refused, and an entry of an acl= identity must not grant
+// more than the acl= entry does.
+//
+// Limits: Open judges the chroot's own ACL, not the nodes already under
+// it. Another identity that made the chroot first, made lock nodes in it
+// open to all, and then narrowed the chroot's ACL to this tenant's, still
+// reaches the locks under those nodes (a re-test pass). An operator whose
+// acl= entry grants c is a co-tenant, and is refused a tenant's chroot
+// (open it as the superuser, or grant rd). A client that may neither
+// create nor read in a chroot (another identity's) opens, and each request
+// is refused; if that identity later grants it rights, the open client
+// works under nodes the other identity controls (a new Open refuses it).
+// So make each tenant's chroot yourself, as an operator, before its first
+// Open, under a node only operators may create in; then no other identity
+// can have made it first.
 // The conformance suite's LeastPrivilege section runs as such an
 // identity.
 //
