@@ -309,13 +309,20 @@ func (d *etcdDriver) ForceRelease(ctx context.Context, name string, token uint64
 }
 
 func (d *etcdDriver) Inspect(ctx context.Context, name string) (driver.Info, error) {
+	info, _, err := d.inspect(ctx, name)
+	return info, err
+}
+
+// inspect is Inspect that also returns the holder's value as stored, read
+// in the same request as the rest.
+func (d *etcdDriver) inspect(ctx context.Context, name string) (driver.Info, []byte, error) {
 	kv, n, err := d.first(ctx, d.prefix+name+"/", true)
 	if err != nil {
-		return driver.Info{}, permErr(fmt.Errorf("etcdlock: inspect: %w", err), d.prefix)
+		return driver.Info{}, nil, permErr(fmt.Errorf("etcdlock: inspect: %w", err), d.prefix)
 	}
 	info := driver.Info{Name: name}
 	if kv == nil {
-		return info, nil
+		return info, nil, nil
 	}
 	info.Owner, info.Label = parseHolderValue(kv.Value)
 	info.Held, info.Holds, info.Token = true, 1, uint64(kv.CreateRevision)
@@ -323,7 +330,7 @@ func (d *etcdDriver) Inspect(ctx context.Context, name string) (driver.Info, err
 	if ttl, err := d.cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease)); err == nil && ttl.TTL > 0 {
 		info.TTL = time.Duration(ttl.TTL) * time.Second
 	}
-	return info, nil
+	return info, kv.Value, nil
 }
 
 func (d *etcdDriver) Close() error {

@@ -215,3 +215,62 @@ func TestListElectionThroughHandoffs(t *testing.T) {
 	default:
 	}
 }
+
+// TestListElectionUnderChurn: three candidates pass the lead back and
+// forth as fast as they can while an operator lists. Every List that finds
+// the election held shows it as an election: the leader's value is judged
+// from the read that found the leader (a re-test pass saw 10% of Lists at
+// 500 terms/s show a plain mutex when it was read again).
+func TestListElectionUnderChurn(t *testing.T) {
+	srv := testserver.Etcd(t)
+	op := open(t, "http://"+srv.Addr())
+	ctx := t.Context()
+	const name = "churn-elect"
+	stop := make(chan struct{})
+	var cands []*drivertest.Call[int]
+	for range 3 {
+		c := open(t, "http://"+srv.Addr())
+		cands = append(cands, drivertest.Go(func() (int, error) {
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return n, nil
+				default:
+				}
+				term, err := c.Election(name).Campaign(ctx, "v")
+				if err != nil {
+					return n, err
+				}
+				if err := term.Resign(ctx); err != nil {
+					return n, err
+				}
+			}
+		}))
+	}
+	lists, held, plain := 0, 0, 0
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); lists++ {
+		infos, err := op.List(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, i := range infos {
+			if i.Name == name && i.Held {
+				held++
+				if !i.Election {
+					plain++
+				}
+			}
+		}
+	}
+	close(stop)
+	terms := 0
+	for _, c := range cands {
+		terms += c.Want(t, 10*time.Second, "a candidate")
+	}
+	if terms < 10 || held == 0 {
+		t.Fatalf("%d terms, %d of %d Lists found a leader: too few to tell", terms, held, lists)
+	}
+	if plain > 0 {
+		t.Errorf("%d of %d Lists that found a leader showed a plain mutex (%d terms)", plain, held, terms)
+	}
+}
