@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,6 +32,7 @@ type zkDriver struct {
 
 	parentsMu    sync.Mutex
 	emptyParents map[string]bool // lock paths whose node is known to hold no data
+	vetted       map[string]bool // lock paths whose nodes vet passed (tenant.go)
 	noMulti      atomic.Bool     // the parent write was refused (ACL): create alone
 
 	provedTokens atomic.Int64 // tokens createAndRead proved without a read
@@ -97,110 +97,6 @@ func newDriver(ctx context.Context, conn *zk.Conn, root string, opts Options) (*
 	}
 	go d.monitor(opts.Events)
 	return d, nil
-}
-
-// chrootMarker is the persistent node dlock keeps in a chroot, so that the
-// chroot is never empty: an empty one was a container node the server
-// removed (and ZooKeeper's "/" lets anyone delete an empty child), and
-// another tenant then made it again, open to all, and reached this
-// tenant's locks (an adversary pass). No lock can be named so.
-const chrootMarker = "dlock-chroot"
-
-// claimChroot makes the chroot, and its parents, if missing, with the
-// client's ACL, and keeps chrootMarker in it; then it refuses a chroot
-// that another identity could reach this client's locks through.
-// ZooKeeper does not say who made a node: the chroot's ACL is all there is
-// to judge by (an adversary pass squatted chroots in many shapes).
-//
-//   - A client that may create there (a tenant, or the superuser) refuses
-//     the chroot unless every entry granting create, delete, admin or read
-//     is one of this client's own ACL (its identity, the acl= entries) or,
-//     for a client whose identity the chroot does not name (the
-//     superuser), an entry naming one identity (digest, x509, sasl), not
-//     many (world, ip, auth). It refuses one whose ACL it cannot read.
-//   - A client that may not create there (an operator with rd, or a tenant
-//     in another's chroot) refuses it if anyone at all, or an address
-//     range, may re-ACL it: its requests would be refused now, and pass
-//     once that ACL is changed.
-//
-// Without a chroot, or with an ACL open to all (no identity in the URL),
-// there are no tenants apart to keep.
-func (d *zkDriver) claimChroot(ctx context.Context) error {
-	if d.root == "" || openACL(d.acl) {
-		return nil
-	}
-	s := d.current()
-	if err := d.ensure(ctx, s, d.root); err != nil {
-		return chrootErr(d.root, err)
-	}
-	_, err := d.call(ctx, s, func() error { _, err := d.conn.Create(d.root+"/"+chrootMarker, nil, 0, d.acl); return err })
-	creator := true
-	switch {
-	case errors.Is(err, zk.ErrNoAuth):
-		creator = false
-	case err != nil && !errors.Is(err, zk.ErrNodeExists):
-		return chrootErr(d.root, err)
-	}
-	var acl []zk.ACL
-	if _, err := d.call(ctx, s, func() (err error) { acl, _, err = d.conn.GetACL(d.root); return err }); errors.Is(err, zk.ErrNoAuth) {
-		if !creator {
-			return nil // nor may it read there: each of its requests is refused, and says so
-		}
-		return fmt.Errorf("zklock: %w: this identity may make nodes in the chroot %s but not read its ACL: "+
-			"dlock cannot tell whether another tenant may reach its locks there; grant it r", dlock.ErrInvalidConfig, d.root)
-	} else if err != nil {
-		return fmt.Errorf("zklock: chroot %s: %w", d.root, err)
-	}
-	has := func(in []zk.ACL, e zk.ACL) bool {
-		return slices.ContainsFunc(in, func(a zk.ACL) bool { return sameID(a, e) })
-	}
-	// An entry is this client's when one of its own names the identity
-	// with at least the entry's rights: ops:cdrwa is not an acl= ops:rd
-	// (a re-test pass).
-	covered := func(e zk.ACL) bool {
-		return slices.ContainsFunc(d.acl, func(a zk.ACL) bool { return sameID(a, e) && e.Perms&^a.Perms == 0 })
-	}
-	named := slices.ContainsFunc(d.self, func(e zk.ACL) bool { return has(acl, e) })
-	users := map[string]bool{}
-	for _, e := range acl {
-		if e.Scheme != "digest" {
-			continue
-		}
-		// Anyone may authenticate as a digest user with another password:
-		// a:evil beside a's own entry passed as a's (a re-test pass).
-		u, _, _ := strings.Cut(e.ID, ":")
-		if users[u] {
-			return fmt.Errorf("zklock: %w: the chroot %s names the digest user %q twice, with two passwords: anyone may authenticate as either; "+
-				"delete it (dlock makes it again), or set its ACL to this identity's and the acl= entries", dlock.ErrInvalidConfig, d.root, u)
-		}
-		users[u] = true
-	}
-	for _, e := range acl {
-		many := e.Scheme == "world" || e.Scheme == "ip" || e.Scheme == "auth"
-		var bad bool
-		switch {
-		case !creator:
-			bad = e.Perms&zk.PermAdmin != 0 && many
-		case named:
-			bad = e.Perms&(zk.PermCreate|zk.PermDelete|zk.PermAdmin|zk.PermRead) != 0 && !covered(e)
-		default:
-			bad = e.Perms&(zk.PermCreate|zk.PermDelete|zk.PermAdmin|zk.PermRead) != 0 && many && !covered(e)
-		}
-		if bad {
-			return fmt.Errorf("zklock: %w: the chroot %s lets %s:%s read, create, delete or re-ACL its nodes, which this URL's identity and acl= entries do not name: "+
-				"another client made it, or it was given more; through it another tenant could list, take or release this tenant's locks. "+
-				"Delete it (dlock makes it again), or set its ACL to this identity's and the acl= entries", dlock.ErrInvalidConfig, d.root, e.Scheme, e.ID)
-		}
-	}
-	return nil
-}
-
-// openACL reports whether acl lets anyone do anything: no identity to keep
-// apart from others.
-func openACL(acl []zk.ACL) bool {
-	return slices.ContainsFunc(acl, func(a zk.ACL) bool {
-		return a.Scheme == "world" && a.ID == "anyone" && a.Perms&(zk.PermCreate|zk.PermDelete) == zk.PermCreate|zk.PermDelete
-	})
 }
 
 func (d *zkDriver) Caps() driver.Caps {
@@ -294,32 +190,4 @@ func (d *zkDriver) permErr(err error, name string) error {
 		return fmt.Errorf("zklock: ZooKeeper refused the credentials (%w): %w", dlock.ErrInvalidConfig, err)
 	}
 	return err
-}
-
-// sameID reports whether two ACL entries name the same identity. A digest
-// entry whose hash ZooKeeper hid ("a:x": getACL hides it from a client
-// without admin on the node) is compared by its user; claimChroot refuses
-// an ACL naming one user twice, so that user is this one.
-func sameID(a, b zk.ACL) bool {
-	if a.Scheme != b.Scheme {
-		return false
-	}
-	if a.Scheme == "digest" {
-		ua, ha, _ := strings.Cut(a.ID, ":")
-		ub, hb, _ := strings.Cut(b.ID, ":")
-		if ha == "x" || hb == "x" { // hidden: by user (two passwords of one user are refused apart)
-			return ua == ub
-		}
-	}
-	return a.ID == b.ID
-}
-
-// chrootErr is claimChroot's error: a refused create wraps
-// dlock.ErrInvalidConfig, as permErr's do.
-func chrootErr(root string, err error) error {
-	if errors.Is(err, zk.ErrNoAuth) {
-		return fmt.Errorf("zklock: %w: this identity may not create the chroot %s or nodes in it "+
-			"(a node's ACL is set by the client that made it; see the zklock package doc): %w", dlock.ErrInvalidConfig, root, err)
-	}
-	return fmt.Errorf("zklock: chroot %s: %w", root, err)
 }

@@ -56,11 +56,15 @@ func (d *zkDriver) acquireKind(ctx context.Context, r driver.Request) (driver.Gr
 }
 
 // newAttempt starts an attempt at a node named base under path in the
-// current session, or fails with errRetry while there is none.
-func (d *zkDriver) newAttempt(path, base string, r driver.Request) (*attempt, error) {
+// current session, or fails with errRetry while there is none, or as vet
+// does.
+func (d *zkDriver) newAttempt(ctx context.Context, path, base string, r driver.Request) (*attempt, error) {
 	s := d.current()
 	if s.isEnded() {
 		return nil, fmt.Errorf("zklock: %w: no session (go-zookeeper is opening a new one)", errRetry)
+	}
+	if err := d.vet(ctx, path); err != nil {
+		return nil, err
 	}
 	a := &attempt{d: d, s: s, path: path, kind: base, data: holderData(r.Owner, r.Label)}
 	var err error

@@ -51,7 +51,7 @@ func (d *zkDriver) Acquire(ctx context.Context, r driver.Request) (_ driver.Gran
 		s := d.current()
 		if s.isEnded() { // expired, and no new session yet
 			err = fmt.Errorf("zklock: %w: no session (go-zookeeper is opening a new one)", errRetry)
-		} else {
+		} else if err = d.vet(ctx, path); err == nil {
 			a := &attempt{d: d, s: s, path: path, data: holderData(r.Owner, r.Label)}
 			a.candidate(ctx)
 			if a.guid, err = newGUID(); err != nil {

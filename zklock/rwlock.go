@@ -65,7 +65,7 @@ func (d *zkDriver) runRW(ctx context.Context, r driver.Request, path string) (g 
 	if r.Kind == driver.Write {
 		base = writeBase
 	}
-	a, err := d.newAttempt(path, base, r)
+	a, err := d.newAttempt(ctx, path, base, r)
 	if err != nil {
 		return driver.Grant{}, err
 	}

@@ -85,7 +85,7 @@ func (d *zkDriver) runPermit(ctx context.Context, r driver.Request, path string)
 // once: the mutex is held for two round trips (a read, the create).
 func (d *zkDriver) takePermit(ctx context.Context, r driver.Request, leases string, ml *Lease) (g driver.Grant, given bool, err error) {
 	s := ml.sess
-	a, err := d.newAttempt(leases, leaseBase, r)
+	a, err := d.newAttempt(ctx, leases, leaseBase, r)
 	if err != nil {
 		return driver.Grant{}, false, err
 	}

@@ -1,6 +1,7 @@
 package zklock_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -186,5 +187,95 @@ func TestChrootNotSquatted(t *testing.T) {
 	}
 	if _, err := a.Mutex(zklock.ChrootMarker).TryLock(ctx); !errors.Is(err, dlock.ErrInvalidName) {
 		t.Errorf("a lock named as the chroot's marker: %v; want ErrInvalidName", err)
+	}
+}
+
+// TestLockNodeNotSquatted: another identity made the chroot first, left a
+// lock's node in it (or a node of a name with slashes, or a semaphore's
+// leases node) open to all, then narrowed the chroot's ACL to a's. Open
+// passes (the chroot's own ACL is a's alone), but a's first lock under such
+// a node is refused with ErrInvalidConfig naming it, before a makes a
+// contender there that the other identity could delete (a re-test pass
+// took a's lock so). So is a's first lock in a chroot b granted it rights
+// in after a's Open. Under the chroot's other names a locks as before.
+func TestLockNodeNotSquatted(t *testing.T) {
+	srv := testserver.ZooKeeper(t)
+	ctx := t.Context()
+	b := rawAs(t, srv.Addr(), "b:pb")
+	entry := func(user, pw string) zk.ACL {
+		return zk.ACL{Perms: zk.PermAll, Scheme: "digest", ID: user + ":" + testserver.ZooKeeperDigest(user, pw)}
+	}
+	open := zk.WorldACL(zk.PermAll)
+	for _, n := range []struct {
+		path string
+		acl  []zk.ACL
+	}{
+		{"/sq", []zk.ACL{entry("b", "pb")}},
+		{"/sq/x", open},          // a lock's node
+		{"/sq/orders", open},     // the parent of "orders/secret"
+		{"/sq/sem", open},        // a semaphore's node, made a's below…
+		{"/sq/sem/leases", open}, // …but its leases' node open
+		{"/sq/rw", []zk.ACL{entry("a", "pa"), entry("b", "pb")}}, // b may delete a's readers
+	} {
+		if _, err := b.Create(n.path, nil, 0, n.acl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, node := range []string{"/sq/sem", "/sq"} {
+		if _, err := b.SetACL(node, []zk.ACL{entry("a", "pa")}, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := drivertest.MustOpen(t, "zk://a:pa@"+srv.Addr()+"/sq?session_timeout=2s")
+	// refused wants err to name node, and nothing made in empty.
+	refused := func(what, node string, err error, empty ...string) {
+		t.Helper()
+		if !errors.Is(err, dlock.ErrInvalidConfig) || !strings.Contains(err.Error(), node) {
+			t.Errorf("%s: %v; want ErrInvalidConfig naming %s", what, err, node)
+		}
+		for _, n := range append(empty, node)[:1] {
+			if kids, _, err := b.Children(n); err != nil || len(kids) != 0 {
+				t.Errorf("%s: children of %s %v (%v); want none", what, n, kids, err)
+			}
+		}
+	}
+	_, err := a.Mutex("x").TryLock(ctx)
+	refused("lock x", "/sq/x", err)
+	_, err = a.Mutex("orders/secret").TryLock(ctx)
+	refused("lock orders/secret", "/sq/orders", err)
+	_, err = a.Semaphore("sem", 2).TryAcquire(ctx)
+	refused("semaphore sem", "/sq/sem/leases", err)
+	_, err = a.RWMutex("rw").TryRLock(ctx)
+	refused("read lock rw", "/sq/rw", err)
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second) // the old code waited here for its own lock on x
+	defer cancel()
+	_, err = a.Election("x").Campaign(cctx, "v")
+	refused("campaign x", "/sq/x", err)
+
+	// A chroot a could not create in at Open (b's alone), where b then
+	// grants a rights and leaves a lock's node open: a's lock is refused,
+	// naming the chroot b still controls.
+	if _, err := b.Create("/granted", nil, 0, []zk.ACL{entry("b", "pb")}); err != nil {
+		t.Fatal(err)
+	}
+	late := drivertest.MustOpen(t, "zk://a:pa@"+srv.Addr()+"/granted?session_timeout=2s")
+	if _, err := b.Create("/granted/x", nil, 0, open); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.SetACL("/granted", []zk.ACL{entry("b", "pb"), entry("a", "pa")}, -1); err != nil {
+		t.Fatal(err)
+	}
+	_, err = late.Mutex("x").TryLock(ctx)
+	refused("lock x in a chroot granted after Open", "/granted", err, "/granted/x")
+
+	l, err := a.Mutex("mine/y").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Children("/sq/mine"); !errors.Is(err, zk.ErrNoAuth) {
+		t.Errorf("b lists a's own node: %v; want ErrNoAuth", err)
 	}
 }

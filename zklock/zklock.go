@@ -255,18 +255,23 @@
 // as either) are refused, and an entry of an acl= identity must not grant
 // more than the acl= entry does.
 //
-// Limits: Open judges the chroot's own ACL, not the nodes already under
-// it. Another identity that made the chroot first, made lock nodes in it
-// open to all, and then narrowed the chroot's ACL to this tenant's, still
-// reaches the locks under those nodes (a re-test pass). An operator whose
-// acl= entry grants c is a co-tenant, and is refused a tenant's chroot
-// (open it as the superuser, or grant rd). A client that may neither
-// create nor read in a chroot (another identity's) opens, and each request
-// is refused; if that identity later grants it rights, the open client
-// works under nodes the other identity controls (a new Open refuses it).
-// So make each tenant's chroot yourself, as an operator, before its first
-// Open, under a node only operators may create in; then no other identity
-// can have made it first.
+// Another identity that made the chroot first could leave lock nodes in
+// it, open to all, and then narrow the chroot's ACL to this tenant's (a
+// re-test pass took a tenant's lock so). So the first lock of each name a
+// client takes judges, by the rules above (with write too: a semaphore's
+// limit is its node's data), the lock's node and each node between it and
+// the chroot, and fails with dlock.ErrInvalidConfig naming a node that
+// fails, before making a contender there. A client that could not create
+// in the chroot at Open (another identity's, which may grant it rights
+// later) has the chroot judged then too. Each node is read once per
+// client: one that passed lets only this client's identities make or
+// re-ACL what is under it.
+//
+// Limits: an operator whose acl= entry grants c is a co-tenant, and is
+// refused a tenant's chroot (open it as the superuser, or grant rd). Make
+// each tenant's chroot yourself, as an operator, before its first Open,
+// under a node only operators may create in; then no other identity can
+// have made it first.
 // The conformance suite's LeastPrivilege section runs as such an
 // identity.
 //

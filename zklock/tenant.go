@@ -1,0 +1,278 @@
+package zklock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/dlock/dlock"
+	"github.com/go-zookeeper/zk"
+)
+
+// chrootMarker is the persistent node dlock keeps in a chroot, so that the
+// chroot is never empty: an empty one was a container node the server
+// removed (and ZooKeeper's "/" lets anyone delete an empty child), and
+// another tenant then made it again, open to all, and reached this
+// tenant's locks (an adversary pass). No lock can be named so.
+const chrootMarker = "dlock-chroot"
+
+// The rights that let another identity reach this client's locks through
+// a node: at the chroot, read (list its names), create (make a lock's node
+// open to all), delete and re-ACL; at a lock's node, write too (a
+// semaphore's stored limit is its data).
+const (
+	chrootRights = zk.PermCreate | zk.PermDelete | zk.PermAdmin | zk.PermRead
+	nodeRights   = chrootRights | zk.PermWrite
+)
+
+// claimChroot makes the chroot, and its parents, if missing, with the
+// client's ACL, and keeps chrootMarker in it; then it refuses a chroot
+// that another identity could reach this client's locks through.
+// ZooKeeper does not say who made a node: the chroot's ACL is all there is
+// to judge by (an adversary pass squatted chroots in many shapes).
+//
+//   - A client that may create there (a tenant, or the superuser) refuses
+//     the chroot as foreign says.
+//   - A client that may not create there (an operator with rd, or a tenant
+//     in another's chroot) refuses it if anyone at all, or an address
+//     range, may re-ACL it: its requests would be refused now, and pass
+//     once that ACL is changed.
+//
+// Without a chroot, or with an ACL open to all (no identity in the URL),
+// there are no tenants apart to keep.
+func (d *zkDriver) claimChroot(ctx context.Context) error {
+	if !d.tenant() {
+		return nil
+	}
+	s := d.current()
+	if err := d.ensure(ctx, s, d.root); err != nil {
+		return chrootErr(d.root, err)
+	}
+	_, err := d.call(ctx, s, func() error { _, err := d.conn.Create(d.root+"/"+chrootMarker, nil, 0, d.acl); return err })
+	creator := true
+	switch {
+	case errors.Is(err, zk.ErrNoAuth):
+		creator = false
+	case err != nil && !errors.Is(err, zk.ErrNodeExists):
+		return chrootErr(d.root, err)
+	}
+	var acl []zk.ACL
+	if _, err := d.call(ctx, s, func() (err error) { acl, _, err = d.conn.GetACL(d.root); return err }); errors.Is(err, zk.ErrNoAuth) {
+		if !creator {
+			return nil // nor may it read there: each of its requests is refused, and says so
+		}
+		return fmt.Errorf("zklock: %w: this identity may make nodes in the chroot %s but not read its ACL: "+
+			"dlock cannot tell whether another tenant may reach its locks there; grant it r", dlock.ErrInvalidConfig, d.root)
+	} else if err != nil {
+		return fmt.Errorf("zklock: chroot %s: %w", d.root, err)
+	}
+	if !creator {
+		if why := userTwice(acl); why != "" {
+			return d.foreignErr("chroot", d.root, why)
+		}
+		for _, e := range acl {
+			if e.Perms&zk.PermAdmin != 0 && manyIDs(e) {
+				return d.foreignErr("chroot", d.root, fmt.Sprintf("lets %s:%s re-ACL it", e.Scheme, e.ID))
+			}
+		}
+		return nil
+	}
+	if why := d.foreign(acl, chrootRights); why != "" {
+		return d.foreignErr("chroot", d.root, why)
+	}
+	d.markVetted(d.root)
+	return nil
+}
+
+// tenant reports whether this client has a chroot and an identity of its
+// own to keep apart: without a chroot, or with an ACL open to all (no
+// identity in the URL), there are no tenants.
+func (d *zkDriver) tenant() bool { return d.root != "" && !openACL(d.acl) }
+
+// foreign says how another identity could reach this client's locks
+// through a node with the given ACL, which this client may create in, or
+// returns "". It judges each entry that grants one of rights:
+//
+//   - where the ACL names this client's identity (a tenant), the entry
+//     must be one of this client's own ACL (its identity, the acl=
+//     entries) with no more rights than that one grants (ops:cdrwa is not
+//     an acl= ops:rd: a re-test pass);
+//   - where it does not (the superuser), the entry must name one identity
+//     (digest, x509, sasl), not many (world, ip, auth).
+//
+// A digest entry whose hash ZooKeeper hid is compared by user, so an ACL
+// naming one digest user twice (a second password, which anyone may
+// authenticate with: a:evil beside a's own entry passed as a's, a re-test
+// pass) is refused.
+func (d *zkDriver) foreign(acl []zk.ACL, rights int32) string {
+	if why := userTwice(acl); why != "" {
+		return why
+	}
+	named := slices.ContainsFunc(d.self, func(s zk.ACL) bool {
+		return slices.ContainsFunc(acl, func(e zk.ACL) bool { return sameID(e, s) })
+	})
+	covered := func(e zk.ACL) bool {
+		return slices.ContainsFunc(d.acl, func(a zk.ACL) bool { return sameID(a, e) && e.Perms&^a.Perms == 0 })
+	}
+	for _, e := range acl {
+		if e.Perms&rights == 0 || covered(e) || !named && !manyIDs(e) {
+			continue
+		}
+		return fmt.Sprintf("lets %s:%s read, create, delete, write or re-ACL its nodes, which this URL's identity and acl= entries do not name", e.Scheme, e.ID)
+	}
+	return ""
+}
+
+// userTwice says which digest user acl names twice, or returns "".
+func userTwice(acl []zk.ACL) string {
+	users := map[string]bool{}
+	for _, e := range acl {
+		if e.Scheme != "digest" {
+			continue
+		}
+		u, _, _ := strings.Cut(e.ID, ":")
+		if users[u] {
+			return fmt.Sprintf("names the digest user %q twice, with two passwords: anyone may authenticate as either", u)
+		}
+		users[u] = true
+	}
+	return ""
+}
+
+// foreignErr is the error for a chroot or lock node ("what" at path) that
+// foreign, or claimChroot, refused.
+func (d *zkDriver) foreignErr(what, path, why string) error {
+	return fmt.Errorf("zklock: %w: the %s %s %s: another client made it, or it was given more; "+
+		"through it another tenant could list, take or release this tenant's locks. "+
+		"Delete it (dlock makes it again), or set its ACL to this identity's and the acl= entries", dlock.ErrInvalidConfig, what, path, why)
+}
+
+// manyIDs reports an entry that grants its rights to many clients at once.
+func manyIDs(e zk.ACL) bool { return e.Scheme == "world" || e.Scheme == "ip" || e.Scheme == "auth" }
+
+// vet refuses a lock's node at path, or a node between it and the
+// chroot, through which another identity could reach this client's locks,
+// as foreign judges: Open judged the chroot alone, and another identity
+// that made the chroot first could have left lock nodes in it, open to
+// all, before narrowing the chroot's ACL (a re-test pass took a tenant's
+// lock so). It judges the chroot too if Open did not (this client could
+// not create there then; rights granted since would let it work under
+// nodes another identity controls). It reads the ACLs from the chroot
+// down, once per node and client: a node that passed lets only this
+// client's own identities make or re-ACL what is under it, and a missing
+// node will be made by one of them, so the nodes below it need no reading.
+func (d *zkDriver) vet(ctx context.Context, path string) error {
+	if !d.tenant() || d.isVetted(path) {
+		return nil
+	}
+	rel, ok := strings.CutPrefix(path, d.root+"/")
+	if !ok {
+		return nil
+	}
+	nodes := []string{d.root}
+	for _, seg := range strings.Split(rel, "/") {
+		nodes = append(nodes, nodes[len(nodes)-1]+"/"+seg)
+	}
+	for i, node := range nodes {
+		if d.isVetted(node) {
+			continue
+		}
+		var acl []zk.ACL
+		_, err := d.call(ctx, nil, func() (err error) { acl, _, err = d.conn.GetACL(node); return err })
+		switch {
+		case errors.Is(err, zk.ErrNoNode) && i > 0:
+			d.markVetted(path)
+			return nil
+		case errors.Is(err, zk.ErrNoAuth):
+			// Not readable: not this client's (its nodes grant it r), and
+			// permErr says what is missing.
+			return fmt.Errorf("zklock: read the ACL of %s: %w", node, err)
+		case transient(err) || errors.Is(err, errNoReply):
+			return fmt.Errorf("zklock: %w: read the ACL of %s: %w", errRetry, node, err)
+		case err != nil:
+			return fmt.Errorf("zklock: read the ACL of %s: %w", node, err)
+		}
+		if d.mayNotCreate(acl) {
+			continue // its requests here are refused, and say so: nothing of its own to keep apart
+		}
+		what, rights := "lock's node", int32(nodeRights)
+		if i == 0 {
+			what, rights = "chroot", chrootRights
+		}
+		if why := d.foreign(acl, rights); why != "" {
+			return d.foreignErr(what, node, why)
+		}
+		d.markVetted(node)
+	}
+	return nil
+}
+
+// mayNotCreate reports an ACL that names this client's identity without
+// create, and grants create to no group of clients: an operator's (acl=
+// …:rd), whose lock is refused there.
+func (d *zkDriver) mayNotCreate(acl []zk.ACL) bool {
+	named := false
+	for _, e := range acl {
+		mine := slices.ContainsFunc(d.self, func(s zk.ACL) bool { return sameID(e, s) })
+		if e.Perms&zk.PermCreate != 0 && (mine || manyIDs(e)) {
+			return false
+		}
+		named = named || mine
+	}
+	return named
+}
+
+func (d *zkDriver) isVetted(path string) bool {
+	d.parentsMu.Lock()
+	defer d.parentsMu.Unlock()
+	return d.vetted[path]
+}
+
+// markVetted records that vet passed path, forgetting all it knew once
+// it knows maxKnownParents paths.
+func (d *zkDriver) markVetted(path string) {
+	d.parentsMu.Lock()
+	defer d.parentsMu.Unlock()
+	if d.vetted == nil || len(d.vetted) >= maxKnownParents {
+		d.vetted = map[string]bool{}
+	}
+	d.vetted[path] = true
+}
+
+// openACL reports whether acl lets anyone do anything: no identity to keep
+// apart from others.
+func openACL(acl []zk.ACL) bool {
+	return slices.ContainsFunc(acl, func(a zk.ACL) bool {
+		return a.Scheme == "world" && a.ID == "anyone" && a.Perms&(zk.PermCreate|zk.PermDelete) == zk.PermCreate|zk.PermDelete
+	})
+}
+
+// sameID reports whether two ACL entries name the same identity. A digest
+// entry whose hash ZooKeeper hid ("a:x": getACL hides it from a client
+// without admin on the node) is compared by its user; claimChroot refuses
+// an ACL naming one user twice, so that user is this one.
+func sameID(a, b zk.ACL) bool {
+	if a.Scheme != b.Scheme {
+		return false
+	}
+	if a.Scheme == "digest" {
+		ua, ha, _ := strings.Cut(a.ID, ":")
+		ub, hb, _ := strings.Cut(b.ID, ":")
+		if ha == "x" || hb == "x" { // hidden: by user (two passwords of one user are refused apart)
+			return ua == ub
+		}
+	}
+	return a.ID == b.ID
+}
+
+// chrootErr is claimChroot's error: a refused create wraps
+// dlock.ErrInvalidConfig, as permErr's do.
+func chrootErr(root string, err error) error {
+	if errors.Is(err, zk.ErrNoAuth) {
+		return fmt.Errorf("zklock: %w: this identity may not create the chroot %s or nodes in it "+
+			"(a node's ACL is set by the client that made it; see the zklock package doc): %w", dlock.ErrInvalidConfig, root, err)
+	}
+	return fmt.Errorf("zklock: chroot %s: %w", root, err)
+}
