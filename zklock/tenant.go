@@ -74,15 +74,18 @@ func (d *zkDriver) claimChroot(ctx context.Context) error {
 		}
 		for _, e := range acl {
 			if e.Perms&zk.PermAdmin != 0 && manyIDs(e) {
-				return d.foreignErr("chroot", d.root, fmt.Sprintf("lets %s:%s re-ACL it", e.Scheme, e.ID))
+				return d.foreignErr("chroot", d.root, fmt.Sprintf("lets %s re-ACL it", entryText(e)))
 			}
 		}
 		return nil
 	}
-	if why := d.foreign(acl, chrootRights); why != "" {
+	why, named := d.foreign(acl, chrootRights)
+	if why != "" {
 		return d.foreignErr("chroot", d.root, why)
 	}
-	d.markVetted(d.root)
+	if named {
+		d.markVetted(d.root)
+	}
 	return nil
 }
 
@@ -93,7 +96,7 @@ func (d *zkDriver) tenant() bool { return d.root != "" && !openACL(d.acl) }
 
 // foreign says how another identity could reach this client's locks
 // through a node with the given ACL, which this client may create in, or
-// returns "". It judges each entry that grants one of rights:
+// returns "" for why. It judges each entry that grants one of rights:
 //
 //   - where the ACL names this client's identity (a tenant), the entry
 //     must be one of this client's own ACL (its identity, the acl=
@@ -102,27 +105,35 @@ func (d *zkDriver) tenant() bool { return d.root != "" && !openACL(d.acl) }
 //   - where it does not (the superuser), the entry must name one identity
 //     (digest, x509, sasl), not many (world, ip, auth).
 //
-// A digest entry whose hash ZooKeeper hid is compared by user, so an ACL
-// naming one digest user twice (a second password, which anyone may
-// authenticate with: a:evil beside a's own entry passed as a's, a re-test
-// pass) is refused.
-func (d *zkDriver) foreign(acl []zk.ACL, rights int32) string {
+// An ACL naming one digest user twice (a second password, which anyone
+// may authenticate with: a:evil beside a's own entry passed as a's, a
+// re-test pass) is refused, and so is an entry whose digest ZooKeeper hid
+// from this client (it has no admin there), as it may be such a second
+// password. named reports that the ACL names this client's identity.
+func (d *zkDriver) foreign(acl []zk.ACL, rights int32) (why string, named bool) {
 	if why := userTwice(acl); why != "" {
-		return why
+		return why, false
 	}
-	named := slices.ContainsFunc(d.self, func(s zk.ACL) bool {
+	named = slices.ContainsFunc(d.self, func(s zk.ACL) bool {
 		return slices.ContainsFunc(acl, func(e zk.ACL) bool { return sameID(e, s) })
 	})
+	// Exactly: a digest entry whose hash ZooKeeper hid is not this
+	// client's, for a second password of its user hides as "user:x" too
+	// (a re-test pass). dlock's own nodes grant it admin, so it sees them.
 	covered := func(e zk.ACL) bool {
-		return slices.ContainsFunc(d.acl, func(a zk.ACL) bool { return sameID(a, e) && e.Perms&^a.Perms == 0 })
+		return slices.ContainsFunc(d.acl, func(a zk.ACL) bool { return a.Scheme == e.Scheme && a.ID == e.ID && e.Perms&^a.Perms == 0 })
 	}
 	for _, e := range acl {
 		if e.Perms&rights == 0 || covered(e) || !named && !manyIDs(e) {
 			continue
 		}
-		return fmt.Sprintf("lets %s:%s read, create, delete, write or re-ACL its nodes, which this URL's identity and acl= entries do not name", e.Scheme, e.ID)
+		if _, hash, _ := strings.Cut(e.ID, ":"); e.Scheme == "digest" && hash == "x" {
+			return fmt.Sprintf("lets %s read, create, delete, write or re-ACL its nodes, and hides its digest from this identity, "+
+				"so dlock cannot tell it is this identity's (grant this identity a, as dlock's own nodes do)", entryText(e)), named
+		}
+		return fmt.Sprintf("lets %s read, create, delete, write or re-ACL its nodes, which this URL's identity and acl= entries do not name", entryText(e)), named
 	}
-	return ""
+	return "", named
 }
 
 // userTwice says which digest user acl names twice, or returns "".
@@ -141,6 +152,15 @@ func userTwice(acl []zk.ACL) string {
 	return ""
 }
 
+// entryText is an ACL entry as an error shows it: scheme:id, a digest's
+// hash left out.
+func entryText(e zk.ACL) string {
+	if user, _, ok := strings.Cut(e.ID, ":"); ok && e.Scheme == "digest" {
+		return "digest:" + user + ":…"
+	}
+	return e.Scheme + ":" + e.ID
+}
+
 // foreignErr is the error for a chroot or lock node ("what" at path) that
 // foreign, or claimChroot, refused.
 func (d *zkDriver) foreignErr(what, path, why string) error {
@@ -153,16 +173,16 @@ func (d *zkDriver) foreignErr(what, path, why string) error {
 func manyIDs(e zk.ACL) bool { return e.Scheme == "world" || e.Scheme == "ip" || e.Scheme == "auth" }
 
 // vet refuses a lock's node at path, or a node between it and the
-// chroot, through which another identity could reach this client's locks,
-// as foreign judges: Open judged the chroot alone, and another identity
-// that made the chroot first could have left lock nodes in it, open to
-// all, before narrowing the chroot's ACL (a re-test pass took a tenant's
-// lock so). It judges the chroot too if Open did not (this client could
-// not create there then; rights granted since would let it work under
-// nodes another identity controls). It reads the ACLs from the chroot
-// down, once per node and client: a node that passed lets only this
-// client's own identities make or re-ACL what is under it, and a missing
-// node will be made by one of them, so the nodes below it need no reading.
+// chroot, through which another identity could reach this client's locks:
+// Open judged the chroot alone, and another identity that made the chroot
+// first could have left lock nodes in it, open to all, before narrowing
+// the chroot's ACL (a re-test pass took a tenant's lock so). It reads the
+// ACLs from the chroot down and refuses a node that does not grant this
+// identity create (as ZooKeeper refuses the create: permErr says so) or
+// that foreign refuses. A node that names this identity and passed lets
+// only this client's identities create, delete or re-ACL there, so what
+// is under it stays theirs: it is not read again by this client. A node
+// still missing is read at the next lock, once made.
 func (d *zkDriver) vet(ctx context.Context, path string) error {
 	if !d.tenant() || d.isVetted(path) {
 		return nil
@@ -183,7 +203,10 @@ func (d *zkDriver) vet(ctx context.Context, path string) error {
 		_, err := d.call(ctx, nil, func() (err error) { acl, _, err = d.conn.GetACL(node); return err })
 		switch {
 		case errors.Is(err, zk.ErrNoNode) && i > 0:
-			d.markVetted(path)
+			// This client will make it, or another of its identities,
+			// as the node above passed; it is judged at the next lock,
+			// once made (a create that fails must not leave it passed:
+			// a re-test pass).
 			return nil
 		case errors.Is(err, zk.ErrNoAuth):
 			// Not readable: not this client's (its nodes grant it r), and
@@ -195,16 +218,26 @@ func (d *zkDriver) vet(ctx context.Context, path string) error {
 			return fmt.Errorf("zklock: read the ACL of %s: %w", node, err)
 		}
 		if d.mayNotCreate(acl) {
-			continue // its requests here are refused, and say so: nothing of its own to keep apart
+			// An operator's (rd), or a node another identity made for
+			// itself: refused, as ZooKeeper would refuse the create, by
+			// permErr. Skipping it let another identity that keeps create
+			// or delete there swap the nodes below (a re-test pass).
+			return fmt.Errorf("zklock: %s grants this identity no create: %w", node, zk.ErrNoAuth)
 		}
 		what, rights := "lock's node", int32(nodeRights)
 		if i == 0 {
 			what, rights = "chroot", chrootRights
 		}
-		if why := d.foreign(acl, rights); why != "" {
+		why, named := d.foreign(acl, rights)
+		if why != "" {
 			return d.foreignErr(what, node, why)
 		}
-		d.markVetted(node)
+		if named {
+			// Only this client's identities may create, delete or re-ACL
+			// here: what is under it stays theirs. A node that does not
+			// name it (the superuser's view) is read at each lock.
+			d.markVetted(node)
+		}
 	}
 	return nil
 }
@@ -249,10 +282,12 @@ func openACL(acl []zk.ACL) bool {
 	})
 }
 
-// sameID reports whether two ACL entries name the same identity. A digest
-// entry whose hash ZooKeeper hid ("a:x": getACL hides it from a client
-// without admin on the node) is compared by its user; claimChroot refuses
-// an ACL naming one user twice, so that user is this one.
+// sameID reports whether two ACL entries may name the same identity: a
+// digest entry whose hash ZooKeeper hid ("a:x": getACL hides it from a
+// client without admin on the node) is compared by its user. It decides
+// only whether an ACL names this client (which makes foreign stricter, or
+// a refusal say that create is missing), never that an entry is its own:
+// that is foreign's exact comparison.
 func sameID(a, b zk.ACL) bool {
 	if a.Scheme != b.Scheme {
 		return false

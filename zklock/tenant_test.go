@@ -216,10 +216,17 @@ func TestLockNodeNotSquatted(t *testing.T) {
 		{"/sq/sem", open},        // a semaphore's node, made a's below…
 		{"/sq/sem/leases", open}, // …but its leases' node open
 		{"/sq/rw", []zk.ACL{entry("a", "pa"), entry("b", "pb")}}, // b may delete a's readers
+		// a may read ro, b may do all: once a's ro/y is empty, b deletes
+		// it and makes it again open to all (the second re-test pass).
+		{"/sq/ro", open},
+		{"/sq/ro/y", []zk.ACL{entry("a", "pa")}},
 	} {
 		if _, err := b.Create(n.path, nil, 0, n.acl); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if _, err := b.SetACL("/sq/ro", []zk.ACL{entry("b", "pb"), {Perms: zk.PermRead, Scheme: "digest", ID: entry("a", "pa").ID}}, -1); err != nil {
+		t.Fatal(err)
 	}
 	for _, node := range []string{"/sq/sem", "/sq"} {
 		if _, err := b.SetACL(node, []zk.ACL{entry("a", "pa")}, -1); err != nil {
@@ -227,6 +234,7 @@ func TestLockNodeNotSquatted(t *testing.T) {
 		}
 	}
 	a := drivertest.MustOpen(t, "zk://a:pa@"+srv.Addr()+"/sq?session_timeout=2s")
+	rawA := rawAs(t, srv.Addr(), "a:pa")
 	// refused wants err to name node, and nothing made in empty.
 	refused := func(what, node string, err error, empty ...string) {
 		t.Helper()
@@ -234,7 +242,7 @@ func TestLockNodeNotSquatted(t *testing.T) {
 			t.Errorf("%s: %v; want ErrInvalidConfig naming %s", what, err, node)
 		}
 		for _, n := range append(empty, node)[:1] {
-			if kids, _, err := b.Children(n); err != nil || len(kids) != 0 {
+			if kids, _, err := rawA.Children(n); err != nil || len(kids) != 0 {
 				t.Errorf("%s: children of %s %v (%v); want none", what, n, kids, err)
 			}
 		}
@@ -247,6 +255,10 @@ func TestLockNodeNotSquatted(t *testing.T) {
 	refused("semaphore sem", "/sq/sem/leases", err)
 	_, err = a.RWMutex("rw").TryRLock(ctx)
 	refused("read lock rw", "/sq/rw", err)
+	for range 2 { // refused again: a refused lock leaves nothing passed
+		_, err = a.Mutex("ro/y").TryLock(ctx)
+		refused("lock ro/y", "/sq/ro", err, "/sq/ro/y")
+	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second) // the old code waited here for its own lock on x
 	defer cancel()
 	_, err = a.Election("x").Campaign(cctx, "v")
@@ -267,6 +279,29 @@ func TestLockNodeNotSquatted(t *testing.T) {
 	}
 	_, err = late.Mutex("x").TryLock(ctx)
 	refused("lock x in a chroot granted after Open", "/granted", err, "/granted/x")
+
+	// A second password of a's user, on a node a may only read: ZooKeeper
+	// hides the digest from a (a:x), and a hidden digest is not a's.
+	evil := zk.ACL{Perms: zk.PermAll, Scheme: "digest", ID: "a:" + testserver.ZooKeeperDigest("a", "evil")}
+	if _, err := b.Create("/hidden", nil, 0, open); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create("/hidden/x", nil, 0, []zk.ACL{evil, {Perms: zk.PermRead, Scheme: "world", ID: "anyone"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Whoever has the second password leaves x/y to a, to swap it later.
+	if _, err := rawAs(t, srv.Addr(), "a:evil").Create("/hidden/x/y", nil, 0, []zk.ACL{entry("a", "pa")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.SetACL("/hidden", []zk.ACL{entry("a", "pa"), {Perms: zk.PermRead, Scheme: "world", ID: "anyone"}}, -1); err != nil {
+		t.Fatal(err)
+	}
+	hidden := drivertest.MustOpen(t, "zk://a:pa@"+srv.Addr()+"/hidden?session_timeout=2s&acl=world:anyone:r")
+	_, err = hidden.Mutex("x/y").TryLock(ctx)
+	refused("lock under a hidden second password", "/hidden/x", err, "/hidden/x/y")
+	if err != nil && !strings.Contains(err.Error(), "hides its digest") {
+		t.Errorf("lock under a hidden second password: %v; want it to say the digest is hidden", err)
+	}
 
 	l, err := a.Mutex("mine/y").Lock(ctx)
 	if err != nil {

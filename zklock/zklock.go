@@ -243,29 +243,34 @@
 // node, so Open judges a chroot made before by its ACL alone:
 //
 //   - a client that may create there (a tenant) refuses it unless every
-//     entry granting read, create, delete or re-ACL names its identity or
-//     an acl= entry (a digest entry is compared by user: getACL hides the
-//     hash); the superuser, which the chroot does not name, refuses only
-//     entries that grant many at once (world, ip, auth);
+//     entry granting read, create, delete or re-ACL is its identity's or
+//     an acl= entry, exactly; the superuser, which the chroot does not
+//     name, refuses only entries that grant many at once (world, ip,
+//     auth);
 //   - a client that may not create there (an operator with rd) refuses it
 //     if anyone, or an address range, may re-ACL it;
 //   - a client that may create there but not read its ACL refuses it.
 //
 // Two digest entries of one user (two passwords: anyone may authenticate
-// as either) are refused, and an entry of an acl= identity must not grant
-// more than the acl= entry does.
+// as either) are refused, and so is a digest entry whose hash getACL hides
+// from this client (it has no admin there: the entry may be such a second
+// password; dlock's own nodes grant their creator admin). An entry of an
+// acl= identity must not grant more than the acl= entry does.
 //
 // Another identity that made the chroot first could leave lock nodes in
 // it, open to all, and then narrow the chroot's ACL to this tenant's (a
-// re-test pass took a tenant's lock so). So the first lock of each name a
-// client takes judges, by the rules above (with write too: a semaphore's
-// limit is its node's data), the lock's node and each node between it and
-// the chroot, and fails with dlock.ErrInvalidConfig naming a node that
-// fails, before making a contender there. A client that could not create
-// in the chroot at Open (another identity's, which may grant it rights
-// later) has the chroot judged then too. Each node is read once per
-// client: one that passed lets only this client's identities make or
-// re-ACL what is under it.
+// re-test pass took a tenant's lock so). So each lock, read or write hold,
+// permit and campaign first judges, by the rules above (with write too: a
+// semaphore's limit is its node's data), the chroot, the lock's node and
+// each node between, and fails with dlock.ErrInvalidConfig naming a node
+// that fails, or one that does not grant this identity create, before
+// making a contender there. A node that names this identity and passed is
+// not read again by this client: only its identities may create, delete
+// or re-ACL there, so what is under it stays theirs. A node still missing
+// is read once made; a node that does not name this identity (the
+// superuser's view) at every lock. The superuser trusts any one
+// identity's entries, a tenant's nodes being the tenant's to change: in a
+// tenant's chroot, that tenant can release the superuser's holds.
 //
 // Limits: an operator whose acl= entry grants c is a co-tenant, and is
 // refused a tenant's chroot (open it as the superuser, or grant rd). Make
