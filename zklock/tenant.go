@@ -114,9 +114,7 @@ func (d *zkDriver) foreign(acl []zk.ACL, rights int32) (why string, named bool) 
 	if why := userTwice(acl); why != "" {
 		return why, false
 	}
-	named = slices.ContainsFunc(d.self, func(s zk.ACL) bool {
-		return slices.ContainsFunc(acl, func(e zk.ACL) bool { return sameID(e, s) })
-	})
+	named = d.names(acl)
 	// Exactly: a digest entry whose hash ZooKeeper hid is not this
 	// client's, for a second password of its user hides as "user:x" too
 	// (a re-test pass). dlock's own nodes grant it admin, so it sees them.
@@ -136,18 +134,35 @@ func (d *zkDriver) foreign(acl []zk.ACL, rights int32) (why string, named bool) 
 	return "", named
 }
 
-// userTwice says which digest user acl names twice, or returns "".
+// names reports whether acl names this client: its URL identity's entry
+// (a digest entry whose hash is hidden by its user), or one of its acl=
+// entries that grants create, exactly. A client named by neither (the
+// superuser) is judged by foreign's looser rule; a tenant known by an
+// address or a certificate (acl=ip:…:cdrwa, no URL user) was judged so
+// too, and trusted another identity's entries (a re-test pass).
+func (d *zkDriver) names(acl []zk.ACL) bool {
+	return slices.ContainsFunc(acl, func(e zk.ACL) bool {
+		return slices.ContainsFunc(d.self, func(s zk.ACL) bool { return sameID(e, s) }) ||
+			e.Perms&zk.PermCreate != 0 && slices.ContainsFunc(d.acl, func(a zk.ACL) bool {
+				return a.Scheme == e.Scheme && a.ID == e.ID && a.Perms&zk.PermCreate != 0
+			})
+	})
+}
+
+// userTwice says which digest user acl names with two passwords, or
+// returns "". Two hidden hashes ("a:x") may be two passwords; one entry
+// repeated (an acl= entry of the URL's own user) is one.
 func userTwice(acl []zk.ACL) string {
-	users := map[string]bool{}
+	ids := map[string]string{}
 	for _, e := range acl {
 		if e.Scheme != "digest" {
 			continue
 		}
-		u, _, _ := strings.Cut(e.ID, ":")
-		if users[u] {
+		u, hash, _ := strings.Cut(e.ID, ":")
+		if seen, ok := ids[u]; ok && (seen != hash || hash == "x") {
 			return fmt.Sprintf("names the digest user %q twice, with two passwords: anyone may authenticate as either", u)
 		}
-		users[u] = true
+		ids[u] = hash
 	}
 	return ""
 }

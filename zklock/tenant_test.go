@@ -171,6 +171,23 @@ func TestChrootNotSquatted(t *testing.T) {
 		}
 	}
 
+	// A tenant known by its address (no URL user) is a tenant, not the
+	// superuser, whose looser rule trusted b's entry (a re-test pass).
+	if _, err := b.Create("/byip", nil, 0, []zk.ACL{{Perms: zk.PermAll, Scheme: "ip", ID: "127.0.0.1"}, both[0]}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = dlock.Open(ctx, "zk://"+srv.Addr()+"/byip?session_timeout=2s&acl=ip:127.0.0.1:cdrwa")
+	if !errors.Is(err, dlock.ErrInvalidConfig) || !strings.Contains(err.Error(), "digest:b:…") {
+		t.Errorf("Open of an address's tenant on a chroot b may change: %v; want ErrInvalidConfig naming digest:b:…", err)
+	}
+	// The URL's own user again in acl= is one password, not two.
+	self := drivertest.MustOpen(t, "zk://a:pa@"+srv.Addr()+"/self?session_timeout=2s&acl=digest:"+both[1].ID+":r")
+	if l, err := self.Mutex("x").Lock(ctx); err != nil {
+		t.Errorf("lock with a's own entry in acl=: %v", err)
+	} else if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+
 	a := drivertest.MustOpen(t, "zk://a:pa@"+srv.Addr()+"/mine?session_timeout=2s")
 	l, err := a.Mutex("x").Lock(ctx)
 	if err != nil {

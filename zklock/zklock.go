@@ -272,8 +272,14 @@
 // identity's entries, a tenant's nodes being the tenant's to change: in a
 // tenant's chroot, that tenant can release the superuser's holds.
 //
-// Limits: an operator whose acl= entry grants c is a co-tenant, and is
-// refused a tenant's chroot (open it as the superuser, or grant rd). Make
+// Limits: an identity this client's acl= grants create or admin (a
+// co-tenant) is trusted as this client is, since it could release this
+// client's holds itself: the nodes it makes carry its own URL's acl=
+// entries, and a node this client judged is not read again, so a
+// co-tenant whose acl= names others extends the trust to them (a re-test
+// pass). Give co-tenants one and the same acl= list. An operator whose
+// acl= entry grants c is a co-tenant, and is refused a tenant's chroot
+// (open it as the superuser, or grant rd). Make
 // each tenant's chroot yourself, as an operator, before its first Open,
 // under a node only operators may create in; then no other identity can
 // have made it first.
