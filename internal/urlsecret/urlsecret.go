@@ -54,10 +54,40 @@ func secretParam(name string) bool {
 		strings.Contains(n, "seed") // an NKey seed (nkey_seed=SU…) is a private key
 }
 
-// Redact returns u as text with its password and the values of secret
-// query parameters (TLS key files and passwords, other passwords, tokens)
-// replaced by "xxxxx", for errors and logs. url.URL.Redacted masks the
-// password only.
+// aclParam is ZooKeeper's acl parameter: its digest entries
+// (digest:user:HASH:perms) carry another identity's password hash, which
+// an offline search can turn back into a weak password.
+const aclParam = "acl"
+
+// digestHashes returns the hashes of the digest entries in an acl value.
+func digestHashes(v string) []string {
+	var out []string
+	for _, e := range strings.Split(v, ",") {
+		parts := strings.Split(strings.TrimSpace(e), ":")
+		if len(parts) >= 3 && strings.EqualFold(parts[0], "digest") && parts[2] != "" {
+			out = append(out, parts[2])
+		}
+	}
+	return out
+}
+
+// hideDigests is an acl value with its digest entries' hashes replaced.
+func hideDigests(v string) string {
+	entries := strings.Split(v, ",")
+	for i, e := range entries {
+		parts := strings.Split(e, ":")
+		if len(parts) >= 3 && strings.EqualFold(strings.TrimSpace(parts[0]), "digest") && parts[2] != "" {
+			parts[2] = "xxxxx"
+			entries[i] = strings.Join(parts, ":")
+		}
+	}
+	return strings.Join(entries, ",")
+}
+
+// Redact returns u as text with its password, the values of secret query
+// parameters (TLS key files and passwords, other passwords, tokens) and
+// the hashes of acl's digest entries replaced by "xxxxx", for errors and
+// logs. url.URL.Redacted masks the password only.
 func Redact(u *url.URL) string {
 	if u == nil {
 		return ""
@@ -75,6 +105,13 @@ func Redact(u *url.URL) string {
 					vs[i] = "xxxxx"
 				}
 				hidden = true
+			}
+			if strings.EqualFold(k, aclParam) {
+				for i, v := range vs {
+					if len(digestHashes(v)) > 0 {
+						vs[i], hidden = hideDigests(v), true
+					}
+				}
 			}
 		}
 		if hidden {
@@ -98,6 +135,13 @@ func Secrets(u *url.URL) []string {
 		s = append(s, tok, url.QueryEscape(tok), url.PathEscape(tok))
 	}
 	for k, vs := range u.Query() {
+		if strings.EqualFold(k, aclParam) {
+			for _, v := range vs {
+				for _, h := range digestHashes(v) {
+					s = append(s, h, url.QueryEscape(h))
+				}
+			}
+		}
 		if !secretParam(k) {
 			continue
 		}

@@ -89,3 +89,22 @@ func TestNATSTokenIsSecret(t *testing.T) {
 		t.Errorf("Redact = %s; want the user name kept", s)
 	}
 }
+
+// TestACLDigestHashIsSecret: a ZooKeeper acl= digest entry names another
+// identity's password hash, which a re-test pass found in Open's errors.
+// Redact and RedactText hide the hash, and keep the user and rights.
+func TestACLDigestHashIsSecret(t *testing.T) {
+	const hash = "T4aerJJR8Gj7CBVWjEek96uKw5U="
+	u, err := url.Parse("zk://a:pw@h:2181/app?session_timeout=2s&acl=digest:ops:" + url.QueryEscape(hash) + ":rd,ip:127.0.0.1:r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := Redact(u)
+	if strings.Contains(got, "T4aer") || !strings.Contains(got, "digest%3Aops%3Axxxxx%3Ard") || !strings.Contains(got, "127.0.0.1") {
+		t.Errorf("Redact = %s; want the digest hash alone hidden", got)
+	}
+	text := RedactText(`acl entry "digest:ops:`+hash+`:rdz": bad rights`, u)
+	if strings.Contains(text, "T4aer") || !strings.Contains(text, "digest:ops:xxxxx:rdz") {
+		t.Errorf("RedactText = %s; want the hash hidden", text)
+	}
+}
