@@ -45,3 +45,19 @@ func TestFragmentIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A query pair url.Values cannot read (a ';', a bad escape) was dropped
+// without a word: zk://…?acl=digest:ops:HASH:rd; opened, and the grant
+// named nobody (a re-test pass). It is refused, without repeating it.
+func TestUnreadableQueryIsRefused(t *testing.T) {
+	for _, raw := range []string{"zk://h:2181/c?acl=digest:ops:zq9:rd;", "zk://h:2181/c?acl=digest:ops:zq9:rd,%zz",
+		"redis://127.0.0.1:6379/0?dial_timeout=1s;zq9"} {
+		_, err := driver.ParseURL(raw)
+		if !errors.Is(err, driver.ErrInvalidURL) || !strings.Contains(err.Error(), "query parameter") {
+			t.Errorf("ParseURL(%s) = %v; want ErrInvalidURL for the query", raw, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "zq9") {
+			t.Errorf("ParseURL(%s) = %v; repeats the query", raw, err)
+		}
+	}
+}

@@ -75,6 +75,12 @@ func ParseURLContext(ctx context.Context, rawURL string) (*url.URL, error) {
 		}
 		return nil, bad(msg)
 	}
+	if _, err := url.ParseQuery(u.RawQuery); err != nil {
+		// url.Values drops the pair it cannot read: a parameter, a ZooKeeper
+		// acl= grant say, went unread without a word (a re-test pass).
+		return nil, bad("a query parameter that cannot be read: " + dropQuoted(err.Error()) +
+			" (percent-encode a ; as %3B and a % as %25)")
+	}
 	for _, h := range hosts {
 		if _, port, err := net.SplitHostPort(h); err == nil && port != "" {
 			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
