@@ -270,7 +270,10 @@
 // is read once made; a node that does not name this identity (the
 // superuser's view) at every lock. The superuser trusts any one
 // identity's entries, a tenant's nodes being the tenant's to change: in a
-// tenant's chroot, that tenant can release the superuser's holds.
+// tenant's chroot, that tenant can release the superuser's holds. A
+// superuser whose acl= grants the tenant create is named by the tenant's
+// nodes, and judged as a co-tenant (the tenant's acl= list and its own
+// must then agree).
 //
 // Limits: an identity this client's acl= grants create or admin (a
 // co-tenant) is trusted as this client is, since it could release this

@@ -59,15 +59,49 @@ func secretParam(name string) bool {
 // an offline search can turn back into a weak password.
 const aclParam = "acl"
 
-// digestHashes returns the hashes of the digest entries in an acl value.
-func digestHashes(v string) []string {
-	var out []string
-	for _, e := range strings.Split(v, ",") {
-		parts := strings.Split(strings.TrimSpace(e), ":")
-		if len(parts) >= 3 && strings.EqualFold(parts[0], "digest") && parts[2] != "" {
-			out = append(out, parts[2])
+// aclPairs calls fn with each acl pair of rawQuery, its value unescaped as
+// zklock reads it (a '+' is a '+', not a space; ok false if it cannot be),
+// and puts back in the query what fn returns.
+func aclPairs(rawQuery string, fn func(raw, value string, ok bool) string) string {
+	pairs := strings.Split(rawQuery, "&")
+	for i, kv := range pairs {
+		k, v, _ := strings.Cut(kv, "=")
+		if !strings.EqualFold(k, aclParam) {
+			continue
 		}
+		val, err := url.PathUnescape(v)
+		pairs[i] = k + "=" + fn(v, val, err == nil)
 	}
+	return strings.Join(pairs, "&")
+}
+
+// digestHash returns the hash of a digest entry (digest:user:HASH:perms)
+// if it may hold one: 16 or more characters of base64, a hash or a near
+// miss (cut short, a '+' read as a space). Other text in its place (a
+// forgotten hash, "digest:ops:rd") is shown, being the mistake to see.
+func digestHash(entry string) (string, bool) {
+	parts := strings.Split(strings.TrimLeft(entry, " +\t"), ":")
+	if len(parts) < 3 || !strings.EqualFold(strings.TrimSpace(parts[0]), "digest") {
+		return "", false
+	}
+	h := strings.TrimSpace(parts[2])
+	return h, len(h) >= 16 && strings.Trim(h, base64Chars) == ""
+}
+
+// base64Chars are the characters of standard base64.
+const base64Chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+
+// aclHashes returns the digest hashes in u's acl parameters.
+func aclHashes(u *url.URL) []string {
+	var out []string
+	aclPairs(u.RawQuery, func(raw, value string, ok bool) string {
+		for _, e := range strings.Split(value, ",") {
+			if h, ok := digestHash(e); ok {
+				out = append(out, h)
+			}
+		}
+		return raw
+	})
 	return out
 }
 
@@ -75,10 +109,8 @@ func digestHashes(v string) []string {
 func hideDigests(v string) string {
 	entries := strings.Split(v, ",")
 	for i, e := range entries {
-		parts := strings.Split(e, ":")
-		if len(parts) >= 3 && strings.EqualFold(strings.TrimSpace(parts[0]), "digest") && parts[2] != "" {
-			parts[2] = "xxxxx"
-			entries[i] = strings.Join(parts, ":")
+		if h, ok := digestHash(e); ok {
+			entries[i] = strings.Replace(e, h, "xxxxx", 1)
 		}
 	}
 	return strings.Join(entries, ",")
@@ -106,20 +138,25 @@ func Redact(u *url.URL) string {
 				}
 				hidden = true
 			}
-			if strings.EqualFold(k, aclParam) {
-				for i, v := range vs {
-					if len(digestHashes(v)) > 0 {
-						vs[i], hidden = hideDigests(v), true
-					}
-				}
-			}
 		}
 		if hidden {
 			v.RawQuery = q.Encode()
 		}
+		v.RawQuery = aclPairs(v.RawQuery, func(raw, value string, ok bool) string {
+			switch {
+			case !ok:
+				return "xxxxx" // unreadable, and it may hold a hash
+			case hideDigests(value) == value:
+				return raw
+			}
+			return valueText.Replace(hideDigests(value))
+		})
 	}
 	return v.Redacted()
 }
+
+// valueText escapes what would end or garble a query value.
+var valueText = strings.NewReplacer("%", "%25", "&", "%26", "#", "%23", " ", "%20", "+", "%2B")
 
 // Secrets returns the texts Redact hides, as they are and as they look
 // escaped, so that an error's text can be stripped of them.
@@ -134,14 +171,10 @@ func Secrets(u *url.URL) []string {
 	if tok, ok := userToken(u); ok {
 		s = append(s, tok, url.QueryEscape(tok), url.PathEscape(tok))
 	}
+	for _, h := range aclHashes(u) {
+		s = append(s, h, url.QueryEscape(h), url.PathEscape(h))
+	}
 	for k, vs := range u.Query() {
-		if strings.EqualFold(k, aclParam) {
-			for _, v := range vs {
-				for _, h := range digestHashes(v) {
-					s = append(s, h, url.QueryEscape(h))
-				}
-			}
-		}
 		if !secretParam(k) {
 			continue
 		}
