@@ -51,7 +51,7 @@ func TestFragmentIsRefused(t *testing.T) {
 // named nobody (a re-test pass). It is refused, without repeating it.
 func TestUnreadableQueryIsRefused(t *testing.T) {
 	for _, raw := range []string{"zk://h:2181/c?acl=digest:ops:zq9:rd;", "zk://h:2181/c?acl=digest:ops:zq9:rd,%zz",
-		"redis://127.0.0.1:6379/0?dial_timeout=1s;zq9"} {
+		"redis://127.0.0.1:6379/0?dial_timeout=1s;zq9", `redis://h:6379/0?password=%"zq9`} {
 		_, err := driver.ParseURL(raw)
 		if !errors.Is(err, driver.ErrInvalidURL) || !strings.Contains(err.Error(), "query parameter") {
 			t.Errorf("ParseURL(%s) = %v; want ErrInvalidURL for the query", raw, err)

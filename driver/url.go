@@ -77,9 +77,13 @@ func ParseURLContext(ctx context.Context, rawURL string) (*url.URL, error) {
 	}
 	if _, err := url.ParseQuery(u.RawQuery); err != nil {
 		// url.Values drops the pair it cannot read: a parameter, a ZooKeeper
-		// acl= grant say, went unread without a word (a re-test pass).
-		return nil, bad("a query parameter that cannot be read: " + dropQuoted(err.Error()) +
-			" (percent-encode a ; as %3B and a % as %25)")
+		// acl= grant say, went unread without a word (a re-test pass). The
+		// error is not quoted: it quotes the value, a password's piece.
+		why := "a bad %-escape (write a % as %25)"
+		if strings.Contains(err.Error(), "semicolon") {
+			why = "a ';' (parameters are separated by '&', ZooKeeper acl= entries by ','; write a ; in a value as %3B)"
+		}
+		return nil, fmt.Errorf("%w (%s URL): a query parameter that cannot be read: %s", ErrInvalidURL, strings.ToLower(scheme), why)
 	}
 	for _, h := range hosts {
 		if _, port, err := net.SplitHostPort(h); err == nil && port != "" {

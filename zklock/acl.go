@@ -85,8 +85,8 @@ func aclValues(rawQuery string) ([]string, error) {
 	var out []string
 	for _, kv := range strings.Split(rawQuery, "&") {
 		k, v, _ := strings.Cut(kv, "=")
-		if k != "acl" {
-			continue
+		if key, err := url.QueryUnescape(k); err != nil || key != "acl" {
+			continue // as url.Values reads keys: ac%6C is acl (a re-test pass)
 		}
 		u, err := url.PathUnescape(v)
 		if err != nil {

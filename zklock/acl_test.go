@@ -140,4 +140,10 @@ func TestACLParamRefused(t *testing.T) {
 			t.Errorf("acl=%s: %v; want ErrInvalidURL", acl, err)
 		}
 	}
+	// A key written escaped is the key url.Values reads: the entry was
+	// dropped without a word (a re-test pass).
+	_, err := dlock.Open(t.Context(), "zk://127.0.0.1:1/?ac%6C="+url.QueryEscape("digest:ops:h:x"))
+	if !errors.Is(err, dlock.ErrInvalidURL) {
+		t.Errorf("ac%%6C=digest:ops:h:x: %v; want ErrInvalidURL", err)
+	}
 }

@@ -7,6 +7,7 @@ package urlsecret
 
 import (
 	"net/url"
+	"regexp"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -66,8 +67,8 @@ func aclPairs(rawQuery string, fn func(raw, value string, ok bool) string) strin
 	pairs := strings.Split(rawQuery, "&")
 	for i, kv := range pairs {
 		k, v, _ := strings.Cut(kv, "=")
-		if !strings.EqualFold(k, aclParam) {
-			continue
+		if key, err := url.QueryUnescape(k); err != nil || !strings.EqualFold(key, aclParam) {
+			continue // url.Values unescapes a key: ac%6C is acl (a re-test pass)
 		}
 		val, err := url.PathUnescape(v)
 		pairs[i] = k + "=" + fn(v, val, err == nil)
@@ -75,31 +76,34 @@ func aclPairs(rawQuery string, fn func(raw, value string, ok bool) string) strin
 	return strings.Join(pairs, "&")
 }
 
-// digestHash returns the hash of a digest entry (digest:user:HASH:perms)
-// if it may hold one: 16 or more characters of base64, a hash or a near
-// miss (cut short, a '+' read as a space). Other text in its place (a
-// forgotten hash, "digest:ops:rd") is shown, being the mistake to see.
-func digestHash(entry string) (string, bool) {
-	parts := strings.Split(strings.TrimLeft(entry, " +\t"), ":")
-	if len(parts) < 3 || !strings.EqualFold(strings.TrimSpace(parts[0]), "digest") {
-		return "", false
+// digestHashes returns what stands in the hash's place of each digest
+// entry (digest:user:HASH) in an acl value, wherever the entry starts (a
+// ';' or a space before it is a mistake, and the hash is secret all the
+// same), if it is 16 characters or more: a hash, a near miss (cut short,
+// quoted, base64url) or a password typed in its place. Shorter text there
+// (a forgotten hash, "digest:ops:rd") is shown, being the mistake to see.
+func digestHashes(v string) []string {
+	var out []string
+	for _, m := range digestEntry.FindAllStringSubmatch(v, -1) {
+		h := strings.TrimSpace(m[1])
+		if len(h) >= 16 {
+			out = append(out, h)
+			if t := strings.Trim(h, "\"'`.;|"); t != h && t != "" {
+				out = append(out, t)
+			}
+		}
 	}
-	h := strings.TrimSpace(parts[2])
-	return h, len(h) >= 16 && strings.Trim(h, base64Chars) == ""
+	return out
 }
 
-// base64Chars are the characters of standard base64.
-const base64Chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+// digestEntry matches a digest entry's user and hash.
+var digestEntry = regexp.MustCompile(`(?i)digest:[^:,]*:([^:,]*)`)
 
 // aclHashes returns the digest hashes in u's acl parameters.
 func aclHashes(u *url.URL) []string {
 	var out []string
 	aclPairs(u.RawQuery, func(raw, value string, ok bool) string {
-		for _, e := range strings.Split(value, ",") {
-			if h, ok := digestHash(e); ok {
-				out = append(out, h)
-			}
-		}
+		out = append(out, digestHashes(value)...)
 		return raw
 	})
 	return out
@@ -107,13 +111,10 @@ func aclHashes(u *url.URL) []string {
 
 // hideDigests is an acl value with its digest entries' hashes replaced.
 func hideDigests(v string) string {
-	entries := strings.Split(v, ",")
-	for i, e := range entries {
-		if h, ok := digestHash(e); ok {
-			entries[i] = strings.Replace(e, h, "xxxxx", 1)
-		}
+	for _, h := range digestHashes(v) {
+		v = strings.ReplaceAll(v, h, "xxxxx")
 	}
-	return strings.Join(entries, ",")
+	return v
 }
 
 // Redact returns u as text with its password, the values of secret query
@@ -156,7 +157,7 @@ func Redact(u *url.URL) string {
 }
 
 // valueText escapes what would end or garble a query value.
-var valueText = strings.NewReplacer("%", "%25", "&", "%26", "#", "%23", " ", "%20", "+", "%2B")
+var valueText = strings.NewReplacer("%", "%25", "&", "%26", "#", "%23", " ", "%20", "+", "%2B", ";", "%3B")
 
 // Secrets returns the texts Redact hides, as they are and as they look
 // escaped, so that an error's text can be stripped of them.

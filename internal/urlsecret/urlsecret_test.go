@@ -98,20 +98,27 @@ func TestNATSTokenIsSecret(t *testing.T) {
 func TestACLDigestHashIsSecret(t *testing.T) {
 	const hash = "ihiyF+ffIGizE5PFKtT3ojYE/DA="
 	for acl, h := range map[string]string{
-		"digest:ops:" + hash + ":rdz":                       hash,
-		"digest:ops:" + url.QueryEscape(hash) + ":rdz":      hash,
-		"ip:127.0.0.1:r,digest:ops:" + hash + ":rdz":        hash,
-		"digest%3Aops%3A" + url.PathEscape(hash) + "%3Ardz": hash,
-		"digest:ops:%20" + hash + ":rdz":                    hash,
-		"%2Bdigest:ops:" + hash + ":rdz":                    hash,
-		"digest:ops:" + hash[:27] + ":rdz":                  hash[:27], // cut short
+		"digest:ops:" + hash + ":rdz":                                                         hash,
+		"digest:ops:" + url.QueryEscape(hash) + ":rdz":                                        hash,
+		"ip:127.0.0.1:r,digest:ops:" + hash + ":rdz":                                          hash,
+		"digest%3Aops%3A" + url.PathEscape(hash) + "%3Ardz":                                   hash,
+		"digest:ops:%20" + hash + ":rdz":                                                      hash,
+		"%2Bdigest:ops:" + hash + ":rdz":                                                      hash,
+		"digest:ops:" + hash[:27] + ":rdz":                                                    hash[:27], // cut short
+		"world:anyone:r%3Bdigest:ops:" + hash + ":rdz":                                        hash,      // ';' for ','
+		"digest:ops:%27" + hash + "%27:rdz":                                                   "'" + hash + "'",
+		"ip:10.0.0.1:r,digest:u:GVUj7Pk6B21qt6iHmgJcRCZBnqg=:r%3Bdigest:ops:" + hash + ":rdz": hash,
 	} {
-		u, err := url.Parse("zk://a:pw@h:2181/app?session_timeout=2s&acl=" + acl + "&acl=digest:ops:rd")
+		key := "acl"
+		if strings.HasPrefix(acl, "ip:10.") {
+			key = "ac%6C" // url.Values reads it as acl
+		}
+		u, err := url.Parse("zk://a:pw@h:2181/app?session_timeout=2s&" + key + "=" + acl + "&acl=digest:ops:rd")
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := Redact(u)
-		if strings.Contains(got, "ihiyF") || strings.Contains(got, "ffIGizE5") || !strings.Contains(got, "xxxxx") ||
+		if strings.Contains(got, "ihiyF") || strings.Contains(got, "ffIGizE5") || strings.Contains(got, "GVUj7") || !strings.Contains(got, "xxxxx") ||
 			!strings.Contains(got, "rdz") || !strings.Contains(got, "digest:ops:rd") {
 			t.Errorf("Redact(acl=%s) = %s; want the digest hash alone hidden", acl, got)
 		}
