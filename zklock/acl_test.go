@@ -140,6 +140,10 @@ func TestACLParamRefused(t *testing.T) {
 			t.Errorf("acl=%s: %v; want ErrInvalidURL", acl, err)
 		}
 	}
+	// A '&' for the '?': the parameters became the chroot (a re-test pass).
+	if _, err := dlock.Open(t.Context(), "zk://127.0.0.1:1/c&acl="+url.QueryEscape("digest:ops:h:rd")); !errors.Is(err, dlock.ErrInvalidURL) {
+		t.Errorf("zk://…/c&acl=…: %v; want ErrInvalidURL", err)
+	}
 	// A key written escaped is the key url.Values reads: the entry was
 	// dropped without a word (a re-test pass).
 	_, err := dlock.Open(t.Context(), "zk://127.0.0.1:1/?ac%6C="+url.QueryEscape("digest:ops:h:x"))

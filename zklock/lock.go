@@ -295,6 +295,12 @@ func checkChroot(chroot string) error {
 	if !ok {
 		return fmt.Errorf("chroot %q: want an absolute path", chroot)
 	}
+	if strings.ContainsAny(chroot, "&=") {
+		// zk://h/c&acl=… made the chroot "/c&acl=…", and the grant
+		// named nobody without a word (a re-test pass). Not quoted: it
+		// may hold a digest hash.
+		return fmt.Errorf("the chroot holds '&' or '=': parameters follow a '?' (zk://host/chroot?acl=…)")
+	}
 	if err := validName("", rel); err != nil {
 		return fmt.Errorf("chroot %q: %s", chroot, err)
 	}

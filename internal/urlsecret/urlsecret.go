@@ -100,14 +100,36 @@ func digestHashes(v string) []string {
 var digestEntry = regexp.MustCompile(`(?i)digest:[^:,]*:([^:,]*)`)
 
 // aclHashes returns the digest hashes in u's acl parameters.
+// Besides, any text shaped like a SHA-1 in base64 anywhere in the query or
+// the path is one: an entry mistyped (digest:ops:rd:HASH, ops:HASH:rd, a
+// '?' or '&' for the other) still holds a hash (a re-test pass).
 func aclHashes(u *url.URL) []string {
 	var out []string
 	aclPairs(u.RawQuery, func(raw, value string, ok bool) string {
 		out = append(out, digestHashes(value)...)
 		return raw
 	})
+	texts := []string{u.RawQuery, u.Path, u.RawPath}
+	if q, err := url.PathUnescape(u.RawQuery); err == nil {
+		texts = append(texts, q)
+	}
+	if q, err := url.QueryUnescape(u.RawQuery); err == nil {
+		texts = append(texts, q) // '+' as a space, as url.Values reads it
+	}
+	for _, t := range texts {
+		out = append(out, sha1Shape.FindAllString(t, -1)...)
+	}
+	for _, h := range out {
+		if strings.Contains(h, "+") { // as url.Values reads it: an error may quote that
+			out = append(out, strings.ReplaceAll(h, "+", " "))
+		}
+	}
 	return out
 }
+
+// sha1Shape is a SHA-1 in base64 (27 characters and "="), a '+' in it
+// read as a space or not.
+var sha1Shape = regexp.MustCompile(`[A-Za-z0-9+/ ]{27}=`)
 
 // hideDigests is an acl value with its digest entries' hashes replaced.
 func hideDigests(v string) string {
@@ -153,7 +175,13 @@ func Redact(u *url.URL) string {
 			return valueText.Replace(hideDigests(value))
 		})
 	}
-	return v.Redacted()
+	out := v.Redacted()
+	for _, h := range aclHashes(u) {
+		for _, f := range []string{h, url.QueryEscape(h), url.PathEscape(h)} {
+			out = strings.ReplaceAll(out, f, "xxxxx")
+		}
+	}
+	return sha1Shape.ReplaceAllString(out, "xxxxx")
 }
 
 // valueText escapes what would end or garble a query value.

@@ -128,3 +128,23 @@ func TestACLDigestHashIsSecret(t *testing.T) {
 		}
 	}
 }
+
+// TestMistypedACLHidesHash: a digest hash in a mistyped entry (perms and
+// hash swapped, the scheme forgotten, another key, a '?' for '&', a '&'
+// for '?') is hidden all the same (a re-test pass).
+func TestMistypedACLHidesHash(t *testing.T) {
+	const hash = "ihiyF+ffIGizE5PFKtT3ojYE/DA="
+	for _, raw := range []string{"zk://h:1/c?acl=digest:ops:rd:" + hash, "zk://h:1/c?acl=ops:" + hash + ":rd",
+		"zk://h:1/c?acl2=digest:ops:" + hash + ":rd", "zk://h:1/c?session_timeout=5s?acl=digest:ops:" + hash + ":rd",
+		"zk://h:1/c&acl=digest:ops:" + hash + ":rd", "zk://h:1/c?acl=digest%20:ops:" + url.QueryEscape(hash) + ":rd"} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := Redact(u)
+		text := RedactText(`session_timeout "5s?acl=digest:ops:`+strings.ReplaceAll(hash, "+", " ")+`:rd"; acl entry "digest:ops:rd:`+hash+`"`, u)
+		if strings.Contains(got, "ffIGizE5") || strings.Contains(text, "ffIGizE5") {
+			t.Errorf("%s: Redact %s, RedactText %s; want the hash hidden", raw, got, text)
+		}
+	}
+}
