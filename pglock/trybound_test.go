@@ -72,9 +72,16 @@ func cutAfterToken(t *testing.T, srv *testserver.Server, url string, b *dlock.Cl
 		} else {
 			l, err = a.Mutex(name, dlock.WithTTL(ttl)).TryLock(actx)
 		}
-		if err == nil { // not answered: nothing to unlock through the cut
+		switch {
+		case err == nil && px.Blackholed(): // not answered: nothing to unlock through the cut
 			t.Errorf("a TryLock cut off before its token's answer returned a lease with token %d", l.Token())
 			err = errors.New("granted")
+		case err == nil:
+			// Never cut: the proxy matches within one read, and on a
+			// loaded machine the token write came in two (make
+			// test-busy saw it). The round is void; the caller tries
+			// again, on a new name.
+			err = errors.New("granted, never cut off")
 		}
 		done <- err
 	}()
