@@ -48,9 +48,14 @@ func (c *Client) Mutex(name string, opts ...Option) *Mutex {
 }
 
 // Inspect describes the lock named name: its holder's owner id, hold count,
-// fencing token and time left.
+// fencing token and time left. Where name is a portable election's
+// (Client.Election on a store without an election layout of its own), it
+// says so: Election is set, Label is the leader's value and Token its term.
 func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 	di, err := c.e.Inspect(ctx, name, driver.Exclusive, "")
+	if err == nil && di.Held && driver.IsElectionOwner(di.Owner) {
+		di.Election = true
+	}
 	return Info(di), err
 }
 

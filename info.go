@@ -27,8 +27,10 @@ type Info struct {
 	// those, Owner, Label, Holds, Token and TTL describe the write hold if
 	// there is one, else the hold with the greatest token.
 	Holders []Holder
-	// Election reports that the hold is an election's term (Client.List
-	// only): Label is then the leader's value and Token its term.
+	// Election reports that the hold is an election's term: Label is then
+	// the leader's value and Token its term. List sets it for every
+	// election; Inspect for a portable election's (a store's native
+	// election layout is not a Mutex's, and Inspect does not read it).
 	Election bool
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/driver"
 )
 
 // ListCaps says what a backend's List reports.
@@ -139,6 +140,16 @@ func listKinds(ctx context.Context, t *testing.T, c *dlock.Client, q string, cap
 	case err != nil:
 		t.Fatalf("campaign: %v", err)
 	default:
+		// Inspect of a portable election's name (a lock held by a
+		// candidate's internal owner id) says it is an election, with the
+		// leader's value and term, so that an operator about to
+		// force-release it is shown the leader. (A store's own election
+		// layout reads as a hold by the leader's value, or not at all.)
+		if i, err := c.Inspect(ctx, q+"el"); err != nil {
+			t.Fatalf("inspect the election: %v", err)
+		} else if driver.IsElectionOwner(i.Owner) && (!i.Election || i.Token != term.Token() || caps.Labels && i.Label != "leader-1") {
+			t.Errorf("Inspect of a portable election's name = %+v; want it marked as an election, with term %d and leader-1", i, term.Token())
+		}
 		wants = append(wants, want{q + "el", dlock.KindExclusive, 0, func(i dlock.Info) string {
 			switch {
 			case !i.Election:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -120,5 +121,36 @@ func TestElectLostAtResign(t *testing.T) {
 				t.Fatalf("exit %d, want 4 and the loss on stderr:\n%s", code, out.String())
 			}
 		})
+	}
+}
+
+// An election's name, inspected, force-released or run under, shows its
+// leader's value and term: the candidate's owner id is an internal one
+// ("election:…") that no operator chose, and the question showed it as if
+// it named the holder.
+func TestElectionHolderShowsLeader(t *testing.T) {
+	u := redisURL(t)
+	term, err := drivertest.MustOpen(t, u).Election("sched").Campaign(t.Context(), "host-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Resign(context.WithoutCancel(t.Context()))
+	want := fmt.Sprintf("election leader host-a, term %d, ", term.Token())
+	r := dlockCmd(t, nil, "inspect", "--backend", u, "sched")
+	if r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf("sched: held by election leader host-a (holds 1, term %d, ", term.Token())) || strings.Contains(r.stdout, "election:") {
+		t.Errorf("inspect: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = dlockCmd(t, nil, "run", "--backend", u, "--no-wait", "sched", "--", "true")
+	if r.code != 3 || !strings.Contains(r.stderr, "(held by "+want) || strings.Contains(r.stderr, "election:") {
+		t.Errorf("run --no-wait: exit %d, stderr %q", r.code, r.stderr)
+	}
+	cmd := exec.CommandContext(t.Context(), bin, "unlock", "--backend", u, "--force", "sched")
+	cmd.Stdin = strings.NewReader("n\n")
+	out, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(out), `Force-release "sched" held by `+want) || strings.Contains(string(out), "election:") {
+		t.Errorf("unlock --force asked: %q", out)
+	}
+	if err := term.Err(); err != nil {
+		t.Errorf("the term after the refused unlock: %v", err)
 	}
 }

@@ -82,8 +82,8 @@ func printInfo(cmd *cobra.Command, i dlock.Info, kinds bool) {
 	if !i.Held {
 		fmt.Fprintf(w, "%s: free\n", name)
 	} else {
-		fmt.Fprintf(w, "%s: held by %s (holds %d, token %d, %s, %d waiting)\n",
-			name, esc(holderName(i)), i.Holds, i.Token, timeLeft(i.TTL), i.Waiters)
+		fmt.Fprintf(w, "%s: held by %s (holds %d, %s %d, %s, %d waiting)\n",
+			name, esc(holderName(i)), i.Holds, tokenWord(i), i.Token, timeLeft(i.TTL), i.Waiters)
 	}
 	for _, n := range i.Notes {
 		fmt.Fprintln(w, "note:", esc(n))
@@ -233,13 +233,27 @@ func unlockCmd() *cobra.Command {
 // holderText names a lock's holder: its label and owner, token and time
 // left, as far as the backend tells them.
 func holderText(i dlock.Info) string {
-	return fmt.Sprintf("%s, token %d, %s", esc(holderName(i)), i.Token, timeLeft(i.TTL))
+	return fmt.Sprintf("%s, %s %d, %s", esc(holderName(i)), tokenWord(i), i.Token, timeLeft(i.TTL))
+}
+
+// tokenWord names a hold's fencing token: an election's is its term.
+func tokenWord(i dlock.Info) string {
+	if i.Election {
+		return "term"
+	}
+	return "token"
 }
 
 // holderName names a lock's holder: "LABEL (owner ID)", the label or the
-// owner id alone, or what a foreign holder (etcdctl lock) is.
+// owner id alone, or what a foreign holder (etcdctl lock) is. An election's
+// is its leader's value: the owner id is the candidate's internal one,
+// which no operator chose or knows.
 func holderName(i dlock.Info) string {
 	switch {
+	case i.Election && i.Label == "":
+		return "an election's leader (value empty)"
+	case i.Election:
+		return "election leader " + i.Label
 	case i.Label != "" && i.Owner != "":
 		return i.Label + " (owner " + i.Owner + ")"
 	case i.Label != "":
