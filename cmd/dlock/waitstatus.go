@@ -7,6 +7,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -35,6 +36,8 @@ func showWait(what, name string, who func(context.Context) (string, error)) (sto
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	finished := make(chan struct{})
+	var mu sync.Mutex // the display's output, and whether it is stopped
+	stopped, drawn := false, false
 	go func() {
 		defer close(finished)
 		start := time.Now()
@@ -42,22 +45,20 @@ func showWait(what, name string, who func(context.Context) (string, error)) (sto
 		defer tick.Stop()
 		var state, shown string
 		var asked time.Time
-		drawn := false
 		for {
 			select {
 			case <-ctx.Done():
-				if drawn {
-					fmt.Fprint(os.Stderr, "\r\x1b[K")
-				}
 				return
 			case <-tick.C:
 			}
 			if asked.IsZero() || time.Since(asked) >= waitRecheck {
 				asked = time.Now()
 				state = waitState(ctx, who)
-				if ctx.Err() != nil {
-					continue // stopped while asking: clear and return
-				}
+			}
+			mu.Lock()
+			if stopped || ctx.Err() != nil { // stopped while asking: the answer is not shown
+				mu.Unlock()
+				return
 			}
 			if tty {
 				line := fmt.Sprintf("dlock: waiting %v for %s%s", time.Since(start).Truncate(time.Second), what, state)
@@ -74,14 +75,33 @@ func showWait(what, name string, who func(context.Context) (string, error)) (sto
 					State string `json:"state"`
 				}{"waiting", name, strings.TrimLeft(state, ": ")}, "waiting for "+what+state)
 			}
+			mu.Unlock()
 			tick.Reset(time.Second)
 		}
 	}()
 	return func() {
 		cancel()
-		<-finished
+		// An inspection in flight on a store gone silent is not waited
+		// out: go-redis ends a read at its deadline, not when its context
+		// is cancelled, so a SIGTERM waited up to --connect-timeout here.
+		// The display goroutine, once its read returns, sees it is stopped
+		// and writes nothing.
+		select {
+		case <-finished:
+		case <-time.After(stopWait):
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		if drawn {
+			fmt.Fprint(os.Stderr, "\r\x1b[K")
+		}
 	}
 }
+
+// stopWait is how long stopping the wait display waits for an inspection
+// in flight.
+const stopWait = 100 * time.Millisecond
 
 // timeLeftText is the time left that a holder's text (holderText) ends
 // with, which changes at every read.
