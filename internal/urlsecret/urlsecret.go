@@ -6,8 +6,11 @@
 package urlsecret
 
 import (
+	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -19,8 +22,8 @@ const PasswordFileParam = "password_file"
 
 // secretParams are query parameters whose values are secrets, or say where
 // one is kept: TLS client keys (key, sslkey), files holding a password.
-// Parameters whose names contain "password", "secret", "token" or "seed"
-// (such as sentinel_password, sslpassword, nkey_seed) are secret too.
+// Parameters whose names contain one of secretWords (such as
+// sentinel_password, sslpassword, nkey_seed) are secret too.
 var secretParams = []string{"key", "sslkey", PasswordFileParam}
 
 // tokenSchemes are the schemes whose URLs carry a token as their user name
@@ -51,9 +54,20 @@ func secretParam(name string) bool {
 			return true
 		}
 	}
-	return strings.Contains(n, "password") || strings.Contains(n, "secret") || strings.Contains(n, "token") ||
-		strings.Contains(n, "seed") // an NKey seed (nkey_seed=SU…) is a private key
+	for _, w := range secretWords {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
 }
+
+// secretWords name a secret wherever they stand in a parameter's name:
+// "seed" for an NKey seed (nkey_seed=SU…), a private key; "pass", "pwd",
+// "auth", "apikey", "api_key", "access_key" and "credential" for what no
+// backend reads but a user may write, and a backend's "unexpected option"
+// error quoted with its value (a re-test pass).
+var secretWords = []string{"password", "secret", "token", "seed", "pass", "pwd", "auth", "apikey", "api_key", "access_key", "credential"}
 
 // aclParam is ZooKeeper's acl parameter: its digest entries
 // (digest:user:HASH:perms) carry another identity's password hash, which
@@ -177,79 +191,129 @@ func Redact(u *url.URL) string {
 	}
 	out := v.Redacted()
 	for _, h := range aclHashes(u) {
-		for _, f := range []string{h, url.QueryEscape(h), url.PathEscape(h)} {
-			out = strings.ReplaceAll(out, f, "xxxxx")
-		}
+		// However the URL spells it: a hash with a %3d or %2f (lower case,
+		// or any letter escaped) was shown (a re-test pass).
+		out = spellings(h).ReplaceAllLiteralString(out, "xxxxx")
 	}
 	return sha1Shape.ReplaceAllString(out, "xxxxx")
+}
+
+// spellings matches s however a URL, or a backend quoting one, may spell
+// it: each character as itself or percent-escaped (its UTF-8 bytes, hex in
+// either case), a '+' also as a space (as url.Values reads it) and a space
+// also as a '+'.
+func spellings(s string) *regexp.Regexp {
+	var b strings.Builder
+	for _, r := range s {
+		b.WriteString("(?:")
+		b.WriteString(regexp.QuoteMeta(string(r)))
+		switch r {
+		case '+':
+			b.WriteString("| ")
+		case ' ':
+			b.WriteString(`|\+`)
+		}
+		b.WriteString("|")
+		var enc [utf8.UTFMax]byte
+		for _, c := range enc[:utf8.EncodeRune(enc[:], r)] {
+			b.WriteString("%")
+			for _, h := range fmt.Sprintf("%02x", c) {
+				if h >= 'a' {
+					fmt.Fprintf(&b, "[%c%c]", h, unicode.ToUpper(h))
+				} else {
+					b.WriteRune(h)
+				}
+			}
+		}
+		b.WriteString(")")
+	}
+	return regexp.MustCompile(b.String())
 }
 
 // valueText escapes what would end or garble a query value.
 var valueText = strings.NewReplacer("%", "%25", "&", "%26", "#", "%23", " ", "%20", "+", "%2B", ";", "%3B")
 
-// Secrets returns the texts Redact hides, as they are and as they look
-// escaped, so that an error's text can be stripped of them.
+// Secrets returns the texts Redact hides, as they are and as Go quotes
+// them (%q: a backend quoting a bad entry escapes a '"', a '\\', a tab or
+// invalid UTF-8 in it), so that an error's text can be stripped of them
+// (RedactText finds each however it is percent-escaped).
 func Secrets(u *url.URL) []string {
 	if u == nil {
 		return nil
 	}
 	var s []string
 	if pw, ok := u.User.Password(); ok && pw != "" {
-		s = append(s, pw, url.QueryEscape(pw), url.PathEscape(pw))
+		s = append(s, pw)
 	}
 	if tok, ok := userToken(u); ok {
-		s = append(s, tok, url.QueryEscape(tok), url.PathEscape(tok))
+		s = append(s, tok)
 	}
-	for _, h := range aclHashes(u) {
-		s = append(s, h, url.QueryEscape(h), url.PathEscape(h))
-	}
+	s = append(s, aclHashes(u)...)
 	for k, vs := range u.Query() {
 		if !secretParam(k) {
 			continue
 		}
 		for _, v := range vs {
 			if v != "" {
-				s = append(s, v, url.QueryEscape(v))
+				s = append(s, v)
 			}
 		}
 	}
-	return s
+	for _, v := range s {
+		for _, q := range []string{strconv.Quote(v), strconv.QuoteToASCII(v)} {
+			if q = q[1 : len(q)-1]; q != v {
+				s = append(s, q)
+			}
+		}
+	}
+	slices.Sort(s)
+	return slices.Compact(s)
 }
 
 // RedactText replaces the secrets of u (see Secrets) in text by "xxxxx",
-// except where text holds one only as part of a longer word ("p" in "tcp",
-// which would otherwise read "tcxxxxx" and tell the password). A secret
-// that is itself a word of the text's prose is replaced all the same (a
-// backend may quote a password in prose): with the password "refused",
+// however they are percent-escaped, except where text holds a short one
+// (under 16 characters) only as part of a longer word ("p" in "tcp", which
+// would otherwise read "tcxxxxx" and tell the password). A longer secret
+// is hidden wherever it stands: glued to a word, a hash was shown (a
+// re-test pass), and hiding it there tells nothing. A secret that is
+// itself a word of the text's prose is replaced all the same (a backend
+// may quote a password in prose): with the password "refused",
 // "connection refused" reads "connection xxxxx".
 func RedactText(text string, u *url.URL) string {
-	for _, s := range Secrets(u) {
+	secrets := Secrets(u)
+	// The longest first: a secret inside another (a hash and its quoted
+	// form) would leave the rest of the longer one shown.
+	slices.SortStableFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	for _, s := range secrets {
 		text = redactAll(text, s)
 	}
 	return text
 }
 
-// redactAll replaces the occurrences of s in text that are not part of a
+// redactAll replaces the spellings of s in text that are not part of a
 // longer word (see RedactText).
 func redactAll(text, s string) string {
+	re := spellings(s)
+	short := utf8.RuneCountInString(s) < 16
 	var b strings.Builder
 	done := 0 // text[:done] is in b
-	for from := 0; ; {
-		i := strings.Index(text[from:], s)
-		if i < 0 {
+	for from := 0; from <= len(text); {
+		m := re.FindStringIndex(text[from:])
+		if m == nil {
 			break
 		}
-		i += from
-		before, _ := utf8.DecodeLastRuneInString(text[:i])   // RuneError at the start
-		after, _ := utf8.DecodeRuneInString(text[i+len(s):]) // and at the end
-		if inWord(before, s, true) || inWord(after, s, false) {
-			from = i + 1 // occurrences may overlap
+		i, j := from+m[0], from+m[1]
+		before, _ := utf8.DecodeLastRuneInString(text[:i]) // RuneError at the start
+		after, _ := utf8.DecodeRuneInString(text[j:])      // and at the end
+		if short && (inWord(before, s, true) || inWord(after, s, false)) {
+			_, n := utf8.DecodeRuneInString(text[i:])
+			from = i + max(n, 1) // occurrences may overlap
 			continue
 		}
 		b.WriteString(text[done:i])
 		b.WriteString("xxxxx")
-		done = i + len(s)
-		from = done
+		done = j
+		from = j
 	}
 	if done == 0 {
 		return text
@@ -295,12 +359,22 @@ func HasSecret(rawURL string) bool {
 		if _, ok := userToken(u); ok {
 			return true
 		}
-		for k, vs := range u.Query() {
+		if u.Opaque != "" && strings.Contains(u.Opaque, "@") { // redis:app:pw@host
+			return strings.Contains(u.Opaque[:strings.LastIndex(u.Opaque, "@")], ":")
+		}
+		// Each pair as written: url.Values drops a pair with a ';' or a bad
+		// escape, and with it the password that is on the command line all
+		// the same (ParseURL refuses the URL, after the fact).
+		for _, kv := range strings.FieldsFunc(u.RawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
+			k, v, _ := strings.Cut(kv, "=")
+			if key, err := url.QueryUnescape(k); err == nil {
+				k = key
+			}
 			n := strings.ToLower(k)
 			// A parameter naming a file (password_file=, token_file=, key=)
 			// keeps the secret in the file.
-			isPath := strings.HasSuffix(n, "_file") || n == "key" || n == "sslkey"
-			if secretParam(n) && !isPath && len(vs) > 0 && vs[0] != "" {
+			isPath := strings.HasSuffix(n, "file") || n == "key" || n == "sslkey" // password_file, passfile
+			if secretParam(n) && !isPath && v != "" {
 				return true
 			}
 		}

@@ -148,3 +148,73 @@ func TestMistypedACLHidesHash(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretsHiddenHoweverSpelled: a secret is hidden however the URL or
+// a backend quoting it spells it (a re-test pass found each of these
+// shown): a hash with a character escaped (%3d, %2f, %52) in the query or
+// the path; a hash glued to a word; text in a hash's place that Go's %q
+// escapes; a parameter's password escaped in a backend's quote of the raw
+// URL (pgx).
+func TestSecretsHiddenHoweverSpelled(t *testing.T) {
+	const hash = "QUJDREVGR0hJSktMTU5PUFFSU1R="
+	for _, raw := range []string{
+		"zk://127.0.0.1:1/?acl=ops:QUJDREVGR0hJSktMTU5PUFFSU1R%3d:rd",
+		"zk://127.0.0.1:1/?x=QUJDREVGR0hJSktMTU5PUFFSU1R%3d",
+		"zk://127.0.0.1:1/QUJDREVGR0hJSktMTU5PUFFSU1%52=",
+		"zk://127.0.0.1:1/a/QUJDREVG+0hJSktMTU5%2fUFFSU1R=",
+		"zk://127.0.0.1:1/a/QUJDREVG%2B0hJSktMTU5/UFFSU1R=",
+		"zk://127.0.0.1:1/?acl=digest:ops:QUJDREVGR0hJSktMTU5PUFFSU1R%3D:rd",
+	} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Redact(u); strings.Contains(got, "QUJDREVG") || strings.Contains(got, "SktMTU5") {
+			t.Errorf("Redact(%s) = %s; want the hash hidden", raw, got)
+		}
+	}
+	for _, c := range []struct{ raw, text string }{
+		{"zk://h:1/?acl=world:anyone:r" + hash, `acl entry "world:anyone:r` + hash + `": permissions are letters of crwda`},
+		{"zk://h:1/?session_timeout=1" + hash, `session_timeout "1` + hash + `"`},
+		{"zk://h:1/?acl=digest:ops:Zq9Secret%22Xk7Tail:rd", `acl entry "digest:ops:Zq9Secret\"Xk7Tail:rd": a digest id is user:HASH`},
+		{"zk://h:1/?acl=digest:ops:Zq9Secret%09Xk7Tail:rd", `acl entry "digest:ops:Zq9Secret\tXk7Tail:rd"`},
+		{"zk://h:1/?acl=digest:ops:Zq9Secret%FFXk7Tail:rd", `acl entry "digest:ops:Zq9Secret\xffXk7Tail:rd"`},
+		{"zk://h:1/?acl=digest:ops:Zq9Secret%E2%80%8BXk7Tail:rd", `acl entry "digest:ops:Zq9Secret\u200bXk7Tail:rd"`},
+		{"postgres://app@h:1/db?sslmode=bogus&token=Zq9Secret%2dXk7Tail", "cannot parse `postgres://app@h:1/db?sslmode=bogus&token=Zq9Secret%2dXk7Tail`: failed"},
+		{"postgres://app@h:1/db?Password=Zq9Secret%2DXk7Tail", "cannot parse `postgres://app@h:1/db?Password=Zq9Secret%2DXk7Tail`: failed"},
+		{"postgres://app@h:1/db?secret=Zq9Secret%20Xk7Tail", "cannot parse `postgres://app@h:1/db?secret=Zq9Secret%20Xk7Tail`: failed; Zq9Secret+Xk7Tail"},
+	} {
+		u, err := url.Parse(c.raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := RedactText(c.text, u); strings.Contains(got, "Zq9Secret") || strings.Contains(got, "Xk7Tail") || strings.Contains(got, "SktMTU5") {
+			t.Errorf("RedactText(%q) with %s = %q; want the secret hidden", c.text, c.raw, got)
+		}
+	}
+}
+
+// TestHasSecretReadsEveryPair: a password in a pair url.Values drops (a
+// ';' or a bad escape in it) or in an opaque URL is on the command line
+// all the same, and draws the warning (a re-test pass).
+func TestHasSecretReadsEveryPair(t *testing.T) {
+	for _, raw := range []string{"redis://h:1?password=Zq9Secret%zz", "redis://h:1?password=Zq9Secret;x", "redis:app:Zq9Secret@h"} {
+		if !HasSecret(raw) {
+			t.Errorf("HasSecret(%s) = false", raw)
+		}
+	}
+	for _, raw := range []string{"redis://h:1?pass=Zq9Secret", "redis://h:1?pwd=Zq9Secret", "redis://h:1?apikey=Zq9Secret"} {
+		if !HasSecret(raw) {
+			t.Errorf("HasSecret(%s) = false", raw)
+		}
+		u, _ := url.Parse(raw)
+		if got := RedactText("redis: unexpected option: "+u.RawQuery, u); strings.Contains(got, "Zq9Secret") || strings.Contains(Redact(u), "Zq9Secret") {
+			t.Errorf("%s: %s, %s; want the value hidden", raw, Redact(u), got)
+		}
+	}
+	for _, raw := range []string{"redis://h:1?db=1;x=%zz", "redis:h:1", "postgres://h/db?passfile=/home/a/.pgpass"} {
+		if HasSecret(raw) {
+			t.Errorf("HasSecret(%s) = true", raw)
+		}
+	}
+}
