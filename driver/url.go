@@ -109,33 +109,13 @@ func Hosts(u *url.URL) []string {
 }
 
 // splitUserinfo reports whether the first "@" of a URL whose authority
-// (up to the first / ? or #) holds none comes after an authority with a ":"
-// in it, and before any query value or before a host and port: then the
-// "@" most likely ends user info with a password that holds a / ? or # (an
-// "@" in a query value, as in "?user=a@b", does not count).
+// (up to the first / ? or #) holds none comes before any query value and
+// after an authority with a ":" in it: then the "@" most likely ends user
+// info with a password that holds a / ? or # (an "@" in a query value, as in
+// "?user=a@b", does not count).
 func splitUserinfo(authority, after string) bool {
 	j := strings.Index(after, "@")
-	if j < 0 || !strings.Contains(authority, ":") {
-		return false
-	}
-	if !strings.Contains(after[:j], "=") {
-		return true
-	}
-	// An "=" before it, but a host and port after it (up to the next / ?
-	// & or #), as no query value has: a password with a "?" and an "=" in
-	// it ("redis://app:6379?db=Pa55@host:6379" took Pa55 for the db, and
-	// the error quoted it: a re-test pass).
-	hosts := after[j+1:]
-	if k := strings.IndexAny(hosts, "/?&#"); k >= 0 {
-		hosts = hosts[:k]
-	}
-	for _, h := range strings.Split(hosts, ",") {
-		_, port, err := net.SplitHostPort(h)
-		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 1 {
-			return false
-		}
-	}
-	return true
+	return j >= 0 && strings.Contains(authority, ":") && !strings.Contains(after[:j], "=")
 }
 
 // dropQuoted removes the quoted parts of an error message ("invalid port

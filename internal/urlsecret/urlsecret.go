@@ -46,6 +46,20 @@ func userToken(u *url.URL) (string, bool) {
 	return "", false
 }
 
+// listedUser returns the first host's user info of a host list whose first
+// host's holds no password ("nats://TOKEN1@h1,TOKEN2@h2"): url.Parse reads
+// "TOKEN1@h1" as the user name, which Redacted shows (a re-test pass).
+func listedUser(u *url.URL) string {
+	if u.User == nil {
+		return ""
+	}
+	first, _, ok := strings.Cut(u.User.Username(), "@")
+	if !ok || first == "" {
+		return ""
+	}
+	return first
+}
+
 // secretParam reports whether the URL parameter name holds a secret.
 func secretParam(name string) bool {
 	n := strings.ToLower(name)
@@ -162,7 +176,7 @@ func Redact(u *url.URL) string {
 		return ""
 	}
 	v := *u
-	if _, ok := userToken(u); ok {
+	if _, ok := userToken(u); ok || listedUser(u) != "" {
 		v.User = url.User("xxxxx")
 	}
 	if v.RawQuery != "" {
@@ -200,22 +214,16 @@ func Redact(u *url.URL) string {
 
 // spellings matches s however a URL, or a backend quoting one, may spell
 // it: each character as itself or percent-escaped (its UTF-8 bytes, hex in
-// either case), a '+' also as a space (as url.Values reads it) and a space
-// also as a '+'.
+// either case; a byte that is not UTF-8 as itself or escaped), a '+' also
+// as a space (as url.Values reads it) and a space also as a '+'. Escapes
+// come first among each character's spellings, so that a '%' followed by
+// "25" is taken whole.
 func spellings(s string) *regexp.Regexp {
 	var b strings.Builder
-	for _, r := range s {
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
 		b.WriteString("(?:")
-		b.WriteString(regexp.QuoteMeta(string(r)))
-		switch r {
-		case '+':
-			b.WriteString("| ")
-		case ' ':
-			b.WriteString(`|\+`)
-		}
-		b.WriteString("|")
-		var enc [utf8.UTFMax]byte
-		for _, c := range enc[:utf8.EncodeRune(enc[:], r)] {
+		for _, c := range []byte(s[i : i+n]) {
 			b.WriteString("%")
 			for _, h := range fmt.Sprintf("%02x", c) {
 				if h >= 'a' {
@@ -225,7 +233,18 @@ func spellings(s string) *regexp.Regexp {
 				}
 			}
 		}
+		b.WriteString("|")
+		// A byte that is not UTF-8 is matched as U+FFFD, as regexp reads
+		// such a byte in the text.
+		b.WriteString(regexp.QuoteMeta(string(r)))
+		switch r {
+		case '+':
+			b.WriteString("| ")
+		case ' ':
+			b.WriteString(`|\+`)
+		}
 		b.WriteString(")")
+		i += n
 	}
 	return regexp.MustCompile(b.String())
 }
@@ -247,6 +266,9 @@ func Secrets(u *url.URL) []string {
 	}
 	if tok, ok := userToken(u); ok {
 		s = append(s, tok)
+	}
+	if first := listedUser(u); first != "" {
+		s = append(s, first, u.User.Username())
 	}
 	s = append(s, aclHashes(u)...)
 	for k, vs := range u.Query() {
@@ -280,23 +302,40 @@ func Secrets(u *url.URL) []string {
 // may quote a password in prose): with the password "refused",
 // "connection refused" reads "connection xxxxx".
 func RedactText(text string, u *url.URL) string {
-	secrets := Secrets(u)
-	// The longest first: a secret inside another (a hash and its quoted
-	// form) would leave the rest of the longer one shown.
-	slices.SortStableFunc(secrets, func(a, b string) int { return len(b) - len(a) })
-	for _, s := range secrets {
-		text = redactAll(text, s)
+	// Every secret's places are found in the text as it is, then hidden
+	// at once: hiding one first could cut another that overlaps it, and
+	// leave the rest of that one shown (a re-test pass).
+	var spans [][2]int
+	for _, s := range Secrets(u) {
+		spans = append(spans, places(text, s)...)
 	}
-	return text
+	if len(spans) == 0 {
+		return text
+	}
+	slices.SortFunc(spans, func(a, b [2]int) int { return a[0] - b[0] })
+	var b strings.Builder
+	done := 0 // text[:done] is in b, or hidden
+	for _, sp := range spans {
+		switch {
+		case sp[1] <= done: // inside a span already hidden
+		case sp[0] < done: // overlapping it: hide the rest too
+			done = sp[1]
+		default:
+			b.WriteString(text[done:sp[0]])
+			b.WriteString("xxxxx")
+			done = sp[1]
+		}
+	}
+	b.WriteString(text[done:])
+	return b.String()
 }
 
-// redactAll replaces the spellings of s in text that are not part of a
-// longer word (see RedactText).
-func redactAll(text, s string) string {
+// places returns where text spells s (see spellings), other than a short
+// s inside a longer word (see RedactText).
+func places(text, s string) [][2]int {
 	re := spellings(s)
 	short := utf8.RuneCountInString(s) < 16
-	var b strings.Builder
-	done := 0 // text[:done] is in b
+	var out [][2]int
 	for from := 0; from <= len(text); {
 		m := re.FindStringIndex(text[from:])
 		if m == nil {
@@ -310,16 +349,10 @@ func redactAll(text, s string) string {
 			from = i + max(n, 1) // occurrences may overlap
 			continue
 		}
-		b.WriteString(text[done:i])
-		b.WriteString("xxxxx")
-		done = j
+		out = append(out, [2]int{i, j})
 		from = j
 	}
-	if done == 0 {
-		return text
-	}
-	b.WriteString(text[done:])
-	return b.String()
+	return out
 }
 
 // inWord reports whether r, the rune next to an occurrence of s (before it
@@ -362,29 +395,40 @@ func HasSecret(rawURL string) bool {
 		if u.Opaque != "" && strings.Contains(u.Opaque, "@") { // redis:app:pw@host
 			return strings.Contains(u.Opaque[:strings.LastIndex(u.Opaque, "@")], ":")
 		}
-		// Each pair as written: url.Values drops a pair with a ';' or a bad
-		// escape, and with it the password that is on the command line all
-		// the same (ParseURL refuses the URL, after the fact).
-		for _, kv := range strings.FieldsFunc(u.RawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
-			k, v, _ := strings.Cut(kv, "=")
-			if key, err := url.QueryUnescape(k); err == nil {
-				k = key
-			}
-			n := strings.ToLower(k)
-			// A parameter naming a file (password_file=, token_file=, key=)
-			// keeps the secret in the file.
-			isPath := strings.HasSuffix(n, "file") || n == "key" || n == "sslkey" // password_file, passfile
-			if secretParam(n) && !isPath && v != "" {
-				return true
-			}
-		}
-		return false
+		return querySecret(u.RawQuery)
 	}
-	// Unparsable: assume user info with a colon holds a password.
+	// Unparsable: assume user info with a colon holds a password, and
+	// read the query's pairs as written (a bad escape in the path or the
+	// fragment kept a password= from the warning: a re-test pass).
 	if i := strings.Index(rawURL, "://"); i >= 0 {
 		rest := rawURL[i+3:]
-		if j := strings.LastIndex(rest, "@"); j >= 0 {
-			return strings.Contains(rest[:j], ":")
+		if j := strings.LastIndex(rest, "@"); j >= 0 && strings.Contains(rest[:j], ":") {
+			return true
+		}
+	}
+	if _, q, ok := strings.Cut(rawURL, "?"); ok {
+		q, _, _ = strings.Cut(q, "#")
+		return querySecret(q)
+	}
+	return false
+}
+
+// querySecret reports whether rawQuery holds a password or token, reading
+// each pair as written: url.Values drops a pair with a ';' or a bad escape,
+// and with it the password that is on the command line all the same
+// (ParseURL refuses the URL, after the fact).
+func querySecret(rawQuery string) bool {
+	for _, kv := range strings.FieldsFunc(rawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
+		k, v, _ := strings.Cut(kv, "=")
+		if key, err := url.QueryUnescape(k); err == nil {
+			k = key
+		}
+		n := strings.ToLower(k)
+		// A parameter naming a file (password_file=, token_file=, key=,
+		// passfile=) keeps the secret in the file.
+		isPath := strings.HasSuffix(n, "file") || n == "key" || n == "sslkey"
+		if secretParam(n) && !isPath && v != "" {
+			return true
 		}
 	}
 	return false

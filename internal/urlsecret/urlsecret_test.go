@@ -218,3 +218,41 @@ func TestHasSecretReadsEveryPair(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretsHiddenSecondPass: what a second re-test pass found shown: a
+// secret with a byte that is not UTF-8 (raw or escaped); the first token
+// of a host list with a token per host; two secrets that overlap in the
+// text; a secret ending in '%' (escaped %25, it left "25"); a password= in
+// a URL that does not parse for another reason.
+func TestSecretsHiddenSecondPass(t *testing.T) {
+	for _, c := range []struct{ raw, text string }{
+		{"postgres://app@h:1/db?x_token=%FFabcdefghijklmnopq", "cannot parse `postgres://app@h:1/db?x_token=%FFabcdefghijklmnopq`"},
+		{"postgres://app@h:1/db?x_token=%FFabcdefghijklmnopq", "cannot parse `postgres://app@h:1/db?x_token=%ffabcdefghijklmnopq`"},
+		{"postgres://app@h:1/db?x_token=%FFabcdefghijklmnopq", "bad value \xffabcdefghijklmnopq"},
+		{"nats://tok1SECRETtok1@127.0.0.1:1,tok2SECRETtok2@127.0.0.1:2", "nats: authorization violation for tok1SECRETtok1"},
+		{"redis://u:PREFIXSECRETabcdefghij@h:1?token=abcdefghijTAILSECRET0123", "PREFIXSECRETabcdefghijTAILSECRET0123"},
+		{"postgres://app@h:1/db?api_key=abcdefghijklmnopq%25", "cannot parse `postgres://app@h:1/db?api_key=abcdefghijklmnopq%25`"},
+	} {
+		u, err := url.Parse(c.raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, bad := range []string{"abcdefghijklmnopq", "tok1SECRET", "PREFIXSECRET", "TAILSECRET", "%25", "q25"} {
+			if got := RedactText(c.text, u); strings.Contains(got, bad) {
+				t.Errorf("RedactText(%q) with %s = %q; shows %q", c.text, c.raw, got, bad)
+			}
+		}
+		if got := Redact(u); strings.Contains(got, "tok1SECRET") || strings.Contains(got, "PREFIXSECRET") {
+			t.Errorf("Redact(%s) = %s", c.raw, got)
+		}
+	}
+	for _, raw := range []string{"redis://h:1/%zz?password=hunter2", "redis://h:1/?password=hunter2#%zz", "redis://h :1/?password=hunter2",
+		"nats://h:1/%zz?token=hunter2", "redis://h/?password=a\n"} {
+		if !HasSecret(raw) {
+			t.Errorf("HasSecret(%q) = false", raw)
+		}
+	}
+	if HasSecret("redis://h :1/?passfile=/p") {
+		t.Error("HasSecret with a passfile= only = true")
+	}
+}
