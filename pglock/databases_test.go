@@ -21,7 +21,10 @@ func TestSessionModeDatabasesApart(t *testing.T) {
 	if _, err := connect(t, testserver.PostgresURL(srv)).Exec(t.Context(), "CREATE DATABASE other"); err != nil {
 		t.Fatal(err)
 	}
-	ttl := dlock.WithTTL(time.Second)
+	// Renewed every second: a force that ended a's connection is found
+	// at the next renewal. (With a 1 s TTL, a renewal late on a loaded
+	// machine lost the read hold by itself: make test-busy.)
+	ttl := dlock.WithTTL(3 * time.Second)
 	a := drivertest.MustOpen(t, testserver.PostgresURL(srv)+"&mode=session")
 	b := drivertest.MustOpen(t, fmt.Sprintf("postgres://postgres@%s/other?sslmode=disable&mode=session", srv.Addr()))
 	m, err := a.Mutex("x", ttl).Lock(t.Context())
@@ -41,7 +44,7 @@ func TestSessionModeDatabasesApart(t *testing.T) {
 	if err := b.RWMutex("x").ForceUnlock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second) // two TTLs: a lease ended by the forces is lost by now
+	time.Sleep(2 * time.Second) // two renewals: a lease ended by the forces is lost by now
 	if m.Err() != nil || r.Err() != nil {
 		t.Fatalf("a force in another database ended a's leases: mutex %v, read hold %v", m.Err(), r.Err())
 	}
