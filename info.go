@@ -29,8 +29,9 @@ type Info struct {
 	Holders []Holder
 	// Election reports that the hold is an election's term: Label is then
 	// the leader's value and Token its term. List sets it for every
-	// election; Inspect for a portable election's (a store's native
-	// election layout is not a Mutex's, and Inspect does not read it).
+	// election; Inspect only for a portable election's (on a store with an
+	// election layout of its own, etcd's or ZooKeeper's, Inspect shows a
+	// term as a hold whose Owner is the leader's value, unmarked).
 	Election bool
 }
 
