@@ -48,9 +48,13 @@ func demoReachable(ctx context.Context, rawURL string) (label, reason string) {
 	if err != nil {
 		return "(unparsable URL)", strings.TrimPrefix(err.Error(), "dlock: ")
 	}
+	// Redacted whenever it hides anything, not only with a password: it
+	// also hides what HasSecret leaves out, key file paths and acl digest
+	// hashes (a re-test pass). Else the URL as written ("mem://", which
+	// Redacted spells "mem:").
 	label = rawURL
-	if urlsecret.HasSecret(rawURL) {
-		label = driver.Redacted(u)
+	if red := driver.Redacted(u); urlsecret.HasSecret(rawURL) || strings.Contains(red, "xxxxx") {
+		label = red
 	}
 	if r := demoRefuses(u); r != "" {
 		return label, r

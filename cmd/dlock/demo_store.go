@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -28,12 +30,25 @@ type stockStore interface {
 	close() error
 }
 
-// openStore opens etcd://… or redis://… as a stock store.
+// openStore opens etcd://…, redis://…, postgres://… or mysql://… as a
+// stock store. Its errors, and those of the store's calls, hide the URL's
+// secrets: a store's client may quote the URL (go-redis's parse error
+// quotes it whole; pgx masks password= and nothing else), and a demo run
+// prints them (a re-test pass).
 func openStore(ctx context.Context, rawURL string) (stockStore, error) {
 	u, err := parseWithin(ctx, rawURL)
 	if err != nil {
 		return nil, err
 	}
+	st, err := openStoreURL(ctx, rawURL, u)
+	if err != nil {
+		return nil, hideSecrets(err, u)
+	}
+	return secretStore{st, u}, nil
+}
+
+// openStoreURL opens the stock store of rawURL, parsed as u.
+func openStoreURL(ctx context.Context, rawURL string, u *url.URL) (stockStore, error) {
 	switch u.Scheme {
 	case "etcd":
 		var eps []string
@@ -46,6 +61,9 @@ func openStore(ctx context.Context, rawURL string) (stockStore, error) {
 		}
 		return &etcdStore{cli}, nil
 	case "redis":
+		if len(driver.Hosts(u)) > 1 {
+			return nil, errors.New("store: a redis:// store is one server: give one host")
+		}
 		o, err := redis.ParseURL(rawURL)
 		if err != nil {
 			return nil, fmt.Errorf("store: %w", err)

@@ -21,10 +21,21 @@ import (
 const PasswordFileParam = "password_file"
 
 // secretParams are query parameters whose values are secrets, or say where
-// one is kept: TLS client keys (key, sslkey), files holding a password.
-// Parameters whose names contain one of secretWords (such as
-// sentinel_password, sslpassword, nkey_seed) are secret too.
-var secretParams = []string{"key", "sslkey", PasswordFileParam}
+// one is kept: TLS client keys (key, sslkey), files holding a password,
+// NATS's nkey seed and credentials files (nkey, creds: a seed pasted in
+// their place was shown whole, a re-test pass). Parameters whose names
+// contain one of secretWords (such as sentinel_password, sslpassword,
+// nkey_seed) are secret too.
+var secretParams = []string{"key", "sslkey", PasswordFileParam, "nkey", "creds"}
+
+// pathParams name a file that keeps the secret: on a command line, their
+// values tell nothing but where the secret is (see HasSecret). The names
+// ending in "file" (password_file, token_file, passfile) are such too.
+var pathParams = []string{"key", "sslkey", "nkey", "creds"}
+
+// nkeySeed is an NKey seed (S, its kind's letter, base32): a private key,
+// whatever parameter holds it.
+var nkeySeed = regexp.MustCompile(`^S[A-Z][A-Z2-7]{50,}$`)
 
 // tokenSchemes are the schemes whose URLs carry a token as their user name
 // when no password follows it (nats://TOKEN@host, as NATS clients read it).
@@ -381,9 +392,10 @@ func HasToken(rawURL string) bool {
 }
 
 // HasSecret reports whether rawURL itself holds a password or token (in its
-// user info or a parameter named like one), as a warning about passwords on
-// command lines needs. A file's path (password_file=, key=) does not count:
-// the secret stays in the file.
+// user info or a parameter named like one), an acl digest hash or an NKey
+// seed, as a warning about passwords on command lines needs. A file's path
+// (password_file=, key=, nkey=) does not count: the secret stays in the
+// file.
 func HasSecret(rawURL string) bool {
 	if u, err := url.Parse(rawURL); err == nil {
 		if pw, ok := u.User.Password(); ok && pw != "" {
@@ -395,7 +407,7 @@ func HasSecret(rawURL string) bool {
 		if u.Opaque != "" && strings.Contains(u.Opaque, "@") { // redis:app:pw@host
 			return strings.Contains(u.Opaque[:strings.LastIndex(u.Opaque, "@")], ":")
 		}
-		return querySecret(u.RawQuery)
+		return querySecret(u.RawQuery) || len(aclHashes(u)) > 0
 	}
 	// Unparsable: assume user info with a colon holds a password, and
 	// read the query's pairs as written (a bad escape in the path or the
@@ -408,7 +420,7 @@ func HasSecret(rawURL string) bool {
 	}
 	if _, q, ok := strings.Cut(rawURL, "?"); ok {
 		q, _, _ = strings.Cut(q, "#")
-		return querySecret(q)
+		return querySecret(q) || len(digestHashes(q)) > 0 || sha1Shape.MatchString(q)
 	}
 	return false
 }
@@ -424,10 +436,14 @@ func querySecret(rawQuery string) bool {
 			k = key
 		}
 		n := strings.ToLower(k)
+		if val, err := url.QueryUnescape(v); err == nil {
+			v = val
+		}
 		// A parameter naming a file (password_file=, token_file=, key=,
-		// passfile=) keeps the secret in the file.
-		isPath := strings.HasSuffix(n, "file") || n == "key" || n == "sslkey"
-		if secretParam(n) && !isPath && v != "" {
+		// passfile=, nkey=) keeps the secret in the file, unless what it
+		// holds is an NKey seed itself.
+		isPath := strings.HasSuffix(n, "file") || slices.Contains(pathParams, n)
+		if secretParam(n) && v != "" && (!isPath || nkeySeed.MatchString(v)) {
 			return true
 		}
 	}

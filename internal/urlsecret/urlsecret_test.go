@@ -256,3 +256,39 @@ func TestSecretsHiddenSecondPass(t *testing.T) {
 		t.Error("HasSecret with a passfile= only = true")
 	}
 }
+
+// A third re-test pass: an NKey seed pasted in nkey='s place (it names a
+// seed file) was shown whole in Open's error and the CLI's, and HasSecret
+// counted neither it nor an acl digest hash, so the demo showed the URL as
+// written and no warning was given.
+func TestSeedsAndHashesAreSecrets(t *testing.T) {
+	const seed = "SUACSSL3UAHUDXKFSNVUZRF5UHPMWZ6BFDTJ7M6USDXIEDNPPQYYYCU3VY"
+	const hash = "Jj+2xl2LGkwP/8PWn1cWN4JQln8="
+	for raw, want := range map[string]bool{
+		"nats://h:1/b?nkey=" + seed:                                 true,
+		"nats://h:1/b?creds=" + seed:                                true,
+		"nats://h:1/b?nkey=/run/secrets/app.nk":                     false, // a path: the seed stays in the file
+		"nats://h:1/b?creds=/run/secrets/app.creds":                 false,
+		"zk://h:1/x?acl=digest:bob:" + url.QueryEscape(hash) + ":r": true,
+		"zk://h:1/x?acl=digest:bob:" + hash + ":rwcda":              true,
+		"zk://h:1/x?acl=world:anyone:r":                             false,
+		"zk://h:1/x%zz?acl=digest:bob:" + hash + ":r":               true, // does not parse
+	} {
+		if got := HasSecret(raw); got != want {
+			t.Errorf("HasSecret(%s) = %v, want %v", raw, got, want)
+		}
+	}
+	for _, raw := range []string{"nats://h:1/b?nkey=" + seed, "nats://h:1/b?creds=" + seed, "nats://h:1/b?nkey=/run/" + seed} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := Redact(u); strings.Contains(s, seed[:8]) {
+			t.Errorf("Redact(%s) = %s", raw, s)
+		}
+		v := u.Query().Get("nkey") + u.Query().Get("creds")
+		if s := RedactText(`natslock: nkey `+v+`: open `+v+`: no such file`, u); strings.Contains(s, seed[:8]) {
+			t.Errorf("RedactText with %s = %s", raw, s)
+		}
+	}
+}
