@@ -25,6 +25,11 @@ func TestParseURLNeverQuotesUserinfo(t *testing.T) {
 		{"etcd://app:Pa55 x@host:1", "Pa55"},
 		{"etcd://app:Pa55@h st:1", "Pa55"},
 		{"memcached://app:S3cr%t@127.0.0.1:1", "S3cr"},
+		// No "@": the password reads as a port (a re-test pass).
+		{"redis://:Pw9xSecret", "Pw9x"},
+		{"redis://app:Pw9xSecret", "Pw9x"},
+		{"postgres://app:Pw9xSecret/db", "Pw9x"},
+		{"redis://app:my", ":my"}, // "redis://app:my Pw9xSecret@h:1" cut at the space by a list
 	} {
 		_, err := driver.ParseURL(tc.url)
 		if !errors.Is(err, driver.ErrInvalidURL) {
@@ -43,7 +48,9 @@ func TestParseURLNeverQuotesUserinfo(t *testing.T) {
 			t.Errorf("ParseURL(%s) with @ in a query value: %v", ok, err)
 		}
 	}
-	if _, err := driver.ParseURL("redis://host:port/0"); err == nil || !strings.Contains(err.Error(), `":port"`) {
-		t.Errorf("ParseURL(redis://host:port/0) = %v; want it to quote the bad port", err)
+	// A bad port is named as such, but not quoted: "host:port" cannot be
+	// told from "user:password" that lost its "@host".
+	if _, err := driver.ParseURL("redis://host:port/0"); err == nil || !strings.Contains(err.Error(), "invalid port") {
+		t.Errorf("ParseURL(redis://host:port/0) = %v; want it to say the port is bad", err)
 	}
 }

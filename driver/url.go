@@ -68,10 +68,13 @@ func ParseURLContext(ctx context.Context, rawURL string) (*url.URL, error) {
 		if ue, ok := err.(*url.Error); ok {
 			msg = ue.Err.Error()
 		}
+		// url.Parse quotes the part it refused, which can be a piece of the
+		// password: say what was wrong, not where. Also without an "@": a
+		// URL that lost its host (redis://:PASSWORD) reads the password as
+		// a port, and "invalid port \":PASSWORD\"" showed it (a re-test pass).
+		msg = dropQuoted(msg)
 		if strings.Contains(rawURL, "@") {
-			// url.Parse quotes the part it refused, which can be a piece of
-			// the password: say what was wrong, not where.
-			msg = dropQuoted(msg) + " (percent-encode any of : / ? # @ % in the user info)"
+			msg += " (percent-encode any of : / ? # @ % in the user info)"
 		}
 		return nil, bad(msg)
 	}

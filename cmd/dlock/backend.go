@@ -122,10 +122,19 @@ func warnArgvSecret(flag, rawURL string) {
 		return
 	}
 	what, param := "a password", "password_file"
-	if urlsecret.HasToken(rawURL) {
+	switch {
+	case urlsecret.HasSeed(rawURL):
+		what, param = "an NKey seed", "nkey"
+	case urlsecret.HasToken(rawURL):
 		what, param = "a token", "token_file"
 	}
-	warn(fmt.Sprintf("the %s URL holds %s, which every local user can read in the process list; use DLOCK_URL, --backend-file PATH or %s=PATH in the URL", flag, what, param))
+	// DLOCK_URL and --backend-file stand for --backend only: the advice
+	// for --store and --also was one they cannot follow (a re-test pass).
+	instead := param + "=PATH in the URL"
+	if flag == "--backend" {
+		instead = "DLOCK_URL, --backend-file PATH or " + instead
+	}
+	warn(fmt.Sprintf("the %s URL holds %s, which every local user can read in the process list; use %s", flag, what, instead))
 }
 
 // warnReadable warns on stderr when the file at path, which holds a

@@ -69,7 +69,11 @@ DLOCK_DEMO_BACKENDS (separated by spaces) and each --also URL; it says which
 it skipped and why. mem:// is refused: each app instance is its own process,
 and would have its own in-process store.
 The stock lives in that etcd unless --store names etcd://, redis://, postgres://
-or mysql:// (table dlock_demo_stock).
+or mysql:// (table dlock_demo_stock; a password may come from password_file=).
+An etcd:// or mysql:// store reads host, database and user info only and
+refuses other parameters; a SQL store ignores the lock backend's mode= and
+max_held=, so --store may repeat --backend. The store must answer within
+--connect-timeout.
 Exit status 1 if any mode but local oversells, loses a sale or fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -300,6 +304,9 @@ func bucketsMs() []float64 {
 func demoBackend(ctx context.Context, cfg demoConfig, label, backendURL, storeURL string) ([]demoRow, error) {
 	st, err := openStore(ctx, storeURL)
 	if err != nil {
+		if ctx.Err() != nil { // an interrupt is no store's fault, nor the user's input
+			return nil, fail(exitFailed, "interrupted")
+		}
 		return nil, fail(exitUsage, "%v", err)
 	}
 	defer st.close()
@@ -326,8 +333,8 @@ func demoBackend(ctx context.Context, cfg demoConfig, label, backendURL, storeUR
 			parts = splitStock(cfg.stock, cfg.segments)
 		}
 		for i, k := range keys {
-			if err := st.reset(ctx, k, parts[i]); err != nil {
-				return nil, fail(exitFailed, "store: %v", err)
+			if err := within(ctx, func(ctx context.Context) error { return st.reset(ctx, k, parts[i]) }); err != nil {
+				return nil, storeFailed(ctx, err)
 			}
 		}
 		row := buy(ctx, cfg, "http://"+lb.Addr+"/deduct_stock?run="+run+"&mode="+mode, label, mode)
@@ -336,9 +343,10 @@ func demoBackend(ctx context.Context, cfg demoConfig, label, backendURL, storeUR
 			return nil, fail(exitFailed, "interrupted")
 		}
 		for _, k := range keys {
-			v, _, err := st.get(ctx, k)
+			var v int
+			err := within(ctx, func(ctx context.Context) (err error) { v, _, err = st.get(ctx, k); return err })
 			if err != nil {
-				return nil, fail(exitFailed, "store: %v", err)
+				return nil, storeFailed(ctx, err)
 			}
 			row.FinalStock += v
 		}
@@ -436,4 +444,13 @@ func percentile(sorted []time.Duration, p float64) float64 {
 	}
 	i := min(int(float64(len(sorted))*p), len(sorted)-1)
 	return float64(sorted[i].Microseconds()) / 1000
+}
+
+// storeFailed is the error of a demo whose stock store failed a request,
+// or "interrupted" if ctx ended (the store then only saw the end).
+func storeFailed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fail(exitFailed, "interrupted")
+	}
+	return fail(exitFailed, "store: %v", err)
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dlock/dlock/driver"
@@ -40,31 +43,64 @@ func openStore(ctx context.Context, rawURL string) (stockStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStoreURL(ctx, rawURL, u)
+	// The store's first requests (a ping, the table) are bounded like a
+	// backend's connection: an etcd that never answered hung the demo.
+	octx, cancel := context.WithTimeout(ctx, global.connectTimeout)
+	defer cancel()
+	st, err := openStoreURL(octx, u)
 	if err != nil {
 		return nil, hideSecrets(err, u)
 	}
 	return secretStore{st, u}, nil
 }
 
-// openStoreURL opens the stock store of rawURL, parsed as u.
-func openStoreURL(ctx context.Context, rawURL string, u *url.URL) (stockStore, error) {
+// openStoreURL opens the stock store of u, and makes a first request of it
+// within ctx.
+func openStoreURL(ctx context.Context, u *url.URL) (stockStore, error) {
+	switch u.Scheme {
+	case "postgres", "postgresql", "mysql":
+		// The lock backend's own parameters, for a --store that repeats
+		// the --backend URL.
+		v := *u
+		q := v.Query()
+		q.Del("mode")
+		q.Del("max_held")
+		v.RawQuery = q.Encode()
+		u = &v
+	}
+	switch u.Scheme {
+	case "etcd", "mysql":
+		// These stores read host, database and user info only: a tls= or
+		// a misspelt parameter went unread without a word.
+		if u.RawQuery != "" {
+			return nil, fmt.Errorf("store: a demo %s:// store reads no URL parameters (%s)", u.Scheme, strings.Join(slices.Sorted(maps.Keys(u.Query())), ", "))
+		}
+	}
 	switch u.Scheme {
 	case "etcd":
 		var eps []string
 		for _, h := range driver.Hosts(u) {
 			eps = append(eps, "http://"+h)
 		}
-		cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		cfg := clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+		if u.User != nil {
+			cfg.Username = u.User.Username()
+			cfg.Password, _ = u.User.Password()
+		}
+		cli, err := clientv3.New(cfg)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		if _, err := cli.Get(ctx, "dlock-demo", clientv3.WithCountOnly()); err != nil {
+			_ = cli.Close()
+			return nil, fmt.Errorf("store: %w", err)
 		}
 		return &etcdStore{cli}, nil
 	case "redis":
 		if len(driver.Hosts(u)) > 1 {
 			return nil, errors.New("store: a redis:// store is one server: give one host")
 		}
-		o, err := redis.ParseURL(rawURL)
+		o, err := redis.ParseURL(u.String()) // u, not the URL as written: password_file= is read
 		if err != nil {
 			return nil, fmt.Errorf("store: %w", err)
 		}

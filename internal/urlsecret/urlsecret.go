@@ -34,8 +34,22 @@ var secretParams = []string{"key", "sslkey", PasswordFileParam, "nkey", "creds"}
 var pathParams = []string{"key", "sslkey", "nkey", "creds"}
 
 // nkeySeed is an NKey seed (S, its kind's letter, base32): a private key,
-// whatever parameter holds it.
-var nkeySeed = regexp.MustCompile(`^S[A-Z][A-Z2-7]{50,}$`)
+// whatever parameter holds it and whatever stands around it (a pasted
+// file's newline, a creds file's text): a seed under a near-miss name
+// (nkeys=, nkey_file=, user_creds=) was shown whole (a re-test pass).
+var nkeySeed = regexp.MustCompile(`S[A-Z][A-Z2-7]{50,}`)
+
+// seeds returns the NKey seeds in u's query and path, however escaped.
+func seeds(u *url.URL) []string {
+	var out []string
+	for _, t := range []string{u.RawQuery, u.Path, u.RawPath} {
+		out = append(out, nkeySeed.FindAllString(t, -1)...)
+		if v, err := url.PathUnescape(t); err == nil {
+			out = append(out, nkeySeed.FindAllString(v, -1)...)
+		}
+	}
+	return out
+}
 
 // tokenSchemes are the schemes whose URLs carry a token as their user name
 // when no password follows it (nats://TOKEN@host, as NATS clients read it).
@@ -74,6 +88,9 @@ func listedUser(u *url.URL) string {
 // secretParam reports whether the URL parameter name holds a secret.
 func secretParam(name string) bool {
 	n := strings.ToLower(name)
+	if slices.Contains(plainParams, n) {
+		return false
+	}
 	for _, p := range secretParams {
 		if n == p {
 			return true
@@ -93,6 +110,12 @@ func secretParam(name string) bool {
 // backend reads but a user may write, and a backend's "unexpected option"
 // error quoted with its value (a re-test pass).
 var secretWords = []string{"password", "secret", "token", "seed", "pass", "pwd", "auth", "apikey", "api_key", "access_key", "credential"}
+
+// plainParams are parameters the backends' client libraries read whose
+// names hold a secret word but whose values are not secret: methods and
+// switches (pgx's require_auth=scram-sha-256 drew a false warning and lost
+// its value from pgx's own error, a re-test pass), in lower case.
+var plainParams = []string{"require_auth", "allowcleartextpasswords", "allownativepasswords", "allowoldpasswords"}
 
 // aclParam is ZooKeeper's acl parameter: its digest entries
 // (digest:user:HASH:perms) carry another identity's password hash, which
@@ -215,7 +238,7 @@ func Redact(u *url.URL) string {
 		})
 	}
 	out := v.Redacted()
-	for _, h := range aclHashes(u) {
+	for _, h := range append(aclHashes(u), seeds(u)...) {
 		// However the URL spells it: a hash with a %3d or %2f (lower case,
 		// or any letter escaped) was shown (a re-test pass).
 		out = spellings(h).ReplaceAllLiteralString(out, "xxxxx")
@@ -282,6 +305,7 @@ func Secrets(u *url.URL) []string {
 		s = append(s, first, u.User.Username())
 	}
 	s = append(s, aclHashes(u)...)
+	s = append(s, seeds(u)...)
 	for k, vs := range u.Query() {
 		if !secretParam(k) {
 			continue
@@ -407,7 +431,7 @@ func HasSecret(rawURL string) bool {
 		if u.Opaque != "" && strings.Contains(u.Opaque, "@") { // redis:app:pw@host
 			return strings.Contains(u.Opaque[:strings.LastIndex(u.Opaque, "@")], ":")
 		}
-		return querySecret(u.RawQuery) || len(aclHashes(u)) > 0
+		return querySecret(u.RawQuery) || len(aclHashes(u)) > 0 || len(seeds(u)) > 0
 	}
 	// Unparsable: assume user info with a colon holds a password, and
 	// read the query's pairs as written (a bad escape in the path or the
@@ -423,6 +447,15 @@ func HasSecret(rawURL string) bool {
 		return querySecret(q) || len(digestHashes(q)) > 0 || sha1Shape.MatchString(q)
 	}
 	return false
+}
+
+// HasSeed reports whether rawURL holds an NKey seed itself, which belongs
+// in a file named by nkey=.
+func HasSeed(rawURL string) bool {
+	if v, err := url.PathUnescape(rawURL); err == nil {
+		rawURL = v
+	}
+	return nkeySeed.MatchString(rawURL)
 }
 
 // querySecret reports whether rawQuery holds a password or token, reading
@@ -443,7 +476,7 @@ func querySecret(rawQuery string) bool {
 		// passfile=, nkey=) keeps the secret in the file, unless what it
 		// holds is an NKey seed itself.
 		isPath := strings.HasSuffix(n, "file") || slices.Contains(pathParams, n)
-		if secretParam(n) && v != "" && (!isPath || nkeySeed.MatchString(v)) {
+		if secretParam(n) && v != "" && !isPath || nkeySeed.MatchString(v) {
 			return true
 		}
 	}

@@ -292,3 +292,42 @@ func TestSeedsAndHashesAreSecrets(t *testing.T) {
 		}
 	}
 }
+
+// A second re-test pass: a seed under a near-miss name (nkeys=, nkey_file=,
+// user_creds=, inside a creds file's text) was shown whole, HasSecret missed
+// a seed with a pasted newline, and pgx's require_auth= and the mysql
+// driver's allow…Passwords= switches drew a false warning and lost their
+// values from the drivers' own errors.
+func TestSeedsAnywhereAndPlainParams(t *testing.T) {
+	const seed = "SUACSSL3UAHUDXKFSNVUZRF5UHPMWZ6BFDTJ7M6USDXIEDNPPQYYYCU3VY"
+	creds := url.QueryEscape("-----BEGIN USER NKEY SEED-----\n" + seed + "\n------END USER NKEY SEED------\n")
+	for _, raw := range []string{
+		"nats://h:1/b?nkeys=" + seed, "nats://h:1/b?nkey_file=" + seed, "nats://h:1/b?user_creds=" + creds,
+		"nats://h:1/b?nk=%20" + seed + "%0A", "nats://h:1/b?nkey=" + seed + "%0A", "nats://h:1/" + seed,
+	} {
+		if !HasSecret(raw) || !HasSeed(raw) {
+			t.Errorf("HasSecret, HasSeed(%s) = %v, %v", raw, HasSecret(raw), HasSeed(raw))
+		}
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := Redact(u); strings.Contains(s, seed[:8]) {
+			t.Errorf("Redact(%s) = %s", raw, s)
+		}
+		if s := RedactText(`unknown parameter "nkeys": `+raw+` `+u.RawQuery, u); strings.Contains(s, seed[:8]) {
+			t.Errorf("RedactText with %s = %s", raw, s)
+		}
+	}
+	for _, raw := range []string{
+		"postgres://app@h:1/db?require_auth=scram-sha-256", "mysql://app@h:1/db?allowNativePasswords=true&allowCleartextPasswords=false",
+	} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if HasSecret(raw) || HasSeed(raw) || Redact(u) != u.String() {
+			t.Errorf("%s: HasSecret %v, HasSeed %v, Redact %s", raw, HasSecret(raw), HasSeed(raw), Redact(u))
+		}
+	}
+}
