@@ -30,6 +30,11 @@ func TestParseURLNeverQuotesUserinfo(t *testing.T) {
 		{"redis://app:Pw9xSecret", "Pw9x"},
 		{"postgres://app:Pw9xSecret/db", "Pw9x"},
 		{"redis://app:my", ":my"}, // "redis://app:my Pw9xSecret@h:1" cut at the space by a list
+		// A '"' in the password: url.Parse escapes it in its quote, and
+		// the quotes paired one by one let the tail out (a re-test pass).
+		{`redis://:Zq"7kLmN3pQrS9tV`, "7kLm"},
+		{`redis://:a"b"cSECRETTAIL`, "SECRET"},
+		{`redis://[::1:pa"ssWORD]:6379`, "ssWORD"},
 	} {
 		_, err := driver.ParseURL(tc.url)
 		if !errors.Is(err, driver.ErrInvalidURL) {

@@ -121,25 +121,20 @@ func splitUserinfo(authority, after string) bool {
 	return j >= 0 && strings.Contains(authority, ":") && !strings.Contains(after[:j], "=")
 }
 
-// dropQuoted removes the quoted parts of an error message ("invalid port
-// \":Pa55\" after host" becomes "invalid port after host").
+// dropQuoted removes the quoted part of an error message ("invalid port
+// \":Pa55\" after host" becomes "invalid port after host"): all from its
+// first '"' to its last, or to its end if there is one alone. url.Parse
+// quotes Go's way, so a '"' in the password comes escaped, and pairing the
+// quotes one by one let the password's tail out (a re-test pass).
 func dropQuoted(msg string) string {
-	var b strings.Builder
-	for {
-		i := strings.IndexByte(msg, '"')
-		if i < 0 {
-			b.WriteString(msg)
-			break
-		}
-		j := strings.IndexByte(msg[i+1:], '"')
-		if j < 0 {
-			b.WriteString(msg[:i])
-			break
-		}
-		b.WriteString(strings.TrimRight(msg[:i], " "))
-		msg = msg[i+1+j+1:]
+	i, j := strings.IndexByte(msg, '"'), strings.LastIndexByte(msg, '"')
+	switch {
+	case i < 0:
+		return msg
+	case j == i:
+		return strings.TrimRight(msg[:i], " ")
 	}
-	return b.String()
+	return strings.TrimRight(msg[:i], " ") + msg[j+1:]
 }
 
 func redactString(s, rawURL string) string {

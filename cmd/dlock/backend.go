@@ -122,19 +122,35 @@ func warnArgvSecret(flag, rawURL string) {
 		return
 	}
 	what, param := "a password", "password_file"
-	switch {
-	case urlsecret.HasSeed(rawURL):
+	switch urlsecret.Kind(rawURL) {
+	case "seed":
 		what, param = "an NKey seed", "nkey"
-	case urlsecret.HasToken(rawURL):
+	case "token":
 		what, param = "a token", "token_file"
+	case "hash":
+		what, param = "an acl digest hash", "" // no file holds one
 	}
-	// DLOCK_URL and --backend-file stand for --backend only: the advice
-	// for --store and --also was one they cannot follow (a re-test pass).
-	instead := param + "=PATH in the URL"
-	if flag == "--backend" {
-		instead = "DLOCK_URL, --backend-file PATH or " + instead
+	// Only advice the flag can follow (re-test passes): DLOCK_URL and
+	// --backend-file stand for --backend, DLOCK_DEMO_BACKENDS for --also.
+	var instead []string
+	switch flag {
+	case "--backend":
+		instead = append(instead, "DLOCK_URL", "--backend-file PATH")
+	case "--also":
+		instead = append(instead, "DLOCK_DEMO_BACKENDS")
 	}
-	warn(fmt.Sprintf("the %s URL holds %s, which every local user can read in the process list; use %s", flag, what, instead))
+	if param != "" {
+		instead = append(instead, param+"=PATH in the URL")
+	}
+	advice := ""
+	switch n := len(instead); n {
+	case 0:
+	case 1:
+		advice = "; use " + instead[0]
+	default:
+		advice = "; use " + strings.Join(instead[:n-1], ", ") + " or " + instead[n-1]
+	}
+	warn(fmt.Sprintf("the %s URL holds %s, which every local user can read in the process list%s", flag, what, advice))
 }
 
 // warnReadable warns on stderr when the file at path, which holds a

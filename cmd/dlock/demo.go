@@ -72,8 +72,8 @@ The stock lives in that etcd unless --store names etcd://, redis://, postgres://
 or mysql:// (table dlock_demo_stock; a password may come from password_file=).
 An etcd:// or mysql:// store reads host, database and user info only and
 refuses other parameters; a SQL store ignores the lock backend's mode= and
-max_held=, so --store may repeat --backend. The store must answer within
---connect-timeout.
+max_held=, but the backend's other parameters are not the store's. The
+store must answer within --connect-timeout.
 Exit status 1 if any mode but local oversells, loses a sale or fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

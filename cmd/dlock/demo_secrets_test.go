@@ -63,8 +63,8 @@ func TestDemoStoreURL(t *testing.T) {
 		t.Errorf("an etcd store that never answers: exit %d after %v, %q", r.code, time.Since(start), r.stderr)
 	}
 	for store, want := range map[string]string{
-		"mysql://app@127.0.0.1:1/db?tls=bogus&mode=table": "reads no URL parameters (tls)",
-		"etcd://127.0.0.1:1?ca=/nonexistent":              "reads no URL parameters (ca)",
+		"mysql://app@127.0.0.1:1/db?tls=bogus&mode=table": "reads no URL parameters (1 given)",
+		"etcd://127.0.0.1:1?ca=/nonexistent":              "reads no URL parameters (1 given)",
 	} {
 		if r := demo(store); r.code != 2 || !strings.Contains(r.stderr, want) {
 			t.Errorf("--store %s: exit %d, %q; want %q", store, r.code, r.stderr, want)
@@ -85,6 +85,29 @@ func TestDemoStoreURL(t *testing.T) {
 	r = demo("redis://:Zq7Wv3Kp9XjQ@127.0.0.1:1")
 	if !strings.Contains(r.stderr, "the --store URL holds a password") || !strings.Contains(r.stderr, "use password_file=PATH in the URL") || strings.Contains(r.stderr, "DLOCK_URL") {
 		t.Errorf("the --store warning: %q", r.stderr)
+	}
+	r = dlockCmd(t, nil, "inspect", "--connect-timeout", "1s", "--backend", "zk://127.0.0.1:1/x?acl=digest:ops:Jj%2B2xl2LGkwP%2F8PWn1cWN4JQln8%3D:r", "x")
+	if !strings.Contains(r.stderr, "holds an acl digest hash") || !strings.Contains(r.stderr, "use DLOCK_URL or --backend-file PATH\n") {
+		t.Errorf("an acl hash: %q", r.stderr)
+	}
+	// A store that takes the connection and never answers: go-redis's own
+	// read timeout and retries no longer outlast --connect-timeout.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	if r := demo("redis://" + ln.Addr().String()); r.code != 2 || !strings.Contains(r.stderr, "within 1s (--connect-timeout)") {
+		t.Errorf("a silent redis store: exit %d, %q", r.code, r.stderr)
 	}
 	const seed = "SUACSSL3UAHUDXKFSNVUZRF5UHPMWZ6BFDTJ7M6USDXIEDNPPQYYYCU3VY"
 	r = dlockCmd(t, nil, "inspect", "--connect-timeout", "1s", "--backend", "nats://127.0.0.1:1/b?nkeys="+seed, "x")

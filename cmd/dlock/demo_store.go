@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/url"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/dlock/dlock/driver"
@@ -49,6 +46,9 @@ func openStore(ctx context.Context, rawURL string) (stockStore, error) {
 	defer cancel()
 	st, err := openStoreURL(octx, u)
 	if err != nil {
+		if octx.Err() != nil && ctx.Err() == nil {
+			err = fmt.Errorf("store: no answer from %s within %v (--connect-timeout): %w", u.Host, global.connectTimeout, err)
+		}
 		return nil, hideSecrets(err, u)
 	}
 	return secretStore{st, u}, nil
@@ -73,7 +73,7 @@ func openStoreURL(ctx context.Context, u *url.URL) (stockStore, error) {
 		// These stores read host, database and user info only: a tls= or
 		// a misspelt parameter went unread without a word.
 		if u.RawQuery != "" {
-			return nil, fmt.Errorf("store: a demo %s:// store reads no URL parameters (%s)", u.Scheme, strings.Join(slices.Sorted(maps.Keys(u.Query())), ", "))
+			return nil, fmt.Errorf("store: a demo %s:// store reads no URL parameters (%d given): give it a URL of its own", u.Scheme, len(u.Query()))
 		}
 	}
 	switch u.Scheme {
@@ -104,6 +104,7 @@ func openStoreURL(ctx context.Context, u *url.URL) (stockStore, error) {
 		if err != nil {
 			return nil, fmt.Errorf("store: %w", err)
 		}
+		o.ContextTimeoutEnabled = true // --connect-timeout bounds the ping, not go-redis's 3 s read timeout and retries
 		rdb := redis.NewClient(o)
 		if err := rdb.Ping(ctx).Err(); err != nil {
 			_ = rdb.Close()

@@ -37,12 +37,20 @@ var pathParams = []string{"key", "sslkey", "nkey", "creds"}
 // whatever parameter holds it and whatever stands around it (a pasted
 // file's newline, a creds file's text): a seed under a near-miss name
 // (nkeys=, nkey_file=, user_creds=) was shown whole (a re-test pass).
-var nkeySeed = regexp.MustCompile(`S[A-Z][A-Z2-7]{50,}`)
+// It is matched in either case, and across white space (a line-wrapped
+// paste), raw or percent-escaped, between its characters (a third re-test
+// pass): a stretch of 52 such characters is hidden, whatever it is.
+var nkeySeed = regexp.MustCompile(`(?i)s(?:(?:\s|\+|%(?:0[9ad]|20))*[a-z2-7]){51,}`)
 
-// seeds returns the NKey seeds in u's query and path, however escaped.
+// seeds returns the NKey seeds in u's user info, query and path, as
+// written and unescaped.
 func seeds(u *url.URL) []string {
 	var out []string
-	for _, t := range []string{u.RawQuery, u.Path, u.RawPath} {
+	texts := []string{u.RawQuery, u.Path, u.RawPath}
+	if u.User != nil {
+		texts = append(texts, u.User.String(), u.User.Username()) // a seed as the user name (a re-test pass)
+	}
+	for _, t := range texts {
 		out = append(out, nkeySeed.FindAllString(t, -1)...)
 		if v, err := url.PathUnescape(t); err == nil {
 			out = append(out, nkeySeed.FindAllString(v, -1)...)
@@ -420,7 +428,42 @@ func HasToken(rawURL string) bool {
 // seed, as a warning about passwords on command lines needs. A file's path
 // (password_file=, key=, nkey=) does not count: the secret stays in the
 // file.
-func HasSecret(rawURL string) bool {
+func HasSecret(rawURL string) bool { return Kind(rawURL) != "" }
+
+// Kind says what secret rawURL holds itself, for a warning's words: "seed"
+// (an NKey seed), "token", "password" (user info, a password or token
+// parameter), "hash" (an acl digest hash, which no file can hold), or "" if
+// none.
+func Kind(rawURL string) string {
+	switch {
+	case HasSeed(rawURL):
+		return "seed"
+	case HasToken(rawURL):
+		return "token"
+	case hasPassword(rawURL):
+		return "password"
+	case hasHash(rawURL):
+		return "hash"
+	}
+	return ""
+}
+
+// hasHash reports whether rawURL holds an acl digest hash, or text shaped
+// like one.
+func hasHash(rawURL string) bool {
+	if u, err := url.Parse(rawURL); err == nil {
+		return len(aclHashes(u)) > 0
+	}
+	if _, q, ok := strings.Cut(rawURL, "?"); ok {
+		q, _, _ = strings.Cut(q, "#")
+		return len(digestHashes(q)) > 0 || sha1Shape.MatchString(q)
+	}
+	return false
+}
+
+// hasPassword reports whether rawURL holds a password in its user info or
+// a parameter.
+func hasPassword(rawURL string) bool {
 	if u, err := url.Parse(rawURL); err == nil {
 		if pw, ok := u.User.Password(); ok && pw != "" {
 			return true
@@ -431,20 +474,27 @@ func HasSecret(rawURL string) bool {
 		if u.Opaque != "" && strings.Contains(u.Opaque, "@") { // redis:app:pw@host
 			return strings.Contains(u.Opaque[:strings.LastIndex(u.Opaque, "@")], ":")
 		}
-		return querySecret(u.RawQuery) || len(aclHashes(u)) > 0 || len(seeds(u)) > 0
+		return querySecret(u.RawQuery)
 	}
 	// Unparsable: assume user info with a colon holds a password, and
 	// read the query's pairs as written (a bad escape in the path or the
-	// fragment kept a password= from the warning: a re-test pass).
+	// fragment kept a password= from the warning: a re-test pass). Without
+	// an "@", a "port" that is no number is taken for a password that lost
+	// its "@host" (redis://:PASSWORD, a re-test pass).
 	if i := strings.Index(rawURL, "://"); i >= 0 {
 		rest := rawURL[i+3:]
 		if j := strings.LastIndex(rest, "@"); j >= 0 && strings.Contains(rest[:j], ":") {
 			return true
 		}
+		authority := rest[:strings.IndexAny(rest+"/", "/?#")]
+		if k := strings.LastIndex(authority, ":"); k >= 0 && !strings.Contains(authority, "@") &&
+			strings.Trim(authority[k+1:], "0123456789") != "" && !strings.HasSuffix(authority, "]") {
+			return true
+		}
 	}
 	if _, q, ok := strings.Cut(rawURL, "?"); ok {
 		q, _, _ = strings.Cut(q, "#")
-		return querySecret(q) || len(digestHashes(q)) > 0 || sha1Shape.MatchString(q)
+		return querySecret(q)
 	}
 	return false
 }

@@ -331,3 +331,40 @@ func TestSeedsAnywhereAndPlainParams(t *testing.T) {
 		}
 	}
 }
+
+// A third re-test pass: a seed as the user name, one wrapped by a newline
+// in its middle or written in lower case was shown; a password that lost
+// its "@host" drew no warning; an acl hash alone drew advice to use
+// password_file=, which cannot hold one.
+func TestSeedsEverySpellingAndKinds(t *testing.T) {
+	const seed = "SUAMLK2ZNL35WSMW37E7UD4VZ7ELPKW7DHC3BWBSD2GVZC2WJUQQKXBORM"
+	for _, raw := range []string{
+		"nats://" + seed + ":x@h:1/b", "redis://" + seed + ":pw@h:1",
+		"nats://h:1/b?nkeys=" + seed[:30] + "%0A" + seed[30:], "nats://h:1/b?nkeys=" + strings.ToLower(seed),
+	} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if Kind(raw) != "seed" {
+			t.Errorf("Kind(%s) = %q", raw, Kind(raw))
+		}
+		for _, text := range []string{Redact(u), RedactText("open "+raw+": "+u.Query().Get("nkeys"), u)} {
+			if strings.Contains(strings.ToUpper(text), seed[:12]) || strings.Contains(strings.ToUpper(text), seed[36:48]) {
+				t.Errorf("%s: shown in %s", raw, text)
+			}
+		}
+	}
+	for raw, want := range map[string]string{
+		`redis://:Zq"7kLmN3pQrS9tV`:                                "password",
+		"redis://app:Pw9xSecret":                                   "password",
+		"redis://[::1]:6379":                                       "",
+		"nats://h1:4222,h2:4222/b":                                 "",
+		"zk://h:1/x?acl=digest:ops:Jj+2xl2LGkwP/8PWn1cWN4JQln8=:r": "hash",
+		"nats://TOK@h:1/b":                                         "token",
+	} {
+		if got := Kind(raw); got != want {
+			t.Errorf("Kind(%s) = %q, want %q", raw, got, want)
+		}
+	}
+}
