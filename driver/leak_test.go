@@ -35,6 +35,7 @@ func TestParseURLNeverQuotesUserinfo(t *testing.T) {
 		{`redis://:Zq"7kLmN3pQrS9tV`, "7kLm"},
 		{`redis://:a"b"cSECRETTAIL`, "SECRET"},
 		{`redis://[::1:pa"ssWORD]:6379`, "ssWORD"},
+		{"redis://:98765432101", "98765"}, // digits past a port's range
 	} {
 		_, err := driver.ParseURL(tc.url)
 		if !errors.Is(err, driver.ErrInvalidURL) {

@@ -91,7 +91,10 @@ func ParseURLContext(ctx context.Context, rawURL string) (*url.URL, error) {
 	for _, h := range hosts {
 		if _, port, err := net.SplitHostPort(h); err == nil && port != "" {
 			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-				return nil, bad("port " + port + " out of range 1 to 65535")
+				// Not quoted: digits past a port's range are as likely a
+				// password whose URL lost its "@host" (redis://:98765432101,
+				// a re-test pass).
+				return nil, bad("a port out of range 1 to 65535")
 			}
 		}
 	}

@@ -33,30 +33,35 @@ var secretParams = []string{"key", "sslkey", PasswordFileParam, "nkey", "creds"}
 // ending in "file" (password_file, token_file, passfile) are such too.
 var pathParams = []string{"key", "sslkey", "nkey", "creds"}
 
-// nkeySeed is an NKey seed (S, its kind's letter, base32): a private key,
-// whatever parameter holds it and whatever stands around it (a pasted
-// file's newline, a creds file's text): a seed under a near-miss name
-// (nkeys=, nkey_file=, user_creds=) was shown whole (a re-test pass).
-// It is matched in either case, and across white space (a line-wrapped
-// paste), raw or percent-escaped, between its characters (a third re-test
-// pass): a stretch of 52 such characters is hidden, whatever it is.
-var nkeySeed = regexp.MustCompile(`(?i)s(?:(?:\s|\+|%(?:0[9ad]|20))*[a-z2-7]){51,}`)
+// nkeySeed is an NKey seed as nsc and nk write it: S, the kind's letter and
+// 56 base32 characters, 58 in all, in either case. It is a private key,
+// whatever parameter holds it and wherever it stands in a URL (a re-test
+// pass found one shown under nkeys=, as the user name, as the host). A seed
+// broken by other characters (a wrapped paste) is not recognised.
+var nkeySeed = regexp.MustCompile(`(?i)\bs[a-z][a-z2-7]{56}\b`)
 
-// seeds returns the NKey seeds in u's user info, query and path, as
-// written and unescaped.
+// maxSeeds bounds the seeds of one URL that are looked for in a text, each
+// by a pattern of its own: a URL of kilobytes of seed-shaped words would
+// otherwise take seconds to redact (a re-test pass).
+const maxSeeds = 16
+
+// seeds returns the NKey seeds in u (user info, host, query and path), as
+// written and unescaped, at most maxSeeds of them.
 func seeds(u *url.URL) []string {
 	var out []string
-	texts := []string{u.RawQuery, u.Path, u.RawPath}
+	texts := []string{u.Host, u.RawQuery, u.Path, u.RawPath}
 	if u.User != nil {
-		texts = append(texts, u.User.String(), u.User.Username()) // a seed as the user name (a re-test pass)
+		texts = append(texts, u.User.String(), u.User.Username())
 	}
 	for _, t := range texts {
-		out = append(out, nkeySeed.FindAllString(t, -1)...)
-		if v, err := url.PathUnescape(t); err == nil {
-			out = append(out, nkeySeed.FindAllString(v, -1)...)
+		out = append(out, nkeySeed.FindAllString(t, maxSeeds)...)
+		if v, err := url.PathUnescape(t); err == nil && v != t {
+			out = append(out, nkeySeed.FindAllString(v, maxSeeds)...)
 		}
 	}
-	return out
+	slices.Sort(out)
+	out = slices.Compact(out)
+	return out[:min(len(out), maxSeeds)]
 }
 
 // tokenSchemes are the schemes whose URLs carry a token as their user name
@@ -109,8 +114,20 @@ func secretParam(name string) bool {
 			return true
 		}
 	}
+	// A word of its own in the name: private_key, tls_key, sentinel_pw
+	// (a re-test pass); not inside a word, where "key" and "pw" are
+	// common letters.
+	for _, w := range strings.FieldsFunc(n, func(r rune) bool { return r == '_' || r == '-' || r == '.' }) {
+		if slices.Contains(secretTokens, w) {
+			return true
+		}
+	}
 	return false
 }
+
+// secretTokens name a secret where they stand as a word of a parameter's
+// name, between '_', '-' or '.'.
+var secretTokens = []string{"key", "pw", "keyfile", "pk"}
 
 // secretWords name a secret wherever they stand in a parameter's name:
 // "seed" for an NKey seed (nkey_seed=SU…), a private key; "pass", "pwd",
@@ -436,12 +453,12 @@ func HasSecret(rawURL string) bool { return Kind(rawURL) != "" }
 // none.
 func Kind(rawURL string) string {
 	switch {
-	case HasSeed(rawURL):
-		return "seed"
 	case HasToken(rawURL):
 		return "token"
-	case hasPassword(rawURL):
+	case hasPassword(rawURL): // before a seed: a long base32 password is no seed
 		return "password"
+	case HasSeed(rawURL):
+		return "seed"
 	case hasHash(rawURL):
 		return "hash"
 	}
@@ -461,10 +478,32 @@ func hasHash(rawURL string) bool {
 	return false
 }
 
+// portNotNumber reports whether host (host:port, [v6]:port or a bare
+// host) has a port that is not a number, or one past 65535: then it is
+// most likely a password whose URL lost its "@host" (redis://:PASSWORD).
+func portNotNumber(host string) bool {
+	if strings.HasPrefix(host, "[") {
+		end := strings.IndexByte(host, ']')
+		if end < 0 {
+			return false
+		}
+		host = "h" + host[end+1:]
+	}
+	k := strings.LastIndexByte(host, ':')
+	if k < 0 || k == len(host)-1 {
+		return false
+	}
+	n, err := strconv.Atoi(host[k+1:])
+	return err != nil || n > 65535
+}
+
 // hasPassword reports whether rawURL holds a password in its user info or
 // a parameter.
 func hasPassword(rawURL string) bool {
 	if u, err := url.Parse(rawURL); err == nil {
+		if u.User == nil && slices.ContainsFunc(strings.Split(u.Host, ","), portNotNumber) {
+			return true // redis://:98765432101: digits past a port's range
+		}
 		if pw, ok := u.User.Password(); ok && pw != "" {
 			return true
 		}
@@ -487,8 +526,7 @@ func hasPassword(rawURL string) bool {
 			return true
 		}
 		authority := rest[:strings.IndexAny(rest+"/", "/?#")]
-		if k := strings.LastIndex(authority, ":"); k >= 0 && !strings.Contains(authority, "@") &&
-			strings.Trim(authority[k+1:], "0123456789") != "" && !strings.HasSuffix(authority, "]") {
+		if !strings.Contains(authority, "@") && slices.ContainsFunc(strings.Split(authority, ","), portNotNumber) {
 			return true
 		}
 	}
@@ -523,10 +561,10 @@ func querySecret(rawQuery string) bool {
 			v = val
 		}
 		// A parameter naming a file (password_file=, token_file=, key=,
-		// passfile=, nkey=) keeps the secret in the file, unless what it
-		// holds is an NKey seed itself.
-		isPath := strings.HasSuffix(n, "file") || slices.Contains(pathParams, n)
-		if secretParam(n) && v != "" && !isPath || nkeySeed.MatchString(v) {
+		// passfile=, nkey=) keeps the secret in the file (a seed in its
+		// place is HasSeed's).
+		isPath := strings.HasSuffix(n, "file") || slices.Contains(pathParams, n) || strings.HasSuffix(n, "_key") || strings.HasSuffix(n, "-key")
+		if secretParam(n) && v != "" && !isPath {
 			return true
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSecrets(t *testing.T) {
@@ -332,22 +333,24 @@ func TestSeedsAnywhereAndPlainParams(t *testing.T) {
 	}
 }
 
-// A third re-test pass: a seed as the user name, one wrapped by a newline
-// in its middle or written in lower case was shown; a password that lost
-// its "@host" drew no warning; an acl hash alone drew advice to use
-// password_file=, which cannot hold one.
+// Third and fourth re-test passes: a seed as the user name or the host, or
+// in lower case, was shown; a password that lost its "@host" (letters, or
+// digits past a port's range) drew no warning; an acl hash alone drew
+// advice to use password_file=, which cannot hold one; and a long run of
+// letters read as one huge seed took seconds to redact.
 func TestSeedsEverySpellingAndKinds(t *testing.T) {
 	const seed = "SUAMLK2ZNL35WSMW37E7UD4VZ7ELPKW7DHC3BWBSD2GVZC2WJUQQKXBORM"
-	for _, raw := range []string{
-		"nats://" + seed + ":x@h:1/b", "redis://" + seed + ":pw@h:1",
-		"nats://h:1/b?nkeys=" + seed[:30] + "%0A" + seed[30:], "nats://h:1/b?nkeys=" + strings.ToLower(seed),
+	for raw, kind := range map[string]string{
+		"nats://" + seed + ":x@h:1/b": "password", "redis://" + seed + ":pw@h:1": "password",
+		"nats://h:1/b?nkeys=" + strings.ToLower(seed): "seed", "nats://" + seed + ":4222/b": "seed",
+		"nats://127.0.0.1:1," + seed + ":4222/b": "seed",
 	} {
 		u, err := url.Parse(raw)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if Kind(raw) != "seed" {
-			t.Errorf("Kind(%s) = %q", raw, Kind(raw))
+		if Kind(raw) != kind {
+			t.Errorf("Kind(%s) = %q, want %q", raw, Kind(raw), kind)
 		}
 		for _, text := range []string{Redact(u), RedactText("open "+raw+": "+u.Query().Get("nkeys"), u)} {
 			if strings.Contains(strings.ToUpper(text), seed[:12]) || strings.Contains(strings.ToUpper(text), seed[36:48]) {
@@ -356,15 +359,49 @@ func TestSeedsEverySpellingAndKinds(t *testing.T) {
 		}
 	}
 	for raw, want := range map[string]string{
-		`redis://:Zq"7kLmN3pQrS9tV`:                                "password",
-		"redis://app:Pw9xSecret":                                   "password",
-		"redis://[::1]:6379":                                       "",
-		"nats://h1:4222,h2:4222/b":                                 "",
+		`redis://:Zq"7kLmN3pQrS9tV`:     "password",
+		"redis://app:Pw9xSecret":        "password",
+		"redis://:98765432101":          "password",
+		"redis://h1:6379,:98765432101":  "password",
+		"redlock://[::1],h2,h3":         "",
+		"redlock://[::1],[::2]:6379,h3": "",
+		"memcached://[::1],h2:11211":    "",
+		"redis://:sxkq2mzt4w7vbn3lpr6yhd5gjc2fa7eu4oiw3nkxyzabcdefghijklmn@h:1": "password",
+		"redis://[::1]:6379":       "",
+		"nats://h1:4222,h2:4222/b": "",
 		"zk://h:1/x?acl=digest:ops:Jj+2xl2LGkwP/8PWn1cWN4JQln8=:r": "hash",
-		"nats://TOK@h:1/b":                                         "token",
+		"nats://TOK@h:1/b": "token",
 	} {
 		if got := Kind(raw); got != want {
 			t.Errorf("Kind(%s) = %q, want %q", raw, got, want)
+		}
+	}
+}
+
+// A long run of seed-shaped text is no seed, nor many of them: redacting a
+// URL of 64 KiB of it stays quick (it took minutes, a re-test pass). The
+// bound asserted is loose on purpose; what it guards is the blow-up.
+func TestLongSeedShapedTextIsQuick(t *testing.T) {
+	for _, raw := range []string{
+		"redis://" + strings.Repeat("s", 64<<10) + ":p@127.0.0.1:1",
+		"nats://h:1/b?x=" + strings.Repeat("s+", 32<<10),
+		"nats://h:1/b?x=" + strings.Repeat("SUAMLK2ZNL35WSMW37E7UD4VZ7ELPKW7DHC3BWBSD2GVZC2WJUQQKXBORM%20", 1000),
+	} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = RedactText("error: "+raw, u)
+			_ = Redact(u)
+			_ = Kind(raw)
+		}()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			t.Fatalf("redacting a %d-byte URL took over a minute", len(raw))
 		}
 	}
 }
