@@ -36,6 +36,7 @@ func TestParseURLNeverQuotesUserinfo(t *testing.T) {
 		{`redis://:a"b"cSECRETTAIL`, "SECRET"},
 		{`redis://[::1:pa"ssWORD]:6379`, "ssWORD"},
 		{"redis://:98765432101", "98765"}, // digits past a port's range
+		{"redis://h:1:98765432101", "98765"},
 	} {
 		_, err := driver.ParseURL(tc.url)
 		if !errors.Is(err, driver.ErrInvalidURL) {

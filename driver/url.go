@@ -89,6 +89,11 @@ func ParseURLContext(ctx context.Context, rawURL string) (*url.URL, error) {
 		return nil, fmt.Errorf("%w (%s URL): a query parameter that cannot be read: %s", ErrInvalidURL, strings.ToLower(scheme), why)
 	}
 	for _, h := range hosts {
+		if !strings.HasPrefix(h, "[") && strings.Count(h, ":") > 1 {
+			// url.Parse took h:1:98765432101 (its last part is digits);
+			// a client then quoted the "port" in its errors and logs.
+			return nil, bad("a host with more than one ':' (an IPv6 address goes in brackets, [::1]:6379)")
+		}
 		if _, port, err := net.SplitHostPort(h); err == nil && port != "" {
 			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 				// Not quoted: digits past a port's range are as likely a

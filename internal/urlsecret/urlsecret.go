@@ -38,7 +38,19 @@ var pathParams = []string{"key", "sslkey", "nkey", "creds"}
 // whatever parameter holds it and wherever it stands in a URL (a re-test
 // pass found one shown under nkeys=, as the user name, as the host). A seed
 // broken by other characters (a wrapped paste) is not recognised.
-var nkeySeed = regexp.MustCompile(`(?i)\bs[a-z][a-z2-7]{56}\b`)
+// Its edges are any character but a letter or a digit 2-7: a '_' or a
+// digit 0, 1, 8 or 9 beside it is no part of it (`\b` took them for
+// letters, and a seed glued to one was shown: a re-test pass).
+var nkeySeed = regexp.MustCompile(`(?i)(?:^|[^a-z2-7])(s[a-z][a-z2-7]{56})(?:$|[^a-z2-7])`)
+
+// findSeeds returns the seeds in t, at most maxSeeds.
+func findSeeds(t string) []string {
+	var out []string
+	for _, m := range nkeySeed.FindAllStringSubmatch(t, maxSeeds) {
+		out = append(out, m[1])
+	}
+	return out
+}
 
 // maxSeeds bounds the seeds of one URL that are looked for in a text, each
 // by a pattern of its own: a URL of kilobytes of seed-shaped words would
@@ -49,19 +61,22 @@ const maxSeeds = 16
 // written and unescaped, at most maxSeeds of them.
 func seeds(u *url.URL) []string {
 	var out []string
-	texts := []string{u.Host, u.RawQuery, u.Path, u.RawPath}
+	texts := []string{u.Host, u.RawQuery, u.Path, u.RawPath, u.Fragment, u.Opaque}
 	if u.User != nil {
 		texts = append(texts, u.User.String(), u.User.Username())
 	}
 	for _, t := range texts {
-		out = append(out, nkeySeed.FindAllString(t, maxSeeds)...)
+		out = append(out, findSeeds(t)...)
 		if v, err := url.PathUnescape(t); err == nil && v != t {
-			out = append(out, nkeySeed.FindAllString(v, maxSeeds)...)
+			out = append(out, findSeeds(v)...)
 		}
+	}
+	for _, sd := range out { // a client may print it in the other case
+		out = append(out, strings.ToUpper(sd), strings.ToLower(sd))
 	}
 	slices.Sort(out)
 	out = slices.Compact(out)
-	return out[:min(len(out), maxSeeds)]
+	return out[:min(len(out), 3*maxSeeds)]
 }
 
 // tokenSchemes are the schemes whose URLs carry a token as their user name
@@ -127,20 +142,23 @@ func secretParam(name string) bool {
 
 // secretTokens name a secret where they stand as a word of a parameter's
 // name, between '_', '-' or '.'.
-var secretTokens = []string{"key", "pw", "keyfile", "pk"}
+// ("key" alone was one, and hid MySQL's foreign_key_checks=0 and
+// sql_require_primary_key=ON: a re-test pass.)
+var secretTokens = []string{"pw", "keyfile", "privkey"}
 
 // secretWords name a secret wherever they stand in a parameter's name:
 // "seed" for an NKey seed (nkey_seed=SU…), a private key; "pass", "pwd",
 // "auth", "apikey", "api_key", "access_key" and "credential" for what no
 // backend reads but a user may write, and a backend's "unexpected option"
 // error quoted with its value (a re-test pass).
-var secretWords = []string{"password", "secret", "token", "seed", "pass", "pwd", "auth", "apikey", "api_key", "access_key", "credential"}
+var secretWords = []string{"password", "secret", "token", "seed", "pass", "pwd", "auth", "apikey", "api_key", "access_key", "credential", "private_key", "privatekey"}
 
 // plainParams are parameters the backends' client libraries read whose
 // names hold a secret word but whose values are not secret: methods and
 // switches (pgx's require_auth=scram-sha-256 drew a false warning and lost
 // its value from pgx's own error, a re-test pass), in lower case.
-var plainParams = []string{"require_auth", "allowcleartextpasswords", "allownativepasswords", "allowoldpasswords"}
+var plainParams = []string{"require_auth", "allowcleartextpasswords", "allownativepasswords", "allowoldpasswords",
+	"password_encryption", "generated_random_password_length", "default_authentication_plugin"}
 
 // aclParam is ZooKeeper's acl parameter: its digest entries
 // (digest:user:HASH:perms) carry another identity's password hash, which
@@ -211,8 +229,15 @@ func aclHashes(u *url.URL) []string {
 			out = append(out, strings.ReplaceAll(h, "+", " "))
 		}
 	}
-	return out
+	slices.Sort(out)
+	out = slices.Compact(out)
+	return out[:min(len(out), maxHashes)]
 }
+
+// maxHashes bounds the hash-shaped texts of one URL that are looked for in
+// a text, each by a pattern of its own: a URL of thousands took seconds to
+// redact (a re-test pass). No acl holds that many digest entries.
+const maxHashes = 64
 
 // sha1Shape is a SHA-1 in base64 (27 characters and "="), a '+' in it
 // read as a space or not.
@@ -563,7 +588,7 @@ func querySecret(rawQuery string) bool {
 		// A parameter naming a file (password_file=, token_file=, key=,
 		// passfile=, nkey=) keeps the secret in the file (a seed in its
 		// place is HasSeed's).
-		isPath := strings.HasSuffix(n, "file") || slices.Contains(pathParams, n) || strings.HasSuffix(n, "_key") || strings.HasSuffix(n, "-key")
+		isPath := strings.HasSuffix(n, "file") || slices.Contains(pathParams, n)
 		if secretParam(n) && v != "" && !isPath {
 			return true
 		}
