@@ -124,7 +124,10 @@ func warnArgvSecret(flag, rawURL string) {
 	what, param := "a password", "password_file"
 	switch urlsecret.Kind(rawURL) {
 	case "seed":
-		what, param = "an NKey seed", "nkey"
+		what, param = "an NKey seed", ""
+		if scheme, _, _ := strings.Cut(strings.ToLower(rawURL), "://"); scheme == "nats" || scheme == "tls" {
+			param = "nkey" // other stores read no seed file
+		}
 	case "token":
 		what, param = "a token", "token_file"
 	case "hash":

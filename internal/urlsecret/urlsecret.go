@@ -33,21 +33,45 @@ var secretParams = []string{"key", "sslkey", PasswordFileParam, "nkey", "creds"}
 // ending in "file" (password_file, token_file, passfile) are such too.
 var pathParams = []string{"key", "sslkey", "nkey", "creds"}
 
-// nkeySeed is an NKey seed as nsc and nk write it: S, the kind's letter and
-// 56 base32 characters, 58 in all, in either case. It is a private key,
+// seedLen is the length of an NKey seed as nsc and nk write it: S, the
+// kind's letter and 56 base32 characters, 58 in all, in either case. It is a private key,
 // whatever parameter holds it and wherever it stands in a URL (a re-test
 // pass found one shown under nkeys=, as the user name, as the host). A seed
 // broken by other characters (a wrapped paste) is not recognised.
 // Its edges are any character but a letter or a digit 2-7: a '_' or a
 // digit 0, 1, 8 or 9 beside it is no part of it (`\b` took them for
-// letters, and a seed glued to one was shown: a re-test pass).
-var nkeySeed = regexp.MustCompile(`(?i)(?:^|[^a-z2-7])(s[a-z][a-z2-7]{56})(?:$|[^a-z2-7])`)
+// letters, and a seed glued to one was shown), and one character may end
+// a seed and begin the next (a pattern that took the edge took it from the
+// next seed, which was shown: re-test passes). findSeeds reads it so.
+const seedLen = 58
 
-// findSeeds returns the seeds in t, at most maxSeeds.
+// seedChar reports whether c is of a seed's alphabet (base32, either case).
+func seedChar(c byte) bool {
+	if '2' <= c && c <= '7' {
+		return true
+	}
+	c |= 0x20 // lower case
+	return 'a' <= c && c <= 'z'
+}
+
+// findSeeds returns the seeds in t, at most maxSeeds: runs of exactly
+// seedLen characters of the alphabet, the first an 's' and the second a
+// letter.
 func findSeeds(t string) []string {
 	var out []string
-	for _, m := range nkeySeed.FindAllStringSubmatch(t, maxSeeds) {
-		out = append(out, m[1])
+	for i := 0; i+seedLen <= len(t) && len(out) < maxSeeds; {
+		if !seedChar(t[i]) || i > 0 && seedChar(t[i-1]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(t) && seedChar(t[j]) {
+			j++
+		}
+		if r := t[i:j]; len(r) == seedLen && r[0]|0x20 == 's' && r[1] > '7' {
+			out = append(out, r)
+		}
+		i = j
 	}
 	return out
 }
@@ -115,7 +139,8 @@ func listedUser(u *url.URL) string {
 
 // secretParam reports whether the URL parameter name holds a secret.
 func secretParam(name string) bool {
-	n := strings.ToLower(name)
+	// private-key and private.key are private_key (a re-test pass).
+	n := strings.NewReplacer("-", "_", ".", "_").Replace(strings.ToLower(name))
 	if slices.Contains(plainParams, n) {
 		return false
 	}
@@ -132,13 +157,22 @@ func secretParam(name string) bool {
 	// A word of its own in the name: private_key, tls_key, sentinel_pw
 	// (a re-test pass); not inside a word, where "key" and "pw" are
 	// common letters.
-	for _, w := range strings.FieldsFunc(n, func(r rune) bool { return r == '_' || r == '-' || r == '.' }) {
+	words := strings.Split(n, "_")
+	for _, w := range words {
 		if slices.Contains(secretTokens, w) {
 			return true
 		}
 	}
+	// A key named for what it keys: signing_key, encryption_key, x_api_key
+	// (not sql_require_primary_key=ON, nor foreign_key_checks).
+	if k := len(words); k >= 2 && words[k-1] == "key" && slices.Contains(keyKinds, words[k-2]) {
+		return true
+	}
 	return false
 }
+
+// keyKinds are the words before a final "key" that make it a secret key.
+var keyKinds = []string{"private", "api", "access", "signing", "encryption", "master", "secret", "client", "tls", "ssl", "shared", "auth", "session", "hmac", "sign", "encrypt"}
 
 // secretTokens name a secret where they stand as a word of a parameter's
 // name, between '_', '-' or '.'.
@@ -158,7 +192,14 @@ var secretWords = []string{"password", "secret", "token", "seed", "pass", "pwd",
 // switches (pgx's require_auth=scram-sha-256 drew a false warning and lost
 // its value from pgx's own error, a re-test pass), in lower case.
 var plainParams = []string{"require_auth", "allowcleartextpasswords", "allownativepasswords", "allowoldpasswords",
-	"password_encryption", "generated_random_password_length", "default_authentication_plugin"}
+	// PostgreSQL settings
+	"password_encryption", "authentication_timeout", "geqo_seed", "md5_password_warnings",
+	// MySQL system variables
+	"generated_random_password_length", "default_authentication_plugin", "authentication_policy",
+	"old_passwords", "password_history", "password_reuse_interval", "password_require_current",
+	"default_password_lifetime", "disconnect_on_expired_password", "rand_seed1", "rand_seed2",
+	"sha256_password_auto_generate_rsa_keys", "caching_sha2_password_auto_generate_rsa_keys",
+	"sha256_password_proxy_users", "check_proxy_users", "mysql_native_password_proxy_users"}
 
 // aclParam is ZooKeeper's acl parameter: its digest entries
 // (digest:user:HASH:perms) carry another identity's password hash, which
@@ -418,11 +459,20 @@ func RedactText(text string, u *url.URL) string {
 // places returns where text spells s (see spellings), other than a short
 // s inside a longer word (see RedactText).
 func places(text, s string) [][2]int {
-	re := spellings(s)
+	find := func(t string) []int { // the first spelling of s in t
+		if i := strings.Index(t, s); i >= 0 {
+			return []int{i, i + len(s)}
+		}
+		return nil
+	}
+	if strings.Contains(text, "%") || strings.ContainsAny(s, "+ ") {
+		find = spellings(s).FindStringIndex
+	} // else only the literal spelling can be in text: no pattern to build
+	// (thousands of secret parameters took seconds, a re-test pass)
 	short := utf8.RuneCountInString(s) < 16
 	var out [][2]int
 	for from := 0; from <= len(text); {
-		m := re.FindStringIndex(text[from:])
+		m := find(text[from:])
 		if m == nil {
 			break
 		}
@@ -568,7 +618,7 @@ func HasSeed(rawURL string) bool {
 	if v, err := url.PathUnescape(rawURL); err == nil {
 		rawURL = v
 	}
-	return nkeySeed.MatchString(rawURL)
+	return len(findSeeds(rawURL)) > 0
 }
 
 // querySecret reports whether rawQuery holds a password or token, reading
