@@ -177,10 +177,15 @@ func (p *Proxy) pipe(dst, src net.Conn, fromClient bool) {
 			case late != nil:
 				late <- chunk{due: time.Now().Add(time.Duration(p.delay.Load())), b: append([]byte(nil), buf[:n]...)}
 			default:
+				// BlackholeAfter's match: blackholed before the write, so that
+				// no answer to it gets back. Set after it, the server's answer
+				// could pass the other way first, and a loaded machine (make
+				// test-busy) saw a client get it.
+				if m := p.after.Load(); fromClient && m != nil && bytes.Contains(bytes.ToLower(buf[:n]), *m) {
+					p.drop.Store(true)
+				}
 				if _, werr := dst.Write(buf[:n]); werr != nil {
 					err = werr
-				} else if m := p.after.Load(); fromClient && m != nil && bytes.Contains(bytes.ToLower(buf[:n]), *m) {
-					p.drop.Store(true)
 				}
 			}
 		}
