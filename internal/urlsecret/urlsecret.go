@@ -139,8 +139,12 @@ func listedUser(u *url.URL) string {
 
 // secretParam reports whether the URL parameter name holds a secret.
 func secretParam(name string) bool {
-	// private-key and private.key are private_key (a re-test pass).
-	n := strings.NewReplacer("-", "_", ".", "_").Replace(strings.ToLower(name))
+	// private-key, private.key and privateKey are private_key (re-test
+	// passes); allowNativePasswords is listed as written, in lower case.
+	if slices.Contains(plainParams, strings.ToLower(name)) {
+		return false
+	}
+	n := strings.NewReplacer("-", "_", ".", "_").Replace(strings.ToLower(camelWords.ReplaceAllString(name, "${1}_${2}")))
 	if slices.Contains(plainParams, n) {
 		return false
 	}
@@ -163,13 +167,18 @@ func secretParam(name string) bool {
 			return true
 		}
 	}
-	// A key named for what it keys: signing_key, encryption_key, x_api_key
-	// (not sql_require_primary_key=ON, nor foreign_key_checks).
-	if k := len(words); k >= 2 && words[k-1] == "key" && slices.Contains(keyKinds, words[k-2]) {
-		return true
+	// A key named for what it keys: signing_key, encryption_key_hex,
+	// client_key2 (not sql_require_primary_key=ON, nor foreign_key_checks).
+	for i := 1; i < len(words); i++ {
+		if strings.HasPrefix(words[i], "key") && slices.Contains(keyKinds, words[i-1]) {
+			return true
+		}
 	}
 	return false
 }
+
+// camelWords finds where a camelCase name starts a word (accessKey).
+var camelWords = regexp.MustCompile(`([a-z0-9])([A-Z])`)
 
 // keyKinds are the words before a final "key" that make it a secret key.
 var keyKinds = []string{"private", "api", "access", "signing", "encryption", "master", "secret", "client", "tls", "ssl", "shared", "auth", "session", "hmac", "sign", "encrypt"}
@@ -185,7 +194,7 @@ var secretTokens = []string{"pw", "keyfile", "privkey"}
 // "auth", "apikey", "api_key", "access_key" and "credential" for what no
 // backend reads but a user may write, and a backend's "unexpected option"
 // error quoted with its value (a re-test pass).
-var secretWords = []string{"password", "secret", "token", "seed", "pass", "pwd", "auth", "apikey", "api_key", "access_key", "credential", "private_key", "privatekey"}
+var secretWords = []string{"password", "secret", "token", "seed", "pass", "pwd", "auth", "apikey", "api_key", "access_key", "credential", "private_key", "privatekey", "accesskey", "signingkey", "encryptionkey", "masterkey"}
 
 // plainParams are parameters the backends' client libraries read whose
 // names hold a secret word but whose values are not secret: methods and
@@ -199,7 +208,9 @@ var plainParams = []string{"require_auth", "allowcleartextpasswords", "allownati
 	"old_passwords", "password_history", "password_reuse_interval", "password_require_current",
 	"default_password_lifetime", "disconnect_on_expired_password", "rand_seed1", "rand_seed2",
 	"sha256_password_auto_generate_rsa_keys", "caching_sha2_password_auto_generate_rsa_keys",
-	"sha256_password_proxy_users", "check_proxy_users", "mysql_native_password_proxy_users"}
+	"sha256_password_proxy_users", "check_proxy_users", "mysql_native_password_proxy_users",
+	// PostgreSQL: a role name, an extension's setting; libpq's OAuth settings
+	"session_authorization", "passwordcheck_min_password_length", "oauth_issuer", "oauth_client_id", "oauth_scope"}
 
 // aclParam is ZooKeeper's acl parameter: its digest entries
 // (digest:user:HASH:perms) carry another identity's password hash, which
@@ -432,8 +443,12 @@ func RedactText(text string, u *url.URL) string {
 	// at once: hiding one first could cut another that overlaps it, and
 	// leave the rest of that one shown (a re-test pass).
 	var spans [][2]int
+	var dec decodedText // text with its escapes read, if it has any
+	if strings.Contains(text, "%") {
+		dec = unescapeLoose(text)
+	}
 	for _, s := range Secrets(u) {
-		spans = append(spans, places(text, s)...)
+		spans = append(spans, places(text, dec, s)...)
 	}
 	if len(spans) == 0 {
 		return text
@@ -457,37 +472,71 @@ func RedactText(text string, u *url.URL) string {
 }
 
 // places returns where text spells s (see spellings), other than a short
-// s inside a longer word (see RedactText).
-func places(text, s string) [][2]int {
-	find := func(t string) []int { // the first spelling of s in t
-		if i := strings.Index(t, s); i >= 0 {
-			return []int{i, i + len(s)}
-		}
+// s inside a longer word (see RedactText). dec is text with its
+// percent-escapes read (unescapeLoose), empty if it has none.
+//
+// No pattern is built for most secrets (thousands of secret parameters,
+// or one of 64 KiB, took seconds to minutes: re-test passes): s is looked
+// for as written in text, and in dec, whose places map back to text's,
+// which finds every spelling of s with its characters as themselves or
+// escaped. Only a secret with a '+' or a space (which may stand for each
+// other), or one that is not UTF-8 (whose bad bytes a text may show as
+// U+FFFD), is found by its pattern of spellings.
+func places(text string, dec decodedText, s string) [][2]int {
+	if s == "" {
 		return nil
 	}
-	if strings.Contains(text, "%") || strings.ContainsAny(s, "+ ") {
-		find = spellings(s).FindStringIndex
-	} // else only the literal spelling can be in text: no pattern to build
-	// (thousands of secret parameters took seconds, a re-test pass)
+	var found [][2]int
+	if strings.ContainsAny(s, "+ ") || !utf8.ValidString(s) {
+		re := spellings(s)
+		for from := 0; from <= len(text); {
+			m := re.FindStringIndex(text[from:])
+			if m == nil {
+				break
+			}
+			found = append(found, [2]int{from + m[0], from + m[1]})
+			from += max(m[1], m[0]+1)
+		}
+	} else {
+		// As written (which also finds a '%' of s's own followed by hex
+		// digits), and read.
+		found = indexAll(text, s, nil)
+		if dec.text != "" {
+			found = append(found, indexAll(dec.text, s, dec.at)...)
+		}
+	}
 	short := utf8.RuneCountInString(s) < 16
 	var out [][2]int
-	for from := 0; from <= len(text); {
-		m := find(text[from:])
-		if m == nil {
-			break
-		}
-		i, j := from+m[0], from+m[1]
+	for _, sp := range found {
+		i, j := sp[0], sp[1]
 		before, _ := utf8.DecodeLastRuneInString(text[:i]) // RuneError at the start
 		after, _ := utf8.DecodeRuneInString(text[j:])      // and at the end
 		if short && (inWord(before, s, true) || inWord(after, s, false)) {
-			_, n := utf8.DecodeRuneInString(text[i:])
-			from = i + max(n, 1) // occurrences may overlap
 			continue
 		}
-		out = append(out, [2]int{i, j})
-		from = j
+		out = append(out, sp)
 	}
 	return out
+}
+
+// indexAll returns the places of s in t, overlapping ones too, mapped to
+// another text's by at (t's byte i is at[i] there) if at is not nil.
+func indexAll(t, s string, at []int) [][2]int {
+	var out [][2]int
+	for from := 0; ; {
+		i := strings.Index(t[from:], s)
+		if i < 0 {
+			return out
+		}
+		i += from
+		if at == nil {
+			out = append(out, [2]int{i, i + len(s)})
+		} else {
+			out = append(out, [2]int{at[i], at[i+len(s)]})
+		}
+		_, n := utf8.DecodeRuneInString(t[i:])
+		from = i + max(n, 1)
+	}
 }
 
 // inWord reports whether r, the rune next to an occurrence of s (before it
@@ -644,4 +693,33 @@ func querySecret(rawQuery string) bool {
 		}
 	}
 	return false
+}
+
+// decodedText is a text with its percent-escapes read, and where each of
+// its bytes came from in the text (at has one more entry, for its end).
+type decodedText struct {
+	text string
+	at   []int
+}
+
+// unescapeLoose reads t's percent-escapes (%41 is A), leaving any that is
+// not one as it is: the text an escaped secret reads as.
+func unescapeLoose(t string) decodedText {
+	var b strings.Builder
+	at := make([]int, 0, len(t)+1)
+	for i := 0; i < len(t); i++ {
+		at = append(at, i)
+		if c := t[i]; c == '%' && i+2 < len(t) && ishex(t[i+1]) && ishex(t[i+2]) {
+			v, _ := strconv.ParseUint(t[i+1:i+3], 16, 8)
+			b.WriteByte(byte(v))
+			i += 2
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	return decodedText{b.String(), append(at, len(t))}
+}
+
+func ishex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
