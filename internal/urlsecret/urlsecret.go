@@ -447,8 +447,9 @@ func RedactText(text string, u *url.URL) string {
 	if strings.Contains(text, "%") {
 		dec = unescapeLoose(text)
 	}
-	for _, s := range Secrets(u) {
-		spans = append(spans, places(text, dec, s)...)
+	secrets := Secrets(u)
+	for _, s := range secrets {
+		spans = append(spans, places(text, dec, s, len(secrets) <= maxPatterns)...)
 	}
 	if len(spans) == 0 {
 		return text
@@ -473,51 +474,86 @@ func RedactText(text string, u *url.URL) string {
 
 // places returns where text spells s (see spellings), other than a short
 // s inside a longer word (see RedactText). dec is text with its
-// percent-escapes read (unescapeLoose), empty if it has none.
+// percent-escapes read (unescapeLoose), empty if it has none; few says
+// the URL has few secrets (at most maxPatterns).
 //
-// No pattern is built for most secrets (thousands of secret parameters,
-// or one of 64 KiB, took seconds to minutes: re-test passes): s is looked
-// for as written in text, and in dec, whose places map back to text's,
-// which finds every spelling of s with its characters as themselves or
-// escaped. Only a secret with a '+' or a space (which may stand for each
-// other), or one that is not UTF-8 (whose bad bytes a text may show as
-// U+FFFD), is found by its pattern of spellings.
-func places(text string, dec decodedText, s string) [][2]int {
+// s is looked for with strings.Index, as written in text and in dec,
+// whose places map back to text's: that finds every spelling of s with
+// its characters as themselves or escaped, at no cost of a pattern
+// (thousands of secret parameters, or one of 64 KiB, took seconds to
+// minutes: re-test passes). The pattern of spellings is run besides where
+// it can find more and costs little: for a secret of at most maxPattern
+// bytes, when the URL has few secrets, and either the text has escapes (a
+// raw '%' before hex digits reads as one in dec: "100%deadbeef" hid
+// nothing, a re-test pass) or s has a '+' or a space (which may stand for
+// each other) or bytes that are not UTF-8 (which a text may show as
+// U+FFFD). A secret past those bounds is also looked for with its '+' and
+// spaces swapped and its bad bytes as U+FFFD.
+func places(text string, dec decodedText, s string, few bool) [][2]int {
 	if s == "" {
 		return nil
 	}
+	odd := strings.ContainsAny(s, "+ ") || !utf8.ValidString(s)
+	forms := []string{s}
+	if odd {
+		forms = append(forms, strings.NewReplacer("+", " ", " ", "+").Replace(s), strings.ToValidUTF8(s, "\uFFFD"))
+	}
 	var found [][2]int
-	if strings.ContainsAny(s, "+ ") || !utf8.ValidString(s) {
+	for _, f := range forms {
+		found = append(found, indexAll(text, f, nil)...)
+		if dec.text != "" {
+			found = append(found, indexAll(dec.text, f, dec.at)...)
+		}
+	}
+	if few && len(s) <= maxPattern && (odd || dec.text != "") {
 		re := spellings(s)
-		for from := 0; from <= len(text); {
+		for from := 0; from < len(text); {
 			m := re.FindStringIndex(text[from:])
 			if m == nil {
 				break
 			}
 			found = append(found, [2]int{from + m[0], from + m[1]})
-			from += max(m[1], m[0]+1)
-		}
-	} else {
-		// As written (which also finds a '%' of s's own followed by hex
-		// digits), and read.
-		found = indexAll(text, s, nil)
-		if dec.text != "" {
-			found = append(found, indexAll(dec.text, s, dec.at)...)
+			_, n := utf8.DecodeRuneInString(text[from+m[0]:])
+			from += m[0] + max(n, 1) // overlapping copies too (a re-test pass)
 		}
 	}
 	short := utf8.RuneCountInString(s) < 16
 	var out [][2]int
 	for _, sp := range found {
 		i, j := sp[0], sp[1]
-		before, _ := utf8.DecodeLastRuneInString(text[:i]) // RuneError at the start
-		after, _ := utf8.DecodeRuneInString(text[j:])      // and at the end
-		if short && (inWord(before, s, true) || inWord(after, s, false)) {
+		if short && (inWord(neighbour(text, i, true), s, true) || inWord(neighbour(text, j, false), s, false)) {
 			continue
 		}
 		out = append(out, sp)
 	}
 	return out
 }
+
+// neighbour returns the rune of text just before i (before) or at i, read
+// through a percent-escape: "password%3Dhunter2" has '=' before the
+// secret, not 'D' (a re-test pass). RuneError at either end.
+func neighbour(text string, i int, before bool) rune {
+	if before {
+		if i >= 3 && text[i-3] == '%' && ishex(text[i-2]) && ishex(text[i-1]) {
+			v, _ := strconv.ParseUint(text[i-2:i], 16, 8)
+			return rune(v)
+		}
+		r, _ := utf8.DecodeLastRuneInString(text[:i])
+		return r
+	}
+	if i+2 < len(text) && text[i] == '%' && ishex(text[i+1]) && ishex(text[i+2]) {
+		v, _ := strconv.ParseUint(text[i+1:i+3], 16, 8)
+		return rune(v)
+	}
+	r, _ := utf8.DecodeRuneInString(text[i:])
+	return r
+}
+
+// Bounds of places' pattern of spellings (see places).
+const (
+	maxPatterns = 64
+	maxPattern  = 1 << 10
+)
 
 // indexAll returns the places of s in t, overlapping ones too, mapped to
 // another text's by at (t's byte i is at[i] there) if at is not nil.

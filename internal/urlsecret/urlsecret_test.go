@@ -564,3 +564,29 @@ func TestCamelKeysPercentTextsBadBytes(t *testing.T) {
 		}
 	}
 }
+
+// An eighth re-test pass, on the search without patterns: a raw '%' before
+// hex digits read as an escape hid the secret after it ("100%deadbeef…")
+// or of its own; a short secret right after an escape was taken for part
+// of a word ("password%3Dhunter2"); and overlapping copies of a secret
+// with a '+' were hidden in part.
+func TestRawPercentEscapedNeighboursOverlaps(t *testing.T) {
+	for _, tc := range []struct{ raw, text, secret string }{
+		{"redis://:p%2541ssword@h", "AUTH %70%41ssword failed", "41ssword"},
+		{"redis://:%2541zzzzzzzz@h", "rate %%41%7azzzzzzz refused", "zzzzzz"},
+		{"redis://h/?token=deadbeefcafe1234", "100%deadbeefcafe12%334", "beefcafe"},
+		{"redis://h/?password=abcdef%25", "pw %61bcdef%41 end", "bcdef"},
+		{"redis://u:pw12@h", "dial redis://u%3Apw12%40h: refused", "pw12"},
+		{"redis://h/?password=hunter2", "bad option password%3Dhunter2", "hunter2"},
+		{"redis://h/?password=abcdefgh%2Babcdefgh", "AUTH abcdefgh+abcdefgh+abcdefgh failed", "abcdefgh"},
+		{"redis://:ab+ab+ab+ab+@h", "AUTH ab+ab+ab+ab+ab+ab+ab+ failed", "ab+ab+ab+"},
+	} {
+		u, err := url.Parse(tc.raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := RedactText(tc.text, u); strings.Contains(s, tc.secret) {
+			t.Errorf("RedactText(%q) with %s = %q", tc.text, tc.raw, s)
+		}
+	}
+}
