@@ -75,7 +75,7 @@ func Open(ctx context.Context, rawURL string, opts ...ClientOption) (*Client, er
 	}
 	d, err := o.OpenDriver(driver.WithLogger(ctx, co.logger), u)
 	if err != nil {
-		return nil, fmt.Errorf("dlock: open %s: %w", shownURL(u), redactErr(err, u))
+		return nil, fmt.Errorf("dlock: open %s: %w", shownURL(u), driver.RedactError(err, u))
 	}
 	return New(d, u.Scheme, opts...), nil
 }
@@ -100,23 +100,3 @@ func shownURL(u *url.URL) string {
 	}
 	return fmt.Sprintf("%s… (%d bytes)", s[:cut], len(s))
 }
-
-// redactErr hides the URL's password, and its TLS key paths and other
-// secret parameters, if err's text carries them.
-func redactErr(err error, u *url.URL) error {
-	msg := driver.RedactText(err.Error(), u)
-	if msg == err.Error() {
-		return err
-	}
-	return &redacted{err: err, msg: msg}
-}
-
-// redacted keeps the cause reachable for errors.Is and errors.As while its
-// text hides a password.
-type redacted struct {
-	err error
-	msg string
-}
-
-func (r *redacted) Error() string { return r.msg }
-func (r *redacted) Unwrap() error { return r.err }

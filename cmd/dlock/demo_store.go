@@ -49,7 +49,7 @@ func openStore(ctx context.Context, rawURL string) (stockStore, error) {
 		if octx.Err() != nil && ctx.Err() == nil {
 			err = fmt.Errorf("store: no answer from %s within %v (--connect-timeout): %w", u.Host, global.connectTimeout, err)
 		}
-		return nil, hideSecrets(err, u)
+		return nil, driver.RedactError(err, u)
 	}
 	return secretStore{st, u}, nil
 }
