@@ -513,15 +513,25 @@ func places(text string, dec decodedText, s string, few bool) [][2]int {
 				break
 			}
 			found = append(found, [2]int{from + m[0], from + m[1]})
-			_, n := utf8.DecodeRuneInString(text[from+m[0]:])
-			from += m[0] + max(n, 1) // overlapping copies too (a re-test pass)
+			// On from the match's end: resuming a character after its start
+			// found overlapping copies, but a secret of one letter repeated
+			// then made every position a match, each costing the secret's
+			// length (minutes: a re-test pass). RedactText merges spans, and
+			// indexAll finds overlapping copies as written and read.
+			from += max(m[1], m[0]+1)
 		}
 	}
 	short := utf8.RuneCountInString(s) < 16
+	valid := utf8.ValidString(text)
 	var out [][2]int
 	for _, sp := range found {
 		i, j := sp[0], sp[1]
 		if short && (inWord(neighbour(text, i, true), s, true) || inWord(neighbour(text, j, false), s, false)) {
+			continue
+		}
+		if valid && (!utf8.RuneStart(text[i]) || j < len(text) && !utf8.RuneStart(text[j])) {
+			// A secret's bad byte met inside a character of a valid text:
+			// hiding there would cut the character in half (a re-test pass).
 			continue
 		}
 		out = append(out, sp)
@@ -533,17 +543,25 @@ func places(text string, dec decodedText, s string, few bool) [][2]int {
 // through a percent-escape: "password%3Dhunter2" has '=' before the
 // secret, not 'D' (a re-test pass). RuneError at either end.
 func neighbour(text string, i int, before bool) rune {
+	// An escaped byte past ASCII is part of a character whose other bytes
+	// may be escaped too: it counts as no letter (read as Latin-1, %E2 was
+	// â, and "hunter2%E2%80%94" kept its password: a re-test pass).
+	escaped := func(hex string) rune {
+		v, _ := strconv.ParseUint(hex, 16, 8)
+		if v >= utf8.RuneSelf {
+			return utf8.RuneError
+		}
+		return rune(v)
+	}
 	if before {
 		if i >= 3 && text[i-3] == '%' && ishex(text[i-2]) && ishex(text[i-1]) {
-			v, _ := strconv.ParseUint(text[i-2:i], 16, 8)
-			return rune(v)
+			return escaped(text[i-2 : i])
 		}
 		r, _ := utf8.DecodeLastRuneInString(text[:i])
 		return r
 	}
 	if i+2 < len(text) && text[i] == '%' && ishex(text[i+1]) && ishex(text[i+2]) {
-		v, _ := strconv.ParseUint(text[i+1:i+3], 16, 8)
-		return rune(v)
+		return escaped(text[i+1 : i+3])
 	}
 	r, _ := utf8.DecodeRuneInString(text[i:])
 	return r

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func TestSecrets(t *testing.T) {
@@ -587,6 +588,42 @@ func TestRawPercentEscapedNeighboursOverlaps(t *testing.T) {
 		}
 		if s := RedactText(tc.text, u); strings.Contains(s, tc.secret) {
 			t.Errorf("RedactText(%q) with %s = %q", tc.text, tc.raw, s)
+		}
+	}
+}
+
+// A ninth re-test pass: a short secret next to an escaped character past
+// ASCII was kept (%E2 read as the letter â); a secret of one letter
+// repeated, in a text repeating it, took minutes; and a secret's bad byte
+// met inside a character of a valid text cut the character in half.
+func TestEscapedNeighboursRepeatsHalfCharacters(t *testing.T) {
+	u, err := url.Parse("redis://:hunter2@127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{"pw=hunter2%E2%80%94end", "pw=hunter2%C2%A0end", "q=%E2%80%9Chunter2%E2%80%9D", "q=%E2%80%BAhunter2"} {
+		if s := RedactText(text, u); strings.Contains(s, "hunter2") {
+			t.Errorf("RedactText(%q) = %q", text, s)
+		}
+	}
+	rep, err := url.Parse("redis://:" + strings.Repeat("a", 1024) + "@127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = RedactText("100% "+strings.Repeat("a", 8<<10), rep) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute): // loose: what it guards is the blow-up
+		t.Fatal("redacting a repeated secret took over a minute")
+	}
+	for raw, text := range map[string]string{"redis://:%A9abcd@127.0.0.1:1": "caféabcd", "redis://:abcd%C3@127.0.0.1:1": "abcdé"} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := RedactText(text, u); !utf8.ValidString(s) {
+			t.Errorf("RedactText(%q) with %s = %q, not UTF-8", text, raw, s)
 		}
 	}
 }
