@@ -257,7 +257,7 @@ func runKindTests(t *testing.T, env kindEnv) {
 		if err != nil || g.Acquired {
 			t.Fatalf("the late waiter was granted a third permit of 2: %+v, %v", g, err)
 		}
-		if err := d1.node.Cancel(t.Context(), k, x.Owner, id); err != nil {
+		if err := d1.node.Cancel(t.Context(), k, x.Owner, id, false); err != nil {
 			t.Fatal(err)
 		}
 		mustRelease(t, d2, y, gy)

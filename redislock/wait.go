@@ -102,7 +102,7 @@ func (d *redisDriver) wait(ctx context.Context, e *lockEntry, r driver.Request) 
 func (d *redisDriver) cancel(ctx context.Context, k redisnode.Keys, owner, req string) {
 	cctx, stop := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer stop()
-	if err := d.node.Cancel(cctx, k, owner, req); err != nil {
+	if err := d.node.Cancel(cctx, k, owner, req, false); err != nil {
 		d.log.Debug("redislock: cancel of a request failed; it is sent again before the owner's next call",
 			"request", req, "err", err)
 	}

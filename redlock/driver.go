@@ -235,7 +235,33 @@ func (d *redlockDriver) Acquire(ctx context.Context, r driver.Request) (driver.G
 	}
 	// No majority in time: undo what was granted.
 	d.undo(ctx, r, reqs, grants, gerrs, 0)
-	return driver.Grant{Retry: retry}, d.refused(gerrs)
+	if err := d.refused(gerrs); err != nil {
+		return driver.Grant{}, err
+	}
+	if up := countNil(gerrs); up < d.quorum {
+		// As when too few nodes give their counters: an error, which the
+		// wait retries with backoff, and not a refusal, which would wait
+		// for a release that a lock nobody may hold never sends.
+		return driver.Grant{}, fmt.Errorf("redlock: acquire: only %d of %d nodes answered: %w", up, len(d.nodes), firstErr(gerrs))
+	}
+	if retry == 0 {
+		// No node said another holder has it: this attempt's majority came
+		// too late, and its holds are being cancelled or have expired (an
+		// expiry announces nothing). Try again soon, not at the wait's
+		// longest sleep.
+		retry = min(to, 50*time.Millisecond)
+	}
+	return driver.Grant{Retry: retry}, nil
+}
+
+// firstErr is the first error of errs.
+func firstErr(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // index is n's place in d.nodes.
@@ -285,7 +311,10 @@ func agreed(grants []redisnode.Grant) (int, redisnode.Grant) {
 // a node where the request never ran is left alone. Left there, such a
 // count would stay the owner's, and its next acquire would re-enter it
 // under a token the others do not hold. A cancel that fails is sent again
-// before the owner's next call on that node.
+// before the owner's next call on that node. A cancel that frees the lock
+// announces it, as a release does: waiters that saw this attempt's holds
+// (a split vote) and this one, whose attempt came too late, try again at
+// once instead of waiting out a TTL or WakeMax for a lock nobody holds.
 func (d *redlockDriver) undo(ctx context.Context, r driver.Request, reqs []string, grants []redisnode.Grant, errs []error, keep uint64) {
 	stray := func(i int) bool {
 		return (grants[i].Acquired && (keep == 0 || grants[i].Token != keep)) || errs[i] != nil
@@ -299,7 +328,7 @@ func (d *redlockDriver) undo(ctx context.Context, r driver.Request, reqs []strin
 	}
 	_, _ = each(context.WithoutCancel(ctx), d, d.timeout(r.TTL), func(ctx context.Context, n *redisnode.Node) (int, error) {
 		if i := d.index(n); stray(i) {
-			return 0, n.Cancel(ctx, n.Keys(r.Name), r.Owner, reqs[i])
+			return 0, n.Cancel(ctx, n.Keys(r.Name), r.Owner, reqs[i], true)
 		}
 		return 0, nil
 	})

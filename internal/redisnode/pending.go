@@ -32,7 +32,11 @@ func (n *Node) run(ctx context.Context, k Keys, owner string, p pendingRelease) 
 		if k.kind != driver.Exclusive {
 			s, who = kindCancelScript, k.holdID(owner)
 		}
-		if err := n.call(ctx, s, k.args, p.req, who).Err(); err != nil {
+		flag := "0"
+		if p.notify {
+			flag = "1"
+		}
+		if err := n.call(ctx, s, k.args, p.req, who, flag).Err(); err != nil {
 			return fmt.Errorf("redislock: cancel: %w", err)
 		}
 		return nil
@@ -53,9 +57,11 @@ func (n *Node) run(ctx context.Context, k Keys, owner string, p pendingRelease) 
 var errForgotten = errors.New("redislock: an uncertain release can no longer be told from one that ran; given up")
 
 // Cancel undoes acquire request req of owner (see cancelScript); if that
-// fails, the node sends it again before owner's next call on k.
-func (n *Node) Cancel(ctx context.Context, k Keys, owner, req string) error {
-	p := pendingRelease{cancel: true, req: req}
+// fails, the node sends it again before owner's next call on k. With
+// notify, a lock the cancel frees is announced even if no waiter is queued
+// (as Release's notify).
+func (n *Node) Cancel(ctx context.Context, k Keys, owner, req string, notify bool) error {
+	p := pendingRelease{cancel: true, req: req, notify: notify}
 	err := n.run(ctx, k, owner, p)
 	if err != nil {
 		n.remember(k, owner, p)

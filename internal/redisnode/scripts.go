@@ -271,13 +271,14 @@ end
 return 0
 `)
 
-// cancelScript: ARGV request, owner. Undoes an acquire request given up on
-// (its waiter stopped, or its reply was lost): removes it from the queue,
-// and if it changed the hold (the lock was handed to it, or it granted or
-// re-entered it), drops the one hold it made: the lock, passed on to the
-// next waiter, if it is the owner's only one. It then takes its id out of
-// the hold's list, so a cancel run twice acts once. Returns 1 if it dropped
-// a hold.
+// cancelScript: ARGV request, owner, notify ("1": announce a freed lock
+// even with nobody queued, for waiters that do not queue: Redlock's, as
+// releaseScript does). Undoes an acquire request given up on (its waiter
+// stopped, or its reply was lost): removes it from the queue, and if it
+// changed the hold (the lock was handed to it, or it granted or re-entered
+// it), drops the one hold it made: the lock, passed on to the next waiter,
+// if it is the owner's only one. It then takes its id out of the hold's
+// list, so a cancel run twice acts once. Returns 1 if it dropped a hold.
 var cancelScript = newScript("cancel", prelude+recent+helpers+`
 local req, owner = ARGV[1], ARGV[2]
 redis.call('LREM', q, 0, req)
@@ -294,6 +295,10 @@ if n > 1 then -- the owner's other holds stay
   return 1
 end
 redis.call('DEL', lock)
+if redis.call('EXISTS', q) == 0 then -- nobody queued
+  if ARGV[3] == '1' then redis.call('PUBLISH', lock .. ':released', 'r') end
+  return 1
+end
 handoff(now_ms())
 return 1
 `)
