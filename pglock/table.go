@@ -57,11 +57,33 @@ func (d *pgDriver) acquireRow(ctx context.Context, r driver.Request) (driver.Gra
 	if err != nil {
 		return driver.Grant{}, pgErr("acquire", err)
 	}
+	if holds == 0 && left <= 0 {
+		// The statement's snapshot saw no live hold, yet a newer row won:
+		// another caller took the lock as this one tried (two waiters woken
+		// by one release or expiry). Its time left is read anew: refused
+		// with none, the wait would sleep until a release that a holder
+		// that dies never sends (WakeMax, 5 s, for a 1.5 s lease).
+		left, err = d.timeLeft(ctx, r.Name)
+		if err != nil {
+			return driver.Grant{}, pgErr("acquire", err)
+		}
+	}
 	if holds == 0 {
 		return driver.Grant{Retry: time.Duration(max(left, 0)) * time.Millisecond}, nil
 	}
 	d.holds.Granted(r.Name, r.Owner, uint64(token))
 	return driver.Grant{Acquired: true, Token: uint64(token), Holds: int(holds)}, nil
+}
+
+// timeLeft returns the time left, in ms, of name's live hold; 1 if there
+// is none (it ended meanwhile: try again at once).
+func (d *pgDriver) timeLeft(ctx context.Context, name string) (int64, error) {
+	var left int64
+	err := d.onConn(ctx, func(c *pgxpool.Conn) error {
+		return c.QueryRow(ctx, `SELECT coalesce(max((extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint), 0)
+FROM dlock_locks WHERE name = $1 AND expires_at > clock_timestamp()`, name).Scan(&left)
+	})
+	return max(left, 1), err
 }
 
 // renewSQL extends every live hold of a batch in one statement and returns

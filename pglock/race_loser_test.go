@@ -1,0 +1,102 @@
+package pglock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
+	"github.com/dlock/dlock/internal/testserver"
+	"github.com/jackc/pgx/v5"
+)
+
+// Two table-mode waiters woken by one release race for the lock; the
+// loser's statement, its snapshot taken before the winner's commit, saw no
+// live hold and so no time left. It was refused with none, and slept until
+// a release message or the wait's longest sleep (5 s): a winner that dies
+// sends none. It now reads the winner's time left and tries again when
+// that lease ends. (A helper's adversary pass; 11 of 40 natural two-way
+// races for an expired row ended so.)
+func TestRaceLoserWaitsOutTheWinnersLease(t *testing.T) {
+	srv := testserver.Postgres(t)
+	url := testserver.PostgresURL(srv) + "&mode=table"
+	ctx := t.Context()
+	const name = "race-loser"
+	a := drivertest.MustOpen(t, url)
+	if err := a.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// B and C each go through a proxy, so the winner can be cut off.
+	pb := testserver.NewProxy(t, srv.Addr())
+	pc := testserver.NewProxy(t, srv.Addr())
+	b := drivertest.MustOpen(t, "postgres://postgres@"+pb.Addr()+"/postgres?sslmode=disable&mode=table")
+	c := drivertest.MustOpen(t, "postgres://postgres@"+pc.Addr()+"/postgres?sslmode=disable&mode=table")
+
+	la, err := a.Mutex(name, dlock.WithTTL(10*time.Second)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 1500 * time.Millisecond
+	type res struct {
+		who string
+		at  time.Time
+		err error
+	}
+	got := make(chan res, 2)
+	for _, x := range []struct {
+		who string
+		c   *dlock.Client
+	}{{"B", b}, {"C", c}} {
+		go func() {
+			_, err := x.c.Mutex(name, dlock.WithTTL(ttl)).Lock(ctx) // never unlocked: a holder that dies
+			got <- res{x.who, time.Now(), err}
+		}()
+	}
+	time.Sleep(700 * time.Millisecond) // both waiting, subscribed
+	// Hold the name's token row, so both waiters' attempts after the
+	// release block on it and run concurrently.
+	raw, err := pgx.Connect(ctx, testserver.PostgresURL(srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close(context.Background())
+	tx, err := raw.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM dlock_tokens WHERE name = $1 FOR UPDATE`, name); err != nil {
+		t.Fatal(err)
+	}
+	if err := la.Unlock(ctx); err != nil { // notifies B and C
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // both blocked on the token row
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := <-got
+	if first.err != nil {
+		t.Fatal(first.err)
+	}
+	// The winner dies: cut its connections, so it neither renews nor releases.
+	if first.who == "B" {
+		pb.Blackhole()
+	} else {
+		pc.Blackhole()
+	}
+	t.Logf("%s won at %v", first.who, first.at.Format("15:04:05.000"))
+	select {
+	case second := <-got:
+		if second.err != nil {
+			t.Fatal(second.err)
+		}
+		d := second.at.Sub(first.at)
+		t.Logf("%s got the lock %v after the winner's grant (winner's TTL %v)", second.who, d, ttl)
+		if d > ttl+2*time.Second { // liveness: it took WakeMax, 5 s
+			t.Errorf("the loser took %v to get a lock whose holder's lease ended after %v", d, ttl)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("loser never got the lock")
+	}
+}
