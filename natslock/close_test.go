@@ -95,7 +95,7 @@ func TestCloseEndsWait(t *testing.T) {
 	}()
 	// Queued: the waiter's queue key is in the bucket.
 	for {
-		if _, n, err := holder.queue(t.Context(), req.Name); err == nil && n == 1 {
+		if _, n, _, err := holder.queue(t.Context(), req.Name); err == nil && n == 1 {
 			break
 		}
 		select {

@@ -281,7 +281,7 @@ func (d *natsDriver) Inspect(ctx context.Context, name string) (driver.Info, err
 		return info, fmt.Errorf("natslock: inspect %q: %w", name, d.closedErr(d.noteErr(err)))
 	}
 	info = describe(name, e)
-	if _, n, err := d.queue(ctx, name); err == nil {
+	if _, n, _, err := d.queue(ctx, name); err == nil {
 		info.Waiters = n
 	}
 	return info, nil

@@ -72,8 +72,13 @@ func (d *natsDriver) acquireWait(ctx context.Context, r driver.Request, h *hold)
 			// Uncertain; try again after the next event or tick.
 			driver.Logger(ctx).Debug("natslock: wait step", "name", r.Name, "err", err)
 		}
+		var again <-chan time.Time // the end of a free lock's head's place (see step)
+		if g.Retry > 0 {
+			again = time.After(g.Retry)
+		}
 	wait:
 		select {
+		case <-again:
 		case e, ok := <-w.Updates():
 			if !ok {
 				d.leaveQueue(ctx, r, h, qkey)
@@ -114,9 +119,20 @@ func (d *natsDriver) step(ctx context.Context, r driver.Request, h *hold, qkey s
 	e, err := d.kv.Get(ctx, h.key)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
-		head, others, err := d.queueHead(ctx, r.Name)
-		if err != nil || head != qkey {
+		head, others, end, err := d.queueHead(ctx, r.Name)
+		if err != nil {
 			return driver.Grant{}, err
+		}
+		if head != qkey {
+			// The waiter ahead takes the free lock. If it died or left, the
+			// end of its place (its TTL, or a purge) writes nothing to the
+			// lock's key, which is all a waiter watches: step again then,
+			// not at this waiter's own keepalive (TTL/3, 10 s by default).
+			var g driver.Grant
+			if head != "" {
+				g.Retry = max(time.Until(end), 0) + 50*time.Millisecond
+			}
+			return g, nil
 		}
 		// The hold keeps the flag: its release hands the lock to the next
 		// waiter rather than purging it, which would wake every waiter and
@@ -170,31 +186,34 @@ func (d *natsDriver) step(ctx context.Context, r driver.Request, h *hold, qkey s
 	return driver.Grant{}, err
 }
 
-// queueHead returns the queue key of name with the lowest revision, and
-// whether others wait behind it.
-func (d *natsDriver) queueHead(ctx context.Context, name string) (string, bool, error) {
-	head, n, err := d.queue(ctx, name)
-	return head, n > 1, err
+// queueHead returns the queue key of name with the lowest revision,
+// whether others wait behind it, and when its place ends unless its
+// waiter keeps it (queue's end).
+func (d *natsDriver) queueHead(ctx context.Context, name string) (string, bool, time.Time, error) {
+	head, n, end, err := d.queue(ctx, name)
+	return head, n > 1, end, err
 }
 
-// queue returns the queue key of name with the lowest revision and the
-// number of queued waiters.
-func (d *natsDriver) queue(ctx context.Context, name string) (string, int, error) {
+// queue returns the queue key of name with the lowest revision, the number
+// of queued waiters, and when the head's place ends unless its waiter
+// rewrites it: queue then skips it as gone (its write's time, its TTL and
+// a second).
+func (d *natsDriver) queue(ctx context.Context, name string) (string, int, time.Time, error) {
 	// Bounded: a watch whose consumer lost its state (a restarted server)
 	// may never send the end of its initial values.
 	ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	defer cancel()
 	w, err := d.kv.Watch(ctx, queuePrefix(name)+"*", jetstream.IgnoreDeletes())
 	if err != nil {
-		return "", 0, err
+		return "", 0, time.Time{}, err
 	}
 	defer stopWatch(w)
-	head, place, n := "", uint64(0), 0
+	head, place, n, end := "", uint64(0), 0, time.Time{}
 	for {
 		select {
 		case e, ok := <-w.Updates():
 			if !ok || e == nil {
-				return head, n, nil
+				return head, n, end, nil
 			}
 			var v value
 			if json.Unmarshal(e.Value(), &v) != nil {
@@ -202,7 +221,8 @@ func (d *natsDriver) queue(ctx context.Context, name string) (string, int, error
 			}
 			// A key not rewritten within its TTL is a waiter gone (its TTL
 			// should have removed it): skip it, and remove it.
-			if time.Since(e.Created()) > time.Duration(v.TTL)*time.Millisecond+time.Second {
+			gone := e.Created().Add(time.Duration(v.TTL)*time.Millisecond + time.Second)
+			if time.Now().After(gone) {
 				_ = d.kv.Purge(ctx, e.Key(), jetstream.LastRevision(e.Revision()), jetstream.PurgeTTL(markerTTL))
 				continue
 			}
@@ -212,10 +232,10 @@ func (d *natsDriver) queue(ctx context.Context, name string) (string, int, error
 			}
 			n++
 			if head == "" || p < place {
-				head, place = e.Key(), p
+				head, place, end = e.Key(), p, gone
 			}
 		case <-ctx.Done():
-			return "", 0, ctx.Err()
+			return "", 0, time.Time{}, ctx.Err()
 		}
 	}
 }
@@ -243,7 +263,7 @@ type next struct {
 // nextHolder reads the queue of name for a handover: the waiter at its
 // head, or false if the lock is to be freed instead.
 func (d *natsDriver) nextHolder(ctx context.Context, name string) (next, bool, error) {
-	head, others, err := d.queueHead(ctx, name)
+	head, others, _, err := d.queueHead(ctx, name)
 	if err != nil || head == "" {
 		// No queue to read (a consumer cannot be made, as for a while after a
 		// leader change): free the lock; the waiters wake on the purge and

@@ -1,0 +1,90 @@
+package natslock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dlock/dlock"
+	"github.com/dlock/dlock/drivertest"
+	"github.com/dlock/dlock/internal/testserver"
+	"github.com/dlock/dlock/natslock"
+	"github.com/nats-io/nats.go"
+)
+
+// deadHeadClient opens a client on its own connection, which the returned
+// Cutter cuts (a process that dies).
+func deadHeadClient(t *testing.T, url string) (*dlock.Client, *drivertest.Cutter) {
+	t.Helper()
+	cu := &drivertest.Cutter{}
+	nc, err := connect(url, nats.SetCustomDialer(dialer{cu}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := natslock.Open(t.Context(), nc, natslock.Options{Bucket: "deadhead", CloseConn: true})
+	if err != nil {
+		nc.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, cu
+}
+
+// Waiters watch only the lock's key. When it is gone (its holder died)
+// and the head of the queue is a dead waiter, the others see that head and
+// wait; the dead head's queue key then expires, which writes nothing to
+// the lock's key. The next waiter used to notice only at its own keepalive
+// tick, TTL/3 later (10 s at the default TTL), with the lock free; it now
+// steps again when the head's place ends. (A helper's adversary pass.)
+func TestDeadHeadOfQueueDoesNotStallAFreeLock(t *testing.T) {
+	url := testserver.NATSInProcess(t)
+	ctx := t.Context()
+	const name = "dead-head"
+	h, hcut := deadHeadClient(t, url)
+	w1, w1cut := deadHeadClient(t, url)
+	w2, _ := deadHeadClient(t, url)
+
+	if _, err := h.Mutex(name, dlock.WithTTL(2*time.Second)).Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w1ctx, w1stop := context.WithCancel(ctx)
+	defer w1stop()
+	go func() { _, _ = w1.Mutex(name, dlock.WithTTL(4*time.Second)).Lock(w1ctx) }()
+	waitQueued(t, ctx, w2, name)
+	time.Sleep(200 * time.Millisecond)
+	got := make(chan time.Time, 1)
+	go func() {
+		// The default TTL: its keepalive tick is every 10 s.
+		if _, err := w2.Mutex(name, dlock.WithTTL(dlock.DefaultTTL)).Lock(ctx); err != nil {
+			t.Error(err)
+		}
+		got <- time.Now()
+	}()
+	for {
+		info, err := w2.Inspect(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Waiters >= 2 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // W2 has flagged and is waiting
+	// The holder and the head waiter die: neither renews nor leaves.
+	t0 := time.Now()
+	hcut.Cut()
+	w1cut.Cut()
+	// The lock's key expires within 2 s of t0, W1's queue key within 4 s.
+	freeBy := t0.Add(4*time.Second + 500*time.Millisecond)
+	select {
+	case at := <-got:
+		t.Logf("W2 got the lock %v after the holder and head died; the lock was free and W1's place gone by %v",
+			at.Sub(t0), freeBy.Sub(t0))
+		if at.After(freeBy.Add(2 * time.Second)) { // liveness: it took W2's keepalive tick, 10 s
+			t.Errorf("W2 waited %v past the expiry of the dead head's place, with the lock free", at.Sub(freeBy))
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("W2 never got the lock")
+	}
+}
