@@ -238,10 +238,11 @@ func (d *redlockDriver) Acquire(ctx context.Context, r driver.Request) (driver.G
 	if err := d.refused(gerrs); err != nil {
 		return driver.Grant{}, err
 	}
-	if up := countNil(gerrs); up < d.quorum {
+	if up := countNil(gerrs); up < d.quorum && retry == 0 {
 		// As when too few nodes give their counters: an error, which the
 		// wait retries with backoff, and not a refusal, which would wait
-		// for a release that a lock nobody may hold never sends.
+		// for a release that a lock no node was seen to hold never sends.
+		// A node that answered with another holder makes it a refusal.
 		return driver.Grant{}, fmt.Errorf("redlock: acquire: only %d of %d nodes answered: %w", up, len(d.nodes), firstErr(gerrs))
 	}
 	if retry == 0 {

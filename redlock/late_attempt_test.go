@@ -140,3 +140,39 @@ func TestSilentMajorityIsAnError(t *testing.T) {
 		t.Fatal("Lock still waiting 3 s after the nodes answered again, with the lock free")
 	}
 }
+
+// But where a node that answered names another holder, the attempt is a
+// refusal, as before: another owner holds the lock on every node, and the
+// contender's grant round is answered by node 0 alone (held), its requests
+// to nodes 1 and 2 running there with their replies lost. (An adversary
+// pass on the change above, which had made this an error.)
+func TestHeldLockWithSilentMajorityIsRefused(t *testing.T) {
+	_, addrs := fiveNodes(t)
+	addrs = addrs[:3]
+	var px []*testserver.Proxy
+	var via []string
+	for _, a := range addrs {
+		p := testserver.NewProxy(t, a)
+		px = append(px, p)
+		via = append(via, p.Addr())
+	}
+	x := drivertest.MustOpen(t, "redlock://"+strings.Join(addrs, ","))
+	y := drivertest.MustOpen(t, "redlock://"+strings.Join(via, ","))
+	ctx := t.Context()
+	const name = "held-silent-majority"
+	if l, err := y.Mutex(name, dlock.WithTTL(10*time.Second)).TryLock(ctx); err != nil { // load the scripts
+		t.Fatal(err)
+	} else if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lx, err := x.Mutex(name, dlock.WithTTL(10*time.Second)).TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lx.Unlock(ctx)
+	px[1].BlackholeAfter([]byte("_acquire"))
+	px[2].BlackholeAfter([]byte("_acquire"))
+	if _, err := y.Mutex(name, dlock.WithTTL(10*time.Second)).TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
+		t.Fatalf("TryLock while another owner holds the lock (node 0 said so): %v; want ErrNotAcquired", err)
+	}
+}

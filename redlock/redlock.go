@@ -54,9 +54,9 @@
 //     that split the nodes, none with a majority, try again at once. An
 //     attempt whose majority came too late (past the lease's validity)
 //     tries again after a node timeout (at most 50 ms). When fewer than a
-//     majority answer, Lock retries with backoff and TryLock returns an
-//     error saying how many answered, not ErrNotAcquired: nobody was seen
-//     to hold the lock.
+//     majority answer and none of those that did names another holder,
+//     Lock retries with backoff and TryLock returns an error saying how
+//     many answered, not ErrNotAcquired: nobody was seen to hold the lock.
 //   - Re-entry by owner is counted on each node.
 //   - Each node keeps the holder's label with its hold (the first acquire's,
 //     as in package redislock's layout); Inspect reports the holder, label
