@@ -2,6 +2,7 @@ package natslock_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,6 +84,88 @@ func TestDeadHeadOfQueueDoesNotStallAFreeLock(t *testing.T) {
 			at.Sub(t0), freeBy.Sub(t0))
 		if at.After(freeBy.Add(2 * time.Second)) { // liveness: it took W2's keepalive tick, 10 s
 			t.Errorf("W2 waited %v past the expiry of the dead head's place, with the lock free", at.Sub(freeBy))
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("W2 never got the lock")
+	}
+}
+
+// A head of the queue that gives up (alive: its ctx ends) while the lock's
+// key is gone purges its queue key, which writes nothing to the lock's key
+// either. The next waiter watches the head's key while the head has a free
+// lock to take, and steps again when it goes; it used to sleep until its
+// own keepalive tick (7.4 s here, up to TTL/3). (An adversary pass.)
+func TestHeadGivingUpOnAFreeLockWakesTheNext(t *testing.T) {
+	url := testserver.NATSInProcess(t)
+	ctx := t.Context()
+	const name = "head-gives-up"
+	open := func(u string) *dlock.Client {
+		nc, err := connect(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := natslock.Open(ctx, nc, natslock.Options{Bucket: "giveup", CloseConn: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	px := testserver.NewProxy(t, strings.TrimPrefix(url, "nats://"))
+	h := open(url)
+	w1 := open("nats://" + px.Addr())
+	w2 := open(url)
+	if _, err := h.Mutex(name, dlock.WithTTL(dlock.DefaultTTL)).Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w1ctx, w1stop := context.WithCancel(ctx)
+	w1done := make(chan error, 1)
+	go func() {
+		_, err := w1.Mutex(name, dlock.WithTTL(dlock.DefaultTTL)).Lock(w1ctx)
+		w1done <- err
+	}()
+	waitQueued(t, ctx, w2, name)
+	time.Sleep(200 * time.Millisecond)
+	got := make(chan time.Time, 1)
+	go func() {
+		l, err := w2.Mutex(name, dlock.WithTTL(dlock.DefaultTTL)).Lock(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- time.Now()
+		if l != nil {
+			_ = l.Unlock(context.Background())
+		}
+	}()
+	for {
+		info, err := w2.Inspect(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Waiters >= 2 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	// W1 is alive but slow: its traffic takes 600 ms each way.
+	px.SetDelay(600 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
+	t0 := time.Now()
+	if err := h.ForceUnlock(ctx, name); err != nil { // the lock's key goes; W1 heads the queue
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	w1stop() // the head gives up before it has seen the key go
+	err := <-w1done
+	t.Logf("W1 returned %v at %v", err, time.Since(t0))
+	px.SetDelay(0)
+	freeAt := time.Now()
+	select {
+	case at := <-got:
+		t.Logf("W2 got the lock %v after W1 left (%v after the force unlock)", at.Sub(freeAt), at.Sub(t0))
+		if at.Sub(freeAt) > 2*time.Second { // liveness: it took W2's keepalive tick
+			t.Errorf("W2 slept %v on a free lock after the head left", at.Sub(freeAt))
 		}
 	case <-time.After(40 * time.Second):
 		t.Fatal("W2 never got the lock")

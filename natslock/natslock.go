@@ -138,10 +138,12 @@
 // a queue key that expires within its TTL (and one not rewritten within
 // its TTL plus 1 s, by the server's timestamps against the reader's clock,
 // is skipped and removed, as a server restarted by kill -9 may keep it);
-// one handed the lock as it died holds it until its TTL ends. A waiter
-// behind a head that died while the lock's key was gone steps again when
-// the head's place ends (its TTL plus 1 s), since that end writes nothing
-// to the lock's key (TestDeadHeadOfQueueDoesNotStallAFreeLock). A release
+// one handed the lock as it died holds it until its TTL ends. While the
+// lock's key is gone and another waiter heads the queue, a waiter also
+// watches that waiter's queue key, and steps again when it goes (its TTL
+// ran out, or it gave up and purged it), since that writes nothing to the
+// lock's key (TestDeadHeadOfQueueDoesNotStallAFreeLock,
+// TestHeadGivingUpOnAFreeLockWakesTheNext). A release
 // whose hold sees the flag hands over, so between live holders the order is
 // the queue's. When the key is removed with waiters queued (an expiry, a
 // force release), a TryLock, which never queues, or the first attempt of a

@@ -58,11 +58,13 @@ func (d *natsDriver) acquireWait(ctx context.Context, r driver.Request, h *hold)
 	qval, _ = json.Marshal(qv)
 	tick := time.NewTicker(r.TTL / 3)
 	defer tick.Stop()
+	stopAhead := func() {} // ends the watch of the waiter ahead (below)
+	defer func() { stopAhead() }()
 	for {
 		// Each attempt is bounded: a watch or a read lost with a restarted
 		// server must not stall the wait; the tick tries again.
 		sctx, cancel := context.WithTimeout(ctx, attemptTimeout)
-		g, err := d.step(sctx, r, h, qkey)
+		g, ahead, err := d.step(sctx, r, h, qkey)
 		cancel()
 		if err == nil && g.Acquired {
 			d.dropQueueKey(ctx, qkey)
@@ -72,13 +74,32 @@ func (d *natsDriver) acquireWait(ctx context.Context, r driver.Request, h *hold)
 			// Uncertain; try again after the next event or tick.
 			driver.Logger(ctx).Debug("natslock: wait step", "name", r.Name, "err", err)
 		}
-		var again <-chan time.Time // the end of a free lock's head's place (see step)
-		if g.Retry > 0 {
+		stopAhead()
+		// The waiter ahead takes the free lock, unless it died or left: the
+		// end of its place (its TTL, or the purge of a wait given up)
+		// writes nothing to the lock's key, which is all w watches. So
+		// its queue key is watched too, and as a backstop the wait steps
+		// again when that key would be skipped as gone (see step).
+		var again <-chan time.Time
+		var aheadC <-chan jetstream.KeyValueEntry
+		if ahead != "" {
 			again = time.After(g.Retry)
+			aheadC, stopAhead = d.watchAhead(wctx, ahead)
 		}
+		there := false // the waiter ahead's key was there when its watch began
 	wait:
 		select {
 		case <-again:
+		case e, ok := <-aheadC:
+			switch {
+			case ok && e == nil && there: // the end of its current value: wait on
+				goto wait
+			case ok && e != nil && e.Operation() == jetstream.KeyValuePut:
+				there = true
+				goto wait // there, or rewritten by its keepalive: it takes the lock
+			}
+			// Gone (deleted, purged, expired, or absent when the watch
+			// began), or the watch ended: step again.
 		case e, ok := <-w.Updates():
 			if !ok {
 				d.leaveQueue(ctx, r, h, qkey)
@@ -113,26 +134,42 @@ func (d *natsDriver) acquireWait(ctx context.Context, r driver.Request, h *hold)
 	}
 }
 
+// watchAhead watches the queue key of the waiter ahead: its value as it
+// stands, then its changes, until stop. The watch's start is bounded by
+// attemptTimeout (nothing comes on a watch that could not start in time).
+func (d *natsDriver) watchAhead(ctx context.Context, key string) (<-chan jetstream.KeyValueEntry, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	late := time.AfterFunc(attemptTimeout, cancel)
+	w, err := d.kv.Watch(ctx, key)
+	late.Stop()
+	if err != nil {
+		cancel()
+		return nil, func() {}
+	}
+	return w.Updates(), func() {
+		cancel()
+		stopWatch(w)
+	}
+}
+
 // step reads the lock's key once and acts: confirm a handover to h, take
-// a free lock if h heads the queue, or flag the holder's key.
-func (d *natsDriver) step(ctx context.Context, r driver.Request, h *hold, qkey string) (driver.Grant, error) {
+// a free lock if h heads the queue, or flag the holder's key. When the
+// lock is free and another waiter heads the queue, it returns that
+// waiter's queue key and, as Retry, the time until queue would skip that
+// key as gone.
+func (d *natsDriver) step(ctx context.Context, r driver.Request, h *hold, qkey string) (driver.Grant, string, error) {
 	e, err := d.kv.Get(ctx, h.key)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
 		head, others, end, err := d.queueHead(ctx, r.Name)
 		if err != nil {
-			return driver.Grant{}, err
+			return driver.Grant{}, "", err
 		}
 		if head != qkey {
-			// The waiter ahead takes the free lock. If it died or left, the
-			// end of its place (its TTL, or a purge) writes nothing to the
-			// lock's key, which is all a waiter watches: step again then,
-			// not at this waiter's own keepalive (TTL/3, 10 s by default).
-			var g driver.Grant
-			if head != "" {
-				g.Retry = max(time.Until(end), 0) + 50*time.Millisecond
+			if head == "" { // not even this waiter's key: its keepalive puts it back
+				return driver.Grant{}, "", nil
 			}
-			return g, nil
+			return driver.Grant{Retry: max(time.Until(end), 0) + 50*time.Millisecond}, head, nil
 		}
 		// The hold keeps the flag: its release hands the lock to the next
 		// waiter rather than purging it, which would wake every waiter and
@@ -144,13 +181,13 @@ func (d *natsDriver) step(ctx context.Context, r driver.Request, h *hold, qkey s
 			h.val.W = false
 		}
 		g.Since = sent // counted from the create, not from the wait's start
-		return g, err
+		return g, "", err
 	case err != nil:
-		return driver.Grant{}, err
+		return driver.Grant{}, "", err
 	}
 	var v value
 	if json.Unmarshal(e.Value(), &v) != nil {
-		return driver.Grant{}, fmt.Errorf("natslock: %q does not hold a dlock value", r.Name)
+		return driver.Grant{}, "", fmt.Errorf("natslock: %q does not hold a dlock value", r.Name)
 	}
 	if v.ID == h.val.ID { // handed over: confirm with a write of our own TTL
 		// The handover's revision is the token: the key's, or the one a
@@ -159,15 +196,15 @@ func (d *natsDriver) step(ctx context.Context, r driver.Request, h *hold, qkey s
 		h.rev, h.val.W, h.val.Token = e.Revision(), v.W, tok
 		sent := time.Now()
 		if err := d.write(ctx, h, r.TTL); err != nil {
-			return driver.Grant{}, err
+			return driver.Grant{}, "", err
 		}
 		if err := d.fresh(ctx, tok); err != nil {
-			return driver.Grant{}, err
+			return driver.Grant{}, "", err
 		}
-		return driver.Grant{Acquired: true, Token: tok, Holds: 1, Handle: h, Since: sent}, nil
+		return driver.Grant{Acquired: true, Token: tok, Holds: 1, Handle: h, Since: sent}, "", nil
 	}
 	if v.W {
-		return driver.Grant{}, nil
+		return driver.Grant{}, "", nil
 	}
 	// The flag is a new revision of the holder's key: it stores the
 	// holder's token (the grant's revision, which a create or a handover
@@ -176,14 +213,14 @@ func (d *natsDriver) step(ctx context.Context, r driver.Request, h *hold, qkey s
 	b, _ := json.Marshal(v)
 	left := time.Until(e.Created().Add(time.Duration(v.TTL) * time.Millisecond))
 	if left < time.Second {
-		return driver.Grant{}, nil // about to expire: its marker wakes us
+		return driver.Grant{}, "", nil // about to expire: its marker wakes us
 	}
 	_, err = d.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + d.bucket + "." + h.key, Data: b},
 		jetstream.WithExpectLastSequencePerSubject(e.Revision()), jetstream.WithMsgTTL(left.Truncate(time.Second)+time.Second))
 	if wrongRevision(err) {
 		err = nil // it changed meanwhile: the watch tells
 	}
-	return driver.Grant{}, err
+	return driver.Grant{}, "", err
 }
 
 // queueHead returns the queue key of name with the lowest revision,

@@ -50,7 +50,8 @@ func waiter(t *testing.T, ctx context.Context, d *natsDriver, name, owner string
 // step takes q's next step of its wait on d: the first flags the holder's
 // key.
 func (q queued) step(ctx context.Context, d *natsDriver) (driver.Grant, error) {
-	return d.step(ctx, q.r, q.h, q.key)
+	g, _, err := d.step(ctx, q.r, q.h, q.key)
+	return g, err
 }
 
 // flaggedHold has owner a take name on d, then waiter b take its first
