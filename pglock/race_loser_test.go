@@ -100,3 +100,84 @@ func TestRaceLoserWaitsOutTheWinnersLease(t *testing.T) {
 		t.Fatal("loser never got the lock")
 	}
 }
+
+// Two processes of one owner wait for a lock another owner holds; the
+// release wakes both, and their attempts run at once (the token row held,
+// as above). The loser's statement saw no live hold, so it could not
+// re-enter the winner's, its owner's own; it then slept the owner's lease
+// (up to WakeMax, 5 s) before re-entering. It now runs again at once.
+// (An adversary pass.)
+func TestRaceLoserOfTheSameOwnerReenters(t *testing.T) {
+	srv := testserver.Postgres(t)
+	url := testserver.PostgresURL(srv) + "&mode=table"
+	ctx := t.Context()
+	const name = "race-same-owner"
+	a := drivertest.MustOpen(t, url)
+	if err := a.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := drivertest.MustOpen(t, url)
+	c := drivertest.MustOpen(t, url)
+	la, err := a.Mutex(name, dlock.WithTTL(10*time.Second)).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := dlock.NewOwnerID()
+	type res struct {
+		who string
+		at  time.Time
+		err error
+		tok uint64
+	}
+	got := make(chan res, 2)
+	for _, x := range []struct {
+		who string
+		c   *dlock.Client
+	}{{"B", b}, {"C", c}} {
+		go func() {
+			l, err := x.c.Mutex(name, dlock.WithTTL(20*time.Second), dlock.WithOwner(owner)).Lock(ctx)
+			var tok uint64
+			if l != nil {
+				tok = l.Token()
+			}
+			got <- res{x.who, time.Now(), err, tok}
+		}()
+	}
+	time.Sleep(700 * time.Millisecond)
+	raw, err := pgx.Connect(ctx, testserver.PostgresURL(srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close(context.Background())
+	tx, err := raw.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM dlock_tokens WHERE name = $1 FOR UPDATE`, name); err != nil {
+		t.Fatal(err)
+	}
+	if err := la.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := <-got
+	if first.err != nil {
+		t.Fatal(first.err)
+	}
+	select {
+	case second := <-got:
+		d := second.at.Sub(first.at)
+		t.Logf("%s (token %d) then %s (token %d, %v) %v later; same owner", first.who, first.tok, second.who, second.tok, second.err, d)
+		if second.err != nil || second.tok != first.tok {
+			t.Errorf("the second process: token %d, %v; want a re-entry of token %d", second.tok, second.err, first.tok)
+		}
+		if d > 2*time.Second { // liveness: it took 5 s
+			t.Errorf("the same owner's second process slept %v before re-entering a lock its owner held", d)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("second never got it")
+	}
+}

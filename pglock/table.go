@@ -51,22 +51,31 @@ func (d *pgDriver) acquireRow(ctx context.Context, r driver.Request) (driver.Gra
 		return driver.Grant{}, pgErr("acquire", err)
 	}
 	defer end()
-	err = d.onConn(ctx, func(c *pgxpool.Conn) error {
-		return c.QueryRow(ctx, acquireSQL, r.Name, r.Owner, r.TTL.Milliseconds(), r.Label).Scan(&token, &holds, &left)
-	})
-	if err != nil {
-		return driver.Grant{}, pgErr("acquire", err)
-	}
-	if holds == 0 && left <= 0 {
-		// The statement's snapshot saw no live hold, yet a newer row won:
-		// another caller took the lock as this one tried (two waiters woken
-		// by one release or expiry). Its time left is read anew: refused
-		// with none, the wait would sleep until a release that a holder
-		// that dies never sends (WakeMax, 5 s, for a 1.5 s lease).
-		left, err = d.timeLeft(ctx, r.Name)
+	for try := 0; try < 3; try++ { // again only for a race with the owner's own process
+		err = d.onConn(ctx, func(c *pgxpool.Conn) error {
+			return c.QueryRow(ctx, acquireSQL, r.Name, r.Owner, r.TTL.Milliseconds(), r.Label).Scan(&token, &holds, &left)
+		})
 		if err != nil {
 			return driver.Grant{}, pgErr("acquire", err)
 		}
+		if holds == 0 && left <= 0 {
+			// The statement's snapshot saw no live hold, yet a newer row
+			// won: another caller took the lock as this one tried (two
+			// waiters woken by one release or expiry). Its time left is read
+			// anew: refused with none, the wait would sleep until a release
+			// that a holder that dies never sends (WakeMax, 5 s, for a 1.5 s
+			// lease). If that caller is this owner (another of its
+			// processes), the statement runs again at once and re-enters.
+			var mine bool
+			left, mine, err = d.timeLeft(ctx, r.Name, r.Owner)
+			if err != nil {
+				return driver.Grant{}, pgErr("acquire", err)
+			}
+			if mine {
+				continue
+			}
+		}
+		break
 	}
 	if holds == 0 {
 		return driver.Grant{Retry: time.Duration(max(left, 0)) * time.Millisecond}, nil
@@ -75,15 +84,18 @@ func (d *pgDriver) acquireRow(ctx context.Context, r driver.Request) (driver.Gra
 	return driver.Grant{Acquired: true, Token: uint64(token), Holds: int(holds)}, nil
 }
 
-// timeLeft returns the time left, in ms, of name's live hold; 1 if there
-// is none (it ended meanwhile: try again at once).
-func (d *pgDriver) timeLeft(ctx context.Context, name string) (int64, error) {
+// timeLeft returns the time left, in ms, of name's live hold, and whether
+// owner holds it; 1 ms if there is none (it ended meanwhile: try again at
+// once).
+func (d *pgDriver) timeLeft(ctx context.Context, name, owner string) (int64, bool, error) {
 	var left int64
+	var mine bool
 	err := d.onConn(ctx, func(c *pgxpool.Conn) error {
-		return c.QueryRow(ctx, `SELECT coalesce(max((extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint), 0)
-FROM dlock_locks WHERE name = $1 AND expires_at > clock_timestamp()`, name).Scan(&left)
+		return c.QueryRow(ctx, `SELECT coalesce(max((extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint), 0),
+  coalesce(bool_or(owner = $2), false)
+FROM dlock_locks WHERE name = $1 AND expires_at > clock_timestamp()`, name, owner).Scan(&left, &mine)
 	})
-	return max(left, 1), err
+	return max(left, 1), mine, err
 }
 
 // renewSQL extends every live hold of a batch in one statement and returns
