@@ -61,16 +61,7 @@ func TestDeadHeadOfQueueDoesNotStallAFreeLock(t *testing.T) {
 		}
 		got <- time.Now()
 	}()
-	for {
-		info, err := w2.Inspect(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.Waiters >= 2 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitWaiters(t, ctx, w2, name, 2)
 	time.Sleep(300 * time.Millisecond) // W2 has flagged and is waiting
 	// The holder and the head waiter die: neither renews nor leaves.
 	t0 := time.Now()
@@ -137,16 +128,7 @@ func TestHeadGivingUpOnAFreeLockWakesTheNext(t *testing.T) {
 			_ = l.Unlock(context.Background())
 		}
 	}()
-	for {
-		info, err := w2.Inspect(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.Waiters >= 2 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitWaiters(t, ctx, w2, name, 2)
 	time.Sleep(300 * time.Millisecond)
 	// W1 is alive but slow: its traffic takes 600 ms each way.
 	px.SetDelay(600 * time.Millisecond)

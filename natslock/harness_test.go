@@ -38,12 +38,19 @@ func connect(url string, opts ...nats.Option) (*nats.Conn, error) {
 // returns what Inspect said then.
 func waitQueued(t *testing.T, ctx context.Context, c *dlock.Client, name string) dlock.Info {
 	t.Helper()
+	return waitWaiters(t, ctx, c, name, 1)
+}
+
+// waitWaiters polls c's Inspect of name until n waiters are queued on it
+// (while it is held), and returns what Inspect said then.
+func waitWaiters(t *testing.T, ctx context.Context, c *dlock.Client, name string, n int) dlock.Info {
+	t.Helper()
 	for {
 		info, err := c.Inspect(ctx, name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if info.Waiters > 0 {
+		if info.Waiters >= n {
 			return info
 		}
 		time.Sleep(10 * time.Millisecond)

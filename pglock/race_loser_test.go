@@ -19,14 +19,9 @@ import (
 // that lease ends. (A helper's adversary pass; 11 of 40 natural two-way
 // races for an expired row ended so.)
 func TestRaceLoserWaitsOutTheWinnersLease(t *testing.T) {
-	srv := testserver.Postgres(t)
-	url := testserver.PostgresURL(srv) + "&mode=table"
+	srv, _, a := tableMode(t)
 	ctx := t.Context()
 	const name = "race-loser"
-	a := drivertest.MustOpen(t, url)
-	if err := a.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	// B and C each go through a proxy, so the winner can be cut off.
 	pb := testserver.NewProxy(t, srv.Addr())
 	pc := testserver.NewProxy(t, srv.Addr())
@@ -38,43 +33,9 @@ func TestRaceLoserWaitsOutTheWinnersLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	const ttl = 1500 * time.Millisecond
-	type res struct {
-		who string
-		at  time.Time
-		err error
-	}
-	got := make(chan res, 2)
-	for _, x := range []struct {
-		who string
-		c   *dlock.Client
-	}{{"B", b}, {"C", c}} {
-		go func() {
-			_, err := x.c.Mutex(name, dlock.WithTTL(ttl)).Lock(ctx) // never unlocked: a holder that dies
-			got <- res{x.who, time.Now(), err}
-		}()
-	}
-	time.Sleep(700 * time.Millisecond) // both waiting, subscribed
-	// Hold the name's token row, so both waiters' attempts after the
-	// release block on it and run concurrently.
-	raw, err := pgx.Connect(ctx, testserver.PostgresURL(srv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close(context.Background())
-	tx, err := raw.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM dlock_tokens WHERE name = $1 FOR UPDATE`, name); err != nil {
-		t.Fatal(err)
-	}
-	if err := la.Unlock(ctx); err != nil { // notifies B and C
-		t.Fatal(err)
-	}
-	time.Sleep(300 * time.Millisecond) // both blocked on the token row
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	// Never unlocked: a holder that dies.
+	got := lockEach(ctx, map[string]*dlock.Mutex{"B": b.Mutex(name, dlock.WithTTL(ttl)), "C": c.Mutex(name, dlock.WithTTL(ttl))})
+	releaseToRacers(t, srv, name, la)
 	first := <-got
 	if first.err != nil {
 		t.Fatal(first.err)
@@ -108,14 +69,9 @@ func TestRaceLoserWaitsOutTheWinnersLease(t *testing.T) {
 // (up to WakeMax, 5 s) before re-entering. It now runs again at once.
 // (An adversary pass.)
 func TestRaceLoserOfTheSameOwnerReenters(t *testing.T) {
-	srv := testserver.Postgres(t)
-	url := testserver.PostgresURL(srv) + "&mode=table"
+	srv, url, a := tableMode(t)
 	ctx := t.Context()
 	const name = "race-same-owner"
-	a := drivertest.MustOpen(t, url)
-	if err := a.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	b := drivertest.MustOpen(t, url)
 	c := drivertest.MustOpen(t, url)
 	la, err := a.Mutex(name, dlock.WithTTL(10*time.Second)).Lock(ctx)
@@ -123,27 +79,37 @@ func TestRaceLoserOfTheSameOwnerReenters(t *testing.T) {
 		t.Fatal(err)
 	}
 	owner := dlock.NewOwnerID()
-	type res struct {
-		who string
-		at  time.Time
-		err error
-		tok uint64
+	got := lockEach(ctx, map[string]*dlock.Mutex{
+		"B": b.Mutex(name, dlock.WithTTL(20*time.Second), dlock.WithOwner(owner)),
+		"C": c.Mutex(name, dlock.WithTTL(20*time.Second), dlock.WithOwner(owner)),
+	})
+	releaseToRacers(t, srv, name, la)
+	first := <-got
+	if first.err != nil {
+		t.Fatal(first.err)
 	}
-	got := make(chan res, 2)
-	for _, x := range []struct {
-		who string
-		c   *dlock.Client
-	}{{"B", b}, {"C", c}} {
-		go func() {
-			l, err := x.c.Mutex(name, dlock.WithTTL(20*time.Second), dlock.WithOwner(owner)).Lock(ctx)
-			var tok uint64
-			if l != nil {
-				tok = l.Token()
-			}
-			got <- res{x.who, time.Now(), err, tok}
-		}()
+	select {
+	case second := <-got:
+		d := second.at.Sub(first.at)
+		t.Logf("%s (token %d) then %s (token %d, %v) %v later; same owner", first.who, first.l.Token(), second.who, second.l.Token(), second.err, d)
+		if second.err != nil || second.l.Token() != first.l.Token() {
+			t.Errorf("the second process: token %d, %v; want a re-entry of token %d", second.l.Token(), second.err, first.l.Token())
+		}
+		if d > 2*time.Second { // liveness: it took 5 s
+			t.Errorf("the same owner's second process slept %v before re-entering a lock its owner held", d)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("second never got it")
 	}
-	time.Sleep(700 * time.Millisecond)
+}
+
+// releaseToRacers unlocks l, whose waiters are woken by the release, while
+// holding name's token row, so that their attempts block on it and then run
+// at once: the race of two waiters for one freed lock, made certain.
+func releaseToRacers(t *testing.T, srv *testserver.Server, name string, l *dlock.Lease) {
+	t.Helper()
+	ctx := t.Context()
+	time.Sleep(700 * time.Millisecond) // the waiters are waiting, subscribed
 	raw, err := pgx.Connect(ctx, testserver.PostgresURL(srv))
 	if err != nil {
 		t.Fatal(err)
@@ -156,28 +122,46 @@ func TestRaceLoserOfTheSameOwnerReenters(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM dlock_tokens WHERE name = $1 FOR UPDATE`, name); err != nil {
 		t.Fatal(err)
 	}
-	if err := la.Unlock(ctx); err != nil {
+	if err := l.Unlock(ctx); err != nil { // notifies the waiters
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // their attempts are blocked on the token row
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	first := <-got
-	if first.err != nil {
-		t.Fatal(first.err)
+}
+
+// tableMode starts a server and makes table mode's tables in it; it
+// returns the server, a table-mode URL of it and a client of that URL.
+func tableMode(t *testing.T) (*testserver.Server, string, *dlock.Client) {
+	t.Helper()
+	srv := testserver.Postgres(t)
+	url := testserver.PostgresURL(srv) + "&mode=table"
+	c := drivertest.MustOpen(t, url)
+	if err := c.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
 	}
-	select {
-	case second := <-got:
-		d := second.at.Sub(first.at)
-		t.Logf("%s (token %d) then %s (token %d, %v) %v later; same owner", first.who, first.tok, second.who, second.tok, second.err, d)
-		if second.err != nil || second.tok != first.tok {
-			t.Errorf("the second process: token %d, %v; want a re-entry of token %d", second.tok, second.err, first.tok)
-		}
-		if d > 2*time.Second { // liveness: it took 5 s
-			t.Errorf("the same owner's second process slept %v before re-entering a lock its owner held", d)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("second never got it")
+	return srv, url, c
+}
+
+// raced is the end of one racer's Lock: who raced, when Lock returned, and
+// what it returned.
+type raced struct {
+	who string
+	at  time.Time
+	l   *dlock.Lease
+	err error
+}
+
+// lockEach starts a Lock of each mutex, named by who locks it, and returns
+// where their ends arrive, in the order they come.
+func lockEach(ctx context.Context, ms map[string]*dlock.Mutex) <-chan raced {
+	got := make(chan raced, len(ms))
+	for who, m := range ms {
+		go func() {
+			l, err := m.Lock(ctx)
+			got <- raced{who, time.Now(), l, err}
+		}()
 	}
+	return got
 }

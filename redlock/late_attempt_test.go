@@ -19,15 +19,7 @@ import (
 // past TTL+1s (the suite's DeadLeaderReplaced, under make test-busy), and
 // three contenders splitting the nodes stalled them all for 5 s.
 func TestLateAttemptAnnouncesTheFreedLock(t *testing.T) {
-	_, addrs := fiveNodes(t)
-	addrs = addrs[:3]
-	var px []*testserver.Proxy
-	var slow []string
-	for _, a := range addrs {
-		p := testserver.NewProxy(t, a)
-		px = append(px, p)
-		slow = append(slow, p.Addr())
-	}
+	addrs, px, slow := threeProxied(t)
 	raw := rawClients(t, addrs)
 	c := drivertest.MustOpen(t, "redlock://"+strings.Join(slow, ",")+"?node_timeout=1s")
 	// The lease: 390 ms. Its attempt's two round trips take 400 ms, past
@@ -67,15 +59,9 @@ func TestLateAttemptAnnouncesTheFreedLock(t *testing.T) {
 // answer in time again: its own cancels wake it, where it used to wait for
 // a release (5 s, the wait's longest sleep) of a lock nobody held.
 func TestLateAttemptsThenTheLock(t *testing.T) {
-	_, addrs := fiveNodes(t)
-	addrs = addrs[:3]
-	var px []*testserver.Proxy
-	var slow []string
-	for _, a := range addrs {
-		p := testserver.NewProxy(t, a)
+	_, px, slow := threeProxied(t)
+	for _, p := range px {
 		p.SetDelay(40 * time.Millisecond)
-		px = append(px, p)
-		slow = append(slow, p.Addr())
 	}
 	c := drivertest.MustOpen(t, "redlock://"+strings.Join(slow, ",")+"?node_timeout=1s")
 	got := make(chan error, 1)
@@ -147,15 +133,7 @@ func TestSilentMajorityIsAnError(t *testing.T) {
 // to nodes 1 and 2 running there with their replies lost. (An adversary
 // pass on the change above, which had made this an error.)
 func TestHeldLockWithSilentMajorityIsRefused(t *testing.T) {
-	_, addrs := fiveNodes(t)
-	addrs = addrs[:3]
-	var px []*testserver.Proxy
-	var via []string
-	for _, a := range addrs {
-		p := testserver.NewProxy(t, a)
-		px = append(px, p)
-		via = append(via, p.Addr())
-	}
+	addrs, px, via := threeProxied(t)
 	x := drivertest.MustOpen(t, "redlock://"+strings.Join(addrs, ","))
 	y := drivertest.MustOpen(t, "redlock://"+strings.Join(via, ","))
 	ctx := t.Context()
@@ -175,4 +153,20 @@ func TestHeldLockWithSilentMajorityIsRefused(t *testing.T) {
 	if _, err := y.Mutex(name, dlock.WithTTL(10*time.Second)).TryLock(ctx); !errors.Is(err, dlock.ErrNotAcquired) {
 		t.Fatalf("TryLock while another owner holds the lock (node 0 said so): %v; want ErrNotAcquired", err)
 	}
+}
+
+// threeProxied starts three nodes and a proxy before each, and returns the
+// nodes' addresses, the proxies and the proxies' addresses.
+func threeProxied(t *testing.T) ([]string, []*testserver.Proxy, []string) {
+	t.Helper()
+	var addrs, via []string
+	var px []*testserver.Proxy
+	for range 3 {
+		a := testserver.Redis(t).Addr()
+		addrs = append(addrs, a)
+		p := testserver.NewProxy(t, a)
+		px = append(px, p)
+		via = append(via, p.Addr())
+	}
+	return addrs, px, via
 }
