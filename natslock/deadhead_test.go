@@ -153,3 +153,51 @@ func TestHeadGivingUpOnAFreeLockWakesTheNext(t *testing.T) {
 		t.Fatal("W2 never got the lock")
 	}
 }
+
+// The head of a free lock's queue is alive, on a link of 300 ms each way,
+// well under the 2 s the package doc names. Its step (a read, the queue's
+// read, and a create on a key that keeps the force release's purge marker,
+// three round trips in nats.go) was bounded by 2 s as a whole: it never
+// fit, the create's deadline came back as "the key exists", and nobody
+// took the lock in 25 s (the waiter behind watches the live head). Each
+// call is bounded on its own now. (An adversary pass.)
+func TestSlowHeadTakesAFreeLock(t *testing.T) {
+	url := testserver.NATSInProcess(t)
+	ctx := t.Context()
+	const name = "slow-head"
+	px := testserver.NewProxy(t, strings.TrimPrefix(url, "nats://"))
+	h, _ := deadHeadClient(t, url)
+	w1, _ := deadHeadClient(t, "nats://"+px.Addr())
+	w2, _ := deadHeadClient(t, url)
+	if _, err := h.Mutex(name).Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 2)
+	for i, c := range []*dlock.Client{w1, w2} {
+		go func() {
+			l, err := c.Mutex(name).Lock(ctx)
+			got <- err
+			if l != nil {
+				_ = l.Unlock(context.Background())
+			}
+		}()
+		waitWaiters(t, ctx, h, name, i+1) // W1 heads the queue
+	}
+	time.Sleep(300 * time.Millisecond) // W2 has flagged and is waiting
+	px.SetDelay(300 * time.Millisecond)
+	time.Sleep(600 * time.Millisecond)
+	t0 := time.Now()
+	if err := h.ForceUnlock(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("the free lock was taken %v after the force release", time.Since(t0))
+	case <-time.After(15 * time.Second): // liveness: about 6 round trips of 0.6 s are needed
+		t.Fatal("nobody took the free lock within 15 s of its force release")
+	}
+	px.SetDelay(0)
+}

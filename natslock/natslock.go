@@ -154,7 +154,10 @@
 // lost with a restarted server cannot stall it: over a link whose round
 // trip is above 2 s a Lock that had to wait cannot confirm its grant (a
 // TryLock can), and a lock handed to it stays held, by nobody, until its
-// TTL. A wait whose ctx ends while the server does not answer returns up
+// TTL. A create of a key that keeps a purge marker (for a minute after a
+// release with nobody flagged, or a force release) takes three round trips
+// in nats.go, so taking such a key after a wait needs a round trip under
+// about 0.6 s (TestSlowHeadTakesAFreeLock: 0.6 s, taken in 3.9 s). A wait whose ctx ends while the server does not answer returns up
 // to 2 s late, after its clean-up (its queue key, a handover to pass on),
 // whose steps share that bound; its watches' unsubscribes, which nats.go
 // bounds only by its own 5 s request timeout, go on without it.

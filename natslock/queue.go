@@ -61,11 +61,10 @@ func (d *natsDriver) acquireWait(ctx context.Context, r driver.Request, h *hold)
 	stopAhead := func() {} // ends the watch of the waiter ahead (below)
 	defer func() { stopAhead() }()
 	for {
-		// Each attempt is bounded: a watch or a read lost with a restarted
-		// server must not stall the wait; the tick tries again.
-		sctx, cancel := context.WithTimeout(ctx, attemptTimeout)
-		g, ahead, err := d.step(sctx, r, h, qkey)
-		cancel()
+		// Each of the step's store calls is bounded (see step): a watch or
+		// a read lost with a restarted server must not stall the wait; the
+		// tick tries again.
+		g, ahead, err := d.step(ctx, r, h, qkey)
 		if err == nil && g.Acquired {
 			d.dropQueueKey(ctx, qkey)
 			return g, nil
@@ -84,7 +83,7 @@ func (d *natsDriver) acquireWait(ctx context.Context, r driver.Request, h *hold)
 		var aheadC <-chan jetstream.KeyValueEntry
 		if ahead != "" {
 			again = time.After(g.Retry)
-			aheadC, stopAhead = d.watchAhead(wctx, ahead)
+			aheadC, stopAhead = d.watchAhead(ctx, ahead)
 		}
 		there := false // the waiter ahead's key was there when its watch began
 	wait:
@@ -156,9 +155,15 @@ func (d *natsDriver) watchAhead(ctx context.Context, key string) (<-chan jetstre
 // a free lock if h heads the queue, or flag the holder's key. When the
 // lock is free and another waiter heads the queue, it returns that
 // waiter's queue key and, as Retry, the time until queue would skip that
-// key as gone.
+// key as gone. Each of its reads and writes is bounded by attemptTimeout
+// on its own (queue bounds itself): bounded together, a create on a key
+// that keeps a purge marker (three round trips in nats.go) after a read
+// and the queue's read did not fit in 2 s over a link of 0.6 s, and the
+// head of a free lock never took it (an adversary pass).
 func (d *natsDriver) step(ctx context.Context, r driver.Request, h *hold, qkey string) (driver.Grant, string, error) {
-	e, err := d.kv.Get(ctx, h.key)
+	bctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	e, err := d.kv.Get(bctx, h.key)
+	cancel()
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
 		head, others, end, err := d.queueHead(ctx, r.Name)
@@ -176,7 +181,9 @@ func (d *natsDriver) step(ctx context.Context, r driver.Request, h *hold, qkey s
 		// let a newcomer's create in ahead of them (an adversary pass).
 		h.val.W = others
 		sent := time.Now()
-		g, err := d.tryCreate(ctx, r, h)
+		bctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		g, err := d.tryCreate(bctx, r, h)
+		cancel()
 		if !g.Acquired {
 			h.val.W = false
 		}
@@ -195,10 +202,12 @@ func (d *natsDriver) step(ctx context.Context, r driver.Request, h *hold, qkey s
 		tok := tokenOf(e, v)
 		h.rev, h.val.W, h.val.Token = e.Revision(), v.W, tok
 		sent := time.Now()
-		if err := d.write(ctx, h, r.TTL); err != nil {
+		bctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		defer cancel()
+		if err := d.write(bctx, h, r.TTL); err != nil {
 			return driver.Grant{}, "", err
 		}
-		if err := d.fresh(ctx, tok); err != nil {
+		if err := d.fresh(bctx, tok); err != nil {
 			return driver.Grant{}, "", err
 		}
 		return driver.Grant{Acquired: true, Token: tok, Holds: 1, Handle: h, Since: sent}, "", nil
@@ -215,7 +224,9 @@ func (d *natsDriver) step(ctx context.Context, r driver.Request, h *hold, qkey s
 	if left < time.Second {
 		return driver.Grant{}, "", nil // about to expire: its marker wakes us
 	}
-	_, err = d.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + d.bucket + "." + h.key, Data: b},
+	bctx, cancel = context.WithTimeout(ctx, attemptTimeout)
+	defer cancel()
+	_, err = d.js.PublishMsg(bctx, &nats.Msg{Subject: "$KV." + d.bucket + "." + h.key, Data: b},
 		jetstream.WithExpectLastSequencePerSubject(e.Revision()), jetstream.WithMsgTTL(left.Truncate(time.Second)+time.Second))
 	if wrongRevision(err) {
 		err = nil // it changed meanwhile: the watch tells
