@@ -59,6 +59,15 @@ func (d *natsDriver) Acquire(ctx context.Context, r driver.Request) (driver.Gran
 
 // tryCreate makes one attempt: create the lock's key if absent.
 func (d *natsDriver) tryCreate(ctx context.Context, r driver.Request, h *hold) (driver.Grant, error) {
+	return d.createKey(ctx, r, h, true)
+}
+
+// createKey is tryCreate. Without undo, a create that failed uncertainly is
+// left as it is: a queued wait's next step finds the key under h's id if it
+// landed and confirms it as its grant, and its leave releases it; an undo
+// there, with a bound of its own, made a wait whose ctx ended return 4 s
+// late on a silent link, not 2 (an adversary pass).
+func (d *natsDriver) createKey(ctx context.Context, r driver.Request, h *hold, undo bool) (driver.Grant, error) {
 	b, _ := json.Marshal(h.val)
 	rev, err := d.kv.Create(ctx, h.key, b, jetstream.KeyTTL(r.TTL))
 	if errors.Is(err, jetstream.ErrKeyExists) && ctx.Err() != nil {
@@ -79,7 +88,9 @@ func (d *natsDriver) tryCreate(ctx context.Context, r driver.Request, h *hold) (
 		}
 		return g, nil
 	case err != nil:
-		d.undo(ctx, r, h)
+		if undo {
+			d.undo(ctx, r, h)
+		}
 		return driver.Grant{}, fmt.Errorf("natslock: acquire %q: %w", r.Name, d.noteErr(err))
 	}
 	if err := d.fresh(ctx, rev); err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/dlock/dlock"
@@ -56,7 +57,9 @@ func (d *natsDriver) acquireWait(ctx context.Context, r driver.Request, h *hold)
 	// Keepalives rewrite the key (a new revision): its place is the first.
 	qv.Q = qrev
 	qval, _ = json.Marshal(qv)
-	tick := time.NewTicker(r.TTL / 3)
+	stopKeep := d.keepQueued(ctx, r, qkey, qval)
+	defer stopKeep()
+	tick := time.NewTicker(r.TTL / 3) // a step again, after an error
 	defer tick.Stop()
 	stopAhead := func() {} // ends the watch of the waiter ahead (below)
 	defer func() { stopAhead() }()
@@ -66,6 +69,7 @@ func (d *natsDriver) acquireWait(ctx context.Context, r driver.Request, h *hold)
 		// tick tries again.
 		g, ahead, err := d.step(ctx, r, h, qkey)
 		if err == nil && g.Acquired {
+			stopKeep()
 			d.dropQueueKey(ctx, qkey)
 			return g, nil
 		}
@@ -101,6 +105,7 @@ func (d *natsDriver) acquireWait(ctx context.Context, r driver.Request, h *hold)
 			// began), or the watch ended: step again.
 		case e, ok := <-w.Updates():
 			if !ok {
+				stopKeep()
 				d.leaveQueue(ctx, r, h, qkey)
 				if d.closed() {
 					return driver.Grant{}, fmt.Errorf("natslock: wait %q: %w", r.Name, dlock.ErrClosed)
@@ -117,19 +122,52 @@ func (d *natsDriver) acquireWait(ctx context.Context, r driver.Request, h *hold)
 				}
 			}
 		case <-tick.C:
-			pctx, cancel := context.WithTimeout(ctx, attemptTimeout)
-			_, err := d.putTTL(pctx, qkey, qval, r.TTL)
-			cancel()
-			if err != nil && ctx.Err() == nil {
-				driver.Logger(ctx).Debug("natslock: queue keepalive", "name", r.Name, "err", err)
-			}
 		case <-ctx.Done():
+			stopKeep()
 			d.leaveQueue(ctx, r, h, qkey)
 			if d.closed() {
 				return driver.Grant{}, fmt.Errorf("natslock: wait %q: %w", r.Name, dlock.ErrClosed)
 			}
 			return driver.Grant{}, ctx.Err()
 		}
+	}
+}
+
+// keepQueued rewrites the waiter's queue key qkey (qval, under r.TTL)
+// every TTL/3 until the stop it returns, which returns once no rewrite is
+// in flight (one after the wait dropped its key would put it back; a
+// rewrite cut short by stop was sent before the drop, on the same
+// connection, so the server applies it first). It runs beside the wait's
+// steps, whose store calls can take seconds on a slow link: run between
+// them, a key under a short TTL ran out mid-step and the waiter behind took
+// the head's place (an adversary pass).
+func (d *natsDriver) keepQueued(ctx context.Context, r driver.Request, qkey string, qval []byte) func() {
+	kctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(r.TTL / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-kctx.Done():
+				return
+			case <-tick.C:
+			}
+			pctx, pcancel := context.WithTimeout(kctx, attemptTimeout)
+			_, err := d.putTTL(pctx, qkey, qval, r.TTL)
+			pcancel()
+			if err != nil && kctx.Err() == nil {
+				driver.Logger(ctx).Debug("natslock: queue keepalive", "name", r.Name, "err", err)
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			<-done
+		})
 	}
 }
 
@@ -182,7 +220,7 @@ func (d *natsDriver) step(ctx context.Context, r driver.Request, h *hold, qkey s
 		h.val.W = others
 		sent := time.Now()
 		bctx, cancel := context.WithTimeout(ctx, attemptTimeout)
-		g, err := d.tryCreate(bctx, r, h)
+		g, err := d.createKey(bctx, r, h, false)
 		cancel()
 		if !g.Acquired {
 			h.val.W = false
