@@ -69,6 +69,27 @@ func TestDeadHeadOfQueueDoesNotStallAFreeLock(t *testing.T) {
 	w1cut.Cut()
 	// The lock's key expires within 2 s of t0, W1's queue key within 4 s.
 	freeBy := t0.Add(4*time.Second + 500*time.Millisecond)
+	// Free with waiters queued: Inspect counts them, as it does while the
+	// lock is held. W2 stays queued until it holds the lock; W1's place,
+	// last rewritten at most a third of its TTL before the cut, lasts at
+	// least 2.6 s past it.
+	for {
+		info, err := w2.Inspect(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !info.Held {
+			want := 1
+			if time.Since(t0) < 2600*time.Millisecond {
+				want = 2
+			}
+			if info.Waiters < want {
+				t.Errorf("Inspect of the free lock %v after the cut: %d waiters, want at least %d", time.Since(t0), info.Waiters, want)
+			}
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	select {
 	case at := <-got:
 		t.Logf("W2 got the lock %v after the holder and head died; the lock was free and W1's place gone by %v",

@@ -274,13 +274,15 @@ func (d *natsDriver) Inspect(ctx context.Context, name string) (driver.Info, err
 	ctx, cancel := d.bind(ctx)
 	defer cancel()
 	e, err := d.kv.Get(ctx, key(name))
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return info, nil
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
+		// Free, and waiters may still be queued on it: a holder that died
+		// leaves them there until the head takes it.
+	case err != nil:
 		return info, fmt.Errorf("natslock: inspect %q: %w", name, d.closedErr(d.noteErr(err)))
+	default:
+		info = describe(name, e)
 	}
-	info = describe(name, e)
 	if _, n, _, err := d.queue(ctx, name); err == nil {
 		info.Waiters = n
 	}
