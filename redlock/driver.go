@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/dlock/dlock"
@@ -320,58 +319,4 @@ func (d *redlockDriver) As(target any) bool {
 		return true
 	}
 	return false
-}
-
-// Subscribe listens for releases of name on every node that answers.
-func (d *redlockDriver) Subscribe(ctx context.Context, name string) (driver.Subscription, error) {
-	s := &subscription{c: make(chan struct{}, 1)}
-	ch := d.nodes[0].Channel(name)
-	pss, errs := each(ctx, d, time.Second, func(ctx context.Context, n *redisnode.Node) (*redis.PubSub, error) {
-		ps := n.Client().Subscribe(ctx, ch)
-		if _, err := ps.Receive(ctx); err != nil { // the confirmation
-			_ = ps.Close()
-			return nil, err
-		}
-		return ps, nil
-	})
-	for _, ps := range pss {
-		if ps == nil {
-			continue
-		}
-		s.pss = append(s.pss, ps)
-		msgs := ps.Channel()
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			for range msgs {
-				select {
-				case s.c <- struct{}{}:
-				default:
-				}
-			}
-		}()
-	}
-	if len(s.pss) == 0 {
-		if err := d.refused(errs); err != nil {
-			return nil, err
-		}
-		return nil, errors.New("redlock: subscribe: no node answered")
-	}
-	return s, nil
-}
-
-type subscription struct {
-	c   chan struct{}
-	pss []*redis.PubSub
-	wg  sync.WaitGroup
-}
-
-func (s *subscription) C() <-chan struct{} { return s.c }
-
-func (s *subscription) Close() error {
-	for _, ps := range s.pss {
-		_ = ps.Close()
-	}
-	s.wg.Wait()
-	return nil
 }

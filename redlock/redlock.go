@@ -48,7 +48,10 @@
 //   - Renew: on every node, with the same rule; a lease that no longer holds
 //     a majority is lost. Release: on every node.
 //   - Waiting: waiters subscribe to the lock's release channel on every node
-//     and retry on the first message, or when the holder's TTL runs out.
+//     and retry on the first message, or when the holder's TTL runs out. A
+//     node that does not confirm the subscription within a second is tried
+//     again in the background (from 250 ms, backing off to 5 s) for as
+//     long as the wait lasts; at least one node must confirm.
 //     An attempt that got no majority gives back what it took, and a cancel
 //     that frees the lock announces it as a release does, so contenders
 //     that split the nodes, none with a majority, try again at once. An
