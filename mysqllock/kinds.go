@@ -130,6 +130,12 @@ func (d *myDriver) decideKind(ctx context.Context, tx *sql.Tx, r driver.Request,
 	if err := tx.QueryRowContext(ctx, `SELECT lim FROM dlock_kinds WHERE name = ? AND family = ? FOR UPDATE`, r.Name, fam).Scan(&limit); err != nil {
 		return g, 0, 0, err
 	}
+	// A hold written from here on expires its TTL after a statement sent
+	// after now, so its validity counts from now: not from the attempt's
+	// start, which a wait for the state row (behind a client paused in its
+	// transaction, up to the idle bound) may have put a TTL in the past,
+	// making a sound grant look too late.
+	since := time.Now()
 	for _, t := range []string{"dlock_holds", "dlock_waits"} {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM `+t+` WHERE name = ? AND family = ? AND expires_at <= UTC_TIMESTAMP(6)`, r.Name, fam); err != nil {
 			return g, 0, 0, err
@@ -176,7 +182,7 @@ VALUES (?, ?, ?, ?, 1, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, ?)`, r.Name
 		if _, err := tx.ExecContext(ctx, `DELETE FROM dlock_waits WHERE name = ? AND family = ? AND owner = ?`, r.Name, fam, r.Owner); err != nil {
 			return g, 0, 0, err
 		}
-		g = driver.Grant{Acquired: true, Token: uint64(tok), Holds: 1}
+		g = driver.Grant{Acquired: true, Token: uint64(tok), Holds: 1, Since: since}
 	case sqlbase.Reenter:
 		// kindHolds' read locked nothing: a release of the owner's last
 		// hold (which does not lock the state row) may have deleted the
@@ -199,7 +205,7 @@ WHERE name = ? AND family = ? AND owner = ?`, ttl, r.Name, fam, r.Owner)
 			r.Name, fam, r.Owner).Scan(&tok, &g.Holds); err != nil {
 			return g, 0, 0, err
 		}
-		g.Acquired, g.Token = true, tok
+		g.Acquired, g.Token, g.Since = true, tok, since
 	case sqlbase.Refuse:
 		g.Retry = sqlbase.Retry(r, holds)
 		if r.Kind == driver.Permit || r.Try { // a single attempt keeps no place

@@ -193,3 +193,31 @@ func TestMigrateAddsLabel(t *testing.T) {
 	}
 	sqltest.OldShapeMigrated(t, open(t, url, mysqllock.ModeTable))
 }
+
+// See sqltest.StateRowWaitKept.
+func TestTableStateRowWaitKept(t *testing.T) {
+	be := sqlBackend(t)
+	admin, err := newDB(be.Server.Addr(), "dlock", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Close() })
+	sqltest.StateRowWaitKept(t, be, func(ctx context.Context, t *testing.T, name string) func() {
+		tx, err := admin.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM dlock_kinds WHERE name = ?`, name).Scan(&n); err != nil || n == 0 {
+			t.Fatalf("the state rows: %v, %d rows", err, n)
+		}
+		if _, err := tx.ExecContext(ctx, `SELECT lim FROM dlock_kinds WHERE name = ? FOR UPDATE`, name); err != nil {
+			t.Fatal(err)
+		}
+		return func() {
+			if err := tx.Commit(); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+}

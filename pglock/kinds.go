@@ -195,6 +195,12 @@ func (d *pgDriver) tryKind(ctx context.Context, r driver.Request) (driver.Grant,
 					stmt{kindRequeueSQL, []any{r.Name, fam, r.Owner, life}})
 			}
 		}
+		// A hold written now expires its TTL after the server runs this
+		// message, so its validity counts from the send: not from the
+		// attempt's start, which a wait for the state row (behind a
+		// client paused in its transaction, up to the idle bound) may have
+		// put a TTL in the past, making a sound grant look too late.
+		since := time.Now()
 		res, err = oneMessage(ctx, conn.PgConn(), append(writes, stmt{"COMMIT", nil})...)
 		if err != nil {
 			return err
@@ -202,7 +208,7 @@ func (d *pgDriver) tryKind(ctx context.Context, r driver.Request) (driver.Grant,
 		switch {
 		case verdict == sqlbase.Grant && len(res[0]) == 1:
 			tok, err := textInt(res[0][0][0])
-			g = driver.Grant{Acquired: true, Token: uint64(tok), Holds: 1}
+			g = driver.Grant{Acquired: true, Token: uint64(tok), Holds: 1, Since: since}
 			return err
 		case verdict == sqlbase.Grant:
 			return fmt.Errorf("pglock: a grant of %q wrote %d holds", r.Name, len(res[0]))
@@ -214,7 +220,7 @@ func (d *pgDriver) tryKind(ctx context.Context, r driver.Request) (driver.Grant,
 				return err
 			}
 			holds, err := textInt(res[0][0][1])
-			g.Acquired, g.Token, g.Holds = true, uint64(tok), int(holds)
+			g.Acquired, g.Token, g.Holds, g.Since = true, uint64(tok), int(holds), since
 			return err
 		}
 		return nil

@@ -176,3 +176,23 @@ func connect(t *testing.T, url string) *pgx.Conn {
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	return conn
 }
+
+// See sqltest.StateRowWaitKept.
+func TestTableStateRowWaitKept(t *testing.T) {
+	be := sqlBackend(t)
+	sqltest.StateRowWaitKept(t, be, func(ctx context.Context, t *testing.T, name string) func() {
+		raw := connect(t, testserver.PostgresURL(be.Server))
+		tx, err := raw.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := tx.Exec(ctx, `SELECT 1 FROM dlock_kinds WHERE name = $1 FOR UPDATE`, name); err != nil || n.RowsAffected() == 0 {
+			t.Fatalf("lock the state rows: %v, %d rows", err, n.RowsAffected())
+		}
+		return func() {
+			if err := tx.Commit(ctx); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+}
