@@ -28,17 +28,22 @@ func StateRowWaitKept(t *testing.T, be Backend, lockRows func(ctx context.Contex
 	}
 	ctx := t.Context()
 	const name = "state-row-wait"
-	const ttl = time.Second
+	// The attempt waits on the row a second past its TTL; the grant's reply
+	// then has the TTL, less the grant margin, to come back in. The setup's
+	// own hold has a TTL a loaded machine cannot miss.
+	const ttl, long = 2 * time.Second, 30 * time.Second
 	for _, tc := range []struct {
 		kind string
-		lock func() (*dlock.Lease, error)
+		lock func(ttl time.Duration) (*dlock.Lease, error)
 	}{
-		{"write", func() (*dlock.Lease, error) { return c.RWMutex(name, dlock.WithTTL(ttl)).Lock(ctx) }},
-		{"read", func() (*dlock.Lease, error) { return c.RWMutex(name, dlock.WithTTL(ttl)).RLock(ctx) }},
-		{"permit", func() (*dlock.Lease, error) { return c.Semaphore(name, 2, dlock.WithTTL(ttl)).Acquire(ctx) }},
+		{"write", func(ttl time.Duration) (*dlock.Lease, error) { return c.RWMutex(name, dlock.WithTTL(ttl)).Lock(ctx) }},
+		{"read", func(ttl time.Duration) (*dlock.Lease, error) { return c.RWMutex(name, dlock.WithTTL(ttl)).RLock(ctx) }},
+		{"permit", func(ttl time.Duration) (*dlock.Lease, error) {
+			return c.Semaphore(name, 2, dlock.WithTTL(ttl)).Acquire(ctx)
+		}},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
-			l, err := tc.lock() // makes the state row
+			l, err := tc.lock(long) // makes the state row
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -49,10 +54,10 @@ func StateRowWaitKept(t *testing.T, be Backend, lockRows func(ctx context.Contex
 			unlock := lockRows(ctx, t, name)
 			got := make(chan error, 1)
 			go func() {
-				l, err = tc.lock()
+				l, err = tc.lock(ttl)
 				got <- err
 			}()
-			time.Sleep(ttl + 500*time.Millisecond) // the attempt waits on the state row past its TTL
+			time.Sleep(ttl + time.Second) // the attempt waits on the state row past its TTL
 			unlock()
 			if err := <-got; err != nil {
 				t.Fatal(err)
