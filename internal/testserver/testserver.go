@@ -214,6 +214,17 @@ func (s *Server) signalStop(sig syscall.Signal) {
 	s.cmd = nil
 }
 
+// Pid is the server's process id (0 while it is stopped); its children, if
+// it has any, are below it in the process tree.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Pause freezes the server (SIGSTOP), as a long GC pause or a VM stall would.
 func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
 
