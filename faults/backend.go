@@ -76,6 +76,8 @@ type Store struct {
 	Persistent bool
 	// killConns kills the server connections from these local ports (SQL).
 	killConns func(ctx context.Context, ports []int) error
+	// dsn is how the controller reaches a SQL store directly (probeStore).
+	dsn string
 }
 
 // Addrs returns the servers' addresses.
@@ -150,13 +152,13 @@ func startStore(t testserver.TB, kind string) *Store {
 	case "postgres":
 		srv := testserver.Postgres(t)
 		url := testserver.PostgresURL(srv)
-		return &Store{Kind: kind, Persistent: true, Servers: []*testserver.Server{srv},
+		return &Store{Kind: kind, Persistent: true, Servers: []*testserver.Server{srv}, dsn: url,
 			killConns: func(ctx context.Context, ports []int) error { return pgKill(ctx, url, ports) }}
 	case "mariadb":
 		srv := testserver.MariaDB(t)
 		testserver.MariaDBURL(t, srv, "dlock")
 		dsn := "root@tcp(" + srv.Addr() + ")/"
-		return &Store{Kind: kind, Persistent: true, Servers: []*testserver.Server{srv},
+		return &Store{Kind: kind, Persistent: true, Servers: []*testserver.Server{srv}, dsn: dsn,
 			killConns: func(ctx context.Context, ports []int) error { return mysqlKill(ctx, dsn, ports) }}
 	case "memcached":
 		return &Store{Kind: kind, Servers: []*testserver.Server{testserver.Memcached(t)}}

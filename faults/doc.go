@@ -36,6 +36,13 @@
 // from a loss margin before that grant to the moment it was told, add up
 // to at least how late it was.
 //
+// A loaded machine starves the store's server too. The controller probes a
+// store of one server directly (a trivial request every 50 ms, through no
+// proxy), and the time an answer was late while the server's threads
+// waited for a CPU is a store stall (see probeStore), which the liveness
+// bounds, recovery and progress, leave out. The safety verdicts never use
+// it; clusters and faults that act on the servers are not probed.
+//
 // The command faults/cmd/dlockfaults runs the suite (make faults) and writes
 // docs/reliability.md; the package's test runs a bounded subset.
 package faults

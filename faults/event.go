@@ -23,6 +23,9 @@ const (
 	kindSrvStart = "srvstart" // a server (re)started and ready
 	kindFaultEnd = "faultend" // the injection is over: progress is timed from here
 	kindInject   = "inject"   // the injection starts
+	// kindStoreStall: the store answered the controller's probe late (T to
+	// Until, see probeStore): liveness bounds do not count that time.
+	kindStoreStall = "storestall"
 )
 
 // Event is one line of the history: what a worker did or believed, or what

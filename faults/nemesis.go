@@ -16,6 +16,10 @@ type Fault struct {
 	StoreFor func(b *Backend) string
 	// Inject injects the fault once and returns when it is over.
 	Inject func(ctx context.Context, r *run) error
+	// OnServers: the fault acts on the store's servers (kills or restarts
+	// them), so the store is not probed for stalls (see probeStore): a
+	// slow answer there is the fault's, and the bounds judge it.
+	OnServers bool
 }
 
 func sameStore(b *Backend) string { return b.Store }
@@ -126,10 +130,10 @@ var KillHolder = &Fault{Name: "kill-holder", StoreFor: notCluster,
 // RestartServer kills the server (kill -9) while the lock is held and
 // restarts it on its data: without persistence where the store has a choice
 // (Redis), so it comes back empty.
-var RestartServer = &Fault{Name: "restart-server", StoreFor: singleServer, Inject: restartServer}
+var RestartServer = &Fault{Name: "restart-server", StoreFor: singleServer, Inject: restartServer, OnServers: true}
 
 // RestartPersistent is RestartServer on Redis with an fsync'd AOF.
-var RestartPersistent = &Fault{Name: "restart-server-aof",
+var RestartPersistent = &Fault{Name: "restart-server-aof", OnServers: true,
 	StoreFor: func(b *Backend) string {
 		if b.Store == "redis" {
 			return "redis-aof"
@@ -185,7 +189,7 @@ var KillConn = &Fault{Name: "kill-connection",
 
 // KillLeader kills the leader of a 3-member etcd cluster or ZooKeeper
 // ensemble under contention, and restarts it after TTL + 1 s.
-var KillLeader = &Fault{Name: "kill-leader",
+var KillLeader = &Fault{Name: "kill-leader", OnServers: true,
 	StoreFor: func(b *Backend) string {
 		switch b.Store {
 		case "etcd3", "zk3", "nats3":
@@ -232,17 +236,17 @@ func redlockOnly(b *Backend) string {
 
 // RedlockMinority kills one of Redlock's 3 masters while the lock is held
 // and restarts it (empty) after TTL + 1 s.
-var RedlockMinority = &Fault{Name: "redlock-minority", StoreFor: redlockOnly,
+var RedlockMinority = &Fault{Name: "redlock-minority", StoreFor: redlockOnly, OnServers: true,
 	Inject: func(ctx context.Context, r *run) error { return killNodes(ctx, r, 1, r.cfg.TTL+time.Second) }}
 
 // RedlockMajority kills two of the 3 masters while the lock is held and
 // restarts them (empty) after TTL + 1 s.
-var RedlockMajority = &Fault{Name: "redlock-majority", StoreFor: redlockOnly,
+var RedlockMajority = &Fault{Name: "redlock-majority", StoreFor: redlockOnly, OnServers: true,
 	Inject: func(ctx context.Context, r *run) error { return killNodes(ctx, r, 2, r.cfg.TTL+time.Second) }}
 
 // RedlockRestartEmpty kills one master while the lock is held and restarts
 // it at once, empty: the case Redlock's critics raise.
-var RedlockRestartEmpty = &Fault{Name: "redlock-restart-empty", StoreFor: redlockOnly,
+var RedlockRestartEmpty = &Fault{Name: "redlock-restart-empty", StoreFor: redlockOnly, OnServers: true,
 	Inject: func(ctx context.Context, r *run) error { return killNodes(ctx, r, 1, 0) }}
 
 func killNodes(ctx context.Context, r *run, n int, down time.Duration) error {

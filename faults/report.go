@@ -10,7 +10,7 @@ import (
 // WriteTable writes results as a Markdown table: backend × fault →
 // promise, observed figures, verdict.
 func WriteTable(w io.Writer, results []Result) {
-	fmt.Fprintln(w, "| backend | fault | promise | inj. | holds | overlaps | excused (unfenced) | stale writes rejected | min loss margin ms (late/losses) | recovery ms | progress ms | token regressions | dead grants | verdict |")
+	fmt.Fprintln(w, "| backend | fault | promise | inj. | holds | overlaps | excused (unfenced) | stale writes rejected | min loss margin ms (late/losses) | recovery ms (+ store stalled) | progress ms (+ store stalled) | token regressions | dead grants | verdict |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range results {
 		excused := fmt.Sprintf("%d (%d)", r.Excused, r.Unfenced)
@@ -19,7 +19,7 @@ func WriteTable(w io.Writer, results []Result) {
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %d | %s | %d | %s (%d/%d) | %s | %s | %d | %d | %s |\n",
 			r.Backend, r.Fault, r.Promise, r.Injections, r.Holds, r.Overlaps, excused, r.Stale,
-			num(r.MinMarginMs), r.LateLosses, r.Losses, num(r.RecoveryMs), num(r.ProgressMs), r.Regressions, r.DeadGrants, Verdict(r))
+			num(r.MinMarginMs), r.LateLosses, r.Losses, withStore(r.RecoveryMs, r.StoreRecoveryMs), withStore(r.ProgressMs, r.StoreProgressMs), r.Regressions, r.DeadGrants, Verdict(r))
 	}
 }
 
@@ -42,6 +42,15 @@ func num(v float64) string {
 		return "none"
 	}
 	return fmt.Sprintf("%.0f", v)
+}
+
+// withStore is a wait that the store answered in, and the time it stalled
+// in the wait, left out of it.
+func withStore(v, stalled float64) string {
+	if stalled == 0 {
+		return num(v)
+	}
+	return fmt.Sprintf("%s (+%.0f)", num(v), stalled)
 }
 
 func oneLine(s string) string {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,6 +42,8 @@ type run struct {
 	proxies map[int][]*Proxy
 	nextID  int
 	dead    []string // output of workers that exited on their own
+
+	probes atomic.Int64 // the store's answers to probeStore
 }
 
 // Run runs fault f on backend b over store st, and judges it.
@@ -71,6 +74,12 @@ func Run(ctx context.Context, cfg Config, b *Backend, f *Fault, st *Store) (res 
 		// through one read hold, rarely the 30 ms waiter looks for, and
 		// pause-waiter found none ("no worker was waiting", CI, etcd rw).
 		workers *= 2
+	}
+	if res.Probed = !f.OnServers && len(st.Servers) == 1; res.Probed { // see probeStore
+		pctx, cancel := context.WithCancel(ctx)
+		probed := make(chan struct{})
+		go func() { defer close(probed); r.probeStore(pctx) }()
+		defer func() { cancel(); <-probed }()
 	}
 	for range workers {
 		if err := r.spawn(); err != nil {
@@ -110,6 +119,7 @@ func Run(ctx context.Context, cfg Config, b *Backend, f *Fault, st *Store) (res 
 	}
 	r.stop()
 	res.History = chk.Events()
+	res.Probes = int(r.probes.Load())
 	defer func() {
 		if stuck != "" {
 			res.Fails = append(res.Fails, stuck)

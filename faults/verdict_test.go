@@ -104,6 +104,24 @@ func TestJudge(t *testing.T) {
 			stall(1, 2390, 2500)), "1 overlapping holds"},
 		{"slow recovery", KillHolder, history([]histHold{{1, 1, 10, 100, 0}, {2, 2, 3500, 3600, 0}},
 			Event{Worker: 1, Kind: kindKill, T: 100}), "after the holder's or leader's death"},
+		// The liveness bounds count only the time the store answered: the
+		// fault ends at 0, the progress bound is 4 s, the next grant comes
+		// at 5 s; a store stall of 1.5 s inside that wait leaves 3.5 s.
+		{"slow progress", PauseWaiter, history([]histHold{{1, 1, 5000, 5100, 0}}), "after the fault ended, bound"},
+		{"slow progress, the store stalled", PauseWaiter, history([]histHold{{1, 1, 5000, 5100, 0}}, storeStall(1000, 2500)), ""},
+		{"store stalls that add up", PauseWaiter, history([]histHold{{1, 1, 5000, 5100, 0}}, storeStall(500, 1200), storeStall(3000, 3700)), ""},
+		{"store stalled too little", PauseWaiter, history([]histHold{{1, 1, 5000, 5100, 0}}, storeStall(1000, 1900)),
+			"4100 ms after the fault ended not counting 900 ms in which the store answered late"},
+		{"store stalled before the fault ended", PauseWaiter, history([]histHold{{1, 1, 5000, 5100, 0}}, storeStall(-2000, 500)),
+			"not counting 500 ms"},
+		{"store stalled after the grant", PauseWaiter, history([]histHold{{1, 1, 5000, 5100, 0}}, storeStall(5000, 7000)), "5000 ms after the fault ended, bound"},
+		// After a holder's death only the store's stalls past its TTL
+		// count: its lease runs out by the store's clock (kill at 100 ms,
+		// TTL 2 s, bound 3 s, next grant 3.4 s later).
+		{"slow recovery, the store stalled", KillHolder, history([]histHold{{1, 1, 10, 100, 0}, {2, 2, 3500, 3600, 0}},
+			Event{Worker: 1, Kind: kindKill, T: 100}, storeStall(2200, 2800)), ""},
+		{"slow recovery, the store stalled within the TTL", KillHolder, history([]histHold{{1, 1, 10, 100, 0}, {2, 2, 3500, 3600, 0}},
+			Event{Worker: 1, Kind: kindKill, T: 100}, storeStall(200, 800)), "after the holder's or leader's death, bound"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := judged(tc.f, tc.evs)
@@ -140,6 +158,11 @@ func TestFencedView(t *testing.T) {
 // stall is a stall of worker w's process from ms to ms (history scales T).
 func stall(w int, from, to int64) Event {
 	return Event{Worker: w, Kind: kindStall, T: from, Until: to * int64(time.Millisecond)}
+}
+
+// storeStall is a stall of the store from ms to ms (history scales T).
+func storeStall(from, to int64) Event {
+	return Event{Worker: -1, Kind: kindStoreStall, T: from, Until: to * int64(time.Millisecond)}
 }
 
 // asking puts worker w's wait (its Lock call) at ms, before its grant.
@@ -208,4 +231,20 @@ func ranOut(evs []Event, w int) []Event {
 		}
 	}
 	return evs
+}
+
+// The store's stalls are counted apart from the workers' and reported
+// beside the wait they were taken out of.
+func TestStoreStallFigures(t *testing.T) {
+	r := judged(PauseWaiter, history([]histHold{{1, 1, 5000, 5100, 0}},
+		stall(1, 100, 130), storeStall(1000, 2500), storeStall(6000, 6100)))
+	if r.Stalls != 1 || r.StallMs != 30 {
+		t.Errorf("worker stalls: %d, %.0f ms; want 1, 30 ms", r.Stalls, r.StallMs)
+	}
+	if r.StoreStalls != 2 || r.StoreStallMs != 1600 {
+		t.Errorf("store stalls: %d, %.0f ms; want 2, 1600 ms", r.StoreStalls, r.StoreStallMs)
+	}
+	if r.ProgressMs != 3500 || r.StoreProgressMs != 1500 {
+		t.Errorf("progress %.0f ms (+%.0f the store stalled), want 3500 (+1500)", r.ProgressMs, r.StoreProgressMs)
+	}
 }
