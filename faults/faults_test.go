@@ -41,8 +41,8 @@ func TestCISubset(t *testing.T) {
 				if !r.OK() {
 					t.Errorf("%s × %s: %s (%d stalls, %.0f ms; the store %d, %.0f ms)\n%s", r.Backend, r.Fault, faults.Verdict(r), r.Stalls, r.StallMs, r.StoreStalls, r.StoreStallMs, r.Output)
 				} else {
-					t.Logf("%s × %s: pass (%d holds, min loss margin %.0f ms, %d told late in a stall of their process; next grant %.0f ms after a death (+%.0f the store stalled), %.0f ms after the fault (+%.0f); %d stalls, %.0f ms; the store %d, %.0f ms)",
-						r.Backend, r.Fault, r.Holds, r.MinMarginMs, r.Stalled, r.RecoveryMs, r.StoreRecoveryMs, r.ProgressMs, r.StoreProgressMs, r.Stalls, r.StallMs, r.StoreStalls, r.StoreStallMs)
+					t.Logf("%s × %s: %s (%d holds, min loss margin %.0f ms, %d told late in a stall of their process; next grant %.0f ms after a death (+%.0f the store stalled), %.0f ms after the fault (+%.0f); %d stalls, %.0f ms; the store %d, %.0f ms)",
+						r.Backend, r.Fault, faults.Verdict(r), r.Holds, r.MinMarginMs, r.Stalled, r.RecoveryMs, r.StoreRecoveryMs, r.ProgressMs, r.StoreProgressMs, r.Stalls, r.StallMs, r.StoreStalls, r.StoreStallMs)
 				}
 			}
 		})

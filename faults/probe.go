@@ -35,15 +35,17 @@ import (
 // Two measures must agree. The controller sends a trivial request (PING,
 // SELECT 1, a get of a missing key) to the store's server every probeTick,
 // on a connection of its own that goes through no worker's proxy: an
-// answer late by more than probeBase is a wait on the store, from probeBase
-// after the send to the answer, less any stall of the controller's own
-// process in it (its lateness is not the store's). And the kernel's own
-// count of the time the server's threads waited for a CPU
-// (/proc/PID/task/TID/schedstat, the most of any one thread between the
-// send and the answer) says how much of that wait was starvation: a store
-// slow because it is busy (a heavy script, a client's hot loop) runs
-// rather than waits, and is excused nothing. The smaller of the two is
-// recorded, as the latest part of the wait, when it is over storeStallMin.
+// answer that takes over probeBase + storeStallMin is a wait on the store,
+// from probeBase after the send to the answer, less any stall of the
+// controller's own process in it (its lateness is not the store's). And
+// the kernel's own count of the time the server's threads waited for a
+// CPU (/proc/PID/task/TID/schedstat, the most of any one thread from just
+// before the send to just after the answer) says how much of that wait was
+// starvation: a store slow because it is busy (a heavy script, a client's
+// hot loop) or stopped runs or sleeps rather than waits, and is excused
+// only what it also waited for a CPU. The smaller of the two is recorded,
+// as the latest part of the wait, when it is over storeStallMin. The
+// verdicts excuse at most half a bound with it (see waitFor).
 //
 // Only stores of one server are probed: a cluster (Redlock's nodes, etcd,
 // ZooKeeper and NATS with three members) grants with a quorum, so one slow
@@ -85,7 +87,7 @@ func newProber(ctx context.Context, st *Store) (*prober, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &prober{func(context.Context) error { _, _, err := c.Exists("/"); return err }, c.Close}, nil
+		return &prober{bounded(func() error { _, _, err := c.Exists("/"); return err }), c.Close}, nil
 	case "postgres":
 		cfg, err := pgxpool.ParseConfig(st.dsn)
 		if err != nil {
@@ -108,12 +110,12 @@ func newProber(ctx context.Context, st *Store) (*prober, error) {
 	case "memcached":
 		c := memcache.New(addr)
 		c.Timeout = probeTimeout
-		return &prober{func(context.Context) error {
+		return &prober{bounded(func() error {
 			if _, err := c.Get("dlockfaults-probe"); !errors.Is(err, memcache.ErrCacheMiss) {
 				return err
 			}
 			return nil
-		}, func() { _ = c.Close() }}, nil
+		}), func() { _ = c.Close() }}, nil
 	case "nats":
 		c, err := nats.Connect("nats://" + addr)
 		if err != nil {
@@ -122,6 +124,21 @@ func newProber(ctx context.Context, st *Store) (*prober, error) {
 		return &prober{c.FlushWithContext, c.Close}, nil
 	}
 	return nil, fmt.Errorf("faults: probe: unknown store %q", st.Kind)
+}
+
+// bounded makes a call of a client that takes no context end with ctx (the
+// call itself goes on to its own timeout).
+func bounded(call func() error) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		done := make(chan error, 1)
+		go func() { done <- call() }()
+		select {
+		case err := <-done:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // probeStore records the store's stalls in r's checker until ctx ends.
@@ -140,16 +157,17 @@ func (r *run) probeStore(ctx context.Context) {
 	var rq runQueue
 	warm := false // the first answer after a failure pays for a connection
 	for ctx.Err() == nil {
-		before := rq.read(srv.Pid())
+		rq.list(srv.Pid())
+		before := rq.read()
 		sent := time.Now()
 		actx, cancel := context.WithTimeout(ctx, probeTimeout)
 		err := p.ask(actx)
 		cancel()
 		got := time.Now()
+		after := rq.read()
 		if err == nil && warm && got.Sub(sent) > probeBase+storeStallMin {
 			waited := own.outside(sent.Add(probeBase), got)
-			starved := rq.read(srv.Pid()).most(before)
-			for _, w := range latest(waited, starved) {
+			for _, w := range latest(waited, after.most(before)) {
 				r.chk.add(Event{Worker: -1, Kind: kindStoreStall, T: w.from, Until: w.to})
 			}
 		}
@@ -185,7 +203,7 @@ func latest(ws []window, d time.Duration) []window {
 // runQueue reads how long the threads of a server's processes have waited
 // for a CPU (the second field of /proc/PID/task/TID/schedstat, in ns). The
 // server's processes (PostgreSQL's backends are children of its first) are
-// looked up again every second.
+// listed again every second, before a probe is sent.
 type runQueue struct {
 	root   int
 	pids   []int
@@ -195,7 +213,9 @@ type runQueue struct {
 // waits is each thread's wait for a CPU so far, by thread id.
 type waits map[int]int64
 
-func (q *runQueue) read(root int) waits {
+// list looks up the processes of the server whose first process is root,
+// if it is another or a second has passed.
+func (q *runQueue) list(root int) {
 	if root != q.root || time.Since(q.listed) > time.Second {
 		q.root, q.listed, q.pids = root, time.Now(), nil
 		if root != 0 {
@@ -206,6 +226,10 @@ func (q *runQueue) read(root int) waits {
 			}
 		}
 	}
+}
+
+// read reads the listed processes' threads.
+func (q *runQueue) read() waits {
 	w := waits{}
 	for _, pid := range q.pids {
 		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
@@ -224,12 +248,14 @@ func (q *runQueue) read(root int) waits {
 	return w
 }
 
-// most is the longest any one thread waited for a CPU since before (a
-// thread that began since counts from 0).
+// most is the longest any one thread read before waited for a CPU since
+// (a thread that began since is left out: its wait may predate before).
 func (w waits) most(before waits) time.Duration {
 	var m int64
 	for tid, ns := range w {
-		m = max(m, ns-before[tid])
+		if was, ok := before[tid]; ok {
+			m = max(m, ns-was)
+		}
 	}
 	return time.Duration(m)
 }

@@ -30,6 +30,8 @@ func Verdict(r Result) string {
 		return "not run: " + oneLine(r.Error)
 	case len(r.Fails) > 0:
 		return "**FAIL**: " + strings.Join(r.Fails, "; ")
+	case len(r.StoreExcused) > 0:
+		return "pass (" + strings.Join(r.StoreExcused, "; ") + ")"
 	}
 	return "pass"
 }

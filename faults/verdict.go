@@ -53,6 +53,9 @@ type Result struct {
 	StoreStallMs                     float64
 	Probed                           bool
 	Probes                           int
+	// StoreExcused says which bounds were met only with the store's
+	// stalls left out: a pass a reader should know was excused.
+	StoreExcused []string
 
 	Fails  []string // failed verdicts; empty means pass
 	Error  string   // the scenario could not run
@@ -354,21 +357,24 @@ func (r *Result) measureRecovery(hs []*holdRec, deaths, faultEnds []int64, store
 	if len(deaths) > 0 {
 		r.RecoveryMs = 0
 		for _, t := range deaths {
-			if wait, stalled := waitFor(hs, t, t+int64(ttl), storeStalls); wait > r.RecoveryMs {
+			if wait, stalled := waitFor(hs, t, t+int64(ttl), storeStalls, r.Promise.Recovery/2); wait > r.RecoveryMs {
 				r.RecoveryMs, r.StoreRecoveryMs = wait, stalled
 			}
 		}
 	}
 	for _, t := range faultEnds {
-		if wait, stalled := waitFor(hs, t, t, storeStalls); wait > r.ProgressMs {
+		if wait, stalled := waitFor(hs, t, t, storeStalls, r.Promise.Progress/2); wait > r.ProgressMs {
 			r.ProgressMs, r.StoreProgressMs = wait, stalled
 		}
 	}
 }
 
 // waitFor is the time in ms from t to the next grant (+Inf: none), less the
-// store's stalls in it from from on, and that time of stalls (ms).
-func waitFor(hs []*holdRec, t, from int64, storeStalls []window) (wait, stalled float64) {
+// store's stalls in it from from on, and that time of stalls (ms). At most
+// most is left out: a stall need not be what held the grant up (a waiter
+// asleep on a timer of its own, late by a bug, is no faster for a store
+// that answers), so it excuses no more than half a bound.
+func waitFor(hs []*holdRec, t, from int64, storeStalls []window, most time.Duration) (wait, stalled float64) {
 	wait = nextGrant(hs, t)
 	if math.IsInf(wait, 1) {
 		return wait, 0
@@ -378,7 +384,7 @@ func waitFor(hs []*holdRec, t, from int64, storeStalls []window) (wait, stalled 
 	for _, w := range storeStalls {
 		ns += max(0, min(w.to, end)-max(w.from, from))
 	}
-	stalled = float64(ns) / 1e6
+	stalled = min(float64(ns), float64(most)) / 1e6
 	return wait - stalled, stalled
 }
 
@@ -398,6 +404,15 @@ func (r *Result) verdicts() {
 	if p.Tokens && r.Regressions > 0 {
 		fail("%d token regressions", r.Regressions)
 	}
+	excused := func(what string, wait, stalled float64, bound time.Duration) {
+		if wait <= ms(bound) && wait+stalled > ms(bound) {
+			r.StoreExcused = append(r.StoreExcused, fmt.Sprintf("%s %.0f ms, bound %v, met leaving out %.0f ms of store stalls", what, wait+stalled, bound, stalled))
+		}
+	}
+	if p.Recovery > 0 {
+		excused("recovery", r.RecoveryMs, r.StoreRecoveryMs, p.Recovery)
+	}
+	excused("progress", r.ProgressMs, r.StoreProgressMs, p.Progress)
 	if p.Recovery > 0 && !(r.RecoveryMs <= ms(p.Recovery)) {
 		fail("next grant %.0f ms after the holder's or leader's death%s, bound %v", r.RecoveryMs, storeNote(r.StoreRecoveryMs), p.Recovery)
 	}

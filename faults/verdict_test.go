@@ -118,6 +118,11 @@ func TestJudge(t *testing.T) {
 		// After a holder's death only the store's stalls past its TTL
 		// count: its lease runs out by the store's clock (kill at 100 ms,
 		// TTL 2 s, bound 3 s, next grant 3.4 s later).
+		// A stall excuses at most half a bound: it need not be what held
+		// the grant up.
+		{"store stalled long, excused half the bound", PauseWaiter, history([]histHold{{1, 1, 5900, 6000, 0}}, storeStall(500, 5500)), ""},
+		{"store stalled long, not enough", PauseWaiter, history([]histHold{{1, 1, 6500, 6600, 0}}, storeStall(500, 6000)),
+			"4500 ms after the fault ended not counting 2000 ms"},
 		{"slow recovery, the store stalled", KillHolder, history([]histHold{{1, 1, 10, 100, 0}, {2, 2, 3500, 3600, 0}},
 			Event{Worker: 1, Kind: kindKill, T: 100}, storeStall(2200, 2800)), ""},
 		{"slow recovery, the store stalled within the TTL", KillHolder, history([]histHold{{1, 1, 10, 100, 0}, {2, 2, 3500, 3600, 0}},
@@ -246,5 +251,14 @@ func TestStoreStallFigures(t *testing.T) {
 	}
 	if r.ProgressMs != 3500 || r.StoreProgressMs != 1500 {
 		t.Errorf("progress %.0f ms (+%.0f the store stalled), want 3500 (+1500)", r.ProgressMs, r.StoreProgressMs)
+	}
+	if want := "progress 5000 ms, bound 4s, met leaving out 1500 ms of store stalls"; len(r.StoreExcused) != 1 || r.StoreExcused[0] != want {
+		t.Errorf("excused: %q, want [%q]", r.StoreExcused, want)
+	}
+	if v := Verdict(r); !strings.Contains(v, "pass (progress 5000 ms") {
+		t.Errorf("verdict %q does not say the pass was excused", v)
+	}
+	if r := judged(PauseWaiter, history([]histHold{{1, 1, 3000, 3100, 0}}, storeStall(1000, 2500))); len(r.StoreExcused) != 0 || Verdict(r) != "pass" {
+		t.Errorf("a bound met without the store's stalls: excused %q, verdict %q", r.StoreExcused, Verdict(r))
 	}
 }

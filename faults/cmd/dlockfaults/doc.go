@@ -59,17 +59,21 @@ for 40–65 ms of CPU, and the transaction holding a semaphore's state row ran o
 1.7 s, waiting on no lock, while every other acquire queued behind it; no lock can be granted
 then, whatever the lock does. So the controller sends a store of one server a trivial request
 (`+"`PING`, `SELECT 1`"+`, a get of a missing key, a NATS flush) every 50 ms, on a connection of its own
-that goes through no proxy. An answer more than 30 ms late is a wait on the store, from 10 ms
+that goes through no proxy. An answer that takes over 30 ms is a wait on the store, from 10 ms
 after the send to the answer, less any stall of the controller's own process in it; the kernel's
 count of the time the server's threads waited for a CPU (`+"`/proc/PID/task/TID/schedstat`"+`, the most
-of any one thread in that wait) says how much of it was starvation, and the smaller of the two,
-over 20 ms, is a *store stall*. A store slow because it is busy (a heavy script, a client's hot
-loop) or stopped runs or sleeps rather than waits for a CPU, and is excused nothing. **Recovery**
-and **progress** leave the store's stalls out (after a holder's death, only those past its TTL:
-its lease runs out by the store's clock all the same); the table gives the stalled time left out
-as "(+N)". No safety verdict uses them. Not probed: clusters (Redlock, etcd, ZooKeeper and NATS
-with three members grant with a quorum, so one slow member need not hold a grant up) and faults
-that act on the servers (restarts, kill-leader, Redlock's), where a slow answer is the fault's own.
+of any one thread between the send and the answer) says how much of it was starvation, and the
+smaller of the two, over 20 ms, is a *store stall*. A store that is slow because it is busy (a
+heavy script, a client's hot loop) or stopped runs or sleeps rather than waits for a CPU, and is
+excused only the time it also waited for one. **Recovery** and **progress** leave the store's
+stalls out, at most half the bound's worth (a stall need not be what held a grant up: a waiter
+asleep on a timer of its own is no faster for a store that answers), and after a holder's death
+only those past its TTL (its lease runs out by the store's clock all the same). The table gives
+the stalled time left out as "(+N)", and a bound met only that way says so in the verdict column
+("pass (progress … met leaving out … ms of store stalls)"). No safety verdict uses them. Not
+probed: clusters (Redlock, etcd, ZooKeeper and NATS with three members grant with a quorum, so
+one slow member need not hold a grant up) and faults that act on the servers (restarts,
+kill-leader, Redlock's), where a slow answer is the fault's own.
 **Recovery**: the next grant after a holder's kill or cut-off (dead, to the store) within TTL + 1 s; after a leader's kill within
 the store's election time + 2 s (etcd 1 s, ZooKeeper 2 s). **Progress**: a grant within TTL + 2 s of
 the fault's end. **Token regressions**: 0 where tokens survive the fault (not after Redis or Memcached
