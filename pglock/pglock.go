@@ -214,7 +214,10 @@
 // round trips): a client that is slow rather than stopped, with a round
 // trip near the bound, can keep the others waiting for a few bounds, and
 // gets no grant itself (its session is ended, or the grant comes too late
-// to be safe). Keep the TTL many round trips long. Tokens come from the state row, so every grant of the lock, reads
+// to be safe). Keep the TTL many round trips long. A permit's acquire
+// locks the row, decides, grants and commits in one message after its
+// BEGIN, so its client never holds the row across a round trip or its own
+// scheduling (a re-entry takes a second transaction). Tokens come from the state row, so every grant of the lock, reads
 // included, takes a greater one. Unlike a Mutex's, a failed release of a
 // read hold or permit is not settled before the owner's next acquire: the
 // hold stays until its TTL (it is not re-entered, as owners are fresh per
