@@ -63,7 +63,17 @@ const (
 // records it reads are those it decides on.
 func (d *pgDriver) acquireKind(ctx context.Context, r driver.Request) (driver.Grant, error) {
 	return sqlbase.AcquireKind(ctx, "pglock", r, func() (driver.Grant, sqlbase.Verdict, int, error) { return d.tryKind(ctx, r) },
-		func(err error) bool { var pe *pgconn.PgError; return errors.As(err, &pe) && pe.Code == "40P01" }, pgErr)
+		retryable, pgErr)
+}
+
+// retryable says an acquire transaction failed in a way that its next
+// attempt fixes: a deadlock (40P01), or the owner's hold, seen expired by
+// the grant after the transaction's clean-up ran, still in the way of the
+// new one (23505: the next attempt's clean-up drops it; an adversary pass
+// hit it with WithOwner and short TTLs).
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "23505")
 }
 
 // The statements of an acquire's second round trip (its first began the
@@ -131,9 +141,11 @@ WHERE name = $1 AND family = $2 AND owner = $3`
 // for a permit: no live hold of the owner's, fewer live holds than the
 // permits asked for, and those held with as many), and returns its token
 // and how long after the server received the message the hold's life began
-// (µs, rounded down), so that its validity counts from no earlier than
-// that: a wait for the state row is not spent of it. The hold's start is
-// read once (c), for its expiry and for that delay.
+// (µs, rounded down). The lease counts its validity from its send plus
+// that delay: after a wait for the state row, which is not spent of it,
+// and never after the hold's start on the server, since the server got the
+// message after it was sent, so the lease never outlasts the hold. The
+// hold's start is read once (c), for its expiry and for that delay.
 const permitGrantSQL = `WITH c AS (SELECT clock_timestamp() AS at),
 live AS (SELECT owner FROM dlock_holds, c WHERE name = $1 AND family = $2 AND expires_at > c.at),
 t AS (
