@@ -180,19 +180,13 @@ func (d *pgDriver) tryKind(ctx context.Context, r driver.Request) (driver.Grant,
 // while the server runs that message, never across a client's round trip
 // or its scheduling: on a loaded machine a starved client held it, and
 // every other acquire of the semaphore behind it. A verdict of Reenter is
-// returned with nothing written, for tryKindTx to write (re-entry is rare).
+// returned with nothing written, for tryKindTx to write.
 func (d *pgDriver) tryPermit(ctx context.Context, r driver.Request) (driver.Grant, sqlbase.Verdict, int, error) {
 	fam := int16(r.Kind.Family())
 	var g driver.Grant
 	var verdict sqlbase.Verdict
 	var limit int64
-	err := d.onConn(ctx, func(c *pgxpool.Conn) error {
-		conn := c.Conn()
-		defer abortTx(conn)
-		begin := boundedTx(strconv.FormatInt(sqlbase.IdleMillis(sqlbase.TxIdle(r.TTL)), 10)).BeginQuery
-		if _, err := conn.PgConn().Exec(ctx, begin).ReadAll(); err != nil {
-			return err
-		}
+	err := d.inKindTx(ctx, r, func(conn *pgx.Conn) error {
 		sent := time.Now()
 		res, err := oneMessage(ctx, conn.PgConn(),
 			stmt{kindStateSQL, []any{r.Name, fam}},
@@ -204,14 +198,8 @@ func (d *pgDriver) tryPermit(ctx context.Context, r driver.Request) (driver.Gran
 		if err != nil {
 			return err
 		}
-		if len(res[1]) != 1 {
-			return fmt.Errorf("pglock: the state row of %q: %d rows", r.Name, len(res[1]))
-		}
-		if limit, err = textInt(res[1][0][0]); err != nil {
-			return err
-		}
-		holds, err := textKindHolds(res[3])
-		if err != nil {
+		var holds []sqlbase.KindHold
+		if limit, holds, err = stateOf(r, res, 3); err != nil {
 			return err
 		}
 		verdict = sqlbase.Decide(r, holds, nil, int(limit))
@@ -252,17 +240,7 @@ func (d *pgDriver) tryKindTx(ctx context.Context, r driver.Request) (driver.Gran
 	var g driver.Grant
 	var verdict sqlbase.Verdict
 	var limit int64
-	err := d.onConn(ctx, func(c *pgxpool.Conn) error {
-		conn := c.Conn()
-		defer abortTx(conn)
-		// Bounded (see boundedTx): it locks the lock's state row, which a
-		// client paused or cut off before its commit would otherwise hold
-		// from every other for good. By the TTL at most sqlbase.MaxTxIdle:
-		// a paused requester with a TTL of an hour held it an hour.
-		begin := boundedTx(strconv.FormatInt(sqlbase.IdleMillis(sqlbase.TxIdle(r.TTL)), 10)).BeginQuery
-		if _, err := conn.PgConn().Exec(ctx, begin).ReadAll(); err != nil {
-			return err
-		}
+	err := d.inKindTx(ctx, r, func(conn *pgx.Conn) error {
 		res, err := oneMessage(ctx, conn.PgConn(),
 			stmt{kindStateSQL, []any{r.Name, fam}},
 			stmt{kindLockSQL, []any{r.Name, fam}},
@@ -273,14 +251,8 @@ func (d *pgDriver) tryKindTx(ctx context.Context, r driver.Request) (driver.Gran
 		if err != nil {
 			return err
 		}
-		if len(res[1]) != 1 {
-			return fmt.Errorf("pglock: the state row of %q: %d rows", r.Name, len(res[1]))
-		}
-		if limit, err = textInt(res[1][0][0]); err != nil {
-			return err
-		}
-		holds, err := textKindHolds(res[4])
-		if err != nil {
+		var holds []sqlbase.KindHold
+		if limit, holds, err = stateOf(r, res, 4); err != nil {
 			return err
 		}
 		waits, err := textKindWaits(res[5])
@@ -337,6 +309,38 @@ func (d *pgDriver) tryKindTx(ctx context.Context, r driver.Request) (driver.Gran
 		return nil
 	})
 	return g, verdict, int(limit), err
+}
+
+// inKindTx runs fn on a pooled connection in an acquire's transaction,
+// begun bounded (see boundedTx): it locks the lock's state row, which a
+// client paused or cut off before its commit would otherwise hold from
+// every other for good. By the TTL at most sqlbase.MaxTxIdle: a paused
+// requester with a TTL of an hour held it an hour. What fn leaves of the
+// transaction is rolled back.
+func (d *pgDriver) inKindTx(ctx context.Context, r driver.Request, fn func(conn *pgx.Conn) error) error {
+	return d.onConn(ctx, func(c *pgxpool.Conn) error {
+		conn := c.Conn()
+		defer abortTx(conn)
+		begin := boundedTx(strconv.FormatInt(sqlbase.IdleMillis(sqlbase.TxIdle(r.TTL)), 10)).BeginQuery
+		if _, err := conn.PgConn().Exec(ctx, begin).ReadAll(); err != nil {
+			return err
+		}
+		return fn(conn)
+	})
+}
+
+// stateOf reads an acquire's second message's results: the stored limit
+// from the state row's lock (statement 1) and the holds (statement at).
+func stateOf(r driver.Request, res [][][][]byte, at int) (int64, []sqlbase.KindHold, error) {
+	if len(res[1]) != 1 {
+		return 0, nil, fmt.Errorf("pglock: the state row of %q: %d rows", r.Name, len(res[1]))
+	}
+	limit, err := textInt(res[1][0][0])
+	if err != nil {
+		return 0, nil, err
+	}
+	holds, err := textKindHolds(res[at])
+	return limit, holds, err
 }
 
 // abortTx rolls back what a failed acquire left of its transaction, so

@@ -34,11 +34,7 @@ func TestKindAcquireCutMidMessage(t *testing.T) {
 	if err := l.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	px := testserver.NewProxy(t, srv.Addr())
-	a, err := dlock.Open(t.Context(), strings.Replace(url, srv.Addr(), px.Addr(), 1)+"&mode=table")
-	if err != nil {
-		t.Fatal(err)
-	}
+	px, a := viaProxy(t, srv, url)
 	// After the lock's statement; before its Sync, in a pipeline.
 	px.BlackholeAt([]byte("FOR UPDATE"), []byte{'S', 0, 0, 0, 4})
 	actx, acancel := context.WithCancel(context.Background())
@@ -64,4 +60,16 @@ func TestKindAcquireCutMidMessage(t *testing.T) {
 		t.Fatalf("Lock after another client's acquire was cut off holding the state row: %v", err)
 	}
 	_ = l.Unlock(t.Context())
+}
+
+// viaProxy opens a table-mode client of srv (url) through a proxy of its
+// own, which the test may cut.
+func viaProxy(t *testing.T, srv *testserver.Server, url string) (*testserver.Proxy, *dlock.Client) {
+	t.Helper()
+	px := testserver.NewProxy(t, srv.Addr())
+	a, err := dlock.Open(t.Context(), strings.Replace(url, srv.Addr(), px.Addr(), 1)+"&mode=table")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return px, a
 }

@@ -3,7 +3,6 @@ package pglock_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -34,11 +33,7 @@ func TestPermitAcquireHoldsNoRowAcrossRoundTrips(t *testing.T) {
 	if err := l.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	px := testserver.NewProxy(t, srv.Addr())
-	a, err := dlock.Open(t.Context(), strings.Replace(url, srv.Addr(), px.Addr(), 1)+"&mode=table")
-	if err != nil {
-		t.Fatal(err)
-	}
+	px, a := viaProxy(t, srv, url)
 	px.BlackholeAfter([]byte("FOR UPDATE")) // the server gets the message whole; the client no reply
 	actx, acancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
