@@ -116,6 +116,12 @@ func Run(ctx context.Context, cfg Config, b *Backend, f *Fault, st *Store) (res 
 		_, _ = chk.Await(sctx, from, func(e Event) bool { return e.Kind == kindGrant })
 		cancel()
 		sleep(ctx, 500*time.Millisecond)
+		if f.Settle != nil {
+			if err := f.Settle(ctx, r); err != nil {
+				res.Error = fmt.Sprintf("after injection %d: %v", round+1, err)
+				break
+			}
+		}
 	}
 	r.stop()
 	res.History = chk.Events()

@@ -93,16 +93,32 @@ func ZooKeeperEnsemble(t TB, n int) []*Server {
 		t.Cleanup(s.Stop)
 		servers[i] = s
 	}
-	deadline := time.Now().Add(60 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
 	for _, s := range servers {
-		for m := ZooKeeperMode(s); m != "leader" && m != "follower"; m = ZooKeeperMode(s) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s not serving after 60s (mode %q): %s", s.Name, m, tail(s.Log()))
-			}
-			time.Sleep(50 * time.Millisecond)
+		if err := ZooKeeperServing(ctx, s); err != nil {
+			t.Fatalf("%s: %v: %s", s.Name, err, tail(s.Log()))
 		}
 	}
 	return servers
+}
+
+// ZooKeeperServing waits until the ensemble member s serves as leader or
+// follower, or ctx ends. A member that was restarted answers srvr as soon
+// as it listens, before it has synced with the leader; it serves once it
+// has.
+func ZooKeeperServing(ctx context.Context, s *Server) error {
+	for {
+		m := ZooKeeperMode(s)
+		if m == "leader" || m == "follower" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not serving (mode %q): %w", m, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // ZooKeeperMode returns what a ZooKeeper server says it is: "leader",
