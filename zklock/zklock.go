@@ -208,6 +208,17 @@
 //     increasing with each new holder; safe for fencing.
 //   - TryLock and ctx cancellation delete the contender's node.
 //   - Re-entry by owner is counted within a client, not in ZooKeeper.
+//   - Each of these holds while the ensemble keeps the writes it
+//     acknowledged. ZooKeeper 3.8.0 (Debian 12's package) can lose them
+//     when the leader dies while a restarted member is still syncing: the
+//     member's sync thread can die with the leader's connection
+//     (ZOOKEEPER-4541, ZOOKEEPER-4712, fixed in 3.9.3), its log then
+//     lacks writes it acknowledged, and the ensemble can come back with
+//     its tree seconds old. A released node then comes back in its
+//     holder's live session and keeps the lock until that session ends,
+//     and a grant can be undone. Restart members one at a time, each once
+//     the last serves again (srvr reports leader or follower), and prefer
+//     a release with the fixes (docs/reliability.md).
 //
 // # Per-name state
 //

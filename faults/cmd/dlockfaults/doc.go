@@ -43,7 +43,8 @@ Faults: **pause-waiter** (SIGSTOP a worker waiting in Lock for TTL + 1 s), **bla
 and restart it on its data; Redis without persistence, so empty), **restart-server-aof** (Redis with
 `+"`appendfsync always`"+`), **kill-connection** (pg_terminate_backend / KILL of the holder's
 connections), **kill-leader** (a 3-member etcd cluster, a 3-server ZooKeeper ensemble; restarted
-after TTL + 1 s), **redlock-minority** / **redlock-majority** (1 or 2 of 3 masters down for TTL + 1
+after TTL + 1 s; the next injection waits until every ZooKeeper member serves again, so each is one
+failure), **redlock-minority** / **redlock-majority** (1 or 2 of 3 masters down for TTL + 1
 s, back empty), **redlock-restart-empty** (one master killed and restarted empty at once). During a
 pause or a blackhole the target holder is asked (SIGUSR1) to hold until its lease is lost, writing
 every 50 ms, as a long job would.
