@@ -118,7 +118,13 @@ func Run(ctx context.Context, cfg Config, b *Backend, f *Fault, st *Store) (res 
 		sleep(ctx, 500*time.Millisecond)
 		if f.Settle != nil {
 			if err := f.Settle(ctx, r); err != nil {
-				res.Error = fmt.Sprintf("after injection %d: %v", round+1, err)
+				// A store that does not come back fails the scenario, and
+				// what the injections so far showed is judged beside it.
+				if msg := fmt.Sprintf("after injection %d: %v", round+1, err); ctx.Err() == nil {
+					stuck = msg
+				} else {
+					res.Error = msg
+				}
 				break
 			}
 		}
