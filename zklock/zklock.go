@@ -212,13 +212,13 @@
 //     acknowledged. ZooKeeper 3.8.0 (Debian 12's package) can lose them
 //     when the leader dies while a restarted member is still syncing: the
 //     member's sync thread can die with the leader's connection
-//     (ZOOKEEPER-4541, ZOOKEEPER-4712, fixed in 3.9.3), its log then
-//     lacks writes it acknowledged, and the ensemble can come back with
-//     its tree seconds old. A released node then comes back in its
-//     holder's live session and keeps the lock until that session ends,
-//     and a grant can be undone. Restart members one at a time, each once
-//     the last serves again (srvr reports leader or follower), and prefer
-//     a release with the fixes (docs/reliability.md).
+//     (ZOOKEEPER-4541, ZOOKEEPER-4712, fixed in 3.9.3), the member can
+//     then win the next election with a stale log, and the ensemble can
+//     come back with its tree seconds old. A released node then comes
+//     back in its holder's live session and keeps the lock until that
+//     session ends, and a grant can be undone. Restart members one at a
+//     time, each once the last serves again (srvr reports leader or
+//     follower), and prefer a release with the fixes (docs/reliability.md).
 //
 // # Per-name state
 //
