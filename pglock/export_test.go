@@ -14,12 +14,3 @@ const (
 	KindLiveSQL  = kindLiveSQL
 	KindWaitsSQL = kindWaitsSQL
 )
-
-// The fast read-write acquire's queueing, and the condition that keeps it
-// from a request granted in the same message.
-var (
-	RWQueueSQL   = rwQueueSQL
-	RWRequeueSQL = rwRequeueSQL
-)
-
-const OwnHoldSQL = ownHoldSQL

@@ -136,12 +136,15 @@ ON CONFLICT (name, family, owner) DO NOTHING`
 WHERE name = $1 AND family = $2 AND owner = $3`
 )
 
-// tryKind runs one acquire transaction of two round trips (see tryFast);
-// a re-entry (the owner holds already) runs another, of three: tryKindTx.
+// tryKind runs one acquire transaction. A permit's is two round trips (see
+// tryPermit); a read or write hold's, or a permit's re-entry, three:
+// tryKindTx.
 func (d *pgDriver) tryKind(ctx context.Context, r driver.Request) (driver.Grant, sqlbase.Verdict, int, error) {
-	g, verdict, limit, err := d.tryFast(ctx, r)
-	if err != nil || verdict != sqlbase.Reenter {
-		return g, verdict, limit, err
+	if r.Kind == driver.Permit {
+		g, verdict, limit, err := d.tryPermit(ctx, r)
+		if err != nil || verdict != sqlbase.Reenter {
+			return g, verdict, limit, err
+		}
 	}
 	return d.tryKindTx(ctx, r)
 }
@@ -150,9 +153,12 @@ func (d *pgDriver) tryKind(ctx context.Context, r driver.Request) (driver.Grant,
 // begins it, bounded (one simple query, so that no session is ever in it
 // unbounded); the second (one message, see oneMessage) locks the state row
 // and reads the requester's own hold and waiting record and the others'
-// summed up by kind; the third writes what the verdict needs and commits.
-// The state row is locked while its client decides, once; tryKind runs it
-// only for a re-entry, which tryFast leaves to it.
+// summed up by kind; the third writes what the verdict needs and commits. The state row is locked while its client
+// decides, once: a transaction of a round trip per statement (as this was)
+// held it across eight, and on a loaded machine the acquires of a
+// contended lock queued behind each other's locked state row for seconds,
+// long enough for waiting records to lapse while their owners' attempts
+// queued, so that no head of the line was ever granted.
 func (d *pgDriver) tryKindTx(ctx context.Context, r driver.Request) (driver.Grant, sqlbase.Verdict, int, error) {
 	fam := int16(r.Kind.Family())
 	var g driver.Grant

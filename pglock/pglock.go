@@ -210,16 +210,15 @@
 // has its session ended by the server once idle that long (it used to hold
 // the row until the server saw the connection die: for good behind a proxy
 // that keeps it up; then for the requester's TTL, an hour for a lease of an
-// hour). The bound is on each idle gap, not on the whole transaction (two
-// round trips; a release's or re-entry's three): a client that is slow
-// rather than stopped, with a round trip near the bound, can keep the
-// others waiting for a few bounds, and gets no grant itself (its session
-// is ended, or the grant comes too late to be safe). Keep the TTL many
-// round trips long. A read, write or permit acquire locks the row,
-// decides, grants (or queues a waiting read or write request) and commits
-// in one message after its BEGIN, so its client never holds the row across
-// a round trip or its own scheduling (a re-entry then takes a
-// three-round-trip transaction as well). Tokens come from the state row, so every grant of the lock, reads
+// hour). The bound is on each idle gap, not on the whole transaction (three
+// round trips; a permit's two): a client that is slow rather than stopped, with a round
+// trip near the bound, can keep the others waiting for a few bounds, and
+// gets no grant itself (its session is ended, or the grant comes too late
+// to be safe). Keep the TTL many round trips long. A permit's acquire
+// locks the row, decides, grants and commits in one message after its
+// BEGIN, so its client never holds the row across a round trip or its own
+// scheduling (a re-entry then takes the three-round-trip transaction as
+// well). Tokens come from the state row, so every grant of the lock, reads
 // included, takes a greater one. Unlike a Mutex's, a failed release of a
 // read hold or permit is not settled before the owner's next acquire: the
 // hold stays until its TTL (it is not re-entered, as owners are fresh per

@@ -27,32 +27,18 @@ import (
 // finds it caught inside one; no other client is busy then. With a TTL of
 // 2 s the client takes and drops the write lock; with a TTL of an hour,
 // which it must not hold when cut off, it tries for it beside a reader
-// and is refused. Where only a re-entry holds the row across a round trip
-// (be.ReentryHoldsRow), the client holds a read lock and re-enters it,
-// over and over, instead; the other client then reads beside it (TTL of
-// an hour) or takes the write lock once the cut client's read hold has
-// expired (2 s), and the cut comes where be.CutReentry arms it.
+// and is refused.
 func CutMidTransactionFreed(t *testing.T, be Backend, idleInTx func(ctx context.Context) (bool, error)) {
 	b := be.open(t, sqlbase.ModeTable)
-	if be.CutReentry != nil {
-		reenter := func(ctx context.Context, rw *dlock.RWMutex) {
-			if l, err := rw.RLock(ctx); err == nil {
-				_ = l.Unlock(ctx)
-			}
-		}
-		t.Run("ttl-2s", func(t *testing.T) { cutMidTx(t, be, b, idleInTx, 2*time.Second, "cut-reader", reenter) })
-		t.Run("ttl-1h", func(t *testing.T) { cutMidTx(t, be, b, idleInTx, time.Hour, "cut-reader", reenter) })
-		return
-	}
 	t.Run("ttl-2s", func(t *testing.T) {
-		cutMidTx(t, be, b, idleInTx, 2*time.Second, "", func(ctx context.Context, rw *dlock.RWMutex) {
+		cutMidTx(t, be, b, idleInTx, 2*time.Second, func(ctx context.Context, rw *dlock.RWMutex) {
 			if l, err := rw.Lock(ctx); err == nil {
 				_ = l.Unlock(ctx)
 			}
 		})
 	})
 	t.Run("ttl-1h", func(t *testing.T) {
-		cutMidTx(t, be, b, idleInTx, time.Hour, "", func(ctx context.Context, rw *dlock.RWMutex) {
+		cutMidTx(t, be, b, idleInTx, time.Hour, func(ctx context.Context, rw *dlock.RWMutex) {
 			if l, err := rw.TryLock(ctx); err == nil {
 				t.Errorf("a write TryLock beside a read hold got token %d", l.Token())
 				_ = l.Unlock(ctx)
@@ -64,11 +50,9 @@ func CutMidTransactionFreed(t *testing.T, be Backend, idleInTx func(ctx context.
 // cutMidTx is CutMidTransactionFreed for one TTL: hammer runs one attempt
 // of the cut-off client's. With a TTL over the bound, b holds the lock
 // read-locked first, so that the client's write attempts are refused and
-// it holds nothing when cut off; then b reads beside it. With an owner,
-// the client's lock has that owner and holds a read lock of it before it
-// hammers, so that its attempts re-enter.
+// it holds nothing when cut off; then b reads beside it.
 func cutMidTx(t *testing.T, be Backend, b *dlock.Client, idleInTx func(ctx context.Context) (bool, error),
-	ttl time.Duration, owner string, hammer func(ctx context.Context, rw *dlock.RWMutex)) {
+	ttl time.Duration, hammer func(ctx context.Context, rw *dlock.RWMutex)) {
 	bound := sqlbase.TxIdle(ttl)
 	for try := 0; ; try++ {
 		if try == 40 {
@@ -87,22 +71,12 @@ func cutMidTx(t *testing.T, be Backend, b *dlock.Client, idleInTx func(ctx conte
 		t.Cleanup(cancel)
 		go func() { // most of an attempt's time is in the acquire's transaction
 			rw := a.RWMutex(name, dlock.WithTTL(ttl))
-			if owner != "" {
-				rw = a.RWMutex(name, dlock.WithTTL(ttl), dlock.WithOwner(owner))
-				if _, err := rw.RLock(ctx); err != nil {
-					return
-				}
-			}
 			for ctx.Err() == nil {
 				hammer(ctx, rw)
 			}
 		}()
-		if owner != "" && be.CutReentry != nil {
-			be.CutReentry(px)
-		} else {
-			time.Sleep(time.Duration(5+rand.IntN(20)) * time.Millisecond)
-			px.Blackhole()
-		}
+		time.Sleep(time.Duration(5+rand.IntN(20)) * time.Millisecond)
+		px.Blackhole()
 		time.Sleep(300 * time.Millisecond)
 		caught, err := idleInTx(t.Context())
 		if err != nil {

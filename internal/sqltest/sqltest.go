@@ -22,13 +22,6 @@ type Backend struct {
 	Server *testserver.Server
 	// URL is the URL of Server in mode (one of the sqlbase modes).
 	URL func(mode string) string
-	// CutReentry, if set, says that in table mode only a re-entry's
-	// acquire transaction holds a read-write lock's state row across a
-	// round trip (pglock's first acquire decides and commits in one
-	// message), and arms a client's proxy to cut it off there, between
-	// two of that transaction's statements: CutMidTransactionFreed then
-	// cuts a client off in its re-entries.
-	CutReentry func(px *testserver.Proxy)
 }
 
 // open opens a client of the server in mode.
