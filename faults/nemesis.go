@@ -199,8 +199,8 @@ var KillConn = &Fault{Name: "kill-connection",
 // srvr answers as soon as a member listens, so without that wait the next
 // injection killed the new leader while the restarted member was still
 // syncing, two failures in a 3-member ensemble, and ZooKeeper 3.8.0 then
-// lost acknowledged writes (docs/reliability.md, "ZooKeeper 3.8.0 and a
-// leader lost during a sync").
+// lost acknowledged writes (docs/reliability.md, the paragraph on
+// zk×3 sem × kill-leader).
 var KillLeader = &Fault{Name: "kill-leader", OnServers: true,
 	Settle: func(ctx context.Context, r *run) error {
 		if r.store.Kind != "zk3" {
